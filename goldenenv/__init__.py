@@ -1,0 +1,1 @@
+"""goldenenv: golden environments for GPU training clusters."""

@@ -1,0 +1,206 @@
+"""Facts as data: typed, lazily loaded views of the CSV files in data/.
+
+Every row carries a source. Code asks the catalog; no GPU count, price or driver minimum is
+written anywhere else. Files are read on first use and cached for the process.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterator
+
+UNVERIFIED = "(unverified)"
+
+
+def rows(table: str) -> list[dict[str, str]]:
+    """The rows of data/<table>.csv as dicts (strings, as written)."""
+    return list(_read(table))
+
+
+@functools.cache
+def _read(table: str) -> tuple[dict[str, str], ...]:
+    path = resources.files(__package__).joinpath("data", f"{table}.csv")
+    with path.open(newline="", encoding="utf-8") as f:
+        return tuple(csv.DictReader(f))
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    arch: str
+    memory_gib: int
+    source: str
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    cloud: str
+    name: str
+    gpu: Gpu
+    gpu_count: int
+    vcpus: int
+    memory_gib: float
+    network_cards: int
+    rdma: str
+    """efa | erdma | none"""
+    rdma_interfaces: int
+    local_nvme_count: int
+    local_nvme_gib: int
+    network_gbps: float
+    source: str
+
+    @property
+    def has_rdma(self) -> bool:
+        return self.rdma != "none" and self.rdma_interfaces > 0
+
+
+@dataclass(frozen=True)
+class Price:
+    cloud: str
+    instance_type: str
+    region: str
+    capacity: str
+    usd_per_hour: float
+    as_of: str
+    source: str
+
+    @property
+    def verified(self) -> bool:
+        return UNVERIFIED not in self.source
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    fabric: str
+    variable: str
+    value: str
+    condition: str
+    source: str
+
+
+@dataclass(frozen=True)
+class BusbwReference:
+    instance_type: str
+    nodes: int
+    message_bytes: int
+    busbw_gbytes_per_s: float
+    kind: str
+    """reference (a measured figure to compare with) | floor (a minimum that must be met)"""
+    source: str
+
+
+@functools.cache
+def gpus() -> dict[str, Gpu]:
+    return {
+        r["gpu"]: Gpu(r["gpu"], r["arch"], int(r["memory_gib"]), r["source"])
+        for r in _read("gpus")
+    }
+
+
+@functools.cache
+def _instance_types() -> dict[tuple[str, str], InstanceType]:
+    table = gpus()
+    return {
+        (r["cloud"], r["instance_type"]): InstanceType(
+            cloud=r["cloud"],
+            name=r["instance_type"],
+            gpu=table[r["gpu"]],
+            gpu_count=int(r["gpu_count"]),
+            vcpus=int(r["vcpus"]),
+            memory_gib=float(r["memory_gib"]),
+            network_cards=int(r["network_cards"]),
+            rdma=r["rdma"],
+            rdma_interfaces=int(r["rdma_interfaces"]),
+            local_nvme_count=int(r["local_nvme_count"]),
+            local_nvme_gib=int(r["local_nvme_gib"]),
+            network_gbps=float(r["network_gbps"]),
+            source=r["source"],
+        )
+        for r in _read("instance_types")
+    }
+
+
+def instance_types(cloud: str) -> dict[str, InstanceType]:
+    return {name: it for (c, name), it in _instance_types().items() if c == cloud}
+
+
+def instance_type(cloud: str, name: str) -> InstanceType:
+    """The catalog's entry; KeyError when the cloud does not list it."""
+    return _instance_types()[(cloud, name)]
+
+
+@functools.cache
+def _prices() -> tuple[Price, ...]:
+    return tuple(
+        Price(
+            r["cloud"], r["instance_type"], r["region"], r["capacity"],
+            float(r["usd_per_hour"]), r["as_of"], r["source"],
+        )
+        for r in _read("prices")
+    )
+
+
+def price(cloud: str, instance_type: str, region: str, capacity: str = "on-demand") -> Price | None:
+    """The price in this region if the catalog has it, else the same type's price in another region."""
+    candidates = [
+        p for p in _prices()
+        if p.cloud == cloud and p.instance_type == instance_type and p.capacity == capacity
+    ]
+    exact = [p for p in candidates if p.region == region]
+    return (exact or candidates or [None])[0]
+
+
+def fabric_env(fabric: str, versions: dict[str, str] | None = None) -> dict[str, str]:
+    """NCCL environment for a fabric; rows with a version condition apply only when the versions say so."""
+    env: dict[str, str] = {}
+    for r in _read("fabric_env"):
+        if r["fabric"] == fabric and condition_holds(r["condition"], versions or {}):
+            env[r["variable"]] = r["value"]
+    return env
+
+
+_CLAUSE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|<|>)\s*([0-9][0-9.]*)\s*$")
+
+
+def condition_holds(condition: str, versions: dict[str, str]) -> bool:
+    """`always`, or clauses like `aws_ofi_nccl<=1.5.0` joined by ` or `; unknown versions never match."""
+    if condition.strip() == "always":
+        return True
+    for clause in condition.split(" or "):
+        m = _CLAUSE.match(clause)
+        if not m:
+            raise ValueError(f"unreadable condition clause {clause!r} in catalog fabric_env.csv")
+        component, op, wanted = m.groups()
+        have = versions.get(component)
+        if have is None:
+            continue
+        a, b = version_tuple(have), version_tuple(wanted)
+        if {"<=": a <= b, ">=": a >= b, "<": a < b, ">": a > b}[op]:
+            return True
+    return False
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+@functools.cache
+def busbw_references() -> tuple[BusbwReference, ...]:
+    return tuple(
+        BusbwReference(
+            r["instance_type"], int(r["nodes"]), int(r["message_bytes"]),
+            float(r["busbw_gbytes_per_s"]), r["kind"], r["source"],
+        )
+        for r in _read("busbw_refs")
+    )
+
+
+def tables() -> Iterator[str]:
+    """Names of every data file, for the consistency test."""
+    for entry in resources.files(__package__).joinpath("data").iterdir():
+        if entry.name.endswith(".csv"):
+            yield entry.name.removesuffix(".csv")

@@ -1,0 +1,116 @@
+"""AWS: EFA GPU clusters in a cluster placement group, S3 + FSx for Lustre, AWS Budgets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from goldenenv import catalog
+from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
+from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
+from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
+from goldenenv.clouds.base import Capability
+from goldenenv.nodeboot import NodeBoot, launch_outputs
+from goldenenv.spec import STACK_TAG_KEY, ClusterSpec, Problem
+
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+
+
+class AwsCloud:
+    name = "aws"
+    capabilities = frozenset(Capability)
+
+    def check(self, spec: ClusterSpec) -> list[Problem]:
+        problems = []
+        if not REGION.match(spec.region):
+            problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an AWS region name (e.g. us-east-1)"))
+        if spec.budget and spec.budget.currency != "USD":
+            problems.append(Problem(
+                "goldenenv:budget.currency",
+                f"AWS Budgets count in USD only; got {spec.budget.currency!r}, set currency: USD",
+            ))
+        return problems
+
+    def build(self, spec: ClusterSpec) -> dict[str, Any]:
+        provider = aws.Provider("aws", region=spec.region, default_tags={"tags": spec.stack_tags})
+        cluster = GpuCluster(spec.stack, spec, pulumi.ResourceOptions(providers=[provider]))
+        return cluster.outputs
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Network, data store, node pools and budget of one stack, wired together."""
+
+    outputs: dict[str, Any]
+
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = spec.stack_tags
+        zone = spec.zone or aws.get_availability_zones_output(
+            state="available", opts=pulumi.InvokeOutputOptions(parent=self)
+        ).names[0]
+
+        network = GpuNetwork(name, GpuNetworkArgs(
+            region=spec.region, zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
+            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
+        ), child)
+        fs = spec.storage.parallel_fs
+        data = DataStore(f"{name}-data", DataStoreArgs(
+            bucket_name=spec.storage.bucket.bucket_name,
+            noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
+            checkpoint_prefix=fs.checkpoint_prefix,
+            parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
+            subnet_id=network.subnet_id, security_group_id=network.storage_security_group_id, tags=tags,
+        ), child)
+
+        pools = []
+        for pool in spec.nodes:
+            it = catalog.instance_type("aws", pool.instance_type)
+            efa = it.rdma_interfaces if (pool.efa is not False and it.rdma == "efa") else 0
+            boot = NodeBoot(spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0)
+            user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
+                lambda fsx, boot=boot: boot.cloud_config(fsx_dns_name=fsx[0], fsx_mount_name=fsx[1])
+            )
+            pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
+                instance_type=it.name, count=pool.count, network_cards=it.network_cards,
+                efa_interfaces=efa, capacity=pool.capacity.value,
+                capacity_reservation_id=pool.capacity_reservation_id, zone=zone,
+                subnet_id=network.subnet_id, security_group_ids=[network.node_security_group_id],
+                root_volume_gib=pool.root_volume_gib, user_data=user_data,
+                bucket_arn=data.bucket_arn, tags=tags,
+            ), child)))
+
+        all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
+        all_ids = pulumi.Output.all(*[p.instance_ids for *_, p in pools]).apply(lambda lists: sum(lists, []))
+        slots = [it.gpu_count for it, pool, _ in pools for _ in range(pool.count)]
+
+        budget_name = None
+        if spec.budget:
+            budget = StackBudget(f"{name}-budget", StackBudgetArgs(
+                budget_name=f"goldenenv-{spec.stack}", monthly_limit_usd=spec.budget.monthly_limit,
+                thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
+                tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
+                activate_cost_allocation_tag=spec.budget.activate_cost_allocation_tag,
+                instance_ids=all_ids, region=spec.region, tags=tags,
+            ), child)
+            budget_name = budget.budget_name
+
+        self.outputs = {
+            **launch_outputs(all_ips, slots),
+            "instanceIds": all_ids,
+            "ssmConnect": all_ids.apply(
+                lambda ids: [f"aws ssm start-session --region {spec.region} --target {i}" for i in ids]
+            ),
+            "placementGroups": [p.placement_group for *_, p in pools if p.placement_group is not None],
+            "bucket": data.bucket_name,
+            "fsxMount": pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
+                lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
+            ) if fs.enabled else None,
+            "budgetName": budget_name,
+        }
+        self.register_outputs(self.outputs)
+

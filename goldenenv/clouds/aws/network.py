@@ -1,0 +1,147 @@
+"""VPC for a GPU cluster: one private subnet in one AZ, egress by NAT or endpoints only."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+ALL = {"protocol": "-1", "from_port": 0, "to_port": 0}
+SSM_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "sts", "logs")
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuNetworkArgs:
+    region: str
+    zone: pulumi.Input[str]
+    cidr: ipaddress.IPv4Network
+    egress: str
+    """nat | endpoints"""
+    admin_cidrs: list[str] = field(default_factory=list)
+    tags: dict[str, str]
+
+
+class GpuNetwork(pulumi.ComponentResource):
+    """Private subnet for the nodes, a node security group open only to itself, a storage group."""
+
+    vpc_id: pulumi.Output[str]
+    subnet_id: pulumi.Output[str]
+    node_security_group_id: pulumi.Output[str]
+    storage_security_group_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GpuNetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:GpuNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        private_cidr, public_cidr = _split(args.cidr)
+
+        def tags(label: str) -> dict[str, str]:
+            return {**args.tags, "Name": f"{name}-{label}"}
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc", cidr_block=str(args.cidr), enable_dns_hostnames=True,
+            enable_dns_support=True, tags=tags("vpc"), opts=child,
+        )
+        subnet = aws.ec2.Subnet(
+            f"{name}-private", vpc_id=vpc.id, cidr_block=str(private_cidr),
+            availability_zone=args.zone, map_public_ip_on_launch=False,
+            tags=tags("private"), opts=child,
+        )
+        private_routes = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, tags=tags("private"), opts=child)
+        aws.ec2.RouteTableAssociation(
+            f"{name}-private-rta", subnet_id=subnet.id, route_table_id=private_routes.id, opts=child
+        )
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3", vpc_id=vpc.id, service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway", route_table_ids=[private_routes.id],
+            tags=tags("s3"), opts=child,
+        )
+
+        if args.egress == "nat":
+            self._nat_egress(name, vpc, public_cidr, args.zone, private_routes, tags, child)
+
+        nodes = aws.ec2.SecurityGroup(
+            f"{name}-nodes", vpc_id=vpc.id,
+            description="GPU nodes: all traffic between members (EFA needs it); no SSH from the internet",
+            ingress=[{**ALL, "self": True, "description": "node to node, EFA and NCCL"}]
+            + [
+                {"protocol": "tcp", "from_port": 22, "to_port": 22, "cidr_blocks": [c],
+                 "description": "SSH from an admin network"}
+                for c in args.admin_cidrs
+            ],
+            egress=[
+                {**ALL, "self": True, "description": "node to node, EFA and NCCL"},
+                {**ALL, "cidr_blocks": ["0.0.0.0/0"], "description": "outbound through NAT or endpoints"},
+            ],
+            tags=tags("nodes"), opts=child,
+        )
+        storage = aws.ec2.SecurityGroup(
+            f"{name}-storage", vpc_id=vpc.id, description="FSx for Lustre: Lustre ports from nodes and itself",
+            ingress=[
+                {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [nodes.id],
+                 "self": True, "description": "Lustre"}
+                for lo, hi in LUSTRE_PORTS
+            ],
+            egress=[{**ALL, "self": True, "description": "Lustre servers among themselves"}],
+            tags=tags("storage"), opts=child,
+        )
+        if args.egress == "endpoints":
+            self._interface_endpoints(name, vpc, subnet, args, tags, child)
+
+        self.vpc_id = vpc.id
+        self.subnet_id = subnet.id
+        self.node_security_group_id = nodes.id
+        self.storage_security_group_id = storage.id
+        self.register_outputs({
+            "vpc_id": vpc.id, "subnet_id": subnet.id,
+            "node_security_group_id": nodes.id, "storage_security_group_id": storage.id,
+        })
+
+    @staticmethod
+    def _nat_egress(name, vpc, public_cidr, zone, private_routes, tags, child) -> None:
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags("igw"), opts=child)
+        public = aws.ec2.Subnet(
+            f"{name}-public", vpc_id=vpc.id, cidr_block=str(public_cidr), availability_zone=zone,
+            map_public_ip_on_launch=False, tags=tags("public-nat"), opts=child,
+        )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public-rt", vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}], tags=tags("public"), opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-public-rta", subnet_id=public.id, route_table_id=public_routes.id, opts=child
+        )
+        eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat"), opts=child)
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat", allocation_id=eip.id, subnet_id=public.id, tags=tags("nat"),
+            opts=pulumi.ResourceOptions(parent=child.parent, depends_on=[igw]),
+        )
+        aws.ec2.Route(
+            f"{name}-private-default", route_table_id=private_routes.id,
+            destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.id, opts=child,
+        )
+
+    @staticmethod
+    def _interface_endpoints(name, vpc, subnet, args: GpuNetworkArgs, tags, child) -> None:
+        https = aws.ec2.SecurityGroup(
+            f"{name}-endpoints", vpc_id=vpc.id, description="VPC interface endpoints: HTTPS from the VPC",
+            ingress=[{"protocol": "tcp", "from_port": 443, "to_port": 443,
+                      "cidr_blocks": [str(args.cidr)], "description": "HTTPS from the VPC"}],
+            tags=tags("endpoints"), opts=child,
+        )
+        for service in SSM_ENDPOINTS:
+            aws.ec2.VpcEndpoint(
+                f"{name}-{service.replace('.', '-')}", vpc_id=vpc.id,
+                service_name=f"com.amazonaws.{args.region}.{service}", vpc_endpoint_type="Interface",
+                subnet_ids=[subnet.id], security_group_ids=[https.id], private_dns_enabled=True,
+                tags=tags(service), opts=child,
+            )
+
+
+def _split(cidr: ipaddress.IPv4Network) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
+    """The first half for the nodes; a small block at the end for the NAT gateway."""
+    private = next(cidr.subnets(new_prefix=cidr.prefixlen + 1))
+    public = list(cidr.subnets(new_prefix=min(cidr.prefixlen + 4, 28)))[-1]
+    return private, public

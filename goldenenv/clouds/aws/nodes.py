@@ -1,0 +1,158 @@
+"""A pool of identical GPU nodes: role, placement group, launch template, instances."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from goldenenv.clouds.aws.efa import interface_layout
+
+HOST_AMI = "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+"""AWS Deep Learning Base AMI (NVIDIA driver, Docker, NVIDIA container toolkit, EFA), resolved at launch."""
+NODE_MANAGED_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuNodePoolArgs:
+    instance_type: str
+    count: int
+    network_cards: int
+    efa_interfaces: int
+    """0 for a pool without EFA."""
+    capacity: str
+    """on-demand | spot | capacity-reservation"""
+    capacity_reservation_id: str | None
+    zone: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    security_group_ids: list[pulumi.Input[str]]
+    root_volume_gib: int
+    user_data: pulumi.Input[str]
+    bucket_arn: pulumi.Input[str]
+    tags: dict[str, str]
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    instance_ids: pulumi.Output[list[str]]
+    private_ips: pulumi.Output[list[str]]
+    placement_group: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        profile = self._instance_profile(name, args, child)
+        placement = None
+        if args.efa_interfaces:
+            placement = aws.ec2.PlacementGroup(
+                f"{name}-placement", strategy="cluster", tags=args.tags, opts=child,
+            )
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-template",
+            description=f"goldenenv {name}: {args.instance_type}, {args.efa_interfaces} EFA",
+            image_id=HOST_AMI,
+            instance_type=args.instance_type,
+            iam_instance_profile={"arn": profile.arn},
+            metadata_options={
+                "http_endpoint": "enabled", "http_tokens": "required",
+                "http_put_response_hop_limit": 2, "instance_metadata_tags": "enabled",
+            },
+            network_interfaces=[
+                {
+                    "network_card_index": slot.network_card_index,
+                    "device_index": slot.device_index,
+                    "interface_type": slot.interface_type,
+                    "subnet_id": args.subnet_id,
+                    "security_groups": args.security_group_ids,
+                    "associate_public_ip_address": "false",
+                    "delete_on_termination": "true",
+                }
+                for slot in interface_layout(args.network_cards, args.efa_interfaces)
+            ],
+            block_device_mappings=[{
+                "device_name": "/dev/sda1",
+                "ebs": {
+                    "volume_size": args.root_volume_gib, "volume_type": "gp3", "encrypted": "true",
+                    "delete_on_termination": "true", "iops": 3000, "throughput": 250,
+                },
+            }],
+            placement={"availability_zone": args.zone, **({"group_name": placement.name} if placement else {})},
+            instance_market_options=_market_options(args.capacity),
+            capacity_reservation_specification=_reservation(args.capacity_reservation_id),
+            user_data=pulumi.Output.from_input(args.user_data).apply(
+                lambda text: base64.b64encode(text.encode()).decode()
+            ),
+            tag_specifications=[{"resource_type": kind, "tags": args.tags} for kind in TAGGED_AT_LAUNCH],
+            update_default_version=True,
+            tags=args.tags,
+            opts=child,
+        )
+        nodes = [
+            aws.ec2.Instance(
+                f"{name}-{i}",
+                launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+                tags={**args.tags, "Name": f"{name}-{i}"},
+                opts=child,
+            )
+            for i in range(args.count)
+        ]
+        self.instance_ids = pulumi.Output.all(*[n.id for n in nodes])
+        self.private_ips = pulumi.Output.all(*[n.private_ip for n in nodes])
+        self.placement_group = placement.name if placement else None
+        self.register_outputs({
+            "instance_ids": self.instance_ids, "private_ips": self.private_ips,
+            "placement_group": self.placement_group,
+        })
+
+    @staticmethod
+    def _instance_profile(name: str, args: GpuNodePoolArgs, child: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
+        """SSM for access, ECR to pull the golden image, and the stack's bucket: nothing else."""
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                               "Action": "sts:AssumeRole"}],
+            }),
+            tags=args.tags, opts=child,
+        )
+        for i, arn in enumerate(NODE_MANAGED_POLICIES):
+            aws.iam.RolePolicyAttachment(f"{name}-role-policy-{i}", role=role.name, policy_arn=arn, opts=child)
+        aws.iam.RolePolicy(
+            f"{name}-bucket-access", role=role.id,
+            policy=pulumi.Output.from_input(args.bucket_arn).apply(_bucket_policy),
+            opts=child,
+        )
+        return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=args.tags, opts=child)
+
+
+def _bucket_policy(bucket_arn: str) -> str:
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
+            {"Effect": "Allow",
+             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+             "Resource": f"{bucket_arn}/*"},
+        ],
+    })
+
+
+def _market_options(capacity: str) -> dict | None:
+    if capacity != "spot":
+        return None
+    return {"market_type": "spot",
+            "spot_options": {"spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
+
+
+def _reservation(reservation_id: str | None) -> dict | None:
+    if not reservation_id:
+        return None
+    return {"capacity_reservation_target": {"capacity_reservation_id": reservation_id}}

@@ -1,0 +1,229 @@
+"""Offline plan: the stack's Pulumi program evaluated under Pulumi's mock runtime.
+
+No CLI, no credentials, nothing created. The same program `pulumi up` runs registers its
+resources with a recording monitor; the plan then prices the node pools from the catalog and
+runs the guardrails over what was recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.settings import SETTINGS
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from goldenenv import catalog, guardrails, stackconfig
+from goldenenv.guardrails import Finding, PlannedResource, Severity
+from goldenenv.spec import ClusterSpec
+
+PROJECT = "goldenenv"
+STACKS = Path(__file__).resolve().parent.parent / "stacks"
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    pool: str
+    instance_type: str
+    count: int
+    capacity: str
+    usd_per_hour: float | None
+    """For all nodes of the pool; None when the catalog has no price."""
+    price: catalog.Price | None
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return None if self.usd_per_hour is None else self.usd_per_hour * HOURS_PER_MONTH
+
+
+@dataclass
+class Plan:
+    stack: str
+    spec: ClusterSpec
+    resources: list[PlannedResource]
+    outputs: dict[str, Any]
+    costs: list[PoolCost]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity is Severity.ERROR for f in self.findings)
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(c.usd_per_hour or 0.0 for c in self.costs)
+
+    def of_type(self, type_token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "resources": [
+                {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent_urn,
+                 "retainOnDelete": r.retain_on_delete, "props": r.props}
+                for r in self.resources
+            ],
+            "outputs": self.outputs,
+            "cost": {
+                "usdPerHour": round(self.usd_per_hour, 2),
+                "usdPerMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
+                "budgetUsdPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None,
+                "pools": [
+                    {"pool": c.pool, "instanceType": c.instance_type, "count": c.count, "capacity": c.capacity,
+                     "usdPerHour": c.usd_per_hour,
+                     "priceRegion": c.price.region if c.price else None,
+                     "priceAsOf": c.price.as_of if c.price else None,
+                     "priceSource": c.price.source if c.price else None}
+                    for c in self.costs
+                ],
+            },
+            "findings": [
+                {"rule": f.rule, "severity": f.severity.value, "urn": f.urn, "message": f.message}
+                for f in self.findings
+            ],
+            "failed": self.failed,
+        }
+
+
+def stack_file(stack: str, stacks_dir: Path = STACKS) -> Path:
+    return stacks_dir / f"Pulumi.{stack}.yaml"
+
+
+def plan(stack: str, stacks_dir: Path = STACKS) -> Plan:
+    """Evaluate a stack file offline; ConfigError if its configuration is invalid."""
+    config = stackconfig.read_stack_file(stack_file(stack, stacks_dir))
+    return plan_config(stack, config)
+
+
+def plan_config(stack: str, config: dict[str, Any]) -> Plan:
+    values, unknown = stackconfig.namespaced(config)
+    spec = stackconfig.load(stack, values, unknown)
+    resources, outputs = run_program(stack, config)
+    costs = pool_costs(spec)
+    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
+    return Plan(stack, spec, resources, outputs, costs, findings)
+
+
+def run_program(stack: str, config: dict[str, Any]) -> tuple[list[PlannedResource], dict[str, Any]]:
+    """Run goldenenv.program.build() against a recording mock monitor."""
+    from goldenenv import program
+
+    monitor = _RecordingMonitor(_PlanMocks())
+    pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    SETTINGS.rpc_manager.clear()
+    SETTINGS.outputs.clear()
+    outputs: dict[str, Any] = {}
+
+    def run() -> None:
+        declared = {k: v for k, v in program.build().items() if v is not None}
+        outputs.update(_sync_await(pulumi.Output.from_input(declared).future()) or {})
+
+    _sync_await(run_pulumi_func(run))
+    return monitor.records, outputs
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping what a plan shows: parent, options, inputs."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.records: list[PlannedResource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.records.append(PlannedResource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                props=rpc.deserialize_properties(request.object),
+                id=response.id or None,
+                parent_urn=None if _is_stack(request.parent) else request.parent,
+                custom=request.custom,
+                retain_on_delete=request.retainOnDelete if request.HasField("retainOnDelete") else False,
+                protect=request.protect if request.HasField("protect") else False,
+            ))
+        return response
+
+
+def _is_stack(urn: str) -> bool:
+    return not urn or urn.split("::")[2].split("$")[-1] == "pulumi:pulumi:Stack"
+
+
+class _PlanMocks(pulumi.runtime.Mocks):
+    """Stand-ins for what only the cloud knows; marked so nobody takes them for real."""
+
+    def __init__(self) -> None:
+        self._serial = itertools.count(1)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        n = next(self._serial)
+        state = {**args.inputs, "arn": f"arn:aws:mock::000000000000:{args.name}"}
+        kind = args.typ.rsplit(":", 1)[-1]
+        if kind == "Instance":
+            state["privateIp"] = f"10.42.{n // 200}.{10 + n % 200}"
+            return f"i-{n:017x}", state
+        if kind == "LaunchTemplate":
+            state["latestVersion"] = 1
+        if kind == "LustreFileSystem":
+            state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"mnt{n}")
+        if kind == "Bucket" and not args.inputs.get("bucket"):
+            state["bucket"] = f"{args.name}-{n:07x}"
+        state.setdefault("name", args.name)
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": ["mock-az-a", "mock-az-b"], "zoneIds": ["mock-az1", "mock-az2"]}
+        return {}
+
+
+def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
+    costs = []
+    for pool in spec.nodes:
+        price = catalog.price(spec.cloud, pool.instance_type, spec.region)
+        costs.append(PoolCost(
+            pool.name, pool.instance_type, pool.count, pool.capacity.value,
+            price.usd_per_hour * pool.count if price else None, price,
+        ))
+    return costs
+
+
+def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
+    """What a user should know before renting: price caveats and how long the budget lasts."""
+    notes = []
+    for c in costs:
+        if c.price is None:
+            notes.append(f"no catalog price for {c.instance_type}: cost not counted")
+            continue
+        if c.price.region != spec.region:
+            notes.append(f"{c.instance_type} priced from {c.price.region}, not {spec.region}")
+        if not c.price.verified:
+            notes.append(f"{c.instance_type} price is unverified in the catalog ({c.price.as_of})")
+        if c.capacity == "spot":
+            notes.append(f"{c.pool}: spot price varies; the on-demand price is shown as its ceiling")
+    hourly = sum(c.usd_per_hour or 0.0 for c in costs)
+    if spec.budget and hourly > 0:
+        days = spec.budget.monthly_limit / hourly / 24
+        if days < HOURS_PER_MONTH / 24:
+            then = "the hard stop stops the nodes" if spec.budget.hard_stop else "alerts fire but nothing stops"
+            notes.append(f"running all month costs ${hourly * HOURS_PER_MONTH:,.0f}; the budget lasts "
+                         f"{days:.1f} days at full use, then {then}")
+    if spec.budget and not spec.budget.activate_cost_allocation_tag:
+        notes.append("the budget filters on the tag goldenenv:stack: activate it as a cost allocation tag "
+                     "(Billing console, or budget.activateCostAllocationTag: true) or the budget sees no spend")
+    if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes:
+        notes.append("lifecycle.ttlHours / idleMinutes are recorded but not yet enforced by an auto-teardown")
+    if not spec.image.ref:
+        notes.append(f"image.ref is not set: nodes boot the host AMI without the golden image '{spec.image.lock}'")
+    return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]

@@ -1,0 +1,31 @@
+"""The Pulumi program: stack config → spec → the cloud's components → stack outputs.
+
+`pulumi up -s STACK` runs __main__.py in this folder; `goldenenv plan` runs build() under
+Pulumi's mock runtime. Both read the same config through stackconfig and build the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from goldenenv import clouds, stackconfig
+from goldenenv.spec import ConfigError
+
+
+def build() -> dict[str, Any]:
+    """Declare every resource of the stack; return its outputs."""
+    spec = stackconfig.from_pulumi()
+    cloud = clouds.validate(spec)
+    return cloud.build(spec)
+
+
+def main() -> None:
+    try:
+        outputs = build()
+    except ConfigError as e:
+        raise pulumi.RunError(f"invalid stack configuration:\n{e}") from None
+    for key, value in outputs.items():
+        if value is not None:
+            pulumi.export(key, value)

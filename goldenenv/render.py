@@ -1,0 +1,33 @@
+"""One Jinja2 environment over templates/, for images and cloud-init alike.
+
+StrictUndefined: a value the caller forgot is an error, never an empty string. Templates
+only place values; which fragments and in what order is decided by the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        comment_start_string="{##",  # shell's ${#array[@]} must stay literal
+        comment_end_string="##}",
+    )
+
+
+def render(template: str, **values: Any) -> str:
+    return environment().get_template(template).render(**values)
