@@ -1,0 +1,261 @@
+"""The AWS program under Pulumi's mock runtime: what `pulumi up` would create, checked offline."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import pytest
+import yaml
+
+from goldenenv import catalog, stackconfig
+from goldenenv.clouds.aws.budget import cost_filter_value
+from goldenenv.plan import plan, plan_config, stack_file
+from goldenenv.spec import STACK_TAG_KEY
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+EXAMPLES = ["aws-p5-2node", "aws-p4d-4node-spot", "aws-g5-dev"]
+
+
+def example_config(stack: str = "aws-p5-2node") -> dict:
+    return stackconfig.read_stack_file(stack_file(stack))
+
+
+def with_nodes(stack: str = "aws-p5-2node", **changes) -> dict:
+    config = copy.deepcopy(example_config(stack))
+    config["goldenenv:nodes"].update(changes)
+    return config
+
+
+def one(p, type_token):
+    found = p.of_type(type_token)
+    assert len(found) == 1, f"expected one {type_token}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def p5():
+    return plan("aws-p5-2node")
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+def test_example_stacks_plan_without_failed_guardrails(stack):
+    result = plan(stack)
+    assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
+    nodes = result.of_type(INSTANCE)
+    assert len(nodes) == sum(pool.count for pool in result.spec.nodes)
+
+
+EFA_TYPES = sorted(name for name, it in catalog.instance_types("aws").items() if it.rdma == "efa")
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_launch_template_carries_catalog_efa_count_in_aws_layout(instance_type):
+    it = catalog.instance_type("aws", instance_type)
+    result = plan_config("efa-layout", with_nodes(instanceType=instance_type, efa=True))
+    interfaces = one(result, LT).props["networkInterfaces"]
+
+    efa = [ni for ni in interfaces if ni["interfaceType"] == "efa-only"]
+    primary = [ni for ni in interfaces if ni["interfaceType"] == "interface"]
+    assert len(efa) == it.rdma_interfaces
+    assert len(primary) == 1
+    assert (primary[0]["networkCardIndex"], primary[0]["deviceIndex"]) == (0, 0)
+    cards = sorted(ni["networkCardIndex"] for ni in efa)
+    assert cards == list(range(it.rdma_interfaces)), "one EFA per network card, cards 0..n-1"
+    assert all(ni["deviceIndex"] == (1 if ni["networkCardIndex"] == 0 else 0) for ni in efa)
+    assert max(cards) < it.network_cards
+    for ni in interfaces:
+        assert ni["securityGroups"], "security groups go on every interface"
+        assert ni["associatePublicIpAddress"] == "false"
+
+
+def test_p5_has_two_nodes_with_32_efa_each_in_one_placement_group_and_subnet(p5):
+    template = one(p5, LT)
+    group = one(p5, "aws:ec2/placementGroup:PlacementGroup")
+    subnet = next(r for r in p5.of_type("aws:ec2/subnet:Subnet") if r.name.endswith("-private"))
+    nodes = p5.of_type(INSTANCE)
+
+    assert group.props["strategy"] == "cluster"
+    assert p5.outputs["placementGroups"] == [template.props["placement"]["groupName"]]
+    assert len(nodes) == 2
+    assert all(n.props["launchTemplate"]["id"] == template.id for n in nodes)
+    assert {ni["subnetId"] for ni in template.props["networkInterfaces"]} == {subnet.id}
+    efa = [ni for ni in template.props["networkInterfaces"] if ni["interfaceType"] == "efa-only"]
+    assert len(efa) == catalog.instance_type("aws", "p5.48xlarge").rdma_interfaces == 32
+
+
+def test_nodes_require_imdsv2_and_encrypt_the_root_volume(p5):
+    template = one(p5, LT)
+    assert template.props["metadataOptions"]["httpTokens"] == "required"
+    (root,) = template.props["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] == "true"
+    assert root["ebs"]["volumeType"] == "gp3"
+
+
+def test_every_taggable_resource_carries_the_stack_tags(p5):
+    from goldenenv.guardrails import is_taggable
+
+    wanted = p5.spec.stack_tags
+    taggable = [r for r in p5.resources if r.custom and is_taggable(r.type)]
+    assert len(taggable) > 20
+    for r in taggable:
+        tags = r.props.get("tags") or {}
+        assert {k: tags.get(k) for k in wanted} == wanted, f"{r.name} ({r.type}) lacks stack tags"
+    kinds = {spec["resourceType"] for spec in one(p5, LT).props["tagSpecifications"]}
+    assert kinds == {"instance", "volume", "network-interface"}
+    assert all(spec["tags"][STACK_TAG_KEY] == "aws-p5-2node" for spec in one(p5, LT).props["tagSpecifications"])
+    provider = one(p5, "pulumi:providers:aws")
+    assert yaml.safe_load(provider.props["defaultTags"])["tags"] == wanted
+
+
+def test_no_ssh_from_the_internet(p5):
+    for group in p5.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        for rule in group.props.get("ingress", []):
+            open_to_world = "0.0.0.0/0" in (rule.get("cidrBlocks") or [])
+            covers_ssh = rule["protocol"] == "-1" or rule["fromPort"] <= 22 <= rule["toPort"]
+            assert not (open_to_world and covers_ssh), f"{group.name} opens SSH to the world"
+
+
+def test_node_security_group_allows_all_traffic_to_and_from_itself(p5):
+    nodes = next(r for r in p5.of_type("aws:ec2/securityGroup:SecurityGroup") if r.name.endswith("-nodes"))
+    assert any(r["protocol"] == "-1" and r.get("self") for r in nodes.props["ingress"])
+    assert any(r["protocol"] == "-1" and r.get("self") for r in nodes.props["egress"])
+
+
+def test_admin_cidr_opens_ssh_only_to_that_network():
+    config = copy.deepcopy(example_config())
+    config["goldenenv:network"]["adminCidrs"] = ["203.0.113.0/24"]
+    result = plan_config("admin", config)
+    nodes = next(r for r in result.of_type("aws:ec2/securityGroup:SecurityGroup") if r.name.endswith("-nodes"))
+    ssh = [r for r in nodes.props["ingress"] if r["protocol"] == "tcp" and r["fromPort"] == 22]
+    assert [r["cidrBlocks"] for r in ssh] == [["203.0.113.0/24"]]
+
+
+def test_bucket_is_encrypted_versioned_private_and_retained(p5):
+    bucket = one(p5, "aws:s3/bucket:Bucket")
+    sse = one(p5, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
+    versioning = one(p5, "aws:s3/bucketVersioning:BucketVersioning")
+    block = one(p5, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    lifecycle = one(p5, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+
+    assert bucket.retain_on_delete is True and not bucket.props.get("forceDestroy")
+    assert sse.props["bucket"] == versioning.props["bucket"] == block.props["bucket"] == bucket.id
+    assert sse.props["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
+    assert versioning.props["versioningConfiguration"]["status"] == "Enabled"
+    assert all(block.props[k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                                        "restrictPublicBuckets"))
+    expiry = next(r for r in lifecycle.props["rules"] if "noncurrentVersionExpiration" in r)
+    assert expiry["filter"]["prefix"] == p5.spec.storage.parallel_fs.checkpoint_prefix
+
+
+def test_lustre_sits_in_the_nodes_subnet_and_is_linked_to_the_bucket(p5):
+    fs = one(p5, "aws:fsx/lustreFileSystem:LustreFileSystem")
+    link = one(p5, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    bucket = one(p5, "aws:s3/bucket:Bucket")
+    template = one(p5, LT)
+
+    assert fs.props["subnetIds"] == template.props["networkInterfaces"][0]["subnetId"]
+    assert fs.props["deploymentType"] == "PERSISTENT_2"
+    assert fs.props["skipFinalBackup"] is False
+    assert link.props["fileSystemId"] == fs.id
+    assert link.props["dataRepositoryPath"] == f"s3://{p5.outputs['bucket']}/"
+    assert link.props["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+    assert p5.outputs["fsxMount"].endswith(f" on {p5.spec.storage.parallel_fs.mount_point}")
+
+
+def test_budget_filters_on_the_stack_tag_and_alerts_at_each_threshold(p5):
+    budget = one(p5, "aws:budgets/budget:Budget")
+    assert budget.props["costFilters"] == [
+        {"name": "TagKeyValue", "values": [cost_filter_value(STACK_TAG_KEY, "aws-p5-2node")]}
+    ]
+    assert float(budget.props["limitAmount"]) == p5.spec.budget.monthly_limit
+    got = sorted((n["threshold"], n["notificationType"]) for n in budget.props["notifications"])
+    assert got == sorted((float(t), k) for t in p5.spec.budget.alert_thresholds for k in ("ACTUAL", "FORECASTED"))
+    assert p5.outputs["budgetName"] == budget.props["name"]
+
+
+def test_hard_stop_stops_exactly_the_stacks_instances_at_100_percent(p5):
+    action = one(p5, "aws:budgets/budgetAction:BudgetAction")
+    ssm = action.props["definition"]["ssmActionDefinition"]
+    assert ssm["actionSubType"] == "STOP_EC2_INSTANCES"
+    assert sorted(ssm["instanceIds"]) == sorted(n.id for n in p5.of_type(INSTANCE))
+    assert action.props["actionThreshold"] == {"actionThresholdType": "PERCENTAGE", "actionThresholdValue": 100}
+    assert action.props["approvalModel"] == "AUTOMATIC"
+
+
+def test_no_hard_stop_means_no_budget_action():
+    config = copy.deepcopy(example_config())
+    config["goldenenv:budget"]["hardStop"] = False
+    assert plan_config("soft", config).of_type("aws:budgets/budgetAction:BudgetAction") == []
+
+
+def test_hostfile_has_one_line_per_node_with_slots_equal_to_gpus(p5):
+    gpus = catalog.instance_type("aws", "p5.48xlarge").gpu_count
+    lines = p5.outputs["hostfile"].splitlines()
+    assert lines == [f"{ip} slots={gpus}" for ip in p5.outputs["nodePrivateIps"]]
+    env = p5.outputs["launchEnv"]
+    assert env["MASTER_ADDR"] == p5.outputs["nodePrivateIps"][0]
+    assert (env["NNODES"], env["NPROC_PER_NODE"]) == ("2", str(gpus))
+    assert len(p5.outputs["ssmConnect"]) == 2
+
+
+def test_user_data_mounts_storage_and_writes_the_fabric_env(p5):
+    text = base64.b64decode(one(p5, LT).props["userData"]).decode()
+    assert text.startswith("#cloud-config\n")
+    doc = yaml.safe_load(text)
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    env = dict(line.split("=", 1) for line in files["/etc/goldenenv/launch.env"].splitlines()
+               if line and not line.startswith("#"))
+    for name, value in catalog.fabric_env("efa").items():
+        assert env[name] == value
+    mount = next(c for p, c in files.items() if p.endswith("fsx-mount.sh"))
+    lustre_source = p5.outputs["fsxMount"].split(" on ")[0]
+    assert f"source_path={lustre_source}\n" in mount
+    assert any(p.endswith("nvme-raid0.sh") for p in files)
+    assert doc["runcmd"] == sorted(p for p in files if p.startswith("/usr/local/lib/goldenenv/"))
+
+
+def test_a_pool_without_efa_gets_no_placement_group_and_no_efa():
+    result = plan("aws-g5-dev")
+    assert result.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    kinds = [ni["interfaceType"] for ni in one(result, LT).props["networkInterfaces"]]
+    assert kinds == ["interface"]
+    assert result.of_type("aws:fsx/lustreFileSystem:LustreFileSystem") == []
+
+
+def test_efa_false_turns_efa_off_on_an_efa_type():
+    result = plan_config("no-efa", with_nodes(efa=False))
+    kinds = [ni["interfaceType"] for ni in one(result, LT).props["networkInterfaces"]]
+    assert kinds == ["interface"]
+
+
+def test_spot_and_capacity_reservation_reach_the_launch_template():
+    spot = one(plan("aws-p4d-4node-spot"), LT).props
+    assert spot["instanceMarketOptions"]["marketType"] == "spot"
+    assert "capacityReservationSpecification" not in spot
+
+    reserved = one(plan_config("cr", with_nodes(capacity="capacity-reservation",
+                                                capacityReservationId="cr-0123456789abcdef0")), LT).props
+    target = reserved["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+    assert "instanceMarketOptions" not in reserved
+
+
+def test_node_role_reaches_only_the_stacks_bucket(p5):
+    import json
+
+    access = next(r for r in p5.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-bucket-access"))
+    resources = sorted(s["Resource"] for s in json.loads(access.props["policy"])["Statement"])
+    bucket_arn = resources[0]
+    assert bucket_arn.endswith(one(p5, "aws:s3/bucket:Bucket").name)
+    assert resources == [bucket_arn, f"{bucket_arn}/*"]
+
+
+def test_endpoints_egress_has_no_nat_and_reaches_ssm_privately():
+    config = copy.deepcopy(example_config())
+    config["goldenenv:network"]["egress"] = "endpoints"
+    result = plan_config("private", config)
+    assert result.of_type("aws:ec2/natGateway:NatGateway") == []
+    services = {r.props["serviceName"].rsplit(".", 1)[-1] for r in result.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
+    assert {"ssm", "ssmmessages", "ec2messages", "s3"} <= services

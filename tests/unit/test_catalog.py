@@ -1,0 +1,111 @@
+"""The catalog's files agree with each other, and every fact says where it comes from."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from goldenenv import catalog
+
+NUMERIC = {
+    "gpus": ("memory_gib",),
+    "instance_types": ("gpu_count", "vcpus", "memory_gib", "network_cards", "rdma_interfaces",
+                       "local_nvme_count", "local_nvme_gib", "network_gbps"),
+    "prices": ("usd_per_hour",),
+    "busbw_refs": ("nodes", "message_bytes", "busbw_gbytes_per_s"),
+}
+VERSION = re.compile(r"^\d+(\.\d+)*$")
+VERSION_COLUMNS = {"cuda", "min_driver", "torch", "nccl", "min_cuda", "aws_ofi_nccl", "target_nccl",
+                   "efa_installer", "cuda_major"}
+
+
+@pytest.mark.parametrize("table", sorted(catalog.tables()))
+def test_every_row_has_a_source_and_no_blank_required_field(table):
+    rows = catalog.rows(table)
+    assert rows, f"{table}.csv is empty"
+    for row in rows:
+        assert row["source"].strip(), f"{table}: a row without a source: {row}"
+        for column in NUMERIC.get(table, ()):
+            assert float(row[column]) >= 0, f"{table}.{column}: {row[column]!r}"
+        for column in VERSION_COLUMNS & row.keys():
+            assert VERSION.match(row[column]), f"{table}.{column}: {row[column]!r} is not a version"
+
+
+def test_the_instance_types_the_project_promises_are_listed():
+    promised = {"g5.xlarge", "g5.48xlarge", "g6e.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+                "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"}
+    assert promised <= set(catalog.instance_types("aws"))
+
+
+def test_instance_types_name_known_gpus_and_fit_their_fabric():
+    gpus = catalog.gpus()
+    for row in catalog.rows("instance_types"):
+        assert row["gpu"] in gpus, f"{row['instance_type']}: unknown GPU {row['gpu']}"
+        assert row["rdma"] in {"efa", "erdma", "none"}
+        assert (row["rdma"] == "none") == (int(row["rdma_interfaces"]) == 0), row["instance_type"]
+        if row["cloud"] == "aws":
+            assert int(row["rdma_interfaces"]) <= int(row["network_cards"]), row["instance_type"]
+
+
+def test_every_aws_instance_type_has_a_price_and_prices_name_listed_types():
+    listed = {(r["cloud"], r["instance_type"]) for r in catalog.rows("instance_types")}
+    priced = {(r["cloud"], r["instance_type"]) for r in catalog.rows("prices")}
+    assert priced <= listed
+    assert {k for k in listed if k[0] == "aws"} <= priced
+    for r in catalog.rows("prices"):
+        assert re.match(r"^\d{4}-\d{2}-\d{2}$", r["as_of"]), r
+
+
+def test_gpu_architectures_have_a_minimum_cuda():
+    archs = {r["arch"] for r in catalog.rows("arch_min_cuda")}
+    assert {g.arch for g in catalog.gpus().values()} <= archs
+
+
+def test_torch_builds_name_cuda_releases_with_a_driver_minimum():
+    cuda = {r["cuda"] for r in catalog.rows("cuda_min_driver")}
+    for row in catalog.rows("torch_builds"):
+        for variant in row["cuda_variants"].split():
+            digits = variant.removeprefix("cu")
+            assert f"{digits[:-1]}.{digits[-1]}" in cuda, f"torch {row['torch']}: {variant} has no driver row"
+
+
+def test_driver_minimums_rise_with_cuda():
+    rows = catalog.rows("cuda_min_driver")
+    order = {"GA": 0, "U1": 1, "U2": 2, "U3": 3}
+    ranked = sorted(rows, key=lambda r: (catalog.version_tuple(r["cuda"]), order[r["release"]]))
+    drivers = [catalog.version_tuple(r["min_driver"]) for r in ranked]
+    assert drivers == sorted(drivers)
+
+
+def test_efa_installers_bundle_plugins_and_references_name_listed_types():
+    listed = set(catalog.instance_types("aws")) | {"*"}
+    assert {r.instance_type for r in catalog.busbw_references()} <= listed
+    assert {r["instance_type"] for r in catalog.rows("fabric_min_nccl")} <= listed | set(
+        catalog.instance_types("alicloud"))
+    assert {r.kind for r in catalog.busbw_references()} <= {"reference", "floor"}
+
+
+def test_fabric_env_conditions_are_readable_and_select_by_version():
+    for row in catalog.rows("fabric_env"):
+        catalog.condition_holds(row["condition"], {})  # raises on a clause it cannot read
+    old = catalog.fabric_env("efa", {"aws_ofi_nccl": "1.5.0", "libfabric": "1.17"})
+    new = catalog.fabric_env("efa", {"aws_ofi_nccl": "1.14.2", "libfabric": "1.22"})
+    assert set(catalog.fabric_env("efa")) <= set(new) < set(old)
+
+
+def test_condition_grammar():
+    assert catalog.condition_holds("always", {})
+    assert catalog.condition_holds("nccl<2.19 or libfabric>=1.18", {"libfabric": "1.18.0"})
+    assert not catalog.condition_holds("nccl<2.19", {"nccl": "2.19.3"})
+    assert not catalog.condition_holds("nccl<2.19", {})
+    with pytest.raises(ValueError, match="unreadable condition"):
+        catalog.condition_holds("nccl is old", {})
+
+
+def test_price_falls_back_to_another_region_and_says_so():
+    it = next(iter(catalog.instance_types("aws")))
+    assert catalog.price("aws", it, "us-east-1").region == "us-east-1"
+    elsewhere = catalog.price("aws", it, "ap-south-2")
+    assert elsewhere is not None and elsewhere.region != "ap-south-2"
+    assert catalog.price("aws", "no-such-type", "us-east-1") is None

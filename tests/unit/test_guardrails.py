@@ -1,0 +1,487 @@
+"""Guardrails: each rule catches the bad form and passes the good one, on resources in engine (camelCase) form."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import runpy
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from goldenenv import guardrails
+from goldenenv.guardrails import Finding, PlannedResource, Severity, evaluate, is_taggable
+
+REPO = Path(__file__).resolve().parents[2]
+TAGS = {"project": "llm-pretrain", "owner": "ml-team"}
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+SUBNET = "aws:ec2/subnet:Subnet"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+BUCKET = "aws:s3/bucket:Bucket"
+SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+
+
+def res(type_: str, name: str, props: dict | None = None, **kwargs) -> PlannedResource:
+    """A resource as `goldenenv plan` records it under mocks (id = f"{name}-id")."""
+    urn = f"urn:pulumi:test::goldenenv::{type_}::{name}"
+    return PlannedResource(urn=urn, type=type_, name=name, props=props or {}, id=f"{name}-id", **kwargs)
+
+
+def findings(resources: list[PlannedResource], rule: str, required_tags=TAGS) -> list[Finding]:
+    return [f for f in evaluate(resources, required_tags) if f.rule == rule]
+
+
+def good_launch_template(name: str = "gpu-nodes", **overrides) -> PlannedResource:
+    props = {
+        "tags": dict(TAGS),
+        "tagSpecifications": [{"resourceType": kind, "tags": dict(TAGS)}
+                              for kind in ("instance", "volume", "network-interface")],
+        "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true", "volumeSize": 500.0}}],
+        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2.0},
+        "networkInterfaces": [{"deviceIndex": 0.0, "interfaceType": "efa", "subnetId": "private-id",
+                               "associatePublicIpAddress": "false"}],
+    }
+    props.update(overrides)
+    return res(LT, name, props)
+
+
+def test_a_compliant_cluster_has_no_findings():
+    resources = [
+        good_launch_template(),
+        res(SUBNET, "private", {"mapPublicIpOnLaunch": False, "tags": dict(TAGS)}),
+        res(SG, "nodes", {"tags": dict(TAGS), "ingress": [
+            {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "self": True},
+            {"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["203.0.113.0/24"]}]}),
+        res(BUCKET, "checkpoints", {"tags": dict(TAGS)}, retain_on_delete=True),
+        res(SSE, "checkpoints-sse", {"bucket": "checkpoints-id"}),
+        res("aws:ec2/route:Route", "default-route", {"destinationCidrBlock": "0.0.0.0/0"}),
+    ]
+    assert evaluate(resources, TAGS) == []
+
+
+# ---------------------------------------------------------------- is_taggable reads the SDK
+
+def test_is_taggable_reads_the_provider_sdk():
+    assert is_taggable("aws:ec2/vpc:Vpc")
+    assert is_taggable("aws:ec2/placementGroup:PlacementGroup")
+    assert is_taggable("aws:ec2/launchTemplate:LaunchTemplate")
+    assert is_taggable("alicloud:ecs/instance:Instance")
+    # pulumi-aws 7.51.1 declares no tags on these: they are attachments to a tagged parent.
+    assert not is_taggable("aws:ec2/securityGroupRule:SecurityGroupRule")
+    assert not is_taggable("aws:s3/bucketVersioning:BucketVersioning")
+
+
+def test_is_taggable_agrees_with_the_sdk_signatures():
+    import pulumi_aws
+
+    assert "tags" in inspect.signature(pulumi_aws.ec2.PlacementGroup._internal_init).parameters
+    assert "tags" not in inspect.signature(pulumi_aws.s3.BucketVersioning._internal_init).parameters
+
+
+@pytest.mark.parametrize("token", [
+    "aws:ec2/noSuchThing:NoSuchThing",        # unknown class
+    "nosuchcloud:compute/vm:Vm",              # unknown package
+    "aws:nosuchmodule/vpc:Vpc",               # unknown module
+    "pulumi:providers:aws",                   # provider resource
+    "goldenenv:aws:GpuCluster",               # component resource
+    "not a token",
+])
+def test_is_taggable_is_false_for_what_the_sdk_does_not_tag(token):
+    assert not is_taggable(token)
+
+
+# ---------------------------------------------------------------- untagged-resource
+
+def test_untagged_resource_names_the_missing_keys():
+    vpc = res("aws:ec2/vpc:Vpc", "cluster-vpc", {"cidrBlock": "10.0.0.0/16", "tags": {"project": "llm-pretrain"}})
+    [finding] = findings([vpc], "untagged-resource")
+    assert finding.severity is Severity.ERROR
+    assert finding.urn == vpc.urn
+    assert "cluster-vpc" in finding.message and "owner" in finding.message and "project" not in finding.message
+
+
+def test_untagged_resource_catches_a_wrong_value():
+    vpc = res("aws:ec2/vpc:Vpc", "cluster-vpc", {"tags": {**TAGS, "owner": "someone-else"}})
+    [finding] = findings([vpc], "untagged-resource")
+    assert "owner=ml-team" in finding.message
+
+
+def test_untagged_resource_passes_tagged_and_untaggable_resources():
+    resources = [
+        res("aws:ec2/vpc:Vpc", "cluster-vpc", {"tags": {**TAGS, "Name": "cluster-vpc"}}),
+        res("aws:ec2/securityGroupRule:SecurityGroupRule", "ssh", {"type": "ingress"}),
+        res("goldenenv:aws:GpuCluster", "cluster", {}, custom=False),
+        res("pulumi:providers:aws", "default", {"region": "us-east-1"}),
+    ]
+    assert findings(resources, "untagged-resource") == []
+
+
+def test_untagged_resource_requires_launch_template_tag_specifications():
+    specs = [{"resourceType": "instance", "tags": dict(TAGS)}, {"resourceType": "volume", "tags": {"owner": "ml-team"}}]
+    template = good_launch_template(tagSpecifications=specs)
+    messages = [f.message for f in findings([template], "untagged-resource")]
+    assert len(messages) == 2
+    assert any("network-interface" in m and "gpu-nodes" in m for m in messages)
+    assert any("'volume'" in m and "project" in m for m in messages)
+
+
+def test_without_required_tags_any_tags_are_enough():
+    assert findings([res("aws:ec2/vpc:Vpc", "bare", {})], "untagged-resource", required_tags={})
+    assert not findings([res("aws:ec2/vpc:Vpc", "tagged", {"tags": {"a": "b"}})], "untagged-resource",
+                        required_tags={})
+
+
+# ---------------------------------------------------------------- ssh-open-to-world / ingress-open-to-world
+
+@pytest.mark.parametrize("resource", [
+    res(SG, "nodes", {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+                                   "cidrBlocks": ["0.0.0.0/0"]}]}),
+    res(SG, "nodes", {"ingress": [{"protocol": "-1", "fromPort": 0.0, "toPort": 0.0,
+                                   "ipv6CidrBlocks": ["::/0"]}]}),
+    res(SG, "nodes", {"ingress": [{"protocol": "tcp", "fromPort": 1.0, "toPort": 1024.0,
+                                   "cidrBlocks": ["10.0.0.0/8", "0.0.0.0/0"]}]}),
+    res("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "nodes",
+        {"ipProtocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": "0.0.0.0/0"}),
+    res("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "nodes",
+        {"ipProtocol": "-1", "cidrIpv6": "::/0"}),
+    res("aws:ec2/securityGroupRule:SecurityGroupRule", "nodes",
+        {"type": "ingress", "protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["0.0.0.0/0"]}),
+    res("alicloud:ecs/securityGroupRule:SecurityGroupRule", "nodes",
+        {"type": "ingress", "ipProtocol": "tcp", "portRange": "22/22", "cidrIp": "0.0.0.0/0"}),
+], ids=["sg-tcp22", "sg-all-ipv6", "sg-range", "ingress-rule", "ingress-rule-all", "sg-rule", "alicloud"])
+def test_ssh_open_to_world_is_caught(resource):
+    [finding] = findings([resource], "ssh-open-to-world")
+    assert finding.severity is Severity.ERROR and "'nodes'" in finding.message and "SSH" in finding.message
+
+
+@pytest.mark.parametrize("resource", [
+    res(SG, "nodes", {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+                                   "cidrBlocks": ["203.0.113.7/32"]},
+                                  {"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "self": True}]}),
+    res("aws:ec2/securityGroupRule:SecurityGroupRule", "egress",
+        {"type": "egress", "protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "cidrBlocks": ["0.0.0.0/0"]}),
+    res("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "https",
+        {"ipProtocol": "tcp", "fromPort": 443.0, "toPort": 443.0, "cidrIpv4": "0.0.0.0/0"}),
+    res("alicloud:ecs/securityGroupRule:SecurityGroupRule", "blocked",
+        {"type": "ingress", "ipProtocol": "all", "portRange": "-1/-1", "cidrIp": "0.0.0.0/0", "policy": "drop"}),
+], ids=["restricted", "egress", "other-port", "alicloud-drop"])
+def test_ssh_closed_to_world_passes(resource):
+    assert findings([resource], "ssh-open-to-world") == []
+
+
+def test_other_ports_open_to_world_are_a_warning():
+    jupyter = res("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "jupyter",
+                  {"ipProtocol": "tcp", "fromPort": 8888.0, "toPort": 8888.0, "cidrIpv4": "0.0.0.0/0"})
+    [finding] = findings([jupyter], "ingress-open-to-world")
+    assert finding.severity is Severity.WARNING and "'jupyter'" in finding.message and "8888" in finding.message
+    internal = res(SG, "internal", {"ingress": [{"protocol": "tcp", "fromPort": 8888.0, "toPort": 8888.0,
+                                                 "cidrBlocks": ["10.0.0.0/16"]}]})
+    assert findings([internal], "ingress-open-to-world") == []
+
+
+# ---------------------------------------------------------------- unencrypted-storage / unencrypted-topic
+
+@pytest.mark.parametrize("encrypted", [None, "false", False])
+def test_unencrypted_launch_template_disk_is_caught(encrypted):
+    ebs = {"volumeSize": 500.0} if encrypted is None else {"volumeSize": 500.0, "encrypted": encrypted}
+    template = good_launch_template(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": ebs}])
+    [finding] = findings([template], "unencrypted-storage")
+    assert "gpu-nodes" in finding.message and "/dev/xvda" in finding.message
+
+
+@pytest.mark.parametrize("encrypted", ["true", True])
+def test_encrypted_launch_template_disk_passes(encrypted):
+    template = good_launch_template(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"encrypted": encrypted}},
+                                                         {"deviceName": "/dev/sdb", "virtualName": "ephemeral0"}])
+    assert findings([template], "unencrypted-storage") == []
+
+
+def test_unencrypted_volume_and_instance_disks_are_caught():
+    volume = res("aws:ebs/volume:Volume", "scratch", {"size": 100.0, "availabilityZone": "us-east-1a"})
+    instance = res(INSTANCE, "head", {"rootBlockDevice": {"volumeSize": 50.0},
+                                      "ebsBlockDevices": [{"deviceName": "/dev/sdf", "encrypted": False}]})
+    messages = [f.message for f in findings([volume, instance], "unencrypted-storage")]
+    assert len(messages) == 3
+    assert any("'scratch'" in m for m in messages)
+    assert sum("'head'" in m for m in messages) == 2
+
+
+def test_encrypted_volume_and_instance_disks_pass():
+    volume = res("aws:ebs/volume:Volume", "scratch", {"size": 100.0, "encrypted": True})
+    instance = res(INSTANCE, "head", {"rootBlockDevice": {"encrypted": True},
+                                      "ebsBlockDevices": [{"deviceName": "/dev/sdf", "encrypted": True}]})
+    from_template = res(INSTANCE, "node", {"launchTemplate": {"id": "gpu-nodes-id", "version": "$Latest"}})
+    assert findings([volume, instance, from_template], "unencrypted-storage") == []
+
+
+def test_bucket_without_encryption_configuration_is_caught():
+    bucket = res(BUCKET, "checkpoints", {"bucket": "acme-checkpoints"}, retain_on_delete=True)
+    other = res(SSE, "datasets-sse", {"bucket": "datasets-id"})
+    [finding] = findings([bucket, other], "unencrypted-storage")
+    assert "checkpoints" in finding.message and finding.urn == bucket.urn
+
+
+@pytest.mark.parametrize("sse_bucket", ["checkpoints-id", "acme-checkpoints"], ids=["by-id", "by-name"])
+def test_bucket_with_encryption_configuration_passes(sse_bucket):
+    bucket = res(BUCKET, "checkpoints", {"bucket": "acme-checkpoints"}, retain_on_delete=True)
+    sse = res(SSE, "checkpoints-sse", {"bucket": sse_bucket, "rules": [
+        {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]})
+    assert findings([bucket, sse], "unencrypted-storage") == []
+
+
+def test_bucket_encryption_matched_by_dependency_when_the_id_is_unknown():
+    bucket = res(BUCKET, "checkpoints", {}, retain_on_delete=True)
+    sse = res(SSE, "checkpoints-sse", {"bucket": None}, property_dependencies={"bucket": (bucket.urn,)})
+    assert findings([bucket, sse], "unencrypted-storage") == []
+
+
+def test_unencrypted_topic_is_a_warning():
+    [finding] = findings([res("aws:sns/topic:Topic", "budget-alerts", {"name": "budget"})], "unencrypted-topic")
+    assert finding.severity is Severity.WARNING and "budget-alerts" in finding.message
+    encrypted = res("aws:sns/topic:Topic", "budget-alerts", {"kmsMasterKeyId": "alias/aws/sns"})
+    assert findings([encrypted], "unencrypted-topic") == []
+
+
+# ---------------------------------------------------------------- imdsv1-allowed
+
+@pytest.mark.parametrize("options", [None, {"httpTokens": "optional"}, {"httpEndpoint": "enabled"}])
+def test_imdsv1_is_caught(options):
+    template = good_launch_template(metadataOptions=options)
+    instance = res(INSTANCE, "head", {} if options is None else {"metadataOptions": options})
+    caught = findings([template, instance], "imdsv1-allowed")
+    assert [f.urn for f in caught] == [template.urn, instance.urn]
+    assert "gpu-nodes" in caught[0].message and "head" in caught[1].message
+
+
+def test_imdsv2_passes_and_templated_instances_are_exempt():
+    instance = res(INSTANCE, "head", {"metadataOptions": {"httpTokens": "required"}})
+    from_template = res(INSTANCE, "node", {"launchTemplate": {"id": "gpu-nodes-id"}})
+    assert findings([good_launch_template(), instance, from_template], "imdsv1-allowed") == []
+
+
+# ---------------------------------------------------------------- public-ip-on-gpu-node
+
+@pytest.mark.parametrize("value", ["true", True])
+def test_public_ip_on_launch_template_interface_is_caught(value):
+    template = good_launch_template(networkInterfaces=[{"deviceIndex": 0.0, "associatePublicIpAddress": value}])
+    [finding] = findings([template], "public-ip-on-gpu-node")
+    assert "gpu-nodes" in finding.message
+
+
+def test_public_ip_on_instance_is_caught():
+    instance = res(INSTANCE, "head", {"associatePublicIpAddress": True})
+    alicloud = res("alicloud:ecs/instance:Instance", "ali-node", {"internetMaxBandwidthOut": 100.0})
+    caught = findings([instance, alicloud], "public-ip-on-gpu-node")
+    assert [f.urn for f in caught] == [instance.urn, alicloud.urn]
+
+
+def test_public_subnet_used_by_launch_template_is_caught():
+    subnet = res(SUBNET, "nodes-subnet", {"mapPublicIpOnLaunch": True})
+    template = good_launch_template(networkInterfaces=[{"deviceIndex": 0.0, "subnetId": "nodes-subnet-id"}])
+    [finding] = findings([subnet, template], "public-ip-on-gpu-node")
+    assert finding.urn == subnet.urn and "nodes-subnet" in finding.message and "gpu-nodes" in finding.message
+
+
+def test_public_subnet_used_by_dependency_is_caught():
+    subnet = res(SUBNET, "nodes-subnet", {"mapPublicIpOnLaunch": True})
+    template = PlannedResource(urn="urn:lt", type=LT, name="gpu-nodes", props={
+        "networkInterfaces": [{"deviceIndex": 0.0, "subnetId": None}]},
+        property_dependencies={"networkInterfaces": (subnet.urn,)})
+    assert [f.urn for f in findings([subnet, template], "public-ip-on-gpu-node")] == [subnet.urn]
+
+
+def test_private_nodes_and_unused_public_subnets_pass():
+    nat_subnet = res(SUBNET, "public-nat", {"mapPublicIpOnLaunch": True})
+    private = res(SUBNET, "private", {"mapPublicIpOnLaunch": False})
+    instance = res(INSTANCE, "head", {"associatePublicIpAddress": False, "subnetId": "private-id"})
+    resources = [nat_subnet, private, good_launch_template(), instance]
+    assert findings(resources, "public-ip-on-gpu-node") == []
+
+
+# ---------------------------------------------------------------- data-store-not-retained
+
+def test_bucket_not_retained_is_caught():
+    bucket = res(BUCKET, "checkpoints", {}, retain_on_delete=False)
+    [finding] = findings([bucket], "data-store-not-retained")
+    assert "checkpoints" in finding.message and "pulumi destroy" in finding.message
+    assert "retain_on_delete=True" in finding.message
+
+
+def test_force_destroy_bucket_is_caught_even_when_retained():
+    bucket = res(BUCKET, "datasets", {"forceDestroy": True}, retain_on_delete=True)
+    [finding] = findings([bucket], "data-store-not-retained")
+    assert "datasets" in finding.message and "forceDestroy" in finding.message
+
+
+@pytest.mark.parametrize("retain", [True, None], ids=["retained", "unknown"])
+def test_retained_or_unknown_bucket_passes(retain):
+    assert findings([res(BUCKET, "datasets", {}, retain_on_delete=retain)], "data-store-not-retained") == []
+
+
+@pytest.mark.parametrize("props", [
+    {"deploymentType": "PERSISTENT_2", "skipFinalBackup": True},
+    {"deploymentType": "PERSISTENT_2"},  # pulumi-aws 7: skipFinalBackup defaults to true
+])
+def test_lustre_without_final_backup_is_caught(props):
+    lustre = res("aws:fsx/lustreFileSystem:LustreFileSystem", "shared-fs", props)
+    [finding] = findings([lustre], "data-store-not-retained")
+    assert "shared-fs" in finding.message and "skipFinalBackup=False" in finding.message
+
+
+@pytest.mark.parametrize("props,retain", [
+    ({"deploymentType": "PERSISTENT_2", "skipFinalBackup": False}, None),
+    ({"deploymentType": "PERSISTENT_2", "skipFinalBackup": True}, True),
+    ({"deploymentType": "SCRATCH_2"}, None),
+], ids=["final-backup", "retained", "scratch"])
+def test_lustre_with_final_backup_or_retained_passes(props, retain):
+    lustre = res("aws:fsx/lustreFileSystem:LustreFileSystem", "shared-fs", props, retain_on_delete=retain)
+    assert findings([lustre], "data-store-not-retained") == []
+
+
+# ---------------------------------------------------------------- rule set
+
+def test_every_rule_has_a_unique_id_and_a_severity():
+    ids = [rule.id for rule in guardrails.RULES]
+    assert len(ids) == len(set(ids))
+    assert {"untagged-resource", "ssh-open-to-world", "unencrypted-storage", "unencrypted-topic",
+            "imdsv1-allowed", "public-ip-on-gpu-node", "data-store-not-retained"} <= set(ids)
+    assert guardrails.RULES[[r.id for r in guardrails.RULES].index("unencrypted-topic")].severity is Severity.WARNING
+
+
+# ---------------------------------------------------------------- policy pack adapter
+
+def _policy_resource(type_, name, props, *, parent=None, protect=False, provider=True, deps=None):
+    """A stand-in for pulumi_policy.PolicyResource: only the attributes the adapter reads."""
+    return SimpleNamespace(
+        resource_type=type_, props=props, urn=f"urn:pulumi:s::p::{type_}::{name}", name=name,
+        opts=SimpleNamespace(protect=protect, parent=parent), parent=None,
+        provider=SimpleNamespace(urn="urn:provider") if provider else None,
+        property_dependencies=deps or {},
+    )
+
+
+def test_from_policy_resource_converts_plain_data():
+    pr = _policy_resource(SG, "nodes", {"id": "sg-123", "ingress": [{"protocol": "tcp"}]}, parent="urn:parent",
+                          protect=True)
+    planned = guardrails.from_policy_resource(pr)
+    assert planned == PlannedResource(urn=pr.urn, type=SG, name="nodes", props={"id": "sg-123", "ingress": [
+        {"protocol": "tcp"}]}, id="sg-123", parent_urn="urn:parent", custom=True, retain_on_delete=None,
+        protect=True)
+
+
+def test_from_policy_resource_reads_unknown_values_as_none():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    props = unknown_checking_proxy({"bucket": UNKNOWN_STRING_VALUE, "rules": [{"x": UNKNOWN_STRING_VALUE}]})
+    dependency = SimpleNamespace(urn="urn:bucket")
+    planned = guardrails.from_policy_resource(_policy_resource(SSE, "sse", props, deps={"bucket": [dependency]}))
+    assert planned.props == {"bucket": None, "rules": [{"x": None}]}
+    assert planned.property_dependencies == {"bucket": ("urn:bucket",)}
+
+
+def test_from_policy_resource_tells_components_from_custom_resources():
+    component = guardrails.from_policy_resource(_policy_resource("goldenenv:aws:GpuCluster", "c", {}, provider=False))
+    provider = guardrails.from_policy_resource(_policy_resource("pulumi:providers:aws", "default", {}))
+    assert not component.custom and not provider.custom
+
+
+def test_stack_validation_reports_each_violation_against_its_urn():
+    vpc = _policy_resource("aws:ec2/vpc:Vpc", "cluster-vpc", {"tags": {"project": "llm-pretrain"}})
+    tagged = _policy_resource("aws:ec2/vpc:Vpc", "other-vpc", {"tags": dict(TAGS)})
+    args = SimpleNamespace(resources=[vpc, tagged], get_config=lambda: {"requiredTags": dict(TAGS)})
+    rule = next(r for r in guardrails.RULES if r.id == "untagged-resource")
+    reported = []
+    guardrails.stack_validation(rule)(args, lambda message, urn=None: reported.append((message, urn)))
+    assert [urn for _, urn in reported] == [vpc.urn]
+    assert "owner" in reported[0][0]
+
+
+def test_stack_validation_without_config_requires_only_some_tags():
+    bare = _policy_resource("aws:ec2/vpc:Vpc", "bare-vpc", {})
+    tagged = _policy_resource("aws:ec2/vpc:Vpc", "tagged-vpc", {"tags": {"anything": "x"}})
+    args = SimpleNamespace(resources=[bare, tagged], get_config=lambda: {})
+    rule = next(r for r in guardrails.RULES if r.id == "untagged-resource")
+    reported = []
+    guardrails.stack_validation(rule)(args, lambda message, urn=None: reported.append(urn))
+    assert reported == [bare.urn]
+
+
+def test_policy_pack_has_one_policy_per_rule(monkeypatch):
+    import pulumi_policy
+
+    built = {}
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", lambda name, policies, **_: built.update(
+        name=name, policies=policies))
+    runpy.run_path(str(REPO / "policy" / "__main__.py"), run_name="__main__")
+    assert built["name"] == "goldenenv-guardrails"
+    policies = {p.name: p for p in built["policies"]}
+    assert set(policies) == {rule.id for rule in guardrails.RULES}
+    assert policies["ssh-open-to-world"].enforcement_level is pulumi_policy.EnforcementLevel.MANDATORY
+    assert policies["unencrypted-topic"].enforcement_level is pulumi_policy.EnforcementLevel.ADVISORY
+    assert "requiredTags" in policies["untagged-resource"].config_schema.properties
+
+
+# ---------------------------------------------------------------- the engine form matches the real SDK
+
+def test_rules_read_the_property_names_pulumi_aws_sends():
+    """Resources built with pulumi-aws under mocks (in a subprocess: mocks are process-global)."""
+    script = textwrap.dedent("""
+        import json, pulumi
+        from goldenenv.guardrails import PlannedResource, evaluate
+        recorded = []
+        class Mocks(pulumi.runtime.Mocks):
+            def new_resource(self, args):
+                recorded.append(PlannedResource(urn=args.name, type=args.typ, name=args.name,
+                                                props=args.inputs, id=args.name + "-id"))
+                return [args.name + "-id", args.inputs]
+            def call(self, args):
+                return {}
+        pulumi.runtime.set_mocks(Mocks(), preview=False)
+        import pulumi_aws as aws
+
+        @pulumi.runtime.test
+        def program():
+            tags = {"project": "p"}
+            kinds = ["instance", "volume", "network-interface"]
+            lt = aws.ec2.LaunchTemplate("lt", tags=tags,
+                tag_specifications=[{"resource_type": k, "tags": tags} for k in kinds],
+                block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {"encrypted": "true"}}],
+                metadata_options={"http_tokens": "required"},
+                network_interfaces=[{"device_index": 0, "associate_public_ip_address": "true"}])
+            sg = aws.ec2.SecurityGroup("sg", tags=tags, ingress=[
+                {"protocol": "tcp", "from_port": 22, "to_port": 22, "cidr_blocks": ["0.0.0.0/0"]}])
+            bucket = aws.s3.Bucket("bucket", tags=tags, force_destroy=True)
+            sse = aws.s3.BucketServerSideEncryptionConfiguration("sse", bucket=bucket.id,
+                rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}}])
+            return pulumi.Output.all(lt.id, sg.id, sse.id)
+
+        program()
+        print(json.dumps(sorted({(f.rule, f.urn) for f in evaluate(recorded, {"project": "p"})})))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    caught = {tuple(pair) for pair in json.loads(result.stdout.strip().splitlines()[-1])}
+    assert caught == {("public-ip-on-gpu-node", "lt"), ("ssh-open-to-world", "sg"),
+                      ("data-store-not-retained", "bucket")}
+
+
+def test_stack_validation_runs_on_the_policy_sdk_types():
+    from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions, StackValidationArgs
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    opts = PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
+                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[])
+    props = unknown_checking_proxy({"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22,
+                                                 "cidrBlocks": ["0.0.0.0/0"]}], "vpcId": UNKNOWN_STRING_VALUE})
+    group = PolicyResource(SG, props, "urn:sg", "nodes", opts, None, None, [], {})
+    rule = next(r for r in guardrails.RULES if r.id == "ssh-open-to-world")
+    reported = []
+    guardrails.stack_validation(rule)(StackValidationArgs([group]), lambda m, urn=None: reported.append((m, urn)))
+    assert len(reported) == 1 and reported[0][1] == "urn:sg" and "'nodes'" in reported[0][0]
