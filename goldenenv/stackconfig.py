@@ -89,38 +89,43 @@ def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> C
     problems = [
         Problem(f"{NAMESPACE}:{k}", "unknown key" + _suggest(k, keys())) for k in extra_keys
     ]
+    problems += catalog_problems(values)
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
     except ValidationError as e:
         problems += [_problem(err, values) for err in e.errors()]
-        raise ConfigError(problems) from None
-    problems += catalog_problems(spec, values)
+        spec = None
     if problems:
         raise ConfigError(problems)
     return spec
 
 
-def catalog_problems(spec: ClusterSpec, values: Mapping[str, Any]) -> list[Problem]:
-    """What the catalog knows and the models cannot: instance types and their fabric."""
-    known = catalog.instance_types(spec.cloud)
-    if not known:
+def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """What the catalog knows and the models cannot: instance types and their fabric.
+
+    Reads the raw values so these problems are reported together with any shape errors.
+    """
+    cloud = values.get("cloud")
+    known = catalog.instance_types(cloud) if isinstance(cloud, str) else {}
+    pools = values.get("nodes")
+    pools = [pools] if isinstance(pools, dict) else pools
+    if not known or not isinstance(pools, list):
         return []
     problems = []
-    for i, pool in enumerate(spec.nodes):
+    for i, pool in enumerate(pools):
+        name = pool.get("instanceType") if isinstance(pool, dict) else None
+        if not isinstance(name, str):
+            continue
         at = _pool_key(values, i)
-        if pool.instance_type not in known:
+        if name not in known:
             problems.append(Problem(
                 f"{at}.instanceType",
-                f"'{pool.instance_type}' is not a {spec.cloud} GPU type goldenenv knows"
-                + _suggest(pool.instance_type, known, fallback_all=True),
+                f"'{name}' is not a {cloud} GPU type goldenenv knows" + _suggest(name, known, fallback_all=True),
             ))
-            continue
-        it = known[pool.instance_type]
-        if pool.efa and not it.has_rdma:
+        elif pool.get("efa") is True and not known[name].has_rdma:
             with_rdma = sorted(n for n, t in known.items() if t.has_rdma)
             problems.append(Problem(
-                f"{at}.efa",
-                f"{it.name} has no RDMA interfaces; set efa: false or use one of {', '.join(with_rdma)}",
+                f"{at}.efa", f"{name} has no RDMA interfaces; set efa: false or use one of {', '.join(with_rdma)}",
             ))
     return problems
 
