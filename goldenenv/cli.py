@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -41,7 +42,8 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
 def _fail(e: ConfigError) -> None:
     errors.print("[bold red]invalid stack configuration[/]")
     for p in e.problems:
-        errors.print(f"  [red]{p.key}[/]: {p.message}", highlight=False, soft_wrap=True)
+        key, _, message = str(p).partition(": ")
+        errors.print(f"  [red]{escape(key)}[/]: {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -119,7 +119,9 @@ def run_program(stack: str, config: dict[str, Any]) -> tuple[list[PlannedResourc
 
     monitor = _RecordingMonitor(_PlanMocks())
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items() if v is not None}
+    )
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
     outputs: dict[str, Any] = {}

@@ -26,8 +26,25 @@ class Problem:
     key: str
     message: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", one_line(self.key))
+        object.__setattr__(self, "message", one_line(self.message))
+
     def __str__(self) -> str:
         return f"{self.key}: {self.message}"
+
+
+def one_line(text: str) -> str:
+    """User text echoed into a message must not break it across lines: escape controls and line breaks."""
+    return "".join(repr(c)[1:-1] if ord(c) < 32 or c in _BREAKS else c for c in text)
+
+
+_BREAKS = "\x7f\x85\u2028\u2029"
+
+
+def pool_key(index: int, pools: int) -> str:
+    """The config key of one node pool: no index when the stack has a single pool."""
+    return "goldenenv:nodes" if pools == 1 else f"goldenenv:nodes[{index}]"
 
 
 class ConfigError(Exception):
@@ -155,7 +172,7 @@ Email = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]
 
 
 class Budget(Model):
-    monthly_limit: float = Field(gt=0)
+    monthly_limit: float = Field(gt=0, allow_inf_nan=False)
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     alert_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = [50, 80, 100]
     """Percent of the monthly limit; each alerts on actual and on forecast spend."""

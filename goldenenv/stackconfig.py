@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from goldenenv import catalog
-from goldenenv.spec import ClusterSpec, ConfigError, Problem
+from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
 
 NAMESPACE = "goldenenv"
 
@@ -89,6 +89,7 @@ def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> C
     problems = [
         Problem(f"{NAMESPACE}:{k}", "unknown key" + _suggest(k, keys())) for k in extra_keys
     ]
+    values = {k: v for k, v in values.items() if v is not None}  # `key: null` means unset
     problems += catalog_problems(values)
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
@@ -120,7 +121,8 @@ def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
         if name not in known:
             problems.append(Problem(
                 f"{at}.instanceType",
-                f"'{name}' is not a {cloud} GPU type goldenenv knows" + _suggest(name, known, fallback_all=True),
+                f"{name!r} is not a GPU instance type goldenenv knows on {cloud}"
+                + _suggest(name, known, fallback_all=True),
             ))
         elif pool.get("efa") is True and not known[name].has_rdma:
             with_rdma = sorted(n for n, t in known.items() if t.has_rdma)
@@ -131,13 +133,20 @@ def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
 
 
 def _pool_key(values: Mapping[str, Any], index: int) -> str:
-    return f"{NAMESPACE}:nodes" if isinstance(values.get("nodes"), dict) else f"{NAMESPACE}:nodes[{index}]"
+    return pool_key(index, _pool_count(values))
+
+
+def _pool_count(values: Mapping[str, Any]) -> int:
+    nodes = values.get("nodes")
+    return len(nodes) if isinstance(nodes, list) else 1
 
 
 def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     loc = list(err["loc"])
-    if loc and loc[0] == "nodes" and isinstance(values.get("nodes"), dict) and len(loc) > 1:
-        del loc[1]  # one pool written as a mapping: no index in the key the user sees
+    user_written = len(loc) - 1 if err["type"] == "extra_forbidden" else len(loc)
+    loc = [_ALIASES.get(part, part) if i < user_written else part for i, part in enumerate(loc)]
+    if loc[:1] == ["nodes"] and len(loc) > 1 and isinstance(loc[1], int) and _pool_count(values) == 1:
+        del loc[1]  # a single pool: no index in the key the user sees
     key = NAMESPACE + ":" + "".join(
         f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
         for i, part in enumerate(loc)
@@ -156,6 +165,16 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
         choices = [c.strip(" '") for c in str(ctx["expected"]).replace(" or ", ",").split(",")]
         message += _suggest(given, choices)
     return Problem(key, message)
+
+
+def _field_aliases(model: type[BaseModel], seen: dict[str, str]) -> dict[str, str]:
+    for name, f in model.model_fields.items():
+        if f.alias and f.alias != name:
+            seen[name] = f.alias
+        nested = _model_in(f.annotation)
+        if nested is not None and nested is not model:
+            _field_aliases(nested, seen)
+    return seen
 
 
 def _keys_at(loc: tuple) -> list[str]:
@@ -190,3 +209,7 @@ def _suggest(word: str, options: Any, fallback_all: bool = False) -> str:
     if options and (fallback_all or len(options) <= 12):
         return f"; valid: {', '.join(options)}"
     return ""
+
+
+_ALIASES = _field_aliases(ClusterSpec, {})
+"""Python field name → the key users write; pydantic names a validated default by its field name."""

@@ -11,7 +11,7 @@ import difflib
 from enum import Enum
 from typing import Any, Callable, Protocol
 
-from goldenenv.spec import ClusterSpec, ConfigError, Problem
+from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
 
 
 class Capability(str, Enum):
@@ -58,7 +58,7 @@ def required_capabilities(spec: ClusterSpec) -> dict[Capability, str]:
     """What the spec asks of its cloud, each with the key that asks it."""
     needs: dict[Capability, str] = {}
     for i, pool in enumerate(spec.nodes):
-        at = f"goldenenv:nodes[{i}]" if len(spec.nodes) > 1 else "goldenenv:nodes"
+        at = pool_key(i, len(spec.nodes))
         if pool.efa:
             needs[Capability.RDMA] = f"{at}.efa"
         if pool.capacity.value == "spot":
