@@ -1,0 +1,84 @@
+"""`goldenenv plan` as a user runs it, and the program as the Pulumi CLI runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from goldenenv import catalog, program
+from goldenenv.cli import app
+from goldenenv.plan import STACKS, run_program
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_plan_shows_nodes_efa_placement_fsx_budget_and_passes():
+    result = runner.invoke(app, ["plan", "-s", "aws-p5-2node"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    efa = catalog.instance_type("aws", "p5.48xlarge").rdma_interfaces
+    assert result.output.count("aws:ec2/instance:Instance") == 2
+    assert f"efa={efa} ena=1" in result.output
+    assert "strategy=cluster" in result.output
+    assert "DataRepositoryAssociation" in result.output and "dataRepositoryPath=s3://" in result.output
+    assert "STOP_EC2_INSTANCES" in result.output
+    assert "no guardrail failed" in result.output
+
+
+def test_plan_json_prices_the_pools_from_the_catalog():
+    result = runner.invoke(app, ["plan", "-s", "aws-p5-2node", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    price = catalog.price("aws", "p5.48xlarge", "us-east-1")
+    assert doc["cost"]["usdPerHour"] == pytest.approx(2 * price.usd_per_hour, abs=0.01)
+    assert doc["cost"]["usdPerMonth"] == pytest.approx(2 * price.usd_per_hour * 730, abs=1)
+    assert doc["cost"]["budgetUsdPerMonth"] == 40000
+    assert doc["failed"] is False
+    assert any("budget lasts" in f["message"] for f in doc["findings"])
+
+
+def test_plan_exits_non_zero_when_a_guardrail_fails(monkeypatch):
+    """A regression that drops the volume tag specification is caught, and the plan fails."""
+    from goldenenv.clouds.aws import nodes
+
+    monkeypatch.setattr(nodes, "TAGGED_AT_LAUNCH", ("instance", "network-interface"))
+    result = runner.invoke(app, ["plan", "-s", "aws-p5-2node"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "untagged-resource" in result.output and "volume" in result.output
+    assert "guardrails failed" in result.output
+
+
+def test_pulumi_project_runs_the_same_program_from_the_stacks_folder():
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    assert project["runtime"]["options"]["virtualenv"] == ".venv"
+    assert (ROOT / project["main"] / "__main__.py").is_file()
+    assert (ROOT / project["stackConfigDir"]).resolve() == STACKS
+
+
+def test_program_main_exports_the_outputs_under_the_pulumi_runtime():
+    """What `pulumi up` runs: main() exports every output of build()."""
+    exported = {}
+    config = yaml.safe_load((STACKS / "Pulumi.aws-g5-dev.yaml").read_text())["config"]
+    original = pulumi.export
+    try:
+        pulumi.export = lambda key, value: exported.__setitem__(key, value)
+        run_program("aws-g5-dev", config)  # sets up mocks and config
+        program.main()
+    finally:
+        pulumi.export = original
+    assert {"nodePrivateIps", "hostfile", "launchEnv", "ssmConnect", "bucket", "budgetName"} <= set(exported)
+    assert "fsxMount" not in exported  # the dev stack has no parallel file system
+
+
+def test_program_turns_bad_config_into_a_run_error_without_traceback():
+    config = yaml.safe_load((STACKS / "Pulumi.aws-g5-dev.yaml").read_text())["config"]
+    run_program("aws-g5-dev", config)
+    pulumi.runtime.set_config("goldenenv:nodes", json.dumps({"instanceType": "g5.xlargee", "count": 1}))
+    with pytest.raises(pulumi.RunError, match="goldenenv:nodes.instanceType.*did you mean g5.xlarge"):
+        program.main()
