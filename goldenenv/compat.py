@@ -1,0 +1,418 @@
+"""Rules between an image lock, the catalog and a node's driver and GPU.
+
+Every fact (driver minimums, torch builds and their NCCL, plugin and fabric minimums, instance
+GPUs) is read from the catalog; this module only compares. A conflict names the pins that
+disagree and what to change, so `plan` can refuse a lock before a node is rented.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from goldenenv import catalog
+from goldenenv.catalog import version_tuple
+from goldenenv.images.lock import Lock, release_of
+
+ERROR = "error"
+WARNING = "warning"
+_NCCL_REQUIREMENT = re.compile(r"^nvidia[-_.]nccl[-_.]cu\d+\s*==\s*([0-9][0-9.]*)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    rule: str
+    pins: tuple[str, ...]
+    """The conflicting pins, as "field=value"."""
+    message: str
+    severity: str = ERROR
+
+
+@dataclass(frozen=True)
+class DriverSupport:
+    level: str
+    """full | minor-version | unsupported"""
+    full_minimum: str
+    """Driver needed for full support of this CUDA release (catalog cuda_min_driver)."""
+    compat_minimum: str
+    """Minor-version-compatibility floor for the CUDA major (catalog minor_compat)."""
+
+
+def _at_least(have: str, want: str) -> bool:
+    """Version comparison that treats missing components as 0 (12.8 == 12.8.0)."""
+    a, b = version_tuple(have), version_tuple(want)
+    width = max(len(a), len(b))
+    return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
+
+
+def _same_version(a: str, b: str) -> bool:
+    return _at_least(a, b) and _at_least(b, a)
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _update_number(release: str) -> int:
+    return 0 if release == "GA" else int(release.removeprefix("U"))
+
+
+def min_driver(cuda: str) -> str:
+    """Full-support minimum driver for a toolkit version (12.6.3 → 12.6 U3's minimum).
+
+    An update newer than the table's last one for that minor takes the last listed minimum.
+    """
+    minor, release = release_of(cuda)
+    listed = {_update_number(r["release"]): r["min_driver"]
+              for r in catalog.rows("cuda_min_driver") if r["cuda"] == minor}
+    if not listed:
+        known = ", ".join(dict.fromkeys(r["cuda"] for r in catalog.rows("cuda_min_driver")))
+        raise KeyError(f"CUDA {cuda}: catalog cuda_min_driver lists no {minor} release; it knows {known}")
+    wanted = _update_number(release)
+    at_or_below = [n for n in listed if n <= wanted]
+    if not at_or_below:
+        raise KeyError(f"CUDA {cuda}: catalog cuda_min_driver has no {minor} GA row")
+    return listed[max(at_or_below)]
+
+
+def _compat_minimum(cuda: str, full_minimum: str) -> str:
+    """The minor-version floor of the CUDA major; without a catalog row, no minor-version support."""
+    major = cuda.split(".")[0]
+    for r in catalog.rows("minor_compat"):
+        if r["cuda_major"] == major:
+            return r["min_driver"]
+    return full_minimum
+
+
+def driver_support(cuda: str, driver: str) -> DriverSupport:
+    """How well a node's driver runs code built with this toolkit."""
+    full = min_driver(cuda)
+    compat = _compat_minimum(cuda, full)
+    if _at_least(driver, full):
+        level = "full"
+    elif _at_least(driver, compat):
+        level = "minor-version"
+    else:
+        level = "unsupported"
+    return DriverSupport(level, full, compat)
+
+
+def _torch_row(torch: str) -> dict[str, str] | None:
+    minor = _major_minor(torch.split("+", 1)[0])
+    return next((r for r in catalog.rows("torch_builds") if r["torch"] == minor), None)
+
+
+def _torch_wheels(lock: Lock, wheelhouse: Path) -> list[Path]:
+    spellings = {lock.torch, lock.torch.replace("+", "%2B")}
+    wheels = sorted(p for p in wheelhouse.glob("torch-*.whl")
+                    if any(fnmatch.fnmatchcase(p.name, f"torch-{s}-*.whl") for s in spellings))
+    python_tag = "cp" + lock.python.replace(".", "")
+    return sorted(wheels, key=lambda p: f"-{python_tag}-" not in p.name)
+
+
+def _wheel_nccl(wheel: Path) -> str | None:
+    """The nvidia-nccl-cuXX version a wheel's METADATA requires, or None when it requires none."""
+    with zipfile.ZipFile(wheel) as whl:
+        metadata = next((n for n in whl.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if metadata is None:
+            raise ValueError(f"{wheel.name} has no *.dist-info/METADATA")
+        text = whl.read(metadata).decode("utf-8", errors="replace")
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            m = _NCCL_REQUIREMENT.match(line.removeprefix("Requires-Dist:").strip())
+            if m:
+                return m.group(1)
+    return None
+
+
+def torch_nccl(lock: Lock, wheelhouse: Path | None = None) -> tuple[str | None, str]:
+    """The NCCL version the lock's torch wheel loads, and where that answer came from.
+
+    The wheel's METADATA is authoritative; the catalog's torch_builds row is the fallback.
+    """
+    if lock.torch is None:
+        return None, "the lock pins no torch"
+    if lock.torch_cuda == "cpu":
+        return None, "cpu build has no NCCL"
+    if wheelhouse is not None:
+        wheels = _torch_wheels(lock, wheelhouse)
+        if wheels:
+            version = _wheel_nccl(wheels[0])
+            if version is None:
+                return None, f"{wheels[0].name} METADATA requires no nvidia-nccl package"
+            return version, f"Requires-Dist of {wheels[0].name}"
+    row = _torch_row(lock.torch)
+    if row is None:
+        return None, f"catalog torch_builds has no row for torch {_major_minor(lock.torch_version)}"
+    return row["nccl"], f"catalog torch_builds row {row['torch']}"
+
+
+def _effective_nccl(lock: Lock, wheelhouse: Path | None) -> str | None:
+    """The NCCL training runs with: the lock's pin, else the one torch brings."""
+    return lock.nccl or torch_nccl(lock, wheelhouse)[0]
+
+
+def _variant_cuda(variant: str) -> str:
+    """cu126 → 12.6, cu118 → 11.8, cu130 → 13.0."""
+    digits = variant.removeprefix("cu")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _check_torch_cuda(lock: Lock) -> list[Conflict]:
+    if lock.torch is None or lock.torch_cuda is None:
+        return []
+    torch_pin = f"torch={lock.torch}"
+    variant_pin = f"torchCuda={lock.torch_cuda}"
+    found = []
+    _, _, local = lock.torch.partition("+")
+    if local and local != lock.torch_cuda:
+        found.append(Conflict("torch-cuda", (torch_pin, variant_pin),
+                              f"{torch_pin} is a {local} build but {variant_pin}: make them name the same variant"))
+    row = _torch_row(lock.torch)
+    if row is None:
+        known = ", ".join(r["torch"] for r in catalog.rows("torch_builds"))
+        cpu = lock.torch_cuda == "cpu"  # a cpu build needs nothing from the row: no CUDA variant, no NCCL
+        found.append(Conflict("unknown-pin", (torch_pin,),
+                              f"{torch_pin}: catalog torch_builds knows torch {known}; pin one of those "
+                              "or add a row with its source", WARNING if cpu else ERROR))
+        return found
+    if lock.torch_cuda == "cpu":
+        return found
+    variants = row["cuda_variants"].split()
+    if lock.torch_cuda not in variants:
+        found.append(Conflict("torch-cuda", (torch_pin, variant_pin),
+                              f"{torch_pin} has no {lock.torch_cuda} build ({variant_pin}); torch {row['torch']} "
+                              f"is built for {', '.join(variants)}: change torchCuda or torch"))
+    if lock.cuda and _major_minor(lock.cuda) != _variant_cuda(lock.torch_cuda):
+        want = _variant_cuda(lock.torch_cuda)
+        found.append(Conflict("torch-cuda", (variant_pin, f"cuda={lock.cuda}"),
+                              f"{variant_pin} ({torch_pin}) is built for CUDA {want} but cuda={lock.cuda}: "
+                              f"set cuda to a {want}.x release or torchCuda to cu{lock.cuda.split('.')[0]}"
+                              f"{lock.cuda.split('.')[1]}"))
+    return found
+
+
+def _check_torch_nccl(lock: Lock, wheelhouse: Path | None) -> list[Conflict]:
+    if not lock.nccl or lock.torch_cuda in (None, "cpu"):
+        return []
+    bundled, source = torch_nccl(lock, wheelhouse)
+    pins = (f"nccl={lock.nccl}", f"torch={lock.torch}")
+    if bundled is None:
+        return [Conflict("torch-nccl", pins,
+                         f"cannot tell which NCCL torch={lock.torch} loads ({source}), so nccl={lock.nccl} "
+                         "is unchecked: add the torch wheel to the wheelhouse", WARNING)]
+    if _same_version(bundled, lock.nccl):
+        return []
+    return [Conflict("torch-nccl", pins,
+                     f"torch={lock.torch} loads its own NCCL {bundled} ({source}) but nccl={lock.nccl}: "
+                     f"set nccl (and packages.nvidia-nccl-cu12) to {bundled}, or two NCCLs end up in the image")]
+
+
+def _check_cuda_known(lock: Lock) -> list[Conflict]:
+    if not lock.cuda:
+        return []
+    try:
+        min_driver(lock.cuda)
+    except KeyError as e:
+        return [Conflict("cuda-driver", (f"cuda={lock.cuda}",),
+                         f"{e.args[0]}: no minimum driver can be derived; pin a listed release "
+                         "or add its row to cuda_min_driver.csv")]
+    return []
+
+
+def _arch_min_cuda(arch: str) -> str | None:
+    return next((r["min_cuda"] for r in catalog.rows("arch_min_cuda") if r["arch"] == arch), None)
+
+
+def _check_arch(lock: Lock, arch: str) -> list[Conflict]:
+    minimum = _arch_min_cuda(arch)
+    if minimum is None:
+        known = ", ".join(r["arch"] for r in catalog.rows("arch_min_cuda"))
+        return [Conflict("unknown-pin", (f"gpuArchs={arch}",),
+                         f"gpuArchs={arch}: catalog arch_min_cuda knows {known}; fix the arch or add its row")]
+    if lock.cuda and not _at_least(lock.cuda, minimum):
+        return [Conflict("arch-cuda", (f"gpuArchs={arch}", f"cuda={lock.cuda}"),
+                         f"{arch} needs CUDA >= {minimum} but cuda={lock.cuda}: raise cuda (and torchCuda) "
+                         f"or drop {arch} from gpuArchs")]
+    return []
+
+
+def _ofi_row(plugin: str) -> dict[str, str] | None:
+    """The most specific aws_ofi_nccl row: the exact version, else its major.minor series."""
+    table = catalog.rows("aws_ofi_nccl")
+    exact = next((r for r in table if _same_version(r["aws_ofi_nccl"], plugin)
+                  and r["aws_ofi_nccl"].count(".") >= 2), None)
+    return exact or next((r for r in table if r["aws_ofi_nccl"] == _major_minor(plugin)), None)
+
+
+def _check_efa(lock: Lock, nccl: str | None) -> list[Conflict]:
+    if lock.fabric != "efa" or lock.efa is None:
+        return []
+    efa = lock.efa
+    installer_pin, plugin_pin = f"efa.installer={efa.installer}", f"efa.awsOfiNccl={efa.aws_ofi_nccl}"
+    found = []
+    if not getattr(efa, "installer_sha256", None):
+        found.append(Conflict("efa-installer-unverified", (installer_pin,),
+                              f"{installer_pin} has no efa.installerSha256: add the tarball's sha256 "
+                              "(the build refuses an unverified installer)", WARNING))
+    installers = catalog.rows("efa_installer")
+    row = next((r for r in installers if _same_version(r["efa_installer"], efa.installer)), None)
+    if row is None:
+        known = ", ".join(r["efa_installer"] for r in installers)
+        found.append(Conflict("unknown-pin", (installer_pin,),
+                              f"{installer_pin}: catalog efa_installer knows {known}; its bundled aws-ofi-nccl "
+                              "is unchecked", WARNING))
+    elif not _same_version(row["aws_ofi_nccl"], efa.aws_ofi_nccl):
+        others = [r["efa_installer"] for r in installers if _same_version(r["aws_ofi_nccl"], efa.aws_ofi_nccl)]
+        alternative = f" or efa.installer to {others[-1]}" if others else ""
+        found.append(Conflict("efa-installer", (installer_pin, plugin_pin),
+                              f"EFA installer {efa.installer} bundles aws-ofi-nccl {row['aws_ofi_nccl']} but "
+                              f"{plugin_pin}: set efa.awsOfiNccl to {row['aws_ofi_nccl']}{alternative}"))
+    ofi = _ofi_row(efa.aws_ofi_nccl)
+    if ofi is None:
+        found.append(Conflict("ofi-nccl", (plugin_pin,),
+                              f"{plugin_pin}: catalog aws_ofi_nccl has no row for it or its series, so its "
+                              "NCCL range is unchecked", WARNING))
+    elif not ofi["min_nccl"]:
+        found.append(Conflict("ofi-nccl", (plugin_pin,),
+                              f"{plugin_pin}: catalog aws_ofi_nccl row {ofi['aws_ofi_nccl']} gives no minimum "
+                              "NCCL, so the NCCL pin is unchecked", WARNING))
+    elif nccl and not _at_least(nccl, ofi["min_nccl"]):
+        found.append(Conflict("ofi-nccl", (plugin_pin, f"nccl={nccl}"),
+                              f"aws-ofi-nccl {efa.aws_ofi_nccl} needs NCCL >= {ofi['min_nccl']} but nccl={nccl}: "
+                              f"raise nccl (targets {ofi['target_nccl']}) or pin an older plugin"))
+    return found
+
+
+def _fabric_nccl(lock: Lock, rows: list[dict[str, str]], nccl: str | None, where: str) -> list[Conflict]:
+    names = {"efa": "EFA", "erdma": "eRDMA"}
+    found = []
+    for r in rows:
+        fabric = names.get(r["fabric"], r["fabric"])
+        if nccl and r["min_nccl"] and not _at_least(nccl, r["min_nccl"]):
+            found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"nccl={nccl}"),
+                                  f"{fabric}{where} needs NCCL >= {r['min_nccl']} but nccl={nccl}: raise nccl "
+                                  f"(and the nvidia-nccl-cu12 torch loads) to >= {r['min_nccl']}"))
+        if r["min_aws_ofi_nccl"] and lock.efa and not _at_least(lock.efa.aws_ofi_nccl, r["min_aws_ofi_nccl"]):
+            found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"efa.awsOfiNccl={lock.efa.aws_ofi_nccl}"),
+                                  f"{fabric}{where} needs aws-ofi-nccl >= {r['min_aws_ofi_nccl']} but "
+                                  f"efa.awsOfiNccl={lock.efa.aws_ofi_nccl}: pin a newer EFA installer and plugin"))
+    return found
+
+
+def _fabric_rows(fabric: str, instance_type: str) -> list[dict[str, str]]:
+    return [r for r in catalog.rows("fabric_min_nccl") if r["fabric"] == fabric and r["instance_type"] == instance_type]
+
+
+def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:
+    """Everything wrong with a lock on its own, before any node is chosen."""
+    nccl = _effective_nccl(lock, wheelhouse)
+    found = _check_torch_cuda(lock)
+    found += _check_torch_nccl(lock, wheelhouse)
+    found += _check_cuda_known(lock)
+    for arch in lock.gpu_archs:
+        found += _check_arch(lock, arch)
+    found += _check_efa(lock, nccl)
+    found += _fabric_nccl(lock, _fabric_rows(lock.fabric, "*"), nccl, "")
+    return found
+
+
+def _check_fabric_match(lock: Lock, node: catalog.InstanceType) -> list[Conflict]:
+    pins = (f"fabric={lock.fabric}", f"instance={node.name}")
+    rdma = node.rdma if node.has_rdma else "none"
+    if rdma == lock.fabric:
+        return []
+    if lock.fabric == "none":
+        return [Conflict("fabric-mismatch", pins,
+                         f"{node.name} has {rdma} but fabric=none: {rdma} stays unused and NCCL falls back to "
+                         f"sockets; set fabric to {rdma} with its section", WARNING)]
+    if rdma == "none":
+        return [Conflict("fabric-mismatch", pins,
+                         f"fabric={lock.fabric} but {node.name} has no RDMA interface: NCCL falls back to sockets; "
+                         "pick an instance type with it or set fabric to none", WARNING)]
+    return [Conflict("fabric-mismatch", pins,
+                     f"fabric={lock.fabric} but {node.name} has {rdma}: build an image with fabric {rdma} "
+                     f"or pick an instance type with {lock.fabric}")]
+
+
+def _check_gpu(lock: Lock, node: catalog.InstanceType) -> list[Conflict]:
+    gpu = node.gpu
+    archs = ",".join(lock.gpu_archs) or "none"
+    if not (lock.cuda or lock.gpu_archs or lock.torch_cuda not in (None, "cpu")):
+        variant = f"torchCuda={lock.torch_cuda}" if lock.torch_cuda else "torch=none"
+        return [Conflict("gpu-arch-missing", (variant, f"instance={node.name}"),
+                         f"{variant} and no cuda on {node.name}: its {node.gpu_count} x {gpu.name} GPUs stay "
+                         "unused; use a CUDA build of torch or a CPU instance type", WARNING)]
+    found = []
+    if gpu.arch not in lock.gpu_archs:
+        found.append(Conflict("gpu-arch-missing", (f"gpuArchs={archs}", f"instance={node.name}"),
+                              f"{node.name} has {gpu.name} ({gpu.arch}) but gpuArchs={archs}: add {gpu.arch} "
+                              "(with a torch build for it), or kernels fail with 'no kernel image is available "
+                              "for execution on the device'"))
+    return found + _check_arch(lock, gpu.arch)
+
+
+def _check_driver(lock: Lock, node: catalog.InstanceType, driver: str) -> list[Conflict]:
+    if not lock.cuda:
+        return []
+    try:
+        support = driver_support(lock.cuda, driver)
+    except KeyError:
+        return []  # check_lock already names the unknown CUDA release
+    pins = (f"cuda={lock.cuda}", f"driver={driver}")
+    minor = _major_minor(lock.cuda)
+    if support.level == "unsupported":
+        return [Conflict("cuda-driver", pins,
+                         f"cuda={lock.cuda} needs driver >= {support.full_minimum} (>= {support.compat_minimum} "
+                         f"for minor-version compatibility) but driver={driver}: upgrade the driver to "
+                         f">= {support.full_minimum} or lower cuda")]
+    if support.level == "full":
+        return []
+    arch_cuda = _arch_min_cuda(node.gpu.arch)
+    try:
+        gpu_driver = min_driver(arch_cuda) if arch_cuda else None
+    except KeyError:
+        gpu_driver = None  # an arch older than the driver table: every listed driver knows it
+    if gpu_driver and not _at_least(driver, gpu_driver):
+        return [Conflict("cuda-driver", pins,
+                         f"cuda={lock.cuda} (CUDA {minor}) needs driver >= {support.full_minimum} and "
+                         f"driver={driver} predates {node.gpu.name} ({node.gpu.arch}, first in CUDA {arch_cuda}, "
+                         f"driver >= {gpu_driver}): upgrade the driver to >= {support.full_minimum}")]
+    return [Conflict("cuda-driver", pins,
+                     f"cuda={lock.cuda} needs driver >= {support.full_minimum} for full support; driver={driver} "
+                     f"is only minor-version compatible (PTX JIT of newer code fails with "
+                     f"cudaErrorUnsupportedPtxVersion): upgrade the driver to >= {support.full_minimum} "
+                     f"or lower cuda")]
+
+
+def _unknown_instance(cloud: str, instance_type: str) -> Conflict:
+    listed = catalog.instance_types(cloud)
+    if not listed:
+        clouds = sorted({r["cloud"] for r in catalog.rows("instance_types")})
+        hint = f"catalog instance_types lists no cloud {cloud!r}; it knows {', '.join(clouds)}"
+    else:
+        close = difflib.get_close_matches(instance_type, listed, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"{cloud} types: {', '.join(sorted(listed))}"
+    return Conflict("unknown-pin", (f"instance={instance_type}",),
+                    f"instance type {instance_type!r} is not in the {cloud} catalog: {hint}")
+
+
+def can_run(lock: Lock, cloud: str, instance_type: str, driver: str | None = None, *,
+            wheelhouse: Path | None = None) -> list[Conflict]:
+    """Whether an image built from this lock runs on this instance type (and driver, when known)."""
+    found = check_lock(lock, wheelhouse)
+    try:
+        node = catalog.instance_type(cloud, instance_type)
+    except KeyError:
+        return found + [_unknown_instance(cloud, instance_type)]
+    found += _check_gpu(lock, node)
+    found += _check_fabric_match(lock, node)
+    found += _fabric_nccl(lock, _fabric_rows(lock.fabric, node.name), _effective_nccl(lock, wheelhouse),
+                          f" on {node.name}")
+    if driver is not None:
+        found += _check_driver(lock, node, driver)
+    return list(dict.fromkeys(found))
