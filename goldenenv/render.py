@@ -15,9 +15,15 @@ import jinja2
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
+def docker_quote(value: object) -> str:
+    """A double-quoted Dockerfile word: ENV and LABEL values keep quotes, backslashes and dollars literal."""
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{text}"'
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -27,6 +33,8 @@ def environment() -> jinja2.Environment:
         comment_start_string="{##",  # shell's ${#array[@]} must stay literal
         comment_end_string="##}",
     )
+    env.filters["docker_quote"] = docker_quote
+    return env
 
 
 def render(template: str, **values: Any) -> str:

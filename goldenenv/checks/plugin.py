@@ -1,0 +1,56 @@
+"""pytest plugin behind `goldenenv image check`: the suite's options and its parametrisation from a lock."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from goldenenv.checks import expectations
+from goldenenv.images.lock import Lock, load
+
+PROBE_SOURCE = Path(__file__).with_name("probe.py")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("goldenenv")
+    group.addoption("--lock", required=True, help="images/<name>/lock.yaml the host must match")
+    group.addoption("--python", default="python3", help="the image's Python on the host")
+    group.addoption("--exec-prefix", default="", help="run probes through this, e.g. 'docker exec goldenenv' on a node")
+    group.addoption("--gpu", action="store_true", help="also run the GPU-host checks (driver, GPUs, all-reduce)")
+    group.addoption("--cloud", default="aws")
+    group.addoption("--instance-type", default=None, help="catalog instance type the GPU checks compare with")
+
+
+def lock_from(config: pytest.Config) -> Lock:
+    path = Path(config.getoption("--lock"))
+    return load(path.parent.name, path.parent.parent)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "expectation" in metafunc.fixturenames:
+        found = expectations.expectations(lock_from(metafunc.config))
+        metafunc.parametrize("expectation", found, ids=[e.id for e in found])
+
+
+def run_python(host, config: pytest.Config, source: str, *args: str):
+    prefix = config.getoption("--exec-prefix")
+    command = " ".join(filter(None, [prefix, config.getoption("--python"), "-c", shlex.quote(source),
+                                     *map(shlex.quote, args)]))
+    return host.run(command)
+
+
+_PROBES: dict[str, dict] = {}
+
+
+@pytest.fixture
+def probe(host, request: pytest.FixtureRequest) -> dict:
+    """The host's probe report, taken once per host."""
+    key = host.backend.get_hostname() + request.config.getoption("--exec-prefix")
+    if key not in _PROBES:
+        done = run_python(host, request.config, PROBE_SOURCE.read_text())
+        assert done.rc == 0, f"probe failed on {key}: {done.stderr.strip()[-500:]}"
+        _PROBES[key] = json.loads(done.stdout)
+    return _PROBES[key]

@@ -1,0 +1,135 @@
+"""Runs INSIDE an image or on a node (stdlib only): prints one JSON object describing what is there.
+
+The checks send this file's source to the host once and compare every pin of the lock with
+what it reports, so a whole suite costs one `docker exec` / one SSH round trip.
+"""
+
+import ctypes
+import glob
+import importlib.metadata
+import json
+import os
+import platform
+import pwd
+import re
+import subprocess
+import sys
+
+SKIP = ("/proc", "/sys", "/dev", "/run")
+
+
+def os_release():
+    try:
+        with open("/etc/os-release") as f:
+            return dict(line.rstrip("\n").replace("\"", "").split("=", 1) for line in f if "=" in line)
+    except OSError:
+        return {}
+
+
+def packages():
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        found[name] = dist.version
+    return found
+
+
+def site_library(pattern):
+    """A shared library from NVIDIA's wheels (site-packages/nvidia/*/lib) or the system's."""
+    for root in sys.path:
+        hits = sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", pattern)))
+        if hits:
+            return hits[0]
+    hits = sorted(glob.glob("/usr/lib/x86_64-linux-gnu/" + pattern) + glob.glob("/usr/local/cuda*/lib64/" + pattern))
+    return hits[0] if hits else None
+
+
+def library_version(pattern, symbol, decode, returns_value=False):
+    path = site_library(pattern)
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        if returns_value:
+            getattr(lib, symbol).restype = ctypes.c_size_t
+            return decode(getattr(lib, symbol)())
+        value = ctypes.c_int()
+        if getattr(lib, symbol)(ctypes.byref(value)) != 0:
+            return "error"
+        return decode(value.value)
+    except (OSError, AttributeError) as e:
+        return "error: %s" % e
+
+
+def nccl_code(v):
+    return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100) if v >= 20900 else "%d.%d.%d" % (v // 1000, v // 100 % 10, v % 100)
+
+
+def torch_facts():
+    try:
+        import torch
+    except ImportError:
+        return None
+    facts = {"version": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "cudnn": None}
+    if torch.version.cuda:
+        try:
+            facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            facts["nccl"] = "error: %s" % e
+        version = torch.backends.cudnn.version()
+        facts["cudnn"] = "%d.%d.%d" % (version // 10000, version // 100 % 100, version % 100) if version else None
+    return facts
+
+
+def files_named(prefix):
+    found = set()
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in SKIP]
+        for name in files:
+            if name.startswith(prefix):
+                found.add(os.path.realpath(os.path.join(root, name)))
+    return sorted(found)
+
+
+def efa_installed():
+    try:
+        with open("/opt/amazon/efa_installed_packages") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def command(args):
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        return {"rc": done.returncode, "out": (done.stdout + done.stderr)[-4000:]}
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"rc": None, "out": str(e)}
+
+
+def main():
+    user = pwd.getpwuid(os.getuid())
+    print(json.dumps({
+        "os_release": os_release(),
+        "python": platform.python_version(),
+        "user": {"name": user.pw_name, "uid": user.pw_uid},
+        "packages": packages(),
+        "pip_check": command([sys.executable, "-m", "pip", "check"]),
+        "env": dict(os.environ),
+        "torch": torch_facts(),
+        "nccl": library_version("libnccl.so.2", "ncclGetVersion", nccl_code),
+        "cuda_runtime": library_version("libcudart.so.1*", "cudaRuntimeGetVersion",
+                                        lambda v: "%d.%d" % (v // 1000, v % 1000 // 10)),
+        "cudnn": library_version("libcudnn.so.*", "cudnnGetVersion",
+                                 lambda v: "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100), returns_value=True),
+        "libnccl_files": files_named("libnccl.so"),
+        "efa_installed": efa_installed(),
+        "libfabric": command(["/opt/amazon/efa/bin/fi_info", "--version"]) if os.path.exists(
+            "/opt/amazon/efa/bin/fi_info") else None,
+        "ofi_plugin": sorted(glob.glob("/opt/amazon/ofi-nccl/lib*/libnccl-net*.so*")),
+        "erdma_provider": sorted(glob.glob("/usr/lib/*/libibverbs/liberdma*")),
+    }))
+
+
+if __name__ == "__main__":
+    main()

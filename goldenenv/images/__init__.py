@@ -1,0 +1,1 @@
+"""Golden images: lock, pin, render, build, base bootstrap."""

@@ -1,0 +1,163 @@
+"""Lock → Dockerfile and build context. Python decides the layers; the templates only place them."""
+
+from __future__ import annotations
+
+import shutil
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from goldenenv import catalog, compat
+from goldenenv.images.lock import GROUPS, Lock
+from goldenenv.render import render
+
+UID = 1000
+TOOL = "pip"
+"""The builder stages install with the lock's own pip, so every lock pins it."""
+EFA_LIBRARIES = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib"
+LABEL_PREFIX = "dev.goldenenv"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to reach packages at this site: not part of the image's identity."""
+
+    ca_cert: Path | None = None
+    """Extra CA certificate(s) for a TLS-inspecting proxy; used by pip in builder stages only."""
+    pip_index_url: str | None = None
+    apt_mirror: str | None = None
+    wheelhouse: Path | None = None
+    """Local wheels (e.g. a CPU torch build); only the files the lock pins are copied."""
+
+
+def requirements(lock: Lock, group: str) -> str:
+    """The layer's requirements file: every distribution pinned to one version and its hashes."""
+    lines = [f"# {lock.name} {group} layer, lock {lock.content_hash}"]
+    lines += [_requirement_line(lock, name) for name in lock.group(group)]
+    return "\n".join(lines) + "\n"
+
+
+def _requirement_line(lock: Lock, name: str) -> str:
+    pin = lock.packages[name]
+    return f"{name}=={pin.version} " + " ".join(f"--hash=sha256:{h}" for h in pin.sha256)
+
+
+def env(lock: Lock) -> dict[str, str]:
+    """Runtime environment: driver floor for the container runtime, fabric settings from the catalog."""
+    values = {"GOLDENENV_IMAGE": lock.name, "GOLDENENV_LOCK": lock.content_hash}
+    if lock.cuda:
+        major_minor = ".".join(lock.cuda.split(".")[:2])
+        values.update(
+            NVIDIA_REQUIRE_CUDA=f"cuda>={major_minor}",
+            NVIDIA_VISIBLE_DEVICES="all",
+            NVIDIA_DRIVER_CAPABILITIES="compute,utility",
+        )
+    versions = {k: v for k, v in {"nccl": lock.nccl, "aws_ofi_nccl": lock.efa and lock.efa.aws_ofi_nccl}.items() if v}
+    if lock.fabric != "none":
+        values.update(catalog.fabric_env(lock.fabric, versions))
+    if lock.fabric == "efa":
+        values["LD_LIBRARY_PATH"] = EFA_LIBRARIES
+    return values
+
+
+def labels(lock: Lock) -> dict[str, str]:
+    pins = {
+        "python": lock.python, "torch": lock.torch, "torch-cuda": lock.torch_cuda, "cuda": lock.cuda,
+        "cudnn": lock.cudnn, "nccl": lock.nccl, "deepspeed": lock.deepspeed, "fabric": lock.fabric,
+        "efa-installer": lock.efa and lock.efa.installer, "aws-ofi-nccl": lock.efa and lock.efa.aws_ofi_nccl,
+        "gpu-archs": " ".join(lock.gpu_archs) or None,
+        "min-driver": compat.min_driver(lock.cuda) if lock.cuda else None,
+    }
+    values = {
+        "org.opencontainers.image.title": lock.name,
+        "org.opencontainers.image.description": lock.description,
+        "org.opencontainers.image.version": lock.content_hash,
+        f"{LABEL_PREFIX}.lock-hash": lock.content_hash,
+    }
+    values.update({f"{LABEL_PREFIX}.{k}": v for k, v in pins.items() if v})
+    return values
+
+
+def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> dict[str, Any]:
+    os_fragments = ["image/os-user.j2"]
+    if lock.base.os_packages:
+        os_fragments.insert(0, "image/os-apt.j2")
+    groups = [g for g in GROUPS if lock.group(g)]
+    python_layers = [
+        {"group": g, "stage": f"layer-{g}", "parent": "pip" if i == 0 else f"layer-{groups[i - 1]}",
+         "template": "image/layer-python.j2"}
+        for i, g in enumerate(groups)
+    ]
+    image_layers = list(python_layers)
+    fabric = _fabric_layer(lock)
+    if fabric:
+        after_cuda = 1 if groups[:1] == ["cuda"] else 0
+        image_layers.insert(after_cuda, fabric)
+    pip_env = {"PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    if options.ca_cert:
+        pip_env["PIP_CERT"] = "/tmp/goldenenv-build/ca-bundle.pem"
+    if options.wheelhouse:
+        pip_env["PIP_FIND_LINKS"] = "/tmp/goldenenv-build/wheelhouse"
+    return {
+        "name": lock.name, "lock_hash": lock.content_hash, "base_ref": base_ref,
+        "os_fragments": os_fragments, "os_packages": lock.base.os_packages,
+        "uid": UID, "user": lock.user,
+        "pip_env": pip_env, "pip_args": ["PIP_INDEX_URL"] if options.pip_index_url else [],
+        "python_layers": python_layers, "image_layers": image_layers,
+        "env": env(lock), "labels": labels(lock),
+    }
+
+
+def _fabric_layer(lock: Lock) -> dict[str, Any] | None:
+    if lock.efa:
+        return {"template": "image/layer-efa.j2", "installer": lock.efa.installer, "sha256": lock.efa.installer_sha256}
+    if lock.erdma:
+        return {"template": "image/layer-erdma.j2", "packages": lock.erdma.packages}
+    return None
+
+
+def dockerfile(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> str:
+    return render("image/Dockerfile.j2", **render_values(lock, base_ref, options))
+
+
+def build_args(options: BuildOptions) -> dict[str, str]:
+    args = {}
+    if options.pip_index_url:
+        args["PIP_INDEX_URL"] = options.pip_index_url
+    if options.apt_mirror:
+        args["APT_MIRROR"] = options.apt_mirror
+    return args
+
+
+def write_context(lock: Lock, base_ref: str, options: BuildOptions, directory: Path) -> Path:
+    """A build context holding only what the build needs: no repository files, no secrets beyond build/."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "Dockerfile").write_text(dockerfile(lock, base_ref, options))
+    for group in GROUPS:
+        if lock.group(group):
+            (directory / f"requirements-{group}.txt").write_text(requirements(lock, group))
+    (directory / "requirements-tool.txt").write_text(_requirement_line(lock, TOOL) + "\n")
+    build = directory / "build"
+    build.mkdir(exist_ok=True)
+    (build / "README").write_text("Build options only (extra CA, wheelhouse); used in builder stages.\n")
+    if options.ca_cert:
+        system = Path("/etc/ssl/certs/ca-certificates.crt")
+        bundle = (system.read_text() if system.is_file() else "") + "\n" + options.ca_cert.read_text()
+        (build / "ca-bundle.pem").write_text(bundle)
+    if options.wheelhouse:
+        (build / "wheelhouse").mkdir(exist_ok=True)
+        for wheel in _pinned_wheels(lock, options.wheelhouse):
+            shutil.copy2(wheel, build / "wheelhouse" / wheel.name)
+    return directory
+
+
+def _pinned_wheels(lock: Lock, wheelhouse: Path) -> list[Path]:
+    """Files in the wheelhouse whose name and version the lock pins (the hash is checked by pip)."""
+    wanted = {(name.replace("-", "_").lower(), pin.version) for name, pin in lock.packages.items()}
+    found = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        name, version = urllib.parse.unquote(wheel.name).split("-")[:2]
+        if (name.lower(), version) in wanted:
+            found.append(wheel)
+    return found
