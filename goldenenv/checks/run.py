@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class CheckResult:
 
 def pytest_command(lock_file: Path, hosts: str, extra: list[str] = ()) -> list[str]:
     return [sys.executable, "-m", "pytest", str(SUITE), "-p", "goldenenv.checks.plugin", "-p", "no:cacheprovider",
-            "-q", "-rfE", "--tb=line", "--no-header", f"--hosts={hosts}", f"--lock={lock_file}", *extra]
+            "-v", "-rfE", "--tb=line", "--no-header", f"--hosts={hosts}", f"--lock={lock_file}", *extra]
 
 
 def check_image(lock: Lock, tag: str | None = None, lock_file: Path | None = None,
@@ -31,10 +32,10 @@ def check_image(lock: Lock, tag: str | None = None, lock_file: Path | None = Non
     client = client or docker.from_env()
     container = client.containers.run(
         tag or lock.tag, command=["sleep", "infinity"], detach=True, network_mode="none",
-        labels={"goldenenv.check": lock.name},
+        name=f"goldenenv-check-{lock.name}-{secrets.token_hex(3)}", labels={"goldenenv.check": lock.name},
     )
     try:
-        done = subprocess.run(pytest_command(lock_file or lock_path(lock.name), f"docker://{container.id}",
+        done = subprocess.run(pytest_command(lock_file or lock_path(lock.name), f"docker://{container.name}",
                                              list(extra)), capture_output=True, text=True)
     finally:
         container.remove(force=True)
