@@ -129,14 +129,183 @@ def _cost_table(p: Plan) -> Table:
     return table
 
 
-image_app = typer.Typer(help="Golden images: one lock → compatibility check → Dockerfile → build → checks.",
-                        no_args_is_help=True)
-app.add_typer(image_app, name="image")
-
 CA_CERT = typer.Option(None, "--ca-cert", envvar="PIP_CERT", help="Extra CA bundle for pip in builder stages.")
 INDEX_URL = typer.Option(None, "--pip-index-url", envvar="PIP_INDEX_URL", help="Package index (may hold credentials).")
 APT_MIRROR = typer.Option(None, "--apt-mirror", help="Distribution mirror for the base and OS packages.")
 WHEELHOUSE = typer.Option(None, "--wheelhouse", envvar="PIP_FIND_LINKS", help="Folder of local wheels (e.g. CPU torch).")
+DEFAULT_STACK = "local"
+STACK = typer.Option(DEFAULT_STACK, "--stack", "-s", help="Stack name (stacks/Pulumi.<stack>.yaml); local by default.")
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _options(ca_cert, pip_index_url, apt_mirror, wheelhouse):
+    from goldenenv.images.dockerfile import BuildOptions
+
+    folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
+    return BuildOptions(Path(ca_cert) if ca_cert else None, pip_index_url, apt_mirror, folder)
+
+
+def _spec(stack: str):
+    from goldenenv.lifecycle import load_spec
+
+    try:
+        return load_spec(stack)
+    except ConfigError as e:
+        _fail(e)
+
+
+def _say(message: str) -> None:
+    console.print(f"[dim]·[/] {escape(message)}", highlight=False)
+
+
+def _print_line(node: str, text: str) -> None:
+    console.print(f"[cyan]\\[{node}][/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
+def _lifecycle_failure(e: Exception) -> None:
+    errors.print(f"[bold red]{escape(str(e))}[/]")
+    raise typer.Exit(1)
+
+
+@app.command("up")
+def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE) -> None:
+    """Create the stack: local node containers, or the cloud stack through Pulumi."""
+    from goldenenv import automation, lifecycle
+
+    spec = _spec(stack)
+    try:
+        if spec.cloud == "local":
+            outputs = lifecycle.up(spec, _options(ca_cert, pip_index_url, None, wheelhouse), log=_say)
+        else:
+            outputs = automation.up(spec, log=lambda line: console.print(line, end="", highlight=False))
+    except (automation.LifecycleError, ConfigError) as e:
+        _lifecycle_failure(e)
+    console.print_json(json.dumps(outputs, default=str))
+
+
+@app.command("preview")
+def preview_cmd(stack: str = STACK) -> None:
+    """Pulumi preview of a cloud stack (needs the CLI and credentials; `plan` needs neither)."""
+    from goldenenv import automation
+
+    spec = _spec(stack)
+    if spec.cloud == "local":
+        errors.print("the local cloud has no Pulumi preview: goldenenv plan -s local shows what up creates")
+        raise typer.Exit(2)
+    try:
+        automation.preview(spec, log=lambda line: console.print(line, end="", highlight=False))
+    except automation.LifecycleError as e:
+        _lifecycle_failure(e)
+
+
+@app.command("destroy")
+def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
+        False, "--purge-data", help="Also delete the stack's datasets and checkpoints (bucket / data volume).")) -> None:
+    """Tear the stack down; data survives unless --purge-data. Safe to repeat."""
+    from goldenenv import automation, lifecycle
+
+    spec = _spec(stack)
+    try:
+        if spec.cloud == "local":
+            removed = lifecycle.destroy(spec, purge_data, log=_say)
+            kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
+            console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
+        else:
+            automation.destroy(spec, purge_data, log=lambda line: console.print(line, end="", highlight=False))
+    except (automation.LifecycleError, ConfigError) as e:
+        _lifecycle_failure(e)
+
+
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
+        None, "--code", help="Copy this folder to /data/code on the shared storage first.")) -> None:
+    """Run CMD on every node under torchrun (c10d rendezvous): goldenenv run -- python /data/code/train.py"""
+    from goldenenv import lifecycle
+
+    command = list(ctx.args)
+    if not command:
+        errors.print("give the command after --, e.g. goldenenv run -s local --code examples -- "
+                     "python /data/code/train_ddp.py")
+        raise typer.Exit(2)
+    spec = _spec(stack)
+    try:
+        result = lifecycle.run(spec, command, _print_line, code)
+    except ConfigError as e:
+        _lifecycle_failure(e)
+    failed = {n: c for n, c in result.exit_codes.items() if c}
+    if failed:
+        errors.print(f"[bold red]failed on {', '.join(f'{n} (exit {c})' for n, c in sorted(failed.items()))}[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]done on {len(result.exit_codes)} nodes[/]")
+
+
+@app.command("validate")
+def validate_cmd(stack: str = STACK) -> None:
+    """Image checks on every node, cross-node drift, and an all-reduce across the nodes."""
+    from goldenenv import lifecycle
+
+    spec = _spec(stack)
+    try:
+        result = lifecycle.validate(spec, log=_say)
+    except ConfigError as e:
+        _lifecycle_failure(e)
+    _show_validation(result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _show_validation(result) -> None:
+    summary = result.image_checks.strip().splitlines()[-1] if result.image_checks.strip() else "no output"
+    console.print(f"image checks: {'[green]pass[/]' if result.image_ok else '[red]fail[/]'} ({escape(summary.strip('= '))})")
+    if not result.image_ok:
+        console.print(result.image_checks, markup=False, highlight=False)
+    console.print("drift: " + ("[green]none[/]" if not result.drift else "[red]" + escape("; ".join(result.drift)) + "[/]"))
+    console.print(f"all-reduce: {'[green]pass[/]' if result.allreduce_ok else '[red]fail[/]'} "
+                  f"{escape(result.allreduce_note)}")
+
+
+@app.command("drill")
+def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
+              interval: int = typer.Option(10, "--checkpoint-every")) -> None:
+    """Spot drill: kill a node mid-training, bring it back, resume from the last checkpoint."""
+    from goldenenv import lifecycle
+
+    spec = _spec(stack)
+    try:
+        report = lifecycle.drill(spec, EXAMPLES, steps, interval, log=_say)
+    except (ConfigError, RuntimeError) as e:
+        _lifecycle_failure(e)
+    _show_drill(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _show_drill(report) -> None:
+    colour = "green" if report.ok else "red"
+    console.print(f"[{colour}]drill: killed at step {report.step_at_kill}, last checkpoint {report.checkpoint_before_kill}, "
+                  f"resumed from {report.resumed_from}, finished at {report.final_step}: lost {report.lost_steps} "
+                  f"steps (interval {report.interval})[/]")
+
+
+@app.command("flow")
+def flow_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
+             steps: int = typer.Option(120, "--steps"), keep: bool = typer.Option(False, "--keep", help="Skip destroy.")) -> None:
+    """The whole local flow: build the image if needed, up, validate, train with checkpoints, drill, destroy."""
+    from goldenenv import flow
+
+    spec = _spec(stack)
+    try:
+        report = flow.run_flow(spec, _options(ca_cert, pip_index_url, None, wheelhouse), EXAMPLES, steps,
+                               destroy_after=not keep, console=console)
+    except (ConfigError, RuntimeError) as e:
+        _lifecycle_failure(e)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+image_app = typer.Typer(help="Golden images: one lock → compatibility check → Dockerfile → build → checks.",
+                        no_args_is_help=True)
+app.add_typer(image_app, name="image")
 
 
 def _lock(name: str):
@@ -146,13 +315,6 @@ def _lock(name: str):
         return load(name)
     except ConfigError as e:
         _fail(e)
-
-
-def _options(ca_cert, pip_index_url, apt_mirror, wheelhouse):
-    from goldenenv.images.dockerfile import BuildOptions
-
-    folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
-    return BuildOptions(Path(ca_cert) if ca_cert else None, pip_index_url, apt_mirror, folder)
 
 
 @image_app.command("list")

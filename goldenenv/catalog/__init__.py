@@ -204,3 +204,23 @@ def tables() -> Iterator[str]:
     for entry in resources.files(__package__).joinpath("data").iterdir():
         if entry.name.endswith(".csv"):
             yield entry.name.removesuffix(".csv")
+
+
+@dataclass(frozen=True)
+class LocalShape:
+    """A node of the local cluster: a container with these limits running this many ranks."""
+
+    name: str
+    cpus: float
+    memory_gib: float
+    processes_per_node: int
+    source: str
+
+
+@functools.cache
+def local_shapes() -> dict[str, LocalShape]:
+    return {
+        r["shape"]: LocalShape(r["shape"], float(r["cpus"]), float(r["memory_gib"]),
+                               int(r["processes_per_node"]), r["source"])
+        for r in _read("local_shapes")
+    }

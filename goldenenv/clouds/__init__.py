@@ -9,6 +9,13 @@ def _aws() -> Cloud:
     return AwsCloud()
 
 
+def _local() -> Cloud:
+    from goldenenv.clouds.local import LocalCloud
+
+    return LocalCloud()
+
+
 register("aws", _aws)
+register("local", _local)
 
 __all__ = ["Capability", "Cloud", "get", "names", "register", "validate"]

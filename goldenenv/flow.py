@@ -1,0 +1,107 @@
+"""The whole local flow, phase by phase, timed: what a newcomer runs first."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from goldenenv import lifecycle
+from goldenenv.clouds.local.cluster import DATA
+from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.spec import ClusterSpec
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float
+    ok: bool
+    note: str
+
+
+@dataclass
+class FlowReport:
+    phases: list[Phase] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.phases)
+
+    def table(self) -> Table:
+        table = Table(title="local flow", title_justify="left")
+        for col in ("phase", "seconds", "result", "what happened"):
+            table.add_column(col)
+        for p in self.phases:
+            table.add_row(p.name, f"{p.seconds:.1f}", "[green]ok[/]" if p.ok else "[red]failed[/]", escape(p.note))
+        table.caption = f"total {sum(p.seconds for p in self.phases):.1f} s"
+        return table
+
+
+def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: int = 120,
+             destroy_after: bool = True, console: Console | None = None, client=None) -> FlowReport:
+    console = console or Console()
+    client = client or docker.from_env()
+    report = FlowReport()
+
+    def phase(name: str, action) -> object:
+        started = time.monotonic()
+        with console.status(f"[bold]{name}[/]") as status:
+            def log(message: str) -> None:
+                status.update(f"[bold]{name}[/] · {escape(message[:70])}")
+            try:
+                ok, note, value = action(log)
+            except Exception as e:  # noqa: BLE001 - a failed phase is reported, then the flow stops
+                ok, note, value = False, f"{type(e).__name__}: {e}", None
+        report.phases.append(Phase(name, time.monotonic() - started, ok, note))
+        console.print(f"{'[green]✓[/]' if ok else '[red]✗[/]'} {name}: {escape(note)}", highlight=False)
+        return value if ok else None
+
+    def image(log):
+        tag = lifecycle.ensure_image(spec, options, client, log)
+        return True, tag, tag
+
+    def up(log):
+        outputs = lifecycle.up(spec, options, client, log)
+        return True, f"{len(outputs['nodes'])} nodes: {', '.join(outputs['nodePrivateIps'])}", outputs
+
+    def validate(log):
+        result = lifecycle.validate(spec, client, log)
+        summary = result.image_checks.strip().splitlines()[-1] if result.image_checks.strip() else ""
+        note = f"image checks {summary.strip('= ')}; drift: {'; '.join(result.drift) or 'none'}; {result.allreduce_note}"
+        return result.ok, note, result
+
+    def train(log):
+        lines: list[str] = []
+        run_dir = f"{DATA}/checkpoints/flow-{int(time.time())}"
+        command = ["python", f"{lifecycle.CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", "20",
+                   "--checkpoint-dir", run_dir]
+        result = lifecycle.run(spec, command, lambda node, text: (lines.append(text), log(f"[{node}] {text}")),
+                               code=examples, client=client)
+        done = lifecycle.done_event(lines) if result.ok else {}
+        note = (f"{done.get('world_size')} ranks, {done.get('final_step')} steps, loss {done.get('first_loss', 0):.3f}"
+                f" → {done.get('last_loss', 0):.3f}, checkpoints in {run_dir}") if done else f"exit codes {result.exit_codes}"
+        return result.ok and done.get("final_step") == steps, note, done
+
+    def drill(log):
+        result = lifecycle.drill(spec, examples, client=client, log=log)
+        note = (f"killed a node at step {result.step_at_kill}, resumed from checkpoint {result.resumed_from}, "
+                f"lost {result.lost_steps} steps (interval {result.interval})")
+        return result.ok, note, result
+
+    def destroy(log):
+        removed = lifecycle.destroy(spec, False, client, log)
+        return True, f"removed {len(removed)}; data volume kept", removed
+
+    for name, action in (("image", image), ("up", up), ("validate", validate), ("train", train), ("drill", drill)):
+        if phase(name, action) is None:
+            break
+    if destroy_after:
+        phase("destroy", destroy)
+    console.print(report.table())
+    return report

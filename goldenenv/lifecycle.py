@@ -1,0 +1,227 @@
+"""Lifecycle of a stack: up, run, validate, drill, destroy.
+
+The local cloud is driven by the Docker SDK (clouds/local); Pulumi clouds through the Automation
+API (`automation.py`). Every step takes a `log` callable so the CLI can show progress.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from goldenenv import clouds, stackconfig
+from goldenenv.checks import cluster as cluster_checks
+from goldenenv.checks import run as image_checks
+from goldenenv.checks.plugin import PROBE_SOURCE
+from goldenenv.clouds.local.cluster import DATA, LocalCluster
+from goldenenv.clouds.local.run import RunResult, run_on_nodes
+from goldenenv.images.build import build
+from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.images.lock import load, lock_path
+from goldenenv.plan import stack_file
+from goldenenv.spec import ClusterSpec, ConfigError, Problem
+
+Log = Callable[[str], None]
+CODE = f"{DATA}/code"
+TOOLS = f"{DATA}/.goldenenv"
+ALLREDUCE = Path(__file__).parent / "checks" / "allreduce_nodes.py"
+
+
+def load_spec(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
+    config = stackconfig.read_stack_file(stack_file(stack, stacks_dir) if stacks_dir else stack_file(stack))
+    values, unknown = stackconfig.namespaced(config)
+    spec = stackconfig.load(stack, values, unknown)
+    clouds.validate(spec)
+    return spec
+
+
+def local_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) -> LocalCluster:
+    if spec.cloud != "local":
+        raise ConfigError([Problem("goldenenv:cloud", f"this step runs on the local cloud; {spec.stack} is on "
+                                   f"{spec.cloud}: use goldenenv up/destroy, which drive Pulumi")])
+    return LocalCluster(spec, client)
+
+
+def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient, log: Log) -> str:
+    """The golden image of the stack, built from its lock when this machine lacks it."""
+    lock = load(spec.image.lock)
+    try:
+        client.images.get(lock.tag)
+        return lock.tag
+    except docker.errors.ImageNotFound:
+        log(f"building {lock.tag} (first run only)")
+        return build(lock, options, client, log=log).tag
+
+
+def up(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient | None = None, log: Log = print) -> dict:
+    cluster = local_cluster(spec, client)
+    image = ensure_image(spec, options, cluster.client, log)
+    return cluster.up(image, log)
+
+
+def destroy(spec: ClusterSpec, purge_data: bool = False, client=None, log: Log = print) -> list[str]:
+    return local_cluster(spec, client).destroy(purge_data, log)
+
+
+def sync_code(cluster: LocalCluster, files: list[Path], into: str = CODE) -> str:
+    """Copy files into the shared storage tier, where every node sees them (a folder: its files)."""
+    nodes = cluster.nodes()
+    if not nodes:
+        raise ConfigError([Problem(f"stack {cluster.spec.stack}", "no nodes: run goldenenv up first")])
+    found: list[tuple[Path, Path]] = []
+    for item in files:
+        if item.is_dir():
+            found += [(p, p.relative_to(item)) for p in sorted(item.rglob("*")) if p.is_file()
+                      and "__pycache__" not in p.parts]
+        else:
+            found.append((item, Path(item.name)))
+    buffer = io.BytesIO()
+    folder = Path(into).relative_to(DATA)
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, name in found:
+            info = tar.gettarinfo(str(path), arcname=str(folder / name))
+            info.uid = info.gid = 1000
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+    nodes[0].put_archive(DATA, buffer.getvalue())
+    return into
+
+
+def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None], code: Path | None = None,
+        client=None) -> RunResult:
+    cluster = local_cluster(spec, client)
+    if code:
+        sync_code(cluster, [code])
+    nodes = cluster.nodes()
+    if not nodes or any(n.status != "running" for n in nodes):
+        raise ConfigError([Problem(f"stack {spec.stack}", "not every node is running: goldenenv up first")])
+    outputs = cluster.outputs()
+    return run_on_nodes(cluster.client, nodes, outputs["nodePrivateIps"], cluster.shape.processes_per_node,
+                        command, cluster.env(), on_line)
+
+
+@dataclass
+class Validation:
+    image_checks: str = ""
+    image_ok: bool = False
+    drift: list[str] = field(default_factory=list)
+    allreduce: dict | None = None
+    allreduce_ok: bool = False
+    allreduce_note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.image_ok and not self.drift and self.allreduce_ok
+
+
+def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
+    """Image checks on every node, cross-node drift, then an all-reduce across all nodes."""
+    cluster = local_cluster(spec, client)
+    nodes = cluster.nodes()
+    result = Validation()
+    lock = load(spec.image.lock)
+    log(f"image checks on {len(nodes)} nodes")
+    checked = subprocess.run(
+        image_checks.pytest_command(lock_path(lock.name), ",".join(f"docker://{n.name}" for n in nodes)),
+        capture_output=True, text=True)
+    result.image_checks, result.image_ok = checked.stdout + checked.stderr, checked.returncode == 0
+    log("cross-node drift")
+    reports = {}
+    for node in nodes:
+        done = node.exec_run(["python3", "-c", PROBE_SOURCE.read_text()])
+        reports[node.name] = json.loads(done.output) if done.exit_code == 0 else {"probe": "failed"}
+    result.drift = cluster_checks.drift(reports)
+    log("all-reduce across nodes")
+    tools = sync_code(cluster, [ALLREDUCE], TOOLS)
+    lines: list[str] = []
+    ran = run(spec, ["python", f"{tools}/{ALLREDUCE.name}"], lambda node, text: lines.append(text),
+              client=cluster.client)
+    result.allreduce = cluster_checks.parse_allreduce_line("\n".join(lines))
+    result.allreduce_ok = ran.ok and bool(result.allreduce and result.allreduce["ok"])
+    if result.allreduce:
+        result.allreduce_note = (f"{result.allreduce['backend']} all_reduce of {result.allreduce['bytes']} B over "
+                                 f"{result.allreduce['world_size']} ranks: busbw {result.allreduce['busbw_gbps']:.3f} GB/s")
+    return result
+
+
+@dataclass(frozen=True)
+class DrillReport:
+    interval: int
+    checkpoint_before_kill: int
+    step_at_kill: int
+    resumed_from: int
+    final_step: int
+
+    @property
+    def lost_steps(self) -> int:
+        return self.step_at_kill - self.resumed_from
+
+    @property
+    def ok(self) -> bool:
+        return self.resumed_from == self.checkpoint_before_kill and self.lost_steps <= self.interval
+
+
+STEP_LINE = re.compile(r"\bstep (\d+)\b")
+
+
+def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 10, sleep: float = 0.05,
+          client=None, log: Log = print, on_line=lambda node, text: None) -> DrillReport:
+    """Kill a node mid-training, bring it back, resume: at most one checkpoint interval is lost."""
+    import threading
+
+    cluster = local_cluster(spec, client)
+    sync_code(cluster, [examples])
+    run_dir = f"{DATA}/checkpoints/drill-{int(time.time())}"
+    train = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
+             "--checkpoint-dir", run_dir, "--sleep-per-step", str(sleep), "--log-every", "1"]
+    seen = {"step": 0}
+
+    def watch(node: str, text: str) -> None:
+        on_line(node, text)
+        match = STEP_LINE.search(text)
+        if match:
+            seen["step"] = max(seen["step"], int(match.group(1)))
+
+    first = threading.Thread(target=lambda: run(spec, train, watch, client=cluster.client), daemon=True)
+    first.start()
+    victim = cluster.nodes()[-1]
+    while _latest_step(cluster, run_dir) < 2 * interval:
+        if not first.is_alive():
+            raise RuntimeError("training ended before the drill could kill a node")
+        time.sleep(0.2)
+    log(f"killing {victim.name} at step ~{seen['step']}")
+    victim.kill()
+    checkpoint = _latest_step(cluster, run_dir)
+    step_at_kill = max(seen["step"], checkpoint)
+    first.join(timeout=120)
+    log(f"bringing {victim.name} back; last checkpoint: step {checkpoint}")
+    victim.start()
+    lines: list[str] = []
+    second = run(spec, train, lambda node, text: (lines.append(text), on_line(node, text)), client=cluster.client)
+    if not second.ok:
+        raise RuntimeError(f"training did not resume: exit codes {second.exit_codes}")
+    done = done_event(lines)
+    return DrillReport(interval, checkpoint, step_at_kill, done["resumed_from"], done["final_step"])
+
+
+def _latest_step(cluster: LocalCluster, run_dir: str) -> int:
+    done = cluster.nodes()[0].exec_run(["cat", f"{run_dir}/latest"])
+    match = re.search(r"step-(\d+)", done.output.decode()) if done.exit_code == 0 else None
+    return int(match.group(1)) if match else 0
+
+
+def done_event(lines: list[str]) -> dict:
+    for line in reversed(lines):
+        start = line.find('{"event": "done"')
+        if start >= 0:
+            return json.loads(line[start:])
+    raise RuntimeError("the training run printed no completion line")
