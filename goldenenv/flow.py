@@ -23,6 +23,8 @@ class Phase:
     seconds: float
     ok: bool
     note: str
+    value: object = None
+    """What the phase produced (outputs, a Validation, a DrillReport ...)."""
 
 
 @dataclass
@@ -32,6 +34,9 @@ class FlowReport:
     @property
     def ok(self) -> bool:
         return all(p.ok for p in self.phases)
+
+    def value(self, name: str) -> object:
+        return next((p.value for p in self.phases if p.name == name), None)
 
     def table(self) -> Table:
         table = Table(title="local flow", title_justify="left")
@@ -58,7 +63,7 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
                 ok, note, value = action(log)
             except Exception as e:  # noqa: BLE001 - a failed phase is reported, then the flow stops
                 ok, note, value = False, f"{type(e).__name__}: {e}", None
-        report.phases.append(Phase(name, time.monotonic() - started, ok, note))
+        report.phases.append(Phase(name, time.monotonic() - started, ok, note, value))
         console.print(f"{'[green]✓[/]' if ok else '[red]✗[/]'} {name}: {escape(note)}", highlight=False)
         return value if ok else None
 

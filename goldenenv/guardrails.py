@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import keyword
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -148,6 +149,7 @@ def _sdk_class(type_token: str) -> type | None:
     candidates = [module.rsplit("/", 1)[0], module] if "/" in module else [module]
     for candidate in candidates:
         path = package if candidate == "index" else f"{package}.{candidate.replace('/', '.').replace('-', '_')}"
+        path = ".".join(part + "_" if keyword.iskeyword(part) else part for part in path.split("."))  # lambda_
         if not all(part.isidentifier() for part in path.split(".")):
             continue
         try:

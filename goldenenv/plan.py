@@ -224,8 +224,14 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     if spec.budget and not spec.budget.activate_cost_allocation_tag:
         notes.append("the budget filters on the tag goldenenv:stack: activate it as a cost allocation tag "
                      "(Billing console, or budget.activateCostAllocationTag: true) or the budget sees no spend")
-    if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes:
-        notes.append("lifecycle.ttlHours / idleMinutes are recorded but not yet enforced by an auto-teardown")
+    if spec.lifecycle.ttl_hours:
+        notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start; "
+                     "storage and network keep billing until destroy")
+    if spec.lifecycle.idle_minutes:
+        for pool in spec.nodes:
+            it = catalog.instance_type(spec.cloud, pool.instance_type)
+            notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: on {it.name} one busy "
+                         f"core per GPU is {100 * it.gpu_count / it.vcpus:.1f} % CPU")
     if not spec.image.ref:
         notes.append(f"image.ref is not set: nodes boot the host AMI without the golden image '{spec.image.lock}'")
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]

@@ -485,3 +485,7 @@ def test_stack_validation_runs_on_the_policy_sdk_types():
     reported = []
     guardrails.stack_validation(rule)(StackValidationArgs([group]), lambda m, urn=None: reported.append((m, urn)))
     assert len(reported) == 1 and reported[0][1] == "urn:sg" and "'nodes'" in reported[0][0]
+
+
+def test_is_taggable_reaches_sdk_modules_named_after_python_keywords():
+    assert is_taggable("aws:lambda/function:Function")

@@ -13,9 +13,10 @@ from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
+from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, ttl_tags
 from goldenenv.clouds.base import Capability
 from goldenenv.nodeboot import NodeBoot, launch_outputs
-from goldenenv.spec import STACK_TAG_KEY, ClusterSpec, Problem
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 
@@ -42,7 +43,7 @@ class AwsCloud:
 
 
 class GpuCluster(pulumi.ComponentResource):
-    """Network, data store, node pools and budget of one stack, wired together."""
+    """Network, data store, node pools, budget and auto-teardown of one stack, wired together."""
 
     outputs: dict[str, Any]
 
@@ -67,6 +68,7 @@ class GpuCluster(pulumi.ComponentResource):
             subnet_id=network.subnet_id, security_group_id=network.storage_security_group_id, tags=tags,
         ), child)
 
+        node_tags = {**tags, **ttl_tags(spec.lifecycle.ttl_hours)}
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type("aws", pool.instance_type)
@@ -81,7 +83,7 @@ class GpuCluster(pulumi.ComponentResource):
                 capacity_reservation_id=pool.capacity_reservation_id, zone=zone,
                 subnet_id=network.subnet_id, security_group_ids=[network.node_security_group_id],
                 root_volume_gib=pool.root_volume_gib, user_data=user_data,
-                bucket_arn=data.bucket_arn, tags=tags,
+                bucket_arn=data.bucket_arn, tags=node_tags,
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
@@ -99,6 +101,19 @@ class GpuCluster(pulumi.ComponentResource):
             ), child)
             budget_name = budget.budget_name
 
+        reaper_function, idle_alarms = None, None
+        if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes:
+            nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), pool.capacity)
+                     for _, pool, p in pools for i in range(pool.count)}
+            teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
+                stack=spec.stack, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
+                idle_minutes=spec.lifecycle.idle_minutes,
+                instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
+                spot_nodes=frozenset(node for node, (_, capacity) in nodes.items() if capacity is Capacity.SPOT),
+                tags=tags,
+            ), child)
+            reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None
+
         self.outputs = {
             **launch_outputs(all_ips, slots),
             "instanceIds": all_ids,
@@ -111,6 +126,8 @@ class GpuCluster(pulumi.ComponentResource):
                 lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
             ) if fs.enabled else None,
             "budgetName": budget_name,
+            "reaperFunction": reaper_function,
+            "idleAlarms": idle_alarms,
         }
         self.register_outputs(self.outputs)
 

@@ -97,7 +97,8 @@ class GpuNodePool(pulumi.ComponentResource):
         nodes = [
             aws.ec2.Instance(
                 f"{name}-{i}",
-                launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+                # $Default, not a number: a new template version (tags, boot script) must not replace running nodes
+                launch_template={"id": template.id, "version": "$Default"},
                 tags={**args.tags, "Name": f"{name}-{i}"},
                 opts=child,
             )

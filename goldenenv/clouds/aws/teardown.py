@@ -1,0 +1,176 @@
+"""Auto-teardown that works with the laptop off: a scheduled reaper for the time to live, alarms for idleness.
+
+Time to live: an EventBridge Scheduler schedule invokes a small Lambda function (goldenenv/reaper.py, shipped as
+is) every 15 minutes; it stops, or terminates, the stack's nodes whose launch time plus their
+``goldenenv:ttl-hours`` tag has passed. Stopping keeps the disks; storage and the network keep billing until
+``pulumi destroy``.
+
+Idleness: one CloudWatch alarm per node stops it (EC2 alarm action, no role needed) when its average CPU stays
+under ``idle_cpu_percent`` for ``idle_minutes``. CPU is the proxy for GPU use because EC2 publishes
+CPUUtilization for every instance at no cost, whereas GPU utilisation reaches CloudWatch only through the
+CloudWatch agent's NVIDIA plugin, which the nodes do not run. A training job keeps its rank and data-loader
+processes busy, so an idle CPU is a fair sign of an idle node; but on an instance with many vCPUs a GPU-bound
+job can average only a few percent (one busy core per GPU on a p5.48xlarge is 8 of 192 vCPUs, about 4 %):
+check a real job's CPUUtilization before trusting the threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from goldenenv import reaper
+
+REAPER_RATE = "rate(15 minutes)"
+REAPER_RUNTIME = "python3.12"
+REAPER_FILE = "reaper.py"
+REAPER_HANDLER = "reaper.handler"
+LOG_RETENTION_DAYS = 30
+ALARM_PERIOD_SECONDS = 300
+"""EC2 basic monitoring publishes CPUUtilization every 5 minutes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoTeardownArgs:
+    stack: str
+    region: str
+    ttl_hours: float | None
+    idle_minutes: int | None
+    instance_ids: Mapping[str, pulumi.Input[str]]
+    """Node name -> instance id; the name names the node's idle alarm, so it must not change between runs."""
+    action: str = "stop"
+    """What the time to live does to expired nodes: stop (disks kept) or terminate. Idle alarms follow it."""
+    spot_nodes: frozenset[str] = frozenset()
+    """Nodes on one-time spot capacity: EC2 cannot stop them, so their idle alarm terminates them."""
+    idle_cpu_percent: float = 5.0
+    tags: dict[str, str]
+
+
+class AutoTeardown(pulumi.ComponentResource):
+    reaper_function: pulumi.Output[str] | None
+    idle_alarms: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: AutoTeardownArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:AutoTeardown", name, None, opts)
+        if args.action not in reaper.ACTIONS:
+            raise ValueError(f"action {args.action!r} is not one of {', '.join(reaper.ACTIONS)}")
+        child = pulumi.ResourceOptions(parent=self)
+        self.reaper_function = self._reaper(name, args, child).name if args.ttl_hours else None
+        self.idle_alarms = [
+            self._idle_alarm(name, node, instance_id, args, child).name
+            for node, instance_id in args.instance_ids.items()
+        ] if args.idle_minutes else []
+        self.register_outputs({"reaper_function": self.reaper_function, "idle_alarms": self.idle_alarms})
+
+    def _reaper(self, name: str, args: AutoTeardownArgs, child: pulumi.ResourceOptions) -> aws.lambda_.Function:
+        """The reaper function, its role and log group, and the schedule that invokes it."""
+        role = aws.iam.Role(
+            f"{name}-reaper-role", assume_role_policy=_assumed_by("lambda.amazonaws.com"),
+            tags=args.tags, opts=child,
+        )
+        logs = aws.cloudwatch.LogGroup(
+            f"{name}-reaper-logs", name=f"/goldenenv/{args.stack}/reaper",
+            retention_in_days=LOG_RETENTION_DAYS, tags=args.tags, opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-reaper-policy", role=role.id,
+            policy=logs.arn.apply(lambda arn: json.dumps(reaper_policy(args.stack, arn))),
+            opts=child,
+        )
+        function = aws.lambda_.Function(
+            f"{name}-reaper",
+            description=f"goldenenv: {args.action} the nodes of stack {args.stack} when their time to live ends",
+            runtime=REAPER_RUNTIME,
+            handler=REAPER_HANDLER,
+            code=pulumi.AssetArchive({REAPER_FILE: pulumi.FileAsset(reaper.__file__)}),
+            role=role.arn,
+            timeout=60,
+            memory_size=128,
+            environment={"variables": {
+                reaper.STACK_ENV: args.stack, reaper.ACTION_ENV: args.action, reaper.DRY_RUN_ENV: "false",
+            }},
+            logging_config={"log_format": "Text", "log_group": logs.name},
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )
+        invoker = aws.iam.Role(
+            f"{name}-schedule-role", assume_role_policy=_assumed_by("scheduler.amazonaws.com"),
+            tags=args.tags, opts=child,
+        )
+        invoke = aws.iam.RolePolicy(
+            f"{name}-schedule-policy", role=invoker.id,
+            policy=function.arn.apply(lambda arn: json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": arn}],
+            })),
+            opts=child,
+        )
+        aws.scheduler.Schedule(
+            f"{name}-reaper-schedule",
+            description=f"goldenenv: run the reaper of stack {args.stack}",
+            schedule_expression=REAPER_RATE,
+            flexible_time_window={"mode": "OFF"},
+            target={"arn": function.arn, "role_arn": invoker.arn},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[invoke]),
+        )
+        return function
+
+    def _idle_alarm(self, name: str, node: str, instance_id: pulumi.Input[str], args: AutoTeardownArgs,
+                    child: pulumi.ResourceOptions) -> aws.cloudwatch.MetricAlarm:
+        act = "terminate" if args.action == "terminate" or node in args.spot_nodes else "stop"
+        return aws.cloudwatch.MetricAlarm(
+            f"{name}-idle-{node}",
+            name=f"goldenenv-{args.stack}-{node}-idle",
+            alarm_description=(f"goldenenv: {act} {node} after {args.idle_minutes} minutes under "
+                               f"{args.idle_cpu_percent:g} % CPU (CPU stands in for GPU use)"),
+            namespace="AWS/EC2",
+            metric_name="CPUUtilization",
+            dimensions={"InstanceId": instance_id},
+            statistic="Average",
+            period=ALARM_PERIOD_SECONDS,
+            evaluation_periods=idle_periods(args.idle_minutes),
+            datapoints_to_alarm=idle_periods(args.idle_minutes),
+            comparison_operator="LessThanThreshold",
+            threshold=args.idle_cpu_percent,
+            treat_missing_data="notBreaching",
+            alarm_actions=[f"arn:aws:automate:{args.region}:ec2:{act}"],
+            tags=args.tags,
+            opts=child,
+        )
+
+
+def ttl_tags(ttl_hours: float | None) -> dict[str, str]:
+    """The tag the reaper reads a node's time to live from; none without a time to live."""
+    return {reaper.TTL_TAG_KEY: f"{ttl_hours:.10g}"} if ttl_hours else {}
+
+
+def idle_periods(idle_minutes: int) -> int:
+    """Alarm periods covering at least idle_minutes."""
+    return math.ceil(idle_minutes * 60 / ALARM_PERIOD_SECONDS)
+
+
+def reaper_policy(stack: str, log_group_arn: str) -> dict:
+    """List every instance (EC2 cannot scope Describe), stop or terminate only the stack's, log to its own group."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+            {"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
+             "Resource": "arn:aws:ec2:*:*:instance/*",
+             "Condition": {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack}}},
+            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+             "Resource": f"{log_group_arn}:*"},
+        ],
+    }
+
+
+def _assumed_by(service: str) -> str:
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    })
