@@ -51,7 +51,7 @@ def refusals(lock: Lock, options: BuildOptions) -> list[str]:
 
 def build(lock: Lock, options: BuildOptions = BuildOptions(), client: docker.DockerClient | None = None,
           on_step: Callable[[int, int, str], None] = lambda n, total, text: None,
-          log: Callable[[str], None] = print) -> Built:
+          log: Callable[[str], None] = print, nocache: bool = False) -> Built:
     reasons = refusals(lock, options)
     if reasons:
         raise BuildError(f"{lock.name}: refusing to build: " + "; ".join(reasons))
@@ -60,17 +60,19 @@ def build(lock: Lock, options: BuildOptions = BuildOptions(), client: docker.Doc
     base_ref = ensure_base(client, lock.base, options.apt_mirror, log)
     with tempfile.TemporaryDirectory(prefix=f"goldenenv-{lock.name}-") as tmp:
         context = dockerfile.write_context(lock, base_ref, options, Path(tmp))
-        image_id, cached, steps = _stream(client, context, lock.tag, dockerfile.build_args(options), on_step)
+        image_id, cached, steps = _stream(client, context, lock.tag, dockerfile.build_args(options), on_step,
+                                        nocache)
     return Built(lock.tag, image_id, time.monotonic() - started, cached, steps)
 
 
-def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step) -> tuple[str, int, int]:
+def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step,
+            nocache: bool = False) -> tuple[str, int, int]:
     step_log: list[str] = []
     current = ""
     cached = total = 0
     image_id = None
     for chunk in client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                  buildargs=buildargs, nocache=False):
+                                  buildargs=buildargs, nocache=nocache):
         if "error" in chunk:
             raise BuildError(f"build of {tag} failed at {current or 'start'}: {chunk['error'].strip()}",
                              "".join(step_log))

@@ -33,7 +33,7 @@ class BuildOptions:
 
 def requirements(lock: Lock, group: str) -> str:
     """The layer's requirements file: every distribution pinned to one version and its hashes."""
-    lines = [f"# {lock.name} {group} layer, lock {lock.content_hash}"]
+    lines = [f"# {lock.name}: {group} layer"]  # no lock hash here: another layer's pin must not bust this cache
     lines += [_requirement_line(lock, name) for name in lock.group(group)]
     return "\n".join(lines) + "\n"
 
