@@ -234,7 +234,8 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
         _lifecycle_failure(e)
     failed = {n: c for n, c in result.exit_codes.items() if c}
     if failed:
-        errors.print(f"[bold red]failed on {', '.join(f'{n} (exit {c})' for n, c in sorted(failed.items()))}[/]")
+        first = f"a rank failed on {result.first_failure}; stopped the run on every node. " if result.first_failure else ""
+        errors.print(f"[bold red]{first}exit codes: {', '.join(f'{n} {c}' for n, c in sorted(failed.items()))}[/]")
         raise typer.Exit(1)
     console.print(f"[green]done on {len(result.exit_codes)} nodes[/]")
 

@@ -89,7 +89,7 @@ def test_run_prefixes_output_by_node_and_rank_and_fails_when_one_rank_fails(spec
     last = str(world - 1)
     failing = lifecycle.run(spec, ["python", "-c", f"import os, sys; sys.exit(3 if os.environ['RANK'] == '{last}' else 0)"],
                             lambda node, text: None, client=client)
-    assert not failing.ok and failing.exit_codes["node-1"] != 0
+    assert not failing.ok and failing.first_failure == "node-1"
 
 
 def test_validate_names_a_node_that_drifted_from_the_lock(spec, client):

@@ -13,6 +13,10 @@ from goldenenv.nodeboot import MASTER_PORT
 NODE_ENV = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}
 """gloo on the cluster network's interface; one thread per rank on small CPU nodes."""
 
+RUN_MARKER = "GOLDENENV_RUN"
+WORKER_FAILED = "failed (exitcode:"
+"""What torch elastic logs when a worker exits non-zero."""
+
 Line = Callable[[str, str], None]
 """on_line(node, text)"""
 
@@ -20,6 +24,8 @@ Line = Callable[[str, str], None]
 @dataclass(frozen=True)
 class RunResult:
     exit_codes: dict[str, int]
+    first_failure: str | None = None
+    """The node where a rank failed first; the run was then stopped everywhere."""
 
     @property
     def ok(self) -> bool:
@@ -45,7 +51,7 @@ def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: l
     def one(index: int, container) -> None:
         node = f"node-{index}"
         command = script if raw else torchrun_command(script, len(containers), procs, ips[0], ips[index], run_id)
-        exec_id = client.api.exec_create(container.id, command, environment={**env, **NODE_ENV},
+        exec_id = client.api.exec_create(container.id, command, environment={**env, **NODE_ENV, RUN_MARKER: run_id},
                                          workdir="/home/trainer")["Id"]
         pending = ""
         for chunk in client.api.exec_start(exec_id, stream=True):
@@ -63,12 +69,31 @@ def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: l
     for t in threads:
         t.start()
     finished = 0
+    stopped: str | None = None
     while finished < len(threads):
         node, text = lines.get()
         if text is None:
             finished += 1
+            failed = bool(codes.get(node))
         else:
             on_line(node, text)
+            failed = WORKER_FAILED in text
+        if failed and not stopped:
+            # fail fast: a failed rank leaves the other agents waiting out torchrun's 300 s exit barrier
+            stopped = node
+            for container in containers:
+                _stop_run(client, container, run_id)
     for t in threads:
         t.join()
-    return RunResult(codes)
+    return RunResult(codes, stopped)
+
+
+def _stop_run(client, container, run_id: str) -> None:
+    """Kill this run's agent and workers on a node (they carry the run marker in their environment)."""
+    script = (f'for p in /proc/[0-9]*; do grep -qsz "^{RUN_MARKER}={run_id}$" "$p/environ" '
+              '&& kill -9 "${p#/proc/}" 2>/dev/null; done; true')
+    try:
+        exec_id = client.api.exec_create(container.id, ["sh", "-c", script])["Id"]  # same user: /proc/*/environ is readable
+        client.api.exec_start(exec_id)
+    except Exception:  # noqa: BLE001 - the node may be gone already (a drill kills one)
+        pass
