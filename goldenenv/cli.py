@@ -36,6 +36,9 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dataRepositoryPath", "fileSystemPath"),
     "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
     "aws:budgets/budgetAction:BudgetAction": ("actionThreshold.actionThresholdValue", "definition.ssmActionDefinition.actionSubType"),
+    "docker:container": ("image", "cpus", "memoryGib", "ranks"),
+    "docker:network": ("internal",),
+    "docker:volume": ("mount",),
 }
 
 

@@ -20,7 +20,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, guardrails, stackconfig
+from goldenenv import catalog, clouds, guardrails, stackconfig
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.spec import ClusterSpec
 
@@ -107,9 +107,15 @@ def plan(stack: str, stacks_dir: Path = STACKS) -> Plan:
 def plan_config(stack: str, config: dict[str, Any]) -> Plan:
     values, unknown = stackconfig.namespaced(config)
     spec = stackconfig.load(stack, values, unknown)
-    resources, outputs = run_program(stack, config)
-    costs = pool_costs(spec)
-    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
+    cloud = clouds.validate(spec)
+    if getattr(cloud, "uses_pulumi", True):
+        resources, outputs = run_program(stack, config)
+        costs = pool_costs(spec)
+    else:
+        resources, outputs = cloud.planned_resources(spec), {}
+        costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
+    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(
+        spec, costs, boots_from_registry=getattr(cloud, "uses_pulumi", True))
     return Plan(stack, spec, resources, outputs, costs, findings)
 
 
@@ -201,12 +207,13 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
     return costs
 
 
-def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
+def spec_findings(spec: ClusterSpec, costs: list[PoolCost], boots_from_registry: bool = True) -> list[Finding]:
     """What a user should know before renting: price caveats and how long the budget lasts."""
     notes = []
     for c in costs:
         if c.price is None:
-            notes.append(f"no catalog price for {c.instance_type}: cost not counted")
+            if c.usd_per_hour is None:
+                notes.append(f"no catalog price for {c.instance_type}: cost not counted")
             continue
         if c.price.region != spec.region:
             notes.append(f"{c.instance_type} priced from {c.price.region}, not {spec.region}")
@@ -232,6 +239,6 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
             it = catalog.instance_type(spec.cloud, pool.instance_type)
             notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: on {it.name} one busy "
                          f"core per GPU is {100 * it.gpu_count / it.vcpus:.1f} % CPU")
-    if not spec.image.ref:
+    if boots_from_registry and not spec.image.ref:
         notes.append(f"image.ref is not set: nodes boot the host AMI without the golden image '{spec.image.lock}'")
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]

@@ -82,3 +82,16 @@ def test_program_turns_bad_config_into_a_run_error_without_traceback():
     pulumi.runtime.set_config("goldenenv:nodes", json.dumps({"instanceType": "g5.xlargee", "count": 1}))
     with pytest.raises(pulumi.RunError, match="goldenenv:nodes.instanceType.*did you mean g5.xlarge"):
         program.main()
+
+
+def test_plan_of_the_local_stack_lists_what_up_creates_at_no_cost():
+    from goldenenv.images.lock import load
+
+    result = runner.invoke(app, ["plan", "-s", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    containers = [r for r in doc["resources"] if r["type"] == "docker:container"]
+    assert len(containers) == 2 and {c["props"]["image"] for c in containers} == {load("cpu-dev").tag}
+    assert doc["cost"]["usdPerHour"] == 0
+    volume = next(r for r in doc["resources"] if r["type"] == "docker:volume")
+    assert volume["retainOnDelete"] is True

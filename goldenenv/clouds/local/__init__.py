@@ -31,6 +31,28 @@ class LocalCloud:
             problems.append(Problem("goldenenv:nodes", "the local cloud runs one pool; give a single mapping"))
         return problems
 
+    def planned_resources(self, spec: ClusterSpec) -> list:
+        """What `goldenenv up` creates, in the plan's terms (no engine is asked)."""
+        from goldenenv.clouds.local.cluster import DATA, Names
+        from goldenenv.guardrails import PlannedResource
+        from goldenenv.images.lock import load
+
+        names = Names(spec.stack)
+        shape = catalog.local_shapes()[spec.nodes[0].instance_type]
+        urn = f"urn:goldenenv:{spec.stack}::local"
+        found = [
+            PlannedResource(f"{urn}::network", "docker:network", names.network, {"internal": True}, custom=True),
+            PlannedResource(f"{urn}::volume", "docker:volume", names.volume, {"mount": DATA}, custom=True,
+                            retain_on_delete=True),
+        ]
+        found += [
+            PlannedResource(f"{urn}::node-{i}", "docker:container", names.node(i),
+                            {"image": load(spec.image.lock).tag, "cpus": shape.cpus, "memoryGib": shape.memory_gib,
+                             "ranks": shape.processes_per_node}, custom=True)
+            for i in range(spec.nodes[0].count)
+        ]
+        return found
+
     def build(self, spec: ClusterSpec) -> dict[str, Any]:
         from goldenenv.spec import ConfigError
 
