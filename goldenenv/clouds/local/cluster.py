@@ -21,7 +21,7 @@ from goldenenv.spec import ClusterSpec
 STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
 DATA = "/data"
-STATE = Path(".goldenenv") / "local"
+STATE = Path(__file__).resolve().parents[3] / ".goldenenv" / "local"
 
 
 @dataclass(frozen=True)
