@@ -45,15 +45,6 @@ MB = 1e6
 NEW_ID = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
 
 
-def site_options() -> BuildOptions:
-    """Same as tests/images/test_build_and_check.py: the CA bundle and the local wheelhouse."""
-    ca = os.environ.get("PIP_CERT")
-    house = os.environ.get("PIP_FIND_LINKS")
-    return BuildOptions(
-        ca_cert=Path(ca) if ca and Path(ca).is_file() else None,
-        wheelhouse=Path(house) if house and Path(house).is_dir() else None,
-    )
-
 
 # --- a client that remembers the images its builds created (so only those are removed) ---
 
@@ -231,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     images = [n.strip() for n in args.images.split(",") if n.strip()]
     started = time.monotonic()
     client = docker.from_env()
-    options = site_options()
+    options = BuildOptions.from_environment()
 
     first = load(images[0])
     base_s = bench_base(client, first) if first.base.bootstrap else None

@@ -38,9 +38,7 @@ def main() -> None:
             client.images.remove(tag, force=True)
         except docker.errors.ImageNotFound:
             pass
-    ca, house = os.environ.get("PIP_CERT"), os.environ.get("PIP_FIND_LINKS")
-    options = BuildOptions(ca_cert=Path(ca) if ca else None, wheelhouse=Path(house) if house else None)
-    report = run_flow(spec, options, ROOT / "examples", args.steps, console=Console(quiet=True), client=client)
+    report = run_flow(spec, BuildOptions.from_environment(), ROOT / "examples", args.steps, console=Console(quiet=True), client=client)
     total = sum(p.seconds for p in report.phases)
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, docker {client.version()['Version']}, "
           f"{'cold' if args.cold else 'warm'} image, {args.steps} training steps")

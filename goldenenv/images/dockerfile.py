@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import urllib.parse
 from dataclasses import dataclass
@@ -29,6 +30,14 @@ class BuildOptions:
     apt_mirror: str | None = None
     wheelhouse: Path | None = None
     """Local wheels (e.g. a CPU torch build); only the files the lock pins are copied."""
+
+    @classmethod
+    def from_environment(cls) -> BuildOptions:
+        """What pip on this machine uses: PIP_CERT as the extra CA, PIP_FIND_LINKS as the wheelhouse."""
+        ca, house = os.environ.get("PIP_CERT"), os.environ.get("PIP_FIND_LINKS")
+        return cls(ca_cert=Path(ca) if ca and Path(ca).is_file() else None,
+                   wheelhouse=Path(house) if house and Path(house).is_dir() else None,
+                   pip_index_url=os.environ.get("PIP_INDEX_URL") or None)
 
 
 def requirements(lock: Lock, group: str) -> str:

@@ -17,18 +17,6 @@ from goldenenv.images.dockerfile import BuildOptions
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def site_options() -> BuildOptions:
-    ca, house = os.environ.get("PIP_CERT"), os.environ.get("PIP_FIND_LINKS")
-    return BuildOptions(ca_cert=Path(ca) if ca and Path(ca).is_file() else None,
-                        wheelhouse=Path(house) if house and Path(house).is_dir() else None)
-
-
-@pytest.fixture(scope="module")
-def client():
-    engine = docker.from_env()
-    engine.ping()
-    return engine
-
 
 @pytest.fixture(scope="module")
 def spec():
@@ -47,7 +35,7 @@ def quiet(message: str) -> None:
 
 
 def test_flow_builds_ups_validates_trains_drills_and_destroys_keeping_data(spec, client):
-    report = run_flow(spec, site_options(), EXAMPLES, steps=60, console=Console(quiet=True), client=client)
+    report = run_flow(spec, BuildOptions.from_environment(), EXAMPLES, steps=60, console=Console(quiet=True), client=client)
     assert [p.name for p in report.phases] == ["image", "up", "validate", "train", "drill", "destroy"]
     assert report.ok, [(p.name, p.note) for p in report.phases if not p.ok]
     trained = report.value("train")
@@ -62,8 +50,8 @@ def test_flow_builds_ups_validates_trains_drills_and_destroys_keeping_data(spec,
 
 
 def test_up_twice_gives_the_same_cluster_with_cloud_like_outputs(spec, client):
-    first = lifecycle.up(spec, site_options(), client, quiet)
-    second = lifecycle.up(spec, site_options(), client, quiet)
+    first = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
+    second = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     assert first == second
     shape = catalog.local_shapes()[spec.nodes[0].instance_type]
     assert first["hostfile"].splitlines() == [f"{ip} slots={shape.processes_per_node}" for ip in first["nodePrivateIps"]]
@@ -76,7 +64,7 @@ def test_up_twice_gives_the_same_cluster_with_cloud_like_outputs(spec, client):
 
 
 def test_run_prefixes_output_by_node_and_rank_and_fails_when_one_rank_fails(spec, client):
-    lifecycle.up(spec, site_options(), client, quiet)
+    lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     lines: list[tuple[str, str]] = []
     ok = lifecycle.run(spec, ["python", "-c", "import os; print('rank', os.environ['RANK'])"],
                        lambda node, text: lines.append((node, text)), client=client)
@@ -93,7 +81,7 @@ def test_run_prefixes_output_by_node_and_rank_and_fails_when_one_rank_fails(spec
 
 
 def test_validate_names_a_node_that_drifted_from_the_lock(spec, client):
-    lifecycle.up(spec, site_options(), client, quiet)
+    lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     assert lifecycle.validate(spec, client, quiet).ok
     victim = LocalCluster(spec, client).nodes()[-1]
     victim.exec_run(["sh", "-c", "rm -rf /opt/venv/lib/python3*/site-packages/numpy-*.dist-info"], user="root")
@@ -109,7 +97,7 @@ def test_destroy_twice_and_on_a_half_created_stack_then_purge_by_name(spec, clie
     cluster._network()  # a stack that stopped half way: network only
     assert f"goldenenv-{spec.stack}" in lifecycle.destroy(spec, client=client, log=quiet)
     assert lifecycle.destroy(spec, client=client, log=quiet) == []
-    lifecycle.up(spec, site_options(), client, quiet)
+    lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     lifecycle.destroy(spec, client=client, log=quiet)
     assert cluster.data_kept()
     assert lifecycle.destroy(spec, purge_data=True, client=client, log=quiet) == [f"goldenenv-{spec.stack}-data"]

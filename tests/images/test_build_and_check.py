@@ -20,34 +20,15 @@ from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import IMAGES, load, lock_path
 
 
-def site_options() -> BuildOptions:
-    """What this site needs to reach packages: the machine's CA bundle and its local wheelhouse."""
-    ca = os.environ.get("PIP_CERT")
-    house = os.environ.get("PIP_FIND_LINKS")
-    return BuildOptions(
-        ca_cert=Path(ca) if ca and Path(ca).is_file() else None,
-        wheelhouse=Path(house) if house and Path(house).is_dir() else None,
-    )
-
-
-@pytest.fixture(scope="session")
-def client():
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except docker.errors.DockerException as e:
-        pytest.fail(f"no Docker engine ({e}); ./scripts/test.sh starts one")
-    return engine
-
 
 @pytest.fixture(scope="session")
 def cpu_dev(client):
-    return build(load("cpu-dev"), site_options(), client)
+    return build(load("cpu-dev"), BuildOptions.from_environment(), client)
 
 
 @pytest.fixture(scope="session")
 def cuda_slim(client):
-    return build(load("cuda-slim"), site_options(), client)
+    return build(load("cuda-slim"), BuildOptions.from_environment(), client)
 
 
 def copy_lock(name: str, tmp_path: Path) -> Path:
@@ -101,7 +82,7 @@ def test_rebuild_after_bumping_one_project_pin_reuses_every_earlier_layer(client
     lock_file = copy_lock("cpu-dev", tmp_path)
     text = lock_file.read_text()
     lock_file.write_text(text.replace("numpy==2.3.4", "numpy==2.3.5"))
-    options = site_options()
+    options = BuildOptions.from_environment()
     bumped = load("cpu-dev", lock_file.parent.parent)
     pin.write_packages(lock_file, pin.pin(bumped, options.wheelhouse))
     bumped = load("cpu-dev", lock_file.parent.parent)
@@ -127,6 +108,6 @@ def test_a_failing_step_is_reported_with_its_log(client, cpu_dev, tmp_path):
     doc["packages"]["numpy"]["sha256"] = ["0" * 64]
     lock_file.write_text(yaml.safe_dump(doc))
     with pytest.raises(BuildError) as caught:
-        build(load("cpu-dev", lock_file.parent.parent), site_options(), client)
+        build(load("cpu-dev", lock_file.parent.parent), BuildOptions.from_environment(), client)
     assert "requirements-project.txt" in str(caught.value)
     assert "DO NOT MATCH THE HASHES" in caught.value.log

@@ -22,25 +22,6 @@ CHECKPOINTS_IN_CONTAINER = "/checkpoints"
 RUN_LIMIT_S = 150
 
 
-def site_options() -> BuildOptions:
-    """What this site needs to reach packages: the machine's CA bundle and its local wheelhouse."""
-    ca = os.environ.get("PIP_CERT")
-    house = os.environ.get("PIP_FIND_LINKS")
-    return BuildOptions(
-        ca_cert=Path(ca) if ca and Path(ca).is_file() else None,
-        wheelhouse=Path(house) if house and Path(house).is_dir() else None,
-    )
-
-
-@pytest.fixture(scope="session")
-def client():
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except docker.errors.DockerException as e:
-        pytest.fail(f"no Docker engine ({e}); ./scripts/test.sh starts one")
-    return engine
-
 
 @pytest.fixture(scope="session")
 def image(client) -> str:
@@ -48,7 +29,7 @@ def image(client) -> str:
     try:
         client.images.get(lock.tag)
     except docker.errors.ImageNotFound:
-        build(lock, site_options(), client)
+        build(lock, BuildOptions.from_environment(), client)
     return lock.tag
 
 

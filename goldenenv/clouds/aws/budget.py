@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from goldenenv.clouds.aws.iam import assumed_by
+
 STOP_DOCUMENT = "AWS-StopEC2Instance"
 
 
@@ -86,11 +88,7 @@ class StackBudget(pulumi.ComponentResource):
         """Budgets may stop this stack's instances (by tag) through SSM, and do nothing else."""
         role = aws.iam.Role(
             f"{name}-stop-role",
-            assume_role_policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "budgets.amazonaws.com"},
-                               "Action": "sts:AssumeRole"}],
-            }),
+            assume_role_policy=assumed_by("budgets.amazonaws.com"),
             tags=args.tags, opts=child,
         )
         aws.iam.RolePolicy(

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv.clouds.aws.efa import interface_layout
+from goldenenv.clouds.aws.iam import assumed_by
 
 HOST_AMI = "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 """AWS Deep Learning Base AMI (NVIDIA driver, Docker, NVIDIA container toolkit, EFA), resolved at launch."""
@@ -115,15 +116,7 @@ class GpuNodePool(pulumi.ComponentResource):
     @staticmethod
     def _instance_profile(name: str, args: GpuNodePoolArgs, child: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
         """SSM for access, ECR to pull the golden image, and the stack's bucket: nothing else."""
-        role = aws.iam.Role(
-            f"{name}-role",
-            assume_role_policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-                               "Action": "sts:AssumeRole"}],
-            }),
-            tags=args.tags, opts=child,
-        )
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=assumed_by("ec2.amazonaws.com"), tags=args.tags, opts=child)
         for i, arn in enumerate(NODE_MANAGED_POLICIES):
             aws.iam.RolePolicyAttachment(f"{name}-role-policy-{i}", role=role.name, policy_arn=arn, opts=child)
         aws.iam.RolePolicy(

@@ -25,6 +25,7 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv import reaper
+from goldenenv.clouds.aws.iam import assumed_by
 
 REAPER_RATE = "rate(15 minutes)"
 REAPER_RUNTIME = "python3.12"
@@ -70,7 +71,7 @@ class AutoTeardown(pulumi.ComponentResource):
     def _reaper(self, name: str, args: AutoTeardownArgs, child: pulumi.ResourceOptions) -> aws.lambda_.Function:
         """The reaper function, its role and log group, and the schedule that invokes it."""
         role = aws.iam.Role(
-            f"{name}-reaper-role", assume_role_policy=_assumed_by("lambda.amazonaws.com"),
+            f"{name}-reaper-role", assume_role_policy=assumed_by("lambda.amazonaws.com"),
             tags=args.tags, opts=child,
         )
         logs = aws.cloudwatch.LogGroup(
@@ -99,7 +100,7 @@ class AutoTeardown(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
         )
         invoker = aws.iam.Role(
-            f"{name}-schedule-role", assume_role_policy=_assumed_by("scheduler.amazonaws.com"),
+            f"{name}-schedule-role", assume_role_policy=assumed_by("scheduler.amazonaws.com"),
             tags=args.tags, opts=child,
         )
         invoke = aws.iam.RolePolicy(
@@ -167,10 +168,3 @@ def reaper_policy(stack: str, log_group_arn: str) -> dict:
              "Resource": f"{log_group_arn}:*"},
         ],
     }
-
-
-def _assumed_by(service: str) -> str:
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-    })
