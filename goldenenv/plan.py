@@ -21,6 +21,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from goldenenv import catalog, clouds, guardrails, stackconfig
+from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.spec import ClusterSpec
 
@@ -237,8 +238,9 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], boots_from_registry:
     if spec.lifecycle.idle_minutes:
         for pool in spec.nodes:
             it = catalog.instance_type(spec.cloud, pool.instance_type)
-            notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: on {it.name} one busy "
-                         f"core per GPU is {100 * it.gpu_count / it.vcpus:.1f} % CPU")
+            notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
+                         f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
+                         f"is {100 * it.gpu_count / it.vcpus:.1f} %")
     if boots_from_registry and not spec.image.ref:
         notes.append(f"image.ref is not set: nodes boot the host AMI without the golden image '{spec.image.lock}'")
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]

@@ -226,3 +226,13 @@ def test_the_planned_function_stops_a_planned_node_once_its_ttl_has_passed(plann
         assert [d["instance_id"] for d in lambda_module.handler({}, None)["acted"]] == [instance["InstanceId"]]
         state = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]
         assert state["State"]["Name"] in ("stopping", "stopped")
+
+
+def test_idle_alarms_use_half_a_core_so_a_gpu_bound_node_is_not_idle():
+    from goldenenv import catalog
+    from goldenenv.clouds.aws.teardown import idle_cpu_threshold
+
+    p5 = catalog.instance_type("aws", "p5.48xlarge")
+    busy_gpu_job = 100 * p5.gpu_count / p5.vcpus  # one core per GPU
+    assert idle_cpu_threshold(p5.vcpus) < busy_gpu_job
+    assert idle_cpu_threshold(catalog.instance_type("aws", "g5.xlarge").vcpus) == 5.0

@@ -13,7 +13,7 @@ from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
-from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, ttl_tags
+from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
 from goldenenv.clouds.base import Capability
 from goldenenv.nodeboot import NodeBoot, launch_outputs
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem
@@ -110,6 +110,7 @@ class GpuCluster(pulumi.ComponentResource):
                 idle_minutes=spec.lifecycle.idle_minutes,
                 instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
                 spot_nodes=frozenset(node for node, (_, capacity) in nodes.items() if capacity is Capacity.SPOT),
+                idle_cpu_percent=idle_cpu_threshold(min(it.vcpus for it, *_ in pools)),
                 tags=tags,
             ), child)
             reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None

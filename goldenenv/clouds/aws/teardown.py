@@ -49,6 +49,7 @@ class AutoTeardownArgs:
     spot_nodes: frozenset[str] = frozenset()
     """Nodes on one-time spot capacity: EC2 cannot stop them, so their idle alarm terminates them."""
     idle_cpu_percent: float = 5.0
+    """Below this average CPU a node is idle; see idle_cpu_threshold for the cluster's value."""
     tags: dict[str, str]
 
 
@@ -168,3 +169,9 @@ def reaper_policy(stack: str, log_group_arn: str) -> dict:
              "Resource": f"{log_group_arn}:*"},
         ],
     }
+
+
+def idle_cpu_threshold(vcpus: int) -> float:
+    """Idle means less than half a core busy (capped at 5 %): a GPU job keeps about one core per GPU busy,
+    which on a 192-vCPU p5 is only ~4 % CPU, so a fixed 5 % would stop working nodes."""
+    return min(5.0, 50.0 / vcpus)
