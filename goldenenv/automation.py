@@ -51,6 +51,11 @@ def stack(spec: ClusterSpec):
     return auto.Stack.create_or_select(spec.stack, workspace)
 
 
+def outputs(spec: ClusterSpec) -> dict:
+    """The stack's current outputs (node addresses, hostfile ...) from its Pulumi backend."""
+    return {k: v.value for k, v in stack(spec).outputs().items()}
+
+
 def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
     return stack(spec).preview(on_output=log)
 

@@ -244,14 +244,28 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
 
 
 @app.command("validate")
-def validate_cmd(stack: str = STACK) -> None:
-    """Image checks on every node, cross-node drift, and an all-reduce across the nodes."""
-    from goldenenv import lifecycle
+def validate_cmd(
+    stack: str = STACK,
+    hosts: str = typer.Option(None, "--hosts", help="Cloud nodes as testinfra hosts (ssh://ubuntu@10.0.0.5,...); "
+                              "default: the stack's nodePrivateIps through the Pulumi backend."),
+    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh config reaching the nodes (bastion or SSM ProxyCommand)."),
+    ssh_user: str = typer.Option("ubuntu", "--ssh-user"),
+    exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
+    min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
+) -> None:
+    """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs)."""
+    from goldenenv import automation, lifecycle
 
     spec = _spec(stack)
     try:
-        result = lifecycle.validate(spec, log=_say)
-    except ConfigError as e:
+        if spec.cloud == "local":
+            result = lifecycle.validate(spec, log=_say)
+        else:
+            targets = hosts.split(",") if hosts else [
+                f"ssh://{ssh_user}@{ip}" for ip in automation.outputs(spec)["nodePrivateIps"]]
+            result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
+                                              spec.nodes[0].instance_type, spec.cloud, min_fraction, log=_say)
+    except (ConfigError, automation.LifecycleError) as e:
         _lifecycle_failure(e)
     _show_validation(result)
     if not result.ok:

@@ -225,3 +225,82 @@ def done_event(lines: list[str]) -> dict:
         if start >= 0:
             return json.loads(line[start:])
     raise RuntimeError("the training run printed no completion line")
+
+
+def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_config: str | None = None,
+                   instance_type: str | None = None, cloud: str = "aws", min_fraction: float = 0.8,
+                   log: Log = print) -> Validation:
+    """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
+
+    On cloud nodes the golden image runs as the `goldenenv` container: pass
+    exec_prefix='docker exec goldenenv'. With an instance type, the GPU-host checks run and the
+    all-reduce's bus bandwidth is judged against the catalog's reference for that type.
+    """
+    import shlex
+    import threading
+
+    import testinfra
+
+    result = Validation()
+    extra = (["--exec-prefix", exec_prefix] if exec_prefix else []) + (
+        ["--ssh-config", ssh_config] if ssh_config else []) + (
+        ["--gpu", "--instance-type", instance_type, "--cloud", cloud] if instance_type else [])
+    log(f"image checks on {len(hosts)} nodes")
+    checked = subprocess.run(image_checks.pytest_command(lock_path(lock_name), ",".join(hosts), extra),
+                             capture_output=True, text=True)
+    result.image_checks, result.image_ok = checked.stdout + checked.stderr, checked.returncode == 0
+    remotes = [testinfra.get_host(h, ssh_config=ssh_config) for h in hosts]
+    prefix = f"{exec_prefix} " if exec_prefix else ""
+
+    def python(remote, source: str, *args: str):
+        return remote.run(prefix + "python3 -c " + shlex.join([source, *args]))
+
+    log("cross-node drift")
+    reports = {}
+    for spec_, remote in zip(hosts, remotes):
+        done = python(remote, PROBE_SOURCE.read_text())
+        reports[spec_] = json.loads(done.stdout) if done.rc == 0 else {"probe": "failed"}
+    result.drift = cluster_checks.drift(reports)
+
+    log("all-reduce across nodes")
+    script = "/tmp/goldenenv_allreduce.py"
+    writer = f"open({script!r}, 'w').write({ALLREDUCE.read_text()!r})"
+    addresses = []
+    for remote in remotes:
+        python(remote, writer)
+        addresses.append(remote.run(prefix + "hostname -I").stdout.split()[0])
+    procs = instance_type and catalog_gpus(cloud, instance_type) or 1
+    run_id = f"validate{int(time.time())}"
+    outputs: dict[int, object] = {}
+
+    def one(index: int, remote) -> None:
+        command = ["env", "OMP_NUM_THREADS=1", "TORCH_CPP_LOG_LEVEL=ERROR", "torchrun", f"--nnodes={len(remotes)}",
+                   f"--nproc-per-node={procs}", "--rdzv-backend=c10d", f"--rdzv-endpoint={addresses[0]}:29500",
+                   f"--rdzv-id={run_id}", f"--local-addr={addresses[index]}", "--max-restarts=0", script]
+        outputs[index] = remote.run(prefix + shlex.join(command))
+
+    threads = [threading.Thread(target=one, args=(i, r)) for i, r in enumerate(remotes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    result.allreduce = cluster_checks.parse_allreduce_line("\n".join(o.stdout for o in outputs.values()))
+    ran = all(o.rc == 0 for o in outputs.values())
+    result.allreduce_ok = ran and bool(result.allreduce and result.allreduce["ok"])
+    if result.allreduce:
+        result.allreduce_note = (f"{result.allreduce['backend']} all_reduce of {result.allreduce['bytes']} B over "
+                                 f"{result.allreduce['world_size']} ranks: busbw {result.allreduce['busbw_gbps']:.3f} GB/s")
+        if instance_type and result.allreduce_ok:
+            result.allreduce_ok, verdict = cluster_checks.busbw_verdict(
+                instance_type, len(hosts), result.allreduce["busbw_gbps"], min_fraction)
+            result.allreduce_note += f"; {verdict}"
+    elif not ran:
+        failed = next(o for o in outputs.values() if o.rc != 0)
+        result.allreduce_note = f"torchrun failed: {(failed.stderr or failed.stdout).strip()[-300:]}"
+    return result
+
+
+def catalog_gpus(cloud: str, instance_type: str) -> int:
+    from goldenenv import catalog
+
+    return catalog.instance_type(cloud, instance_type).gpu_count

@@ -102,3 +102,12 @@ def test_destroy_twice_and_on_a_half_created_stack_then_purge_by_name(spec, clie
     assert cluster.data_kept()
     assert lifecycle.destroy(spec, purge_data=True, client=client, log=quiet) == [f"goldenenv-{spec.stack}-data"]
     assert not cluster.data_kept()
+
+
+def test_validate_over_testinfra_hosts_the_path_cloud_nodes_take(spec, client):
+    """Clouds validate through testinfra hosts (ssh://node + docker exec); here the same code on docker:// nodes."""
+    outputs = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
+    result = lifecycle.validate_hosts(spec.image.lock, [f"docker://{n}" for n in outputs["nodes"]], log=quiet)
+    assert result.ok, (result.image_checks[-2000:], result.drift, result.allreduce_note)
+    assert result.allreduce["world_size"] == len(outputs["nodes"])
+    lifecycle.destroy(spec, client=client, log=quiet)

@@ -92,3 +92,9 @@ def test_purge_data_deletes_every_version_of_the_named_bucket_only():
     assert automation.purge_bucket("stack-data", "us-east-1", log=lambda m: None, client=s3) == 3
     names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
     assert names == ["other-team"]
+
+
+def test_validate_of_a_cloud_stack_without_hosts_or_cli_says_how_to_fix_it(monkeypatch):
+    monkeypatch.setattr(automation.shutil, "which", lambda name: None)
+    result = CliRunner().invoke(app, ["validate", "-s", "aws-p5-2node"])
+    assert result.exit_code == 1 and "Pulumi CLI is not installed" in result.output
