@@ -18,12 +18,12 @@ from pathlib import Path
 
 import docker
 
-from goldenenv import clouds, stackconfig
+from goldenenv import catalog, clouds, stackconfig
 from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
 from goldenenv.clouds.local.cluster import DATA, LocalCluster
-from goldenenv.clouds.local.run import RunResult, run_on_nodes
+from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
@@ -32,7 +32,6 @@ from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
 Log = Callable[[str], None]
 CODE = f"{DATA}/code"
-TOOLS = f"{DATA}/.goldenenv"
 ALLREDUCE = Path(__file__).parent / "checks" / "allreduce_nodes.py"
 
 
@@ -124,33 +123,13 @@ class Validation:
 
 
 def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
-    """Image checks on every node, cross-node drift, then an all-reduce across all nodes."""
+    """The local cluster through the same path as cloud nodes: testinfra hosts, here docker://."""
     cluster = local_cluster(spec, client)
     nodes = cluster.nodes()
-    result = Validation()
-    lock = load(spec.image.lock)
-    log(f"image checks on {len(nodes)} nodes")
-    checked = subprocess.run(
-        image_checks.pytest_command(lock_path(lock.name), ",".join(f"docker://{n.name}" for n in nodes)),
-        capture_output=True, text=True)
-    result.image_checks, result.image_ok = checked.stdout + checked.stderr, checked.returncode == 0
-    log("cross-node drift")
-    reports = {}
-    for node in nodes:
-        done = node.exec_run(["python3", "-c", PROBE_SOURCE.read_text()])
-        reports[node.name] = json.loads(done.output) if done.exit_code == 0 else {"probe": "failed"}
-    result.drift = cluster_checks.drift(reports)
-    log("all-reduce across nodes")
-    tools = sync_code(cluster, [ALLREDUCE], TOOLS)
-    lines: list[str] = []
-    ran = run(spec, ["python", f"{tools}/{ALLREDUCE.name}"], lambda node, text: lines.append(text),
-              client=cluster.client)
-    result.allreduce = cluster_checks.parse_allreduce_line("\n".join(lines))
-    result.allreduce_ok = ran.ok and bool(result.allreduce and result.allreduce["ok"])
-    if result.allreduce:
-        result.allreduce_note = (f"{result.allreduce['backend']} all_reduce of {result.allreduce['bytes']} B over "
-                                 f"{result.allreduce['world_size']} ranks: busbw {result.allreduce['busbw_gbps']:.3f} GB/s")
-    return result
+    if not nodes:
+        raise ConfigError([Problem(f"stack {spec.stack}", "no nodes: run goldenenv up first")])
+    return validate_hosts(spec.image.lock, [f"docker://{n.name}" for n in nodes], log=log,
+                          procs_per_node=cluster.shape.processes_per_node)
 
 
 @dataclass(frozen=True)
@@ -229,7 +208,7 @@ def done_event(lines: list[str]) -> dict:
 
 def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_config: str | None = None,
                    instance_type: str | None = None, cloud: str = "aws", min_fraction: float = 0.8,
-                   log: Log = print) -> Validation:
+                   log: Log = print, procs_per_node: int | None = None) -> Validation:
     """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
 
     On cloud nodes the golden image runs as the `goldenenv` container: pass
@@ -257,9 +236,9 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
 
     log("cross-node drift")
     reports = {}
-    for spec_, remote in zip(hosts, remotes):
+    for remote in remotes:
         done = python(remote, PROBE_SOURCE.read_text())
-        reports[spec_] = json.loads(done.stdout) if done.rc == 0 else {"probe": "failed"}
+        reports[remote.backend.get_hostname()] = json.loads(done.stdout) if done.rc == 0 else {"probe": "failed"}
     result.drift = cluster_checks.drift(reports)
 
     log("all-reduce across nodes")
@@ -269,12 +248,13 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
     for remote in remotes:
         python(remote, writer)
         addresses.append(remote.run(prefix + "hostname -I").stdout.split()[0])
-    procs = instance_type and catalog_gpus(cloud, instance_type) or 1
+    procs = procs_per_node or (catalog.instance_type(cloud, instance_type).gpu_count if instance_type else 1)
     run_id = f"validate{int(time.time())}"
     outputs: dict[int, object] = {}
 
     def one(index: int, remote) -> None:
-        command = ["env", "OMP_NUM_THREADS=1", "TORCH_CPP_LOG_LEVEL=ERROR", "torchrun", f"--nnodes={len(remotes)}",
+        command = ["env", *[f"{k}={v}" for k, v in NODE_ENV.items() if k != "GLOO_SOCKET_IFNAME"], "torchrun",
+                   f"--nnodes={len(remotes)}",
                    f"--nproc-per-node={procs}", "--rdzv-backend=c10d", f"--rdzv-endpoint={addresses[0]}:29500",
                    f"--rdzv-id={run_id}", f"--local-addr={addresses[index]}", "--max-restarts=0", script]
         outputs[index] = remote.run(prefix + shlex.join(command))
@@ -299,8 +279,3 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
         result.allreduce_note = f"torchrun failed: {(failed.stderr or failed.stdout).strip()[-300:]}"
     return result
 
-
-def catalog_gpus(cloud: str, instance_type: str) -> int:
-    from goldenenv import catalog
-
-    return catalog.instance_type(cloud, instance_type).gpu_count
