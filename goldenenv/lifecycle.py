@@ -71,35 +71,27 @@ def destroy(spec: ClusterSpec, purge_data: bool = False, client=None, log: Log =
     return local_cluster(spec, client).destroy(purge_data, log)
 
 
-def sync_code(cluster: LocalCluster, files: list[Path], into: str = CODE) -> str:
-    """Copy files into the shared storage tier, where every node sees them (a folder: its files)."""
+def sync_code(cluster: LocalCluster, folder: Path) -> None:
+    """Copy a folder to /data/code on the shared storage tier, where every node sees it."""
     nodes = cluster.nodes()
     if not nodes:
         raise ConfigError([Problem(f"stack {cluster.spec.stack}", "no nodes: run goldenenv up first")])
-    found: list[tuple[Path, Path]] = []
-    for item in files:
-        if item.is_dir():
-            found += [(p, p.relative_to(item)) for p in sorted(item.rglob("*")) if p.is_file()
-                      and "__pycache__" not in p.parts]
-        else:
-            found.append((item, Path(item.name)))
     buffer = io.BytesIO()
-    folder = Path(into).relative_to(DATA)
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for path, name in found:
-            info = tar.gettarinfo(str(path), arcname=str(folder / name))
-            info.uid = info.gid = 1000
-            with path.open("rb") as f:
-                tar.addfile(info, f)
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                info = tar.gettarinfo(str(path), arcname=str(Path(CODE).relative_to(DATA) / path.relative_to(folder)))
+                info.uid = info.gid = 1000
+                with path.open("rb") as f:
+                    tar.addfile(info, f)
     nodes[0].put_archive(DATA, buffer.getvalue())
-    return into
 
 
 def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None], code: Path | None = None,
         client=None) -> RunResult:
     cluster = local_cluster(spec, client)
     if code:
-        sync_code(cluster, [code])
+        sync_code(cluster, code)
     nodes = cluster.nodes()
     if not nodes or any(n.status != "running" for n in nodes):
         raise ConfigError([Problem(f"stack {spec.stack}", "not every node is running: goldenenv up first")])
@@ -158,7 +150,7 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
     import threading
 
     cluster = local_cluster(spec, client)
-    sync_code(cluster, [examples])
+    sync_code(cluster, examples)
     run_dir = f"{DATA}/checkpoints/drill-{int(time.time())}"
     train = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
              "--checkpoint-dir", run_dir, "--sleep-per-step", str(sleep), "--log-every", "1"]
@@ -179,9 +171,10 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
         time.sleep(0.2)
     log(f"killing {victim.name} at step ~{seen['step']}")
     victim.kill()
+    first.join(timeout=120)
+    # read after the job has died: a surviving rank may finish a checkpoint right after the kill
     checkpoint = _latest_step(cluster, run_dir)
     step_at_kill = max(seen["step"], checkpoint)
-    first.join(timeout=120)
     log(f"bringing {victim.name} back; last checkpoint: step {checkpoint}")
     victim.start()
     lines: list[str] = []

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 
-import docker
 import pytest
 import yaml
 
@@ -17,7 +15,7 @@ from goldenenv.images import pin
 from goldenenv.images.base import bootstrap_tag
 from goldenenv.images.build import BuildError, build
 from goldenenv.images.dockerfile import BuildOptions
-from goldenenv.images.lock import IMAGES, load, lock_path
+from goldenenv.images.lock import IMAGES, load
 
 
 

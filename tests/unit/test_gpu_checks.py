@@ -6,8 +6,6 @@ Expected GPU counts and models come from the catalog, driver minimums and archs 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
