@@ -416,3 +416,66 @@ def can_run(lock: Lock, cloud: str, instance_type: str, driver: str | None = Non
     if driver is not None:
         found += _check_driver(lock, node, driver)
     return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class NodeHost:
+    """The machine image a pool boots and the NVIDIA driver it carries."""
+
+    label: str
+    driver: str | None
+    image: catalog.HostImage | None = None
+    override_id: str | None = None
+
+
+def node_host(cloud: str, region: str, host_image: object) -> NodeHost:
+    """The pool's host image: the stack's own {id, driver}, a catalog image by name, or the catalog's newest.
+
+    `host_image` is the pool's `hostImage` value (None, a catalog name, or an object with id and driver).
+    """
+    if host_image is not None and not isinstance(host_image, str):
+        return NodeHost(f"hostImage {host_image.id} (driver {host_image.driver} as the stack declares)",
+                        host_image.driver, None, host_image.id)
+    image = catalog.host_image(cloud, region, host_image)
+    if image is None:
+        return NodeHost("no pinned host image in the catalog", None)
+    return NodeHost(f"host image {image.name} (driver {image.nvidia_driver})", image.nvidia_driver or None, image)
+
+
+@dataclass(frozen=True)
+class PoolCompat:
+    """The lock checked against one pool's instance type and host image."""
+
+    pool_key: str
+    pool: str
+    instance_type: str
+    host: NodeHost
+    lock: str
+    conflicts: tuple[Conflict, ...]
+    driver_level: str | None
+    """full | minor-version | unsupported; None when the driver or the lock's CUDA is unknown."""
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.severity == ERROR for c in self.conflicts)
+
+
+def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: list[str],
+                wheelhouse: Path | None = None) -> list[PoolCompat]:
+    """can_run for every pool of a stack, each with the driver of the host image it boots."""
+    checked = []
+    for key, pool in zip(pool_keys, pools, strict=True):
+        host = node_host(cloud, region, pool.host_image)
+        found = can_run(lock, cloud, pool.instance_type, host.driver, wheelhouse=wheelhouse)
+        if host.driver is None:
+            found.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
+                                  f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "
+                                  "against it; pin a catalog host image or set hostImage {id, driver}", WARNING))
+        level = None
+        if host.driver and lock.cuda:
+            try:
+                level = driver_support(lock.cuda, host.driver).level
+            except KeyError:
+                level = None
+        checked.append(PoolCompat(key, pool.name, pool.instance_type, host, lock.name, tuple(found), level))
+    return checked

@@ -201,12 +201,13 @@ def done_event(lines: list[str]) -> dict:
 
 def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_config: str | None = None,
                    instance_type: str | None = None, cloud: str = "aws", min_fraction: float = 0.8,
-                   log: Log = print, procs_per_node: int | None = None) -> Validation:
+                   log: Log = print, procs_per_node: int | None = None, host_driver: str | None = None) -> Validation:
     """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
 
     On cloud nodes the golden image runs as the `goldenenv` container: pass
     exec_prefix='docker exec goldenenv'. With an instance type, the GPU-host checks run and the
-    all-reduce's bus bandwidth is judged against the catalog's reference for that type.
+    all-reduce's bus bandwidth is judged against the catalog's reference for that type at the size measured.
+    With host_driver (the host image's pinned driver), a node whose GPUs report another driver fails.
     """
     import shlex
     import threading
@@ -216,7 +217,8 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
     result = Validation()
     extra = (["--exec-prefix", exec_prefix] if exec_prefix else []) + (
         ["--ssh-config", ssh_config] if ssh_config else []) + (
-        ["--gpu", "--instance-type", instance_type, "--cloud", cloud] if instance_type else [])
+        ["--gpu", "--instance-type", instance_type, "--cloud", cloud] if instance_type else []) + (
+        ["--host-driver", host_driver] if host_driver else [])
     log(f"image checks on {len(hosts)} nodes")
     checked = subprocess.run(image_checks.pytest_command(lock_path(lock_name), ",".join(hosts), extra),
                              capture_output=True, text=True)
@@ -265,7 +267,8 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
                                  f"{result.allreduce['world_size']} ranks: busbw {result.allreduce['busbw_gbps']:.3f} GB/s")
         if instance_type and result.allreduce_ok:
             result.allreduce_ok, verdict = cluster_checks.busbw_verdict(
-                instance_type, len(hosts), result.allreduce["busbw_gbps"], min_fraction)
+                instance_type, len(hosts), result.allreduce["busbw_gbps"], min_fraction,
+                message_bytes=result.allreduce["bytes"])
             result.allreduce_note += f"; {verdict}"
     elif not ran:
         failed = next(o for o in outputs.values() if o.rc != 0)

@@ -188,6 +188,67 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version))
 
 
+@dataclass(frozen=True)
+class HostImage:
+    """A pinned machine image for GPU nodes and what it carries (driver first: the lock is checked against it)."""
+
+    cloud: str
+    name: str
+    ami_name: str
+    """Exact public image name (looked up by name and owner when no id is listed for the region)."""
+    owner: str
+    region: str
+    """`*` when the image is found by name in every region."""
+    image_id: str
+    released: str
+    os: str
+    kernel: str
+    nvidia_driver: str
+    cuda: str
+    efa_installer: str
+    lustre_client: str
+    container_toolkit: str
+    docker: str
+    source: str
+
+
+@functools.cache
+def _host_images() -> tuple[HostImage, ...]:
+    return tuple(HostImage(**{k: r[k] for k in HostImage.__dataclass_fields__}) for r in _read("host_images"))
+
+
+def host_images(cloud: str) -> dict[str, HostImage]:
+    """Every pinned host image of a cloud, newest release first."""
+    listed = sorted((h for h in _host_images() if h.cloud == cloud), key=lambda h: h.released, reverse=True)
+    return {h.name: h for h in listed}
+
+
+def host_image(cloud: str, region: str, name: str | None = None) -> HostImage | None:
+    """The named host image, or the cloud's newest one usable in this region; None when the catalog has none."""
+    usable = [h for h in host_images(cloud).values() if h.region in ("*", region)]
+    if name is not None:
+        usable = [h for h in usable if h.name == name]
+    return usable[0] if usable else None
+
+
+@dataclass(frozen=True)
+class ColdStartTerm:
+    cloud: str
+    term: str
+    value: float
+    unit: str
+    source: str
+
+
+@functools.cache
+def cold_start_terms(cloud: str) -> dict[str, ColdStartTerm]:
+    """Figures for the boot-to-torchrun model (boot time, pull rate, target), by term."""
+    return {
+        r["term"]: ColdStartTerm(r["cloud"], r["term"], float(r["value"]), r["unit"], r["source"])
+        for r in _read("cold_start") if r["cloud"] in (cloud, "*")
+    }
+
+
 @functools.cache
 def busbw_references() -> tuple[BusbwReference, ...]:
     return tuple(

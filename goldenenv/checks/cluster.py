@@ -43,19 +43,45 @@ def parse_allreduce_line(output: str) -> dict | None:
     return None
 
 
-def busbw_verdict(instance_type: str, nodes: int, busbw_gbytes: float, min_fraction: float) -> tuple[bool, str]:
-    """Compare a measured all_reduce busbw with the catalog's reference for this type and node count."""
+def busbw_verdict(instance_type: str, nodes: int, busbw_gbytes: float, min_fraction: float, *,
+                  message_bytes: int) -> tuple[bool, str]:
+    """Compare a measured all_reduce busbw with the catalog's figure at the size that was measured.
+
+    busbw grows with message size, so a reference at the same size is the fair bar and one at a smaller
+    size is a sound lower bar; a larger-size reference would fail a healthy run at a small size, so it is
+    never used. A floor (a minimum at some size) follows the same rule.
+    """
+    measured = f"busbw {busbw_gbytes:.1f} GB/s at {_size(message_bytes)}"
     refs = [r for r in catalog.busbw_references() if r.kind == "reference" and r.instance_type == instance_type
             and r.nodes == nodes]
-    floors = [r for r in catalog.busbw_references() if r.kind == "floor" and r.instance_type in ("*", instance_type)]
-    if refs:
-        best = max(refs, key=lambda r: r.busbw_gbytes_per_s)
-        wanted = best.busbw_gbytes_per_s * min_fraction
+    usable = [r for r in refs if r.message_bytes <= message_bytes]
+    if usable:
+        ref = max(usable, key=lambda r: r.message_bytes)
+        wanted = ref.busbw_gbytes_per_s * min_fraction
         ok = busbw_gbytes >= wanted
-        return ok, (f"busbw {busbw_gbytes:.1f} GB/s {'>=' if ok else '<'} {min_fraction:.0%} of the catalog's "
-                    f"{best.busbw_gbytes_per_s:g} GB/s for {nodes} x {instance_type} at {best.message_bytes} B")
+        verdict = (f"{measured} {'>=' if ok else '<'} {min_fraction:.0%} of the catalog's {ref.busbw_gbytes_per_s:g} "
+                   f"GB/s for {nodes} x {instance_type} at {_size(ref.message_bytes)} (needs {wanted:.1f} GB/s)")
+        if ref.message_bytes != message_bytes:
+            verdict += (f"; the catalog has no reference at {_size(message_bytes)}, so the nearest smaller size "
+                        "is the bar (busbw grows with size)")
+        return ok, verdict
+    floors = [r for r in catalog.busbw_references() if r.kind == "floor" and r.instance_type in ("*", instance_type)
+              and r.message_bytes <= message_bytes]
+    smallest = min((r.message_bytes for r in refs), default=None)
+    larger_only = f"; its references for {nodes} x {instance_type} start at {_size(smallest)}" if smallest else ""
     if floors:
-        floor = max(r.busbw_gbytes_per_s for r in floors)
-        ok = busbw_gbytes >= floor
-        return ok, f"busbw {busbw_gbytes:.1f} GB/s {'>=' if ok else '<'} the catalog's floor of {floor:g} GB/s"
-    return True, f"busbw {busbw_gbytes:.2f} GB/s (no catalog reference for {nodes} x {instance_type})"
+        floor = max(floors, key=lambda r: r.busbw_gbytes_per_s)
+        ok = busbw_gbytes >= floor.busbw_gbytes_per_s
+        return ok, (f"{measured} {'>=' if ok else '<'} the catalog's floor of {floor.busbw_gbytes_per_s:g} GB/s at "
+                    f"{_size(floor.message_bytes)} (no reference for {nodes} x {instance_type} at or below "
+                    f"{_size(message_bytes)}{larger_only})")
+    return True, (f"{measured} not judged: the catalog has no reference or floor for {nodes} x {instance_type} "
+                  f"at or below {_size(message_bytes)}{larger_only}")
+
+
+def _size(nbytes: int) -> str:
+    """64 MiB rather than 67108864 B, as nccl-tests users read sizes."""
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit} {name}"
+    return f"{nbytes} B"

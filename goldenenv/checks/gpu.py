@@ -155,6 +155,25 @@ def _driver_uniform_finding(gpus: list[GpuInfo]) -> HostFinding:
     return HostFinding("driver-uniform", False, f"expected one driver on every GPU, found {described}")
 
 
+def check_host_driver(gpus: list[GpuInfo], node: str, pinned_driver: str) -> HostFinding:
+    """Every GPU reports the driver the node's host image pins: another one means the node was changed
+    after boot (a package upgrade, a hand install), so the catalog's compatibility verdict no longer holds."""
+    if not gpus:
+        return HostFinding("host-driver", False,
+                           f"node {node}: expected driver {pinned_driver} (host image pin), found no GPU")
+    drifted = [g for g in gpus if not _same_driver(g.driver, pinned_driver)]
+    if drifted:
+        drivers = "; ".join(f"{driver} on GPU {_indices(group)}" for driver, group in _by_driver(drifted).items())
+        return HostFinding("host-driver", False,
+                           f"node {node} drifted from its host image: driver {drivers}, the image pins {pinned_driver}")
+    return HostFinding("host-driver", True,
+                       f"node {node} runs driver {pinned_driver}, as its host image pins, on all {len(gpus)} GPUs")
+
+
+def _same_driver(have: str, want: str) -> bool:
+    return _at_least(have, want) and _at_least(want, have)
+
+
 def _at_least(have: str, want: str) -> bool:
     """Driver comparison that treats missing components as 0 (570.26 == 570.26.0)."""
     a, b = version_tuple(have), version_tuple(want)

@@ -22,6 +22,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gpu", action="store_true", help="also run the GPU-host checks (driver, GPUs, all-reduce)")
     group.addoption("--cloud", default="aws")
     group.addoption("--instance-type", default=None, help="catalog instance type the GPU checks compare with")
+    group.addoption("--host-driver", default=None,
+                    help="NVIDIA driver the node's host image pins (catalog host_images.csv); a GPU reporting "
+                         "another driver fails the check")
 
 
 def lock_from(config: pytest.Config) -> Lock:

@@ -1,7 +1,8 @@
 """The golden-image suite: run by `goldenenv image check` on docker://IMAGE, and on nodes with ssh://.
 
 One case per pinned component of the lock (see expectations.py), and a GPU-host part
-(driver, GPU model and count, torch on every GPU, target archs, an all-reduce) with --gpu.
+(driver, GPU model and count, torch on every GPU, target archs, an all-reduce) with --gpu;
+with --host-driver, every GPU must report the driver the node's host image pins.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def test_driver_and_gpus_suit_the_lock(host, gpu_host, request):
     gpus = gpu.parse_nvidia_smi(smi.stdout)
     _assert_findings(gpu.check_gpus(gpus, request.config.getoption("--cloud"), instance_type,
                                     compat.min_driver(gpu_host.cuda)))
+
+
+def test_driver_is_the_one_the_host_image_pins(host, request):
+    pinned = request.config.getoption("--host-driver")
+    if not pinned:
+        pytest.skip("the host-image driver check runs with --host-driver")
+    smi = host.run(" ".join(gpu.NVIDIA_SMI_QUERY))
+    assert smi.rc == 0, smi.stderr or smi.stdout
+    _assert_findings([gpu.check_host_driver(gpu.parse_nvidia_smi(smi.stdout), host.backend.get_hostname(), pinned)])
 
 
 def test_torch_sees_every_gpu_with_the_locked_archs(host, gpu_host, request):

@@ -29,6 +29,10 @@ def test_every_row_has_a_source_and_no_blank_required_field(table):
         for column in NUMERIC.get(table, ()):
             assert float(row[column]) >= 0, f"{table}.{column}: {row[column]!r}"
         for column in VERSION_COLUMNS & row.keys():
+            if not row[column]:
+                assert catalog.UNVERIFIED in row["source"], (
+                    f"{table}.{column} is blank but its source is not marked {catalog.UNVERIFIED}: {row}")
+                continue
             assert VERSION.match(row[column]), f"{table}.{column}: {row[column]!r} is not a version"
 
 
@@ -78,12 +82,41 @@ def test_driver_minimums_rise_with_cuda():
     assert drivers == sorted(drivers)
 
 
-def test_efa_installers_bundle_plugins_and_references_name_listed_types():
+def test_every_efa_installers_bundled_plugin_has_an_aws_ofi_nccl_row():
+    plugins = {r["aws_ofi_nccl"] for r in catalog.rows("aws_ofi_nccl")}
+    missing = {r["efa_installer"]: r["aws_ofi_nccl"] for r in catalog.rows("efa_installer")
+               if r["aws_ofi_nccl"] not in plugins}
+    assert not missing, f"EFA installer -> plugin without an aws_ofi_nccl row: {missing}"
+
+
+@pytest.mark.parametrize("plugin, target, minimum", [
+    # aws/aws-ofi-nccl RELEASENOTES.md: "supports NCCL X while maintaining backward compatibility ... v2.17.1 and later"
+    ("1.15.0", "2.26.6", "2.17.1"),
+    ("1.16.2", "2.27.6", "2.17.1"),
+    ("1.16.3", "2.27.7", "2.17.1"),
+])
+def test_plugin_rows_match_the_release_notes(plugin, target, minimum):
+    [row] = [r for r in catalog.rows("aws_ofi_nccl") if r["aws_ofi_nccl"] == plugin]
+    assert (row["target_nccl"], row["min_nccl"]) == (target, minimum)
+
+
+def test_busbw_and_fabric_rows_name_listed_types():
     listed = set(catalog.instance_types("aws")) | {"*"}
     assert {r.instance_type for r in catalog.busbw_references()} <= listed
     assert {r["instance_type"] for r in catalog.rows("fabric_min_nccl")} <= listed | set(
         catalog.instance_types("alicloud"))
     assert {r.kind for r in catalog.busbw_references()} <= {"reference", "floor"}
+
+
+def test_busbw_references_grow_with_message_size():
+    """The verdict uses a smaller-size reference as a lower bar; that is sound only while busbw rises with size."""
+    series: dict[tuple[str, int], list[catalog.BusbwReference]] = {}
+    for ref in catalog.busbw_references():
+        if ref.kind == "reference":
+            series.setdefault((ref.instance_type, ref.nodes), []).append(ref)
+    for refs in series.values():
+        figures = [r.busbw_gbytes_per_s for r in sorted(refs, key=lambda r: r.message_bytes)]
+        assert figures == sorted(figures), refs
 
 
 def test_fabric_env_conditions_are_readable_and_select_by_version():

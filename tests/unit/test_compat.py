@@ -1,4 +1,8 @@
-"""Lock ↔ catalog ↔ node rules: every expected version is read from the catalog, never written here."""
+"""Lock ↔ catalog ↔ node rules.
+
+Expected versions come from the catalog, never from the function under test, plus a few literal
+anchors from public tables (NVIDIA's driver minimums) that catch a wrong catalog row.
+"""
 
 from __future__ import annotations
 
@@ -99,6 +103,21 @@ def test_min_driver_reads_the_release_row_and_clamps_later_updates_to_the_last_l
     assert compat.min_driver(f"{minor}.99") == last["min_driver"]
 
 
+@pytest.mark.parametrize("cuda, driver", [
+    # NVIDIA CUDA Toolkit Release Notes, table 3 (FACTS.md)
+    ("12.8.0", "570.26"),
+    ("12.6.3", "560.35.05"),
+    ("13.0.0", "580.65.06"),
+    ("12.0.0", "525.60.13"),
+])
+def test_min_driver_matches_nvidias_table(cuda, driver):
+    assert compat.min_driver(cuda) == driver
+
+
+def test_an_update_newer_than_the_table_takes_the_last_listed_minimum():
+    assert compat.min_driver("12.6.4") == "560.35.05"
+
+
 def test_min_driver_of_an_unknown_minor_raises_a_clear_key_error():
     known = {r["cuda"] for r in catalog.rows("cuda_min_driver")}
     unknown = next(f"12.{n}" for n in range(100) if f"12.{n}" not in known)
@@ -122,11 +141,23 @@ def test_driver_support_distinguishes_full_minor_version_and_unsupported(cuda_ro
         assert compat.driver_support(cuda, driver).level == "minor-version", driver
 
 
+def test_driver_support_levels_against_public_anchors():
+    """CUDA 12.8 GA needs 570.26 for full support; CUDA 12.x runs minor-version compatible from 525.60.13."""
+    assert compat.driver_support("12.8.0", "570.26") == compat.DriverSupport("full", "570.26", "525.60.13")
+    assert compat.driver_support("12.8.0", "560.35.05").level == "minor-version"
+    assert compat.driver_support("12.8.0", "525.60.13").level == "minor-version"
+    assert compat.driver_support("12.8.0", "525.60.12").level == "unsupported"
+    assert compat.driver_support("12.6.3", "560.35.05").level == "full"
+    assert compat.driver_support("12.6.3", "560.35.03").level == "minor-version"
+    assert compat.driver_support("13.0.0", "580.65.06").level == "full"
+    assert compat.driver_support("13.0.0", "575.57.08").level == "unsupported"
+
+
 # --- acceptance: CUDA 12.8 on a 550 driver; eRDMA with NCCL 2.18 -----------------------------------
 
 def test_cuda_12_8_lock_on_a_550_driver_is_refused_naming_cuda_the_driver_and_the_minimum():
-    driver = row("cuda_min_driver", cuda="12.4", release="U1")["min_driver"]  # a 550-series driver
-    minimum = row("cuda_min_driver", cuda="12.8", release="GA")["min_driver"]
+    driver = "550.54.15"  # CUDA 12.4 U1's minimum: a released 550-series driver
+    minimum = "570.26"  # CUDA 12.8 GA (NVIDIA table 3)
     arch_12_8 = row("arch_min_cuda", min_cuda="12.8")["arch"]
     node = next(it for it in catalog.instance_types("aws").values() if it.gpu.arch == arch_12_8)
     lock = make_lock("cu128", gpuArchs=[arch_12_8])
@@ -139,8 +170,7 @@ def test_cuda_12_8_lock_on_a_550_driver_is_refused_naming_cuda_the_driver_and_th
 
 
 def test_cuda_12_8_on_a_550_driver_is_refused_as_only_minor_version_compatible():
-    driver = row("cuda_min_driver", cuda="12.4", release="U1")["min_driver"]
-    minimum = row("cuda_min_driver", cuda="12.8", release="GA")["min_driver"]
+    driver, minimum = "550.54.15", "570.26"
     node = catalog.instance_type("aws", "p5.48xlarge")
     lock = make_lock("cu128", gpuArchs=[node.gpu.arch], fabric="efa",
                      efa=efa_section(checked_installer()))
@@ -151,7 +181,7 @@ def test_cuda_12_8_on_a_550_driver_is_refused_as_only_minor_version_compatible()
 
 
 def test_a_driver_below_the_minor_version_floor_is_an_error():
-    floor = row("minor_compat", cuda_major="12")["min_driver"]
+    floor = "525.60.13"  # CUDA 12.x minor-version compatibility (NVIDIA CUDA compatibility guide)
     lock = make_lock("cu126")
     found = [c for c in compat.can_run(lock, "aws", "p5.48xlarge", below(floor)) if c.rule == "cuda-driver"]
     assert [c.severity for c in found] == ["error"] and below(floor) in found[0].message
@@ -232,7 +262,7 @@ def test_the_wheel_metadata_wins_over_the_catalog(tmp_path, plus):
     catalog_nccl = torch_row_with("cu126")["nccl"]
     wheel_nccl = next(r["nccl"] for r in catalog.rows("torch_builds") if r["nccl"] != catalog_nccl)
     _fake_wheel(tmp_path, f"torch-{lock.torch.replace('+', plus)}-cp311-cp311-linux_x86_64.whl", wheel_nccl)
-    assert compat.torch_nccl(lock) == (catalog_nccl, compat.torch_nccl(lock)[1])
+    assert compat.torch_nccl(lock)[0] == catalog_nccl
     version, source = compat.torch_nccl(lock, tmp_path)
     assert version == wheel_nccl and "Requires-Dist" in source
     found = [c for c in compat.check_lock(lock, tmp_path) if c.rule == "torch-nccl"]
@@ -295,10 +325,21 @@ def test_nccl_older_than_the_plugin_supports_is_refused():
 
 def test_a_plugin_the_catalog_does_not_list_is_a_warning():
     listed = {r["aws_ofi_nccl"] for r in catalog.rows("aws_ofi_nccl")}
-    installer = next(r for r in catalog.rows("efa_installer")
-                     if r["aws_ofi_nccl"] not in listed and _major_minor(r["aws_ofi_nccl"]) not in listed)
+    newest = max(listed, key=version_tuple)
+    major, minor = version_tuple(newest)[:2]
+    unlisted = f"{major}.{minor + 1}.0"
+    assert unlisted not in listed and f"{major}.{minor + 1}" not in listed
+    lock = make_lock("cu126", fabric="efa", efa=efa_section(checked_installer(), unlisted))
+    found = [c for c in compat.check_lock(lock) if c.rule == "ofi-nccl"]
+    assert [c.severity for c in found] == ["warning"] and "has no row" in found[0].message
+
+
+def test_a_plugin_whose_release_notes_give_no_minimum_nccl_is_a_warning():
+    unstated = {r["aws_ofi_nccl"] for r in catalog.rows("aws_ofi_nccl") if not r["min_nccl"]}
+    installer = next(r for r in catalog.rows("efa_installer") if r["aws_ofi_nccl"] in unstated)
     found = compat.check_lock(make_lock("cu126", fabric="efa", efa=efa_section(installer)))
     assert rules(found) == {"ofi-nccl"} and rules(found, "error") == set()
+    assert "gives no minimum NCCL" in found[0].message
 
 
 def test_an_installer_without_its_sha256_is_flagged():

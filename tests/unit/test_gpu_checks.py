@@ -16,7 +16,9 @@ from goldenenv.images import lock as image_lock
 
 CAPTURES = Path(__file__).parent / "captures"
 LOCK = image_lock.load("aws-h100")
-MIN_DRIVER = compat.min_driver(LOCK.cuda)
+MIN_DRIVER = "560.35.05"
+"""CUDA 12.6 U3's minimum driver (NVIDIA CUDA Toolkit Release Notes, table 3): the aws-h100 lock pins CUDA 12.6.3
+and the captures' drivers were picked against it (captures/README.md)."""
 P5 = catalog.instance_type("aws", "p5.48xlarge")
 P4D = catalog.instance_type("aws", "p4d.24xlarge")
 G5 = catalog.instance_type("aws", "g5.xlarge")
@@ -121,6 +123,10 @@ def test_every_catalog_gpu_is_reachable_from_a_name_nvidia_would_print():
 
 # check_gpus
 
+def test_the_lock_the_captures_were_picked_against_still_needs_their_minimum():
+    assert compat.min_driver(LOCK.cuda) == MIN_DRIVER
+
+
 def test_the_right_host_passes_every_check():
     findings = gpu.check_gpus(smi("nvidia_smi_p5.48xlarge.csv"), "aws", "p5.48xlarge", MIN_DRIVER)
     assert [f.check for f in findings] == ["gpu-count", "gpu-model", "driver-minimum", "driver-uniform"]
@@ -182,6 +188,41 @@ def test_messages_are_one_line():
     for name in ("nvidia_smi_p5.48xlarge_mixed_drivers.csv", "nvidia_smi_g5.xlarge.csv"):
         for finding in gpu.check_gpus(smi(name), "aws", "p5.48xlarge", MIN_DRIVER):
             assert "\n" not in finding.message
+
+
+# host-image driver pin
+
+P5_DRIVER = "570.86.15"
+"""The driver every GPU of nvidia_smi_p5.48xlarge.csv reports (captures/README.md)."""
+
+
+def test_a_node_on_its_host_image_driver_passes():
+    finding = gpu.check_host_driver(smi("nvidia_smi_p5.48xlarge.csv"), "node-0", P5_DRIVER)
+    assert finding.ok and finding.check == "host-driver", finding.message
+
+
+def test_a_gpu_on_another_driver_fails_naming_node_gpu_and_both_drivers():
+    finding = gpu.check_host_driver(smi("nvidia_smi_p5.48xlarge_mixed_drivers.csv"), "ip-10-0-1-17", P5_DRIVER)
+    assert not finding.ok
+    assert finding.message == ("node ip-10-0-1-17 drifted from its host image: driver 550.127.08 on GPU 2, "
+                               "the image pins 570.86.15")
+
+
+def test_a_whole_node_on_another_driver_names_every_gpu():
+    finding = gpu.check_host_driver(smi("nvidia_smi_p5.48xlarge.csv"), "node-1", "550.127.08")
+    assert not finding.ok
+    assert "node node-1 drifted from its host image" in finding.message
+    assert "driver 570.86.15 on GPU 0,1,2,3,4,5,6,7" in finding.message and "pins 550.127.08" in finding.message
+
+
+def test_the_host_driver_pin_compares_versions_not_strings():
+    assert gpu.check_host_driver(smi("nvidia_smi_p5.48xlarge.csv"), "node-0", "570.86.15.0").ok
+    assert not gpu.check_host_driver(smi("nvidia_smi_p5.48xlarge.csv"), "node-0", "570.86.1").ok
+
+
+def test_no_gpu_fails_the_host_driver_check():
+    finding = gpu.check_host_driver([], "node-0", P5_DRIVER)
+    assert not finding.ok and "found no GPU" in finding.message and P5_DRIVER in finding.message
 
 
 # torch probe
