@@ -1,8 +1,10 @@
 """What a node needs at boot and what a launcher needs afterwards, the same on every cloud.
 
-NodeBoot decides which boot steps a node runs (RAID local NVMe, mount the parallel file
-system, write the launch environment, start the golden image) and renders them through the
-templates. launch_outputs turns node addresses into the hostfile and torchrun environment.
+NodeBoot decides which units a node runs on every boot (RAID local NVMe, mount the parallel file
+system, re-create the golden container) and renders them, their scripts and the launch environment
+through the templates; cloud-init writes them and enables the units once, systemd runs them on every
+boot after that, so a node that was stopped and started comes back whole. launch_outputs turns node
+addresses into the hostfile and torchrun environment.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from goldenenv.spec import ClusterSpec
 
 ENV_FILE = "/etc/goldenenv/launch.env"
 STEP_DIR = "/usr/local/lib/goldenenv"
+"""What cloud-init runs once (runcmd): enabling the units."""
+SCRIPT_DIR = "/usr/local/libexec/goldenenv"
+"""What the units run on every boot."""
+UNIT_DIR = "/etc/systemd/system"
+SCRATCH_UNIT = "goldenenv-scratch.service"
+FSX_UNIT = "goldenenv-fsx.service"
+CONTAINER_UNIT = "goldenenv-container.service"
 MASTER_PORT = 29500
 
 
@@ -29,12 +38,23 @@ class BootFile:
 
 
 @dataclass(frozen=True)
+class BootUnit:
+    """A systemd unit and the script it runs on every boot."""
+
+    name: str
+    script: BootFile
+    unit: BootFile
+
+
+@dataclass(frozen=True)
 class NodeBoot:
     spec: ClusterSpec
     pool: str
     fabric: str
     """efa | erdma | none"""
     local_nvme: bool
+    image_ref: str | None = None
+    """The exact reference nodes pull, repository@sha256:<64 hex>; None: no golden container."""
 
     def env(self) -> dict[str, str]:
         """Fabric settings from the catalog, and where the storage tiers are on this node."""
@@ -43,36 +63,60 @@ class NodeBoot:
         if self.fabric != "none":
             env.update(catalog.fabric_env(self.fabric))
         if storage.parallel_fs.enabled:
-            root = storage.parallel_fs.mount_point
-            env["GOLDENENV_DATASETS"] = f"{root}/{storage.parallel_fs.dataset_prefix.strip('/')}"
-            env["GOLDENENV_CHECKPOINTS"] = f"{root}/{storage.parallel_fs.checkpoint_prefix.strip('/')}"
+            env["GOLDENENV_DATASETS"] = self._fs_path(storage.parallel_fs.dataset_prefix)
+            env["GOLDENENV_CHECKPOINTS"] = self._fs_path(storage.parallel_fs.checkpoint_prefix)
         env["GOLDENENV_SCRATCH"] = storage.local_nvme.mount_point
         return env
 
-    def files(self, fsx_dns_name: str | None, fsx_mount_name: str | None) -> list[BootFile]:
+    def _fs_path(self, prefix: str) -> str:
+        return f"{self.spec.storage.parallel_fs.mount_point}/{prefix.strip('/')}"
+
+    def units(self, fsx_dns_name: str | None, fsx_mount_name: str | None) -> list[BootUnit]:
+        """The units a node runs on every boot, storage first: a stop/start wipes instance store and unmounts all."""
         storage = self.spec.storage
-        files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=self.spec.stack, env=self.env()))]
+        units = []
         if self.local_nvme and storage.local_nvme.raid0:
-            files.append(BootFile(f"{STEP_DIR}/10-nvme-raid0.sh", "0755",
-                                  render("node/nvme-raid0.sh.j2", mount_point=storage.local_nvme.mount_point)))
+            units.append(self._unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": storage.local_nvme.mount_point}))
         if storage.parallel_fs.enabled and fsx_dns_name:
             fs = storage.parallel_fs
-            files.append(BootFile(f"{STEP_DIR}/20-fsx-mount.sh", "0755", render(
-                "node/fsx-mount.sh.j2", mount_point=fs.mount_point, dns_name=fsx_dns_name,
-                mount_name=fsx_mount_name, directories=[fs.dataset_prefix.strip("/"), fs.checkpoint_prefix.strip("/")],
-            )))
-        if self.spec.image.ref:
+            units.append(self._unit(FSX_UNIT, "fsx-mount.sh", {
+                "mount_point": fs.mount_point, "source_path": f"{fsx_dns_name}@tcp:/{fsx_mount_name}",
+                "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix)],
+            }))
+        if self.image_ref:
             mounts = [storage.local_nvme.mount_point]
             if storage.parallel_fs.enabled:
                 mounts.append(storage.parallel_fs.mount_point)
-            files.append(BootFile(f"{STEP_DIR}/30-golden-image.sh", "0755", render(
-                "node/golden-image.sh.j2", image_ref=self.spec.image.ref, env_file=ENV_FILE, mounts=mounts,
-            )))
+            units.append(self._unit(CONTAINER_UNIT, "golden-image.sh", {
+                "image_ref": self.image_ref, "env_file": ENV_FILE, "mounts": mounts,
+            }, storage_units=[u.name for u in units]))
+        return units
+
+    @staticmethod
+    def _unit(name: str, script: str, values: dict[str, Any], **unit_values: Any) -> BootUnit:
+        path = f"{SCRIPT_DIR}/{script}"
+        return BootUnit(
+            name=name,
+            script=BootFile(path, "0755", render(f"node/{script}.j2", **values)),
+            unit=BootFile(f"{UNIT_DIR}/{name}", "0644", render(
+                f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, **unit_values,
+            )),
+        )
+
+    def files(self, fsx_dns_name: str | None, fsx_mount_name: str | None) -> list[BootFile]:
+        """The launch environment, each unit with its script, and the one step cloud-init runs: enable them."""
+        units = self.units(fsx_dns_name, fsx_mount_name)
+        files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=self.spec.stack, env=self.env()))]
+        for unit in units:
+            files += [unit.script, unit.unit]
+        if units:
+            files.append(BootFile(f"{STEP_DIR}/enable-units.sh", "0755",
+                                  render("node/enable-units.sh.j2", units=[u.name for u in units])))
         return files
 
     def cloud_config(self, fsx_dns_name: str | None = None, fsx_mount_name: str | None = None) -> str:
         files = self.files(fsx_dns_name, fsx_mount_name)
-        steps = [f.path for f in files if f.path.startswith(STEP_DIR)]
+        steps = [f.path for f in files if f.path.startswith(f"{STEP_DIR}/")]
         return render("node/cloud-config.yaml.j2", stack=self.spec.stack, pool=self.pool,
                       files=files, commands=steps)
 

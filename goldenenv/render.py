@@ -7,6 +7,7 @@ only place values; which fragments and in what order is decided by the caller.
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,11 @@ def docker_quote(value: object) -> str:
     """A double-quoted Dockerfile word: ENV and LABEL values keep quotes, backslashes and dollars literal."""
     text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{text}"'
+
+
+def shell_quote(value: object) -> str:
+    """One shell word: the value reaches the script as data, never as code (`x; touch pwned` stays a string)."""
+    return shlex.quote(str(value))
 
 
 @functools.cache
@@ -34,6 +40,7 @@ def environment() -> jinja2.Environment:
         comment_end_string="##}",
     )
     env.filters["docker_quote"] = docker_quote
+    env.filters["sh"] = shell_quote
     return env
 
 

@@ -25,7 +25,10 @@ class GpuNetworkArgs:
 
 
 class GpuNetwork(pulumi.ComponentResource):
-    """Private subnet for the nodes, a node security group open only to itself, a storage group."""
+    """Private subnet for the nodes, a node security group open only to itself, a storage group.
+
+    Lustre traffic between the two groups is allowed both ways by explicit rules (see _file_server_rules).
+    """
 
     vpc_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
@@ -62,6 +65,12 @@ class GpuNetwork(pulumi.ComponentResource):
         if args.egress == "nat":
             self._nat_egress(name, vpc, public_cidr, args.zone, private_routes, tags, child)
 
+        # Created bare: its Lustre rules reference the node group, which references it (inline both ways is a cycle).
+        # The description is the one it always had: changing it replaces the group, and with it the file system.
+        storage = aws.ec2.SecurityGroup(
+            f"{name}-storage", vpc_id=vpc.id, description="FSx for Lustre: Lustre ports from nodes and itself",
+            tags=tags("storage"), opts=child,
+        )
         nodes = aws.ec2.SecurityGroup(
             f"{name}-nodes", vpc_id=vpc.id,
             description="GPU nodes: all traffic between members (EFA needs it); no SSH from the internet",
@@ -70,30 +79,34 @@ class GpuNetwork(pulumi.ComponentResource):
                 {"protocol": "tcp", "from_port": 22, "to_port": 22, "cidr_blocks": [c],
                  "description": "SSH from an admin network"}
                 for c in args.admin_cidrs
+            ]
+            + [
+                {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [storage.id],
+                 "description": "Lustre from the FSx file servers"}
+                for lo, hi in LUSTRE_PORTS
             ],
             egress=[
                 {**ALL, "self": True, "description": "node to node, EFA and NCCL"},
-                {**ALL, "cidr_blocks": ["0.0.0.0/0"], "description": "outbound through NAT or endpoints"},
-            ],
+            ]
+            + [
+                {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [storage.id],
+                 "description": "Lustre to the FSx file servers"}
+                for lo, hi in LUSTRE_PORTS
+            ]
+            + [{**ALL, "cidr_blocks": ["0.0.0.0/0"], "description": "outbound through NAT or endpoints"}],
             tags=tags("nodes"), opts=child,
         )
-        storage = aws.ec2.SecurityGroup(
-            f"{name}-storage", vpc_id=vpc.id, description="FSx for Lustre: Lustre ports from nodes and itself",
-            ingress=[
-                {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [nodes.id],
-                 "self": True, "description": "Lustre"}
-                for lo, hi in LUSTRE_PORTS
-            ],
-            egress=[{**ALL, "self": True, "description": "Lustre servers among themselves"}],
-            tags=tags("storage"), opts=child,
-        )
+        lustre_rules = _file_server_rules(name, storage, nodes, tags("storage"), child)
         if args.egress == "endpoints":
             self._interface_endpoints(name, vpc, subnet, args, tags, child)
 
         self.vpc_id = vpc.id
         self.subnet_id = subnet.id
         self.node_security_group_id = nodes.id
-        self.storage_security_group_id = storage.id
+        # FSx checks the group's Lustre rules when the file system is created: hand the group out once they exist.
+        self.storage_security_group_id = pulumi.Output.all(storage.id, *[r.id for r in lustre_rules]).apply(
+            lambda ids: ids[0]
+        )
         self.register_outputs({
             "vpc_id": vpc.id, "subnet_id": subnet.id,
             "node_security_group_id": nodes.id, "storage_security_group_id": storage.id,
@@ -138,6 +151,30 @@ class GpuNetwork(pulumi.ComponentResource):
                 subnet_ids=[subnet.id], security_group_ids=[https.id], private_dns_enabled=True,
                 tags=tags(service), opts=child,
             )
+
+
+def _file_server_rules(name, storage, nodes, tags, child) -> list[pulumi.CustomResource]:
+    """Lustre between the file servers and their clients, both ways, and among the file servers.
+
+    AWS's "Amazon VPC security groups" rules for FSx for Lustre (FSx for Lustre User Guide, "File system access
+    control with Amazon VPC", https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html):
+    the file system's group and the clients' group each allow TCP 988 and 1018-1023 inbound and outbound, from and
+    to the other group and their own. Written out, not left to a default allow-all egress, so they hold with
+    `network.egress: endpoints` too. Separate rule resources: inline, they would form a cycle with the node group.
+    """
+    rules: list[pulumi.CustomResource] = []
+    for lo, hi in LUSTRE_PORTS:
+        for peer, group_id, label in (("nodes", nodes.id, "Lustre clients"), ("self", storage.id, "file servers")):
+            ports = {"ip_protocol": "tcp", "from_port": lo, "to_port": hi, "referenced_security_group_id": group_id}
+            rules.append(aws.vpc.SecurityGroupIngressRule(
+                f"{name}-storage-in-{peer}-{lo}", security_group_id=storage.id,
+                description=f"Lustre from the {label}", tags=tags, opts=child, **ports,
+            ))
+            rules.append(aws.vpc.SecurityGroupEgressRule(
+                f"{name}-storage-out-{peer}-{lo}", security_group_id=storage.id,
+                description=f"Lustre to the {label}", tags=tags, opts=child, **ports,
+            ))
+    return rules
 
 
 def _split(cidr: ipaddress.IPv4Network) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
