@@ -21,6 +21,22 @@ class LifecycleError(RuntimeError):
     """A precondition is missing; the message says how to provide it."""
 
 
+def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None) -> None:
+    """The offline plan's verdict before Pulumi runs: guardrails and the lock against every pool.
+
+    `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock).
+    """
+    from goldenenv.guardrails import Severity
+    from goldenenv.plan import STACKS, UNPUBLISHED, plan
+
+    result = plan(spec.stack, stacks_dir or STACKS)
+    blocking = [f for f in result.findings
+                if f.severity is Severity.ERROR or (creating and f.rule == UNPUBLISHED)]
+    if blocking:
+        raise LifecycleError("refused before anything is created:\n" + "\n".join(
+            f"  {f.rule}: {f.message}" for f in blocking))
+
+
 def preflight(spec: ClusterSpec) -> None:
     if shutil.which("pulumi") is None:
         raise LifecycleError(
@@ -57,12 +73,55 @@ def outputs(spec: ClusterSpec) -> dict:
 
 
 def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
+    guard(spec, creating=False)
     return stack(spec).preview(on_output=log)
 
 
 def up(spec: ClusterSpec, log: Callable[[str], None] = print) -> dict:
+    guard(spec, creating=True)
     result = stack(spec).up(on_output=log)
     return {k: v.value for k, v in result.outputs.items()}
+
+
+def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> str:
+    """Create only the stack's image repository (a targeted up) and return its URL, so the image can be pushed
+    before the nodes that pull it exist."""
+    from goldenenv.plan import plan
+
+    guard(spec, creating=False)
+    planned = plan(spec.stack)
+    wanted = [r for r in planned.resources if r.type.startswith(("aws:ecr/", "pulumi:providers:"))]
+    if not wanted:
+        raise LifecycleError(f"stack {spec.stack} declares no image repository: push with --registry instead")
+    by_urn = {r.urn: r for r in planned.resources}
+    targets = set()
+    for r in wanted:
+        while r is not None:
+            targets.add(r.urn)
+            r = by_urn.get(r.parent_urn)
+    stack(spec).up(on_output=log, target=sorted(targets))
+    return ecr_repository_url(spec)
+
+
+def ecr_repository_url(spec: ClusterSpec, sts=None) -> str:
+    """`<account>.dkr.ecr.<region>.amazonaws.com/<name>`: the URL ECR gives the stack's repository."""
+    import boto3
+
+    from goldenenv.clouds.aws.registry import repository_name
+
+    account = (sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"]
+    return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{repository_name(spec.stack, spec.image.lock)}"
+
+
+def ecr_auth(registry: str, region: str, ecr=None) -> dict:
+    """Docker credentials for an ECR registry, from the caller's AWS credentials."""
+    import base64
+
+    import boto3
+
+    token = (ecr or boto3.client("ecr", region_name=region)).get_authorization_token()["authorizationData"][0]
+    user, _, password = base64.b64decode(token["authorizationToken"]).decode().partition(":")
+    return {"username": user, "password": password, "registry": registry.split("/", 1)[0]}
 
 
 def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print) -> list[str]:

@@ -28,7 +28,7 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
     "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZone", "mapPublicIpOnLaunch"),
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
     "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
-    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "metadataOptions.httpTokens"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "imageId", "metadataOptions.httpTokens"),
     "aws:ec2/instance:Instance": ("tags.Name",),
     "aws:s3/bucket:Bucket": ("forceDestroy",),
     "aws:s3/bucketVersioning:BucketVersioning": ("versioningConfiguration.status",),
@@ -36,6 +36,7 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dataRepositoryPath", "fileSystemPath"),
     "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
     "aws:budgets/budgetAction:BudgetAction": ("actionThreshold.actionThresholdValue", "definition.ssmActionDefinition.actionSubType"),
+    "aws:ecr/repository:Repository": ("name", "imageTagMutability"),
     "docker:container": ("image", "cpus", "memoryGib", "ranks"),
     "docker:network": ("internal",),
     "docker:volume": ("mount",),
@@ -78,6 +79,15 @@ def show_plan(p: Plan) -> None:
     if p.outputs.get("hostfile"):
         console.print("[bold]hostfile[/] (placeholder addresses until up)")
         console.print(p.outputs["hostfile"].rstrip(), highlight=False)
+    for c in p.compat:
+        verdict = "[green]fits[/]" if c.ok else "[red]refused[/]"
+        support = f", {c.driver_level} driver support" if c.driver_level else ""
+        console.print(f"[bold]lock[/] {c.lock} on {c.pool_key} ({c.instance_type}, {escape(c.host.label)}{support}): "
+                      f"{verdict}", highlight=False)
+    if p.outputs.get("imageRef"):
+        console.print(f"[bold]golden image[/] {p.outputs['imageRef']}", highlight=False)
+    if p.cold_start:
+        _show_cold_start(p.cold_start)
     if p.findings:
         console.print("[bold]findings[/]")
         for f in p.findings:
@@ -86,6 +96,21 @@ def show_plan(p: Plan) -> None:
             console.print(f"  [{colour}]{f.severity.value}[/] {f.rule}{where}: {f.message}", highlight=False)
     verdict = "[bold red]guardrails failed[/]" if p.failed else "[bold green]no guardrail failed[/]"
     console.print(verdict)
+
+
+def _show_cold_start(cold) -> None:
+    terms = " + ".join(f"{t.name} {t.seconds:.0f} s" for t in cold.terms)
+    dominant = f"; {cold.dominant.name} dominates" if cold.dominant else ""
+    target = ""
+    if cold.target_seconds is not None:
+        verdict = {True: "within", False: "over", None: "not judged against"}[cold.meets_target]
+        target = f"; {verdict} the {cold.target_seconds / 60:g}-minute target"
+    console.print(f"[bold]cold start[/] (modelled, running → torchrun-ready): {terms} = {cold.seconds / 60:.1f} min"
+                  f"{dominant}{target}", highlight=False)
+    for t in cold.terms:
+        console.print(f"  {t.name}: {escape(t.how)}", highlight=False)
+    for m in cold.missing:
+        console.print(f"  [yellow]not counted[/]: {escape(m)}", highlight=False)
 
 
 def _tree(p: Plan) -> Tree:
@@ -253,8 +278,10 @@ def validate_cmd(
     exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
     min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
 ) -> None:
-    """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs)."""
-    from goldenenv import automation, lifecycle
+    """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
+
+    On clouds, every node's driver is also compared with the one its pinned host image carries."""
+    from goldenenv import automation, compat, lifecycle
 
     spec = _spec(stack)
     try:
@@ -263,8 +290,11 @@ def validate_cmd(
         else:
             targets = hosts.split(",") if hosts else [
                 f"ssh://{ssh_user}@{ip}" for ip in automation.outputs(spec)["nodePrivateIps"]]
+            pool = spec.nodes[0]
+            host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
-                                              spec.nodes[0].instance_type, spec.cloud, min_fraction, log=_say)
+                                              pool.instance_type, spec.cloud, min_fraction, log=_say,
+                                              host_driver=host.driver)
     except (ConfigError, automation.LifecycleError) as e:
         _lifecycle_failure(e)
     _show_validation(result)
@@ -452,6 +482,43 @@ def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_UR
             raise typer.Exit(1) from None
         progress.update(task, completed=built.steps, total=built.steps, step="done")
     console.print(f"built {built.tag} in {built.seconds:.0f} s ({built.cached_steps}/{built.steps} steps cached)")
+
+
+@image_app.command("push")
+def image_push(
+    name: str,
+    registry: str = typer.Option(None, "--registry", help="host[:port][/path]: pushes <registry>/<name>:<lock hash>."),
+    stack: str = typer.Option(None, "--stack", "-s", help="Push to this cloud stack's own repository "
+                              "(created first if needed; needs the Pulumi CLI and credentials)."),
+) -> None:
+    """Push a built image and record its digest in images/<name>/published.yaml, where stacks read it."""
+    import docker
+
+    from goldenenv import automation
+    from goldenenv.images import publish, size
+
+    lock = _lock(name)
+    if bool(registry) == bool(stack):
+        errors.print("give exactly one of --registry URL or --stack STACK")
+        raise typer.Exit(2)
+    auth = None
+    try:
+        if stack:
+            spec = _spec(stack)
+            if spec.image.lock != name:
+                errors.print(f"stack {stack} runs lock {spec.image.lock}, not {name}")
+                raise typer.Exit(2)
+            repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
+            registry = repository.rsplit("/", 1)[0]
+            auth = automation.ecr_auth(registry, spec.region)
+        entry = publish.push(lock, registry, docker.from_env(), auth=auth, log=_say,
+                             measure=lambda tag: size.compressed_bytes(docker.from_env(), tag))
+    except (publish.PushError, automation.LifecycleError) as e:
+        _lifecycle_failure(e)
+    console.print(f"pushed {entry.ref}" + (f" ({entry.compressed_bytes / 1e9:.2f} GB compressed)"
+                                           if entry.compressed_bytes else ""), highlight=False)
+    console.print(f"recorded in {publish.published_path(name)}: stacks running {name} without image.ref pull it",
+                  highlight=False)
 
 
 @image_app.command("check")

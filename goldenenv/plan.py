@@ -20,10 +20,12 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, guardrails, stackconfig
+from goldenenv import catalog, clouds, coldstart, compat, guardrails, stackconfig
 from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
-from goldenenv.spec import ClusterSpec
+from goldenenv.images import lock as image_lock
+from goldenenv.images import publish
+from goldenenv.spec import ClusterSpec, pool_key
 
 PROJECT = "goldenenv"
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -53,6 +55,8 @@ class Plan:
     outputs: dict[str, Any]
     costs: list[PoolCost]
     findings: list[Finding] = field(default_factory=list)
+    compat: list[compat.PoolCompat] = field(default_factory=list)
+    cold_start: coldstart.ColdStart | None = None
 
     @property
     def failed(self) -> bool:
@@ -87,6 +91,14 @@ class Plan:
                     for c in self.costs
                 ],
             },
+            "compat": [
+                {"pool": c.pool, "instanceType": c.instance_type, "lock": c.lock, "hostImage": c.host.label,
+                 "driver": c.host.driver, "driverSupport": c.driver_level, "ok": c.ok,
+                 "conflicts": [{"rule": x.rule, "severity": x.severity, "pins": list(x.pins), "message": x.message}
+                               for x in c.conflicts]}
+                for c in self.compat
+            ],
+            "coldStart": self.cold_start.to_json() if self.cold_start else None,
             "findings": [
                 {"rule": f.rule, "severity": f.severity.value, "urn": f.urn, "message": f.message}
                 for f in self.findings
@@ -115,9 +127,52 @@ def plan_config(stack: str, config: dict[str, Any]) -> Plan:
     else:
         resources, outputs = cloud.planned_resources(spec), {}
         costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
-    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(
-        spec, costs, boots_from_registry=getattr(cloud, "uses_pulumi", True))
-    return Plan(stack, spec, resources, outputs, costs, findings)
+    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
+    checked, cold = [], None
+    if catalog.instance_types(spec.cloud):
+        lock = image_lock.load(spec.image.lock)
+        checked = compat.check_pools(lock, spec.cloud, spec.region, spec.nodes,
+                                     [pool_key(i, len(spec.nodes)) for i in range(len(spec.nodes))])
+        findings += compat_findings(checked) + image_findings(spec, lock, outputs)
+        cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
+                               parallel_fs=spec.storage.parallel_fs.enabled)
+    return Plan(stack, spec, resources, outputs, costs, findings, checked, cold)
+
+
+def compat_findings(checked: list[compat.PoolCompat]) -> list[Finding]:
+    """Each conflict between the lock and a pool, naming the pool, its host image, the pins and the rule."""
+    return [
+        Finding(f"compat:{c.rule}", Severity.ERROR if c.severity == compat.ERROR else Severity.WARNING, "",
+                f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}) with lock {pool.lock}: {c.message}")
+        for pool in checked for c in pool.conflicts
+    ]
+
+
+UNPUBLISHED = "image-unpublished"
+
+
+def image_findings(spec: ClusterSpec, lock: image_lock.Lock, outputs: dict[str, Any]) -> list[Finding]:
+    """Nodes pull the golden image by digest: say when there is none yet (up refuses that)."""
+    if outputs.get("imageRef"):
+        return []
+    return [Finding(UNPUBLISHED, Severity.WARNING, "",
+                    f"no pushed image of lock {lock.name} ({lock.content_hash}) for this stack: nodes would boot "
+                    f"without the golden image, so up refuses; goldenenv image build {lock.name} && goldenenv image "
+                    f"push {lock.name} -s {spec.stack} (or set image.ref to repo@sha256:...)")]
+
+
+def image_bytes(lock: image_lock.Lock, ref: str | None) -> tuple[int | None, str]:
+    """Compressed bytes a node pulls: from the push record; else the local image's size as an upper bound."""
+    pushed = next((p for p in publish.records(lock.name) if ref and p.ref == ref and p.compressed_bytes), None)
+    if pushed:
+        return pushed.compressed_bytes, "compressed, as pushed"
+    try:
+        import docker
+
+        size = docker.from_env(timeout=3).images.get(lock.tag).attrs["Size"]
+        return int(size), "uncompressed, local build (an upper bound)"
+    except Exception:  # noqa: BLE001 - no engine or no build: the model says the pull is not counted
+        return None, f"{lock.tag} is neither pushed with a size nor built here"
 
 
 def run_program(stack: str, config: dict[str, Any]) -> tuple[list[PlannedResource], dict[str, Any]]:
@@ -186,6 +241,8 @@ class _PlanMocks(pulumi.runtime.Mocks):
             state["latestVersion"] = 1
         if kind == "LustreFileSystem":
             state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"mnt{n}")
+        if kind == "Repository" and args.typ.startswith("aws:ecr/"):
+            state["repositoryUrl"] = _ecr_url(args.inputs.get("name", args.name))
         if kind == "Bucket" and not args.inputs.get("bucket"):
             state["bucket"] = f"{args.name}-{n:07x}"
         state.setdefault("name", args.name)
@@ -194,7 +251,23 @@ class _PlanMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {"names": ["mock-az-a", "mock-az-b"], "zoneIds": ["mock-az1", "mock-az2"]}
+        if args.token == "aws:ec2/getAmi:getAmi":
+            names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
+            return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
         return {}
+
+
+MOCK_AMI = "ami-00000000000000000"
+"""What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
+
+
+def _ecr_url(name: str) -> str:
+    """The repository URL a push recorded for this repository name (the account is unknown offline), else a mock."""
+    suffix = f".amazonaws.com/{name}"
+    for published in publish.all_records():
+        if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
+            return published.repository
+    return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
 
 
 def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
@@ -208,7 +281,7 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
     return costs
 
 
-def spec_findings(spec: ClusterSpec, costs: list[PoolCost], boots_from_registry: bool = True) -> list[Finding]:
+def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     """What a user should know before renting: price caveats and how long the budget lasts."""
     notes = []
     for c in costs:
@@ -241,6 +314,4 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], boots_from_registry:
             notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
                          f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                          f"is {100 * it.gpu_count / it.vcpus:.1f} %")
-    if boots_from_registry and not spec.image.ref:
-        notes.append(f"image.ref is not set: nodes boot the host AMI without the golden image '{spec.image.lock}'")
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]

@@ -70,6 +70,16 @@ class Capacity(str, Enum):
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
 
 
+DriverVersion = Annotated[str, Field(pattern=r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")]
+
+
+class HostImageOverride(Model):
+    """A host image of the user's own: its id and the NVIDIA driver it carries (the lock is checked against it)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
+    driver: DriverVersion
+
+
 class NodePool(Model):
     """Identical nodes in one zone, placed together so their fabric is fast."""
 
@@ -83,6 +93,8 @@ class NodePool(Model):
     efa: bool | None = None
     """RDMA interfaces on every node: None = use them when the instance type has them."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
+    host_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")] | HostImageOverride | None = None
+    """A host image from the catalog by name, or {id, driver}; None = the catalog's newest for the cloud."""
 
     @field_validator("capacity_reservation_id")
     @classmethod
@@ -220,8 +232,8 @@ class Lifecycle(Model):
 class ImageRef(Model):
     lock: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Name of images/<lock>/lock.yaml."""
-    ref: str | None = None
-    """Registry reference of the built image (repo@sha256:...); None until the image is published."""
+    ref: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.:_/-]*@sha256:[0-9a-f]{64}$")
+    """The published image nodes pull, by digest (repo@sha256:...); None = the digest `image push` recorded."""
 
 
 class ClusterSpec(Model):

@@ -259,3 +259,84 @@ def test_endpoints_egress_has_no_nat_and_reaches_ssm_privately():
     assert result.of_type("aws:ec2/natGateway:NatGateway") == []
     services = {r.props["serviceName"].rsplit(".", 1)[-1] for r in result.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")}
     assert {"ssm", "ssmmessages", "ec2messages", "s3"} <= services
+
+
+# ---------------------------------------------------------------- FSx for Lustre security groups, boot units
+
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+# AWS FSx for Lustre User Guide, "File system access control with Amazon VPC": TCP 988 and 1018-1023.
+LUSTRE = [(988, 988), (1018, 1023)]
+
+
+def group_permissions(result) -> set[tuple[str, str, str, int, int]]:
+    """(direction, group, peer group, from port, to port) of every rule between security groups, inline or not."""
+    groups = {g.id: g.name.rsplit("-", 1)[-1] for g in result.of_type(SECURITY_GROUP)}
+    found = set()
+
+    def add(direction, group, peer, protocol, lo, hi):
+        if protocol in ("-1", "all"):
+            found.add((direction, group, peer, 0, 65535))
+        elif protocol in ("tcp", "6"):
+            found.add((direction, group, peer, int(lo), int(hi)))
+
+    for g in result.of_type(SECURITY_GROUP):
+        name = groups[g.id]
+        for direction in ("ingress", "egress"):
+            for rule in g.props.get(direction) or []:
+                peers = [groups[i] for i in rule.get("securityGroups") or []] + ([name] if rule.get("self") else [])
+                for peer in peers:
+                    add(direction, name, peer, rule["protocol"], rule["fromPort"], rule["toPort"])
+    for type_token, direction in (("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "ingress"),
+                                  ("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "egress")):
+        for r in result.of_type(type_token):
+            if r.props.get("referencedSecurityGroupId"):
+                add(direction, groups[r.props["securityGroupId"]], groups[r.props["referencedSecurityGroupId"]],
+                    r.props["ipProtocol"], r.props.get("fromPort", 0), r.props.get("toPort", 65535))
+    return found
+
+
+def assert_lustre_both_ways(result):
+    allowed = group_permissions(result)
+
+    def opens(direction, group, peer, lo, hi):
+        return any(d == direction and g == group and p == peer and a <= lo and hi <= b for d, g, p, a, b in allowed)
+
+    for direction in ("ingress", "egress"):
+        for lo, hi in LUSTRE:
+            for group, peer in (("storage", "nodes"), ("nodes", "storage"), ("storage", "storage")):
+                assert opens(direction, group, peer, lo, hi), f"{group} {direction} {lo}-{hi} with {peer}"
+
+
+def test_lustre_ports_are_open_both_ways_between_nodes_and_file_servers(p5):
+    assert_lustre_both_ways(p5)
+    storage = next(g for g in p5.of_type(SECURITY_GROUP) if g.name.endswith("-storage"))
+    nodes = next(g for g in p5.of_type(SECURITY_GROUP) if g.name.endswith("-nodes"))
+    assert one(p5, "aws:fsx/lustreFileSystem:LustreFileSystem").props["securityGroupIds"] == [storage.id]
+    for ni in one(p5, LT).props["networkInterfaces"]:
+        assert nodes.id in ni["securityGroups"]
+
+
+def test_lustre_rules_hold_without_nat_when_egress_is_endpoints():
+    config = copy.deepcopy(example_config())
+    config["goldenenv:network"]["egress"] = "endpoints"
+    result = plan_config("private-lustre", config)
+    assert result.of_type("aws:ec2/natGateway:NatGateway") == []
+    assert_lustre_both_ways(result)
+    storage = next(g for g in result.of_type(SECURITY_GROUP) if g.name.endswith("-storage"))
+    rules = [r for r in result.resources if r.type.startswith("aws:vpc/securityGroup")
+             and r.props.get("securityGroupId") == storage.id]
+    assert rules, "the file servers' Lustre rules are their own resources"
+    for r in rules:
+        assert not r.props.get("cidrIpv4") and not r.props.get("cidrIpv6"), "Lustre only between the two groups"
+        assert r.props["tags"][STACK_TAG_KEY] == "private-lustre"
+
+
+def test_user_data_enables_units_that_remount_storage_on_every_boot(p5):
+    doc = yaml.safe_load(base64.b64decode(one(p5, LT).props["userData"]).decode())
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    for name in ("goldenenv-scratch.service", "goldenenv-fsx.service"):
+        assert "WantedBy=multi-user.target" in files[f"/etc/systemd/system/{name}"].splitlines()
+    enable = "\n".join(files[step] for step in doc["runcmd"])
+    assert "systemctl daemon-reload" in enable
+    enabled = next(line for line in enable.splitlines() if line.startswith("systemctl enable --now"))
+    assert {"goldenenv-scratch.service", "goldenenv-fsx.service"} <= set(enabled.split())

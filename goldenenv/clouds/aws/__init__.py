@@ -8,17 +8,21 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv import catalog
+from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
 from goldenenv.clouds.base import Capability
+from goldenenv.images import lock as image_lock
+from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, launch_outputs
-from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
 
 
 class AwsCloud:
@@ -34,6 +38,19 @@ class AwsCloud:
                 "goldenenv:budget.currency",
                 f"AWS Budgets count in USD only; got {spec.budget.currency!r}, set currency: USD",
             ))
+        known = catalog.host_images(self.name)
+        for i, pool in enumerate(spec.nodes):
+            at = f"{pool_key(i, len(spec.nodes))}.hostImage"
+            usable = [n for n, h in known.items() if h.region in ("*", spec.region)]
+            if isinstance(pool.host_image, str) and pool.host_image not in usable:
+                problems.append(Problem(at, f"{pool.host_image!r} is not a host image in the catalog for "
+                                        f"{spec.region}; valid: {', '.join(usable) or 'none'}, or {{id, driver}}"))
+            elif pool.host_image is None and not usable:
+                problems.append(Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage "
+                                        "to {id: ami-..., driver: <its NVIDIA driver>}"))
+            elif pool.host_image is not None and not isinstance(pool.host_image, str) \
+                    and not AMI.match(pool.host_image.id):
+                problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
         return problems
 
     def build(self, spec: ClusterSpec) -> dict[str, Any]:
@@ -68,17 +85,25 @@ class GpuCluster(pulumi.ComponentResource):
             subnet_id=network.subnet_id, security_group_id=network.storage_security_group_id, tags=tags,
         ), child)
 
+        repository = ImageRepository(f"{name}-images", ImageRepositoryArgs(
+            name=repository_name(spec.stack, spec.image.lock), tags=tags,
+        ), child)
+        image_ref = golden_image_ref(spec, repository.url)
+
         node_tags = {**tags, **ttl_tags(spec.lifecycle.ttl_hours)}
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type("aws", pool.instance_type)
             efa = it.rdma_interfaces if (pool.efa is not False and it.rdma == "efa") else 0
-            boot = NodeBoot(spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0)
-            user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
-                lambda fsx, boot=boot: boot.cloud_config(fsx_dns_name=fsx[0], fsx_mount_name=fsx[1])
+            user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref).apply(
+                lambda v, pool=pool, efa=efa, it=it: NodeBoot(
+                    spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
+                    image_ref=v[2],
+                ).cloud_config(fsx_dns_name=v[0], fsx_mount_name=v[1])
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                instance_type=it.name, count=pool.count, network_cards=it.network_cards,
+                instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self),
+                network_cards=it.network_cards,
                 efa_interfaces=efa, capacity=pool.capacity.value,
                 capacity_reservation_id=pool.capacity_reservation_id, zone=zone,
                 subnet_id=network.subnet_id, security_group_ids=[network.node_security_group_id],
@@ -127,8 +152,38 @@ class GpuCluster(pulumi.ComponentResource):
                 lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
             ) if fs.enabled else None,
             "budgetName": budget_name,
+            "imageRepository": repository.url,
+            "imageRef": image_ref,
             "reaperFunction": reaper_function,
             "idleAlarms": idle_alarms,
         }
         self.register_outputs(self.outputs)
 
+
+
+def golden_image_ref(spec: ClusterSpec, repository_url: pulumi.Output[str]) -> pulumi.Output[str | None]:
+    """What nodes pull, always by digest: the stack's image.ref, else the digest `image push` recorded for the
+    stack's repository and this exact lock; None until the image is pushed (plan warns, up refuses)."""
+    if spec.image.ref:
+        return pulumi.Output.from_input(spec.image.ref)
+    lock = image_lock.load(spec.image.lock)
+
+    def pushed(url: str) -> str | None:
+        entry = publish.latest(lock, url)
+        return entry.ref if entry else None
+
+    return repository_url.apply(pushed)
+
+
+def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource) -> pulumi.Input[str]:
+    """The pool's pinned AMI: the stack's own id, the catalog's id for the region, or the dated release by name."""
+    host = compat.node_host("aws", spec.region, pool.host_image)
+    if host.override_id:
+        return host.override_id
+    image = host.image
+    if image.image_id:
+        return image.image_id
+    return aws.ec2.get_ami_output(
+        owners=[image.owner], filters=[{"name": "name", "values": [image.ami_name]}], most_recent=True,
+        opts=pulumi.InvokeOutputOptions(parent=parent),
+    ).id

@@ -12,8 +12,6 @@ import pulumi_aws as aws
 from goldenenv.clouds.aws.efa import interface_layout
 from goldenenv.clouds.aws.iam import assumed_by
 
-HOST_AMI = "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-"""AWS Deep Learning Base AMI (NVIDIA driver, Docker, NVIDIA container toolkit, EFA), resolved at launch."""
 NODE_MANAGED_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
@@ -25,6 +23,8 @@ TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 class GpuNodePoolArgs:
     instance_type: str
     count: int
+    image_id: pulumi.Input[str]
+    """The pinned host AMI (a dated release from the catalog, or the stack's own): never a floating alias."""
     network_cards: int
     efa_interfaces: int
     """0 for a pool without EFA."""
@@ -58,7 +58,7 @@ class GpuNodePool(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(
             f"{name}-template",
             description=f"goldenenv {name}: {args.instance_type}, {args.efa_interfaces} EFA",
-            image_id=HOST_AMI,
+            image_id=args.image_id,
             instance_type=args.instance_type,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={

@@ -1,0 +1,59 @@
+"""The stack's ECR repository: where its golden image is pushed and from where nodes pull it by digest."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+KEEP_IMAGES = 10
+"""Images kept in the repository; older ones expire (a stack pins one digest at a time)."""
+
+
+def repository_name(stack: str, lock: str) -> str:
+    """`goldenenv/<stack>/<lock>` in ECR's alphabet (lowercase; components of [a-z0-9] joined by . _ -)."""
+    parts = ["goldenenv", stack, lock]
+    return "/".join(re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-") or "x" for p in parts)
+
+
+def registry_of(repository_url: str) -> str:
+    """`<account>.dkr.ecr.<region>.amazonaws.com/goldenenv/<stack>` from the repository URL: what `image push` takes."""
+    return repository_url.rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRepositoryArgs:
+    name: str
+    tags: dict[str, str]
+
+
+class ImageRepository(pulumi.ComponentResource):
+    """Immutable tags, scan on push, KMS encryption, and a lifecycle that keeps the last KEEP_IMAGES."""
+
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ImageRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:ImageRepository", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        repository = aws.ecr.Repository(
+            f"{name}-repo", name=args.name, image_tag_mutability="IMMUTABLE",
+            image_scanning_configuration={"scan_on_push": True},
+            encryption_configurations=[{"encryption_type": "KMS"}],
+            # images are rebuilt from their lock and pushed again: they are not the stack's data
+            force_delete=True,
+            tags=args.tags, opts=child,
+        )
+        aws.ecr.LifecyclePolicy(
+            f"{name}-keep-last", repository=repository.name,
+            policy=json.dumps({"rules": [{
+                "rulePriority": 1, "description": f"keep the last {KEEP_IMAGES} images",
+                "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": KEEP_IMAGES},
+                "action": {"type": "expire"},
+            }]}),
+            opts=child,
+        )
+        self.url = repository.repository_url
+        self.register_outputs({"url": self.url})

@@ -1,0 +1,88 @@
+"""`image push` against a real registry (Debian's docker-registry, distribution v2) on the local engine."""
+
+from __future__ import annotations
+
+import io
+import socket
+import time
+import urllib.request
+
+import pytest
+from typer.testing import CliRunner
+
+from goldenenv.cli import app
+from goldenenv.images import publish
+from goldenenv.images.base import ensure_base
+from goldenenv.images.build import build
+from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.images.lock import load
+
+REGISTRY_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry \\
+ && rm -rf /var/lib/apt/lists/*
+CMD ["/usr/bin/docker-registry", "serve", "/etc/docker/registry/config.yml"]
+"""
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
+])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def registry(client):
+    """A registry container on 127.0.0.1 (the engine treats loopback registries as insecure-allowed)."""
+    lock = load("cuda-slim")
+    base = ensure_base(client, lock.base, log=lambda m: None)
+    image, _ = client.images.build(fileobj=io.BytesIO(REGISTRY_DOCKERFILE.format(base=base).encode()),
+                                   tag="goldenenv-test/registry:debian", rm=True, forcerm=True)
+    port = _free_port()
+    container = client.containers.run(image.id, detach=True, ports={"5000/tcp": ("127.0.0.1", port)},
+                                      labels={"goldenenv.test": "registry"})
+    url = f"127.0.0.1:{port}"
+    for _ in range(50):
+        try:
+            urllib.request.urlopen(f"http://{url}/v2/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    container.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def cuda_slim(client):
+    return build(load("cuda-slim"), BuildOptions.from_environment(), client)
+
+
+def test_push_records_the_digest_the_registry_serves_and_nodes_can_pull_by_it(client, registry, cuda_slim, tmp_path):
+    lock = load("cuda-slim")
+    (tmp_path / lock.name).mkdir()
+    entry = publish.push(lock, f"{registry}/goldenenv", client, log=lambda m: None, images_dir=tmp_path)
+
+    assert entry.repository == f"{registry}/goldenenv/cuda-slim" and entry.lock_hash == lock.content_hash
+    request = urllib.request.Request(f"http://{registry}/v2/goldenenv/cuda-slim/manifests/{lock.content_hash}",
+                                     headers={"Accept": MANIFEST_TYPES})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.headers["Docker-Content-Digest"] == entry.digest
+    assert publish.latest(lock, entry.repository, tmp_path) == entry
+    assert f"digest: {entry.digest}" in (tmp_path / lock.name / "published.yaml").read_text()
+
+    client.images.remove(f"{entry.repository}:{lock.content_hash}")
+    pulled = client.images.pull(entry.ref)
+    assert pulled.id == client.images.get(lock.tag).id
+
+
+def test_push_of_an_unbuilt_lock_or_to_a_malformed_registry_says_what_to_do(client, tmp_path):
+    lock = load("cuda-slim").model_copy(update={"description": "never built"})
+    with pytest.raises(publish.PushError, match="not built here: goldenenv image build cuda-slim"):
+        publish.push(lock, "127.0.0.1:5000/goldenenv", client, images_dir=tmp_path)
+    result = CliRunner().invoke(app, ["image", "push", "cuda-slim", "--registry", "https://Bad Registry"])
+    assert result.exit_code == 1 and "is not host[:port][/path]" in result.output
+    result = CliRunner().invoke(app, ["image", "push", "cuda-slim"])
+    assert result.exit_code == 2 and "exactly one of --registry" in result.output
