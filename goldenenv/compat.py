@@ -479,3 +479,14 @@ def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: lis
                 level = None
         checked.append(PoolCompat(key, pool.name, pool.instance_type, host, lock.name, tuple(found), level))
     return checked
+
+
+def check_stack(spec) -> list[PoolCompat]:
+    """The stack's lock against each of its pools; nothing for a cloud without catalog GPU types (local)."""
+    from goldenenv.images.lock import load
+    from goldenenv.spec import pool_key
+
+    if not catalog.instance_types(spec.cloud):
+        return []
+    keys = [pool_key(i, len(spec.nodes)) for i in range(len(spec.nodes))]
+    return check_pools(load(spec.image.lock), spec.cloud, spec.region, spec.nodes, keys)

@@ -25,7 +25,7 @@ from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
-from goldenenv.spec import ClusterSpec, pool_key
+from goldenenv.spec import ClusterSpec
 
 PROJECT = "goldenenv"
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -128,11 +128,9 @@ def plan_config(stack: str, config: dict[str, Any]) -> Plan:
         resources, outputs = cloud.planned_resources(spec), {}
         costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
     findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
-    checked, cold = [], None
-    if catalog.instance_types(spec.cloud):
+    checked, cold = compat.check_stack(spec), None
+    if checked:
         lock = image_lock.load(spec.image.lock)
-        checked = compat.check_pools(lock, spec.cloud, spec.region, spec.nodes,
-                                     [pool_key(i, len(spec.nodes)) for i in range(len(spec.nodes))])
         findings += compat_findings(checked) + image_findings(spec, lock, outputs)
         cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
                                parallel_fs=spec.storage.parallel_fs.enabled)

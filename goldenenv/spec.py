@@ -145,12 +145,17 @@ class ObjectStore(Model):
     """Old versions of overwritten checkpoints are expired after this many days."""
 
 
+_SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
+Prefix = Annotated[str, Field(pattern=rf"^{_SEGMENT}(/{_SEGMENT})*/?$", max_length=255)]
+"""A folder in the bucket and on the shared file system: plain path segments, nothing a shell could read."""
+
+
 class ParallelFs(Model):
     enabled: bool = True
     size_gib: int = Field(default=1200, ge=1200, le=2_400_000)
     throughput_per_tib: int = 250
-    dataset_prefix: str = "datasets/"
-    checkpoint_prefix: str = "checkpoints/"
+    dataset_prefix: Prefix = "datasets/"
+    checkpoint_prefix: Prefix = "checkpoints/"
     mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]+$")
 
     @field_validator("size_gib")

@@ -21,8 +21,20 @@ def build() -> dict[str, Any]:
     return cloud.build(spec)
 
 
+def refuse_incompatible() -> None:
+    """`pulumi up` run directly checks the lock against every pool too, before anything is declared."""
+    from goldenenv import compat
+
+    refused = [f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}): {c.rule}: {c.message}"
+               for pool in compat.check_stack(stackconfig.from_pulumi())
+               for c in pool.conflicts if c.severity == compat.ERROR]
+    if refused:
+        raise pulumi.RunError("the image lock does not fit the nodes:\n" + "\n".join(refused))
+
+
 def main() -> None:
     try:
+        refuse_incompatible()
         outputs = build()
     except ConfigError as e:
         raise pulumi.RunError(f"invalid stack configuration:\n{e}") from None

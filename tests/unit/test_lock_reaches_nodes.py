@@ -100,6 +100,8 @@ def test_launch_templates_boot_the_pinned_dated_host_image_never_a_floating_one(
      "goldenenv:nodes.hostImage.id: 'ubuntu-22.04' is not an AMI id"),
     ("goldenenv:image", {"ref": "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/aws-h100:latest"},
      "goldenenv:image.ref"),
+    ("goldenenv:storage", {"parallelFs": {"datasetPrefix": "x; touch pwned"}},
+     "goldenenv:storage.parallelFs.datasetPrefix"),
 ])
 def test_bad_host_image_and_tag_only_image_ref_are_config_errors_naming_the_key(tmp_path, key, value, message):
     config = config_of("aws-p5-2node")
@@ -108,6 +110,21 @@ def test_bad_host_image_and_tag_only_image_ref_are_config_errors_naming_the_key(
                            env={"COLUMNS": "300"})
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_pulumi_up_run_directly_refuses_an_incompatible_lock(monkeypatch, tmp_path):
+    import pulumi
+
+    from goldenenv import program
+
+    config = config_of("aws-p4d-4node-spot")
+    config["goldenenv:image"]["lock"] = "aws-h100"
+    spec = plan("p4d-h100", write_stack(tmp_path, "p4d-h100", config)).spec
+    monkeypatch.setattr(stackconfig, "from_pulumi", lambda: spec)
+    with pytest.raises(pulumi.RunError, match="(?s)does not fit the nodes.*gpu-arch-missing.*sm_80"):
+        program.refuse_incompatible()
+    monkeypatch.setattr(stackconfig, "from_pulumi", lambda: plan("aws-p4d-4node-spot").spec)
+    program.refuse_incompatible()
 
 
 def test_the_stack_declares_an_immutable_scanned_encrypted_repository_that_keeps_the_last_images():
