@@ -7,12 +7,15 @@ Figures, all measured in this run:
   2. cold build per image (nocache=True, base present), with the site's build options
   3. rebuild after bumping one project-layer pin (re-pinned with goldenenv.images.pin), with cache
   4. no-op rebuild (same lock, cache warm)
-  5. image size and its largest layer
+  5. image size: uncompressed, compressed (`docker save | gzip -1`, streamed), and the largest layers with
+     the Dockerfile step that made them (goldenenv.images.size, which `goldenenv plan` reuses)
+  6. the builder cache each lock keeps (goldenenv-builder/<name>:<stage>) and the dangling images left
 
 The engine is shared, so nothing here touches the shared tags (goldenenv/<image>:<hash>, goldenenv/base-*):
 each image is built from a scratch copy of its lock renamed bench-<image>-<random> (the name only reaches
 the last ENV and LABEL steps, so every layer before them is the same as the real image's), and only what
-this script created is removed afterwards: its tags and the intermediate images of its non-cached steps.
+this script created is removed afterwards: its tags, its builder tags and the intermediate images of its
+non-cached steps.
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ import docker
 import yaml
 from docker.errors import APIError, ImageNotFound
 
-from goldenenv.images import pin
+from goldenenv.images import pin, size
 from goldenenv.images.base import bootstrap, ensure_base
-from goldenenv.images.build import STEP, Built, build
+from goldenenv.images.build import STEP, Built, build, builder_images, remove_builders
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import IMAGES, Lock, load
 
@@ -90,7 +93,7 @@ class RecordingClient:
 def cleanup(client: docker.DockerClient, tags: list[str], created: list[str]) -> list[str]:
     """Remove this run's tags, then its untagged intermediate images that nothing else builds on."""
     problems = []
-    for tag in tags:
+    for tag in tags:  # the images' tags, then the builder stages their builds kept
         try:
             client.images.remove(tag)
         except ImageNotFound:
@@ -155,12 +158,33 @@ def bump_for(image: str, lock: Lock) -> tuple[str, Callable[[dict], None]]:
 
 # --- measurements ---
 
-def sizes(client: docker.DockerClient, tag: str) -> tuple[float, float, str]:
+def sizes(client: docker.DockerClient, tag: str, largest: int = 3) -> dict:
     image = client.images.get(tag)
-    layers = [h for h in client.api.history(tag) if h.get("Size", 0) > 0]
-    largest = max(layers, key=lambda h: h["Size"])
-    created_by = re.sub(r"^/bin/sh -c (#\(nop\) )?", "", largest.get("CreatedBy", "")).strip()
-    return image.attrs["Size"] / MB, largest["Size"] / MB, created_by[:40]
+    started = time.monotonic()
+    compressed = size.compressed_bytes(client, tag)
+    return {"bytes": size.uncompressed_bytes(image), "gz": compressed, "gz_s": time.monotonic() - started,
+            "layers": size.largest_layers(image, largest)}
+
+
+def dangling_of(client: docker.DockerClient, ancestor: str) -> list[str]:
+    """Dangling images built on `ancestor` (an image of this run): what a build left untagged."""
+    found = []
+    for image in client.images.list(filters={"dangling": True}):
+        parent = image.id
+        while parent and parent != ancestor:
+            parent = client.api.inspect_image(parent).get("Parent")
+        if parent == ancestor:
+            found.append(image.id)
+    return found
+
+
+def builder_cache(client: docker.DockerClient, name: str, tag: str) -> int:
+    """Bytes the kept builder stages of `name` hold beyond the layers of image `tag` (what clearing them frees)."""
+    steps = {entry["Id"]: entry.get("Size", 0) for kept in builder_images(client, name)
+             for entry in client.api.history(kept)}
+    for entry in client.api.history(tag):
+        steps.pop(entry["Id"], None)
+    return sum(steps.values())
 
 
 def bench_base(client: docker.DockerClient, lock: Lock) -> float:

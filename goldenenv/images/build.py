@@ -1,15 +1,24 @@
-"""Build a golden image from its lock with the Docker SDK: compatibility first, then the build."""
+"""Build a golden image from its lock with the Docker SDK: compatibility first, then the build.
+
+The classic builder keeps each stage of a multi-stage build as an image: the builder stages' images are the
+layer cache that makes a rebuild after a one-pin bump fast, but left untagged they pile up as dangling images
+(a cpu-dev build leaves ~2 GB). So every stage but the last is tagged `goldenenv-builder/<lock name>:<stage>`:
+each lock keeps the stages of its latest build, the images they replace are removed, and a failed build
+leaves no half-built stage behind. `remove_builders` (or CLEAR_BUILDERS) frees that cache.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+from docker.errors import APIError, ImageNotFound
 
 from goldenenv import compat
 from goldenenv.images import dockerfile
@@ -18,6 +27,13 @@ from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import Lock
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+FROM = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
+NEW_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
+BUILDERS = "goldenenv-builder"
+"""Repository of the kept stages: goldenenv-builder/<lock name>:<stage>."""
+CLEAR_BUILDERS = (f"docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' '{BUILDERS}/*' "
+                  "| xargs -r docker image rm")
+"""The one command that frees every lock's builder cache (the next build of each image starts cold)."""
 
 
 class BuildError(RuntimeError):
@@ -35,6 +51,8 @@ class Built:
     seconds: float
     cached_steps: int
     steps: int
+    stages: dict[str, str] = field(default_factory=dict)
+    """Image id of every stage but the last, each kept as goldenenv-builder/<name>:<stage>."""
 
 
 def refusals(lock: Lock, options: BuildOptions) -> list[str]:
@@ -60,34 +78,143 @@ def build(lock: Lock, options: BuildOptions = BuildOptions(), client: docker.Doc
     base_ref = ensure_base(client, lock.base, options.apt_mirror, log)
     with tempfile.TemporaryDirectory(prefix=f"goldenenv-{lock.name}-") as tmp:
         context = dockerfile.write_context(lock, base_ref, options, Path(tmp))
-        image_id, cached, steps = _stream(client, context, lock.tag, dockerfile.build_args(options), on_step,
-                                        nocache)
-    return Built(lock.tag, image_id, time.monotonic() - started, cached, steps)
+        built = build_context(client, context, lock.tag, lock.name, dockerfile.build_args(options), on_step, log,
+                              nocache)
+    return dataclasses.replace(built, seconds=time.monotonic() - started)
 
 
-def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step,
-            nocache: bool = False) -> tuple[str, int, int]:
+def build_context(client: docker.DockerClient, context: Path, tag: str, name: str,
+                  buildargs: dict[str, str] | None = None,
+                  on_step: Callable[[int, int, str], None] = lambda n, total, text: None,
+                  log: Callable[[str], None] = print, nocache: bool = False) -> Built:
+    """Build context/Dockerfile as `tag`, keeping its earlier stages as `name`'s builder cache."""
+    started = time.monotonic()
+    names = stages((context / "Dockerfile").read_text())
+    replaced = _image_id(client, tag)
+    progress = _Progress()
+    try:
+        image_id = _stream(client, context, tag, buildargs or {}, on_step, nocache, progress)
+    except BuildError:
+        _keep_stages(client, name, names, progress.stage_ids, log, complete=False)
+        _remove_if_dangling(client, progress.last_id, log)  # the failed stage's steps so far, unless kept
+        raise
+    kept = _keep_stages(client, name, names, progress.stage_ids, log, complete=True)
+    if replaced and replaced != image_id:
+        _remove_if_dangling(client, replaced, log)
+    return Built(tag, image_id, time.monotonic() - started, progress.cached, progress.steps, kept)
+
+
+def builder_images(client: docker.DockerClient, name: str | None = None) -> list[str]:
+    """Tags of the kept builder stages, of one lock or of all."""
+    pattern = f"{BUILDERS}/{name}" if name else f"{BUILDERS}/*"
+    return sorted(t for image in client.images.list(name=pattern) for t in image.tags
+                  if t.startswith(f"{BUILDERS}/"))
+
+
+def remove_builders(client: docker.DockerClient, name: str | None = None) -> list[str]:
+    """Free the builder cache of one lock (or all): the same as CLEAR_BUILDERS; built images stay."""
+    tags = builder_images(client, name)
+    for tag in tags:
+        try:
+            client.images.remove(tag)
+        except ImageNotFound:
+            pass
+    return tags
+
+
+@dataclass
+class _Progress:
+    stage_ids: list[str | None] = field(default_factory=list)
+    """Image of each stage begun so far, in Dockerfile order; None until the stage has produced one."""
+    last_id: str | None = None
+    """Image of the last step that completed."""
+    cached: int = 0
+    steps: int = 0
+
+
+def stages(text: str) -> list[str]:
+    """The name of each stage of a Dockerfile; an unnamed stage is named by its index, as Docker does."""
+    found: list[str] = []
+    for line in text.splitlines():
+        match = FROM.match(line.strip())
+        if match:
+            found.append((match.group(2) or str(len(found))).lower())
+    return found
+
+
+def _keep_stages(client, name: str, names: list[str], stage_ids: list[str | None], log,
+                 complete: bool) -> dict[str, str]:
+    """Tag every finished stage but the last as name's builder cache; drop the images those tags replace.
+
+    After a complete build, tags of stages the Dockerfile no longer has are removed as well.
+    """
+    repository = f"{BUILDERS}/{name}"
+    before = {t.split(":", 1)[1]: _image_id(client, t) for t in builder_images(client, name)
+              if t.startswith(repository + ":")}
+    kept = {stage: image_id for stage, image_id in zip(names[:-1], stage_ids) if image_id}
+    for stage, image_id in kept.items():
+        client.api.tag(image_id, repository, stage)
+    if complete:
+        for stage in set(before) - set(kept):
+            client.images.remove(f"{repository}:{stage}")
+    for old in {i for s, i in before.items() if i and kept.get(s) != i}:
+        _remove_if_dangling(client, old, log)
+    return kept
+
+
+def _image_id(client, ref: str | None) -> str | None:
+    try:
+        return client.images.get(ref).id if ref else None
+    except ImageNotFound:
+        return None
+
+
+def _remove_if_dangling(client, image_id: str | None, log) -> None:
+    """Remove an untagged image and its untagged parents; the engine refuses while an image or container uses it."""
+    if not image_id:
+        return
+    try:
+        if client.images.get(image_id).tags:
+            return
+        client.images.remove(image_id)
+    except ImageNotFound:
+        pass
+    except APIError as e:
+        if e.status_code != 409:  # 409: another image or a container still uses it, so it is not a leftover
+            log(f"could not remove {image_id[:19]}: {e.explanation}")
+
+
+def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step, nocache: bool,
+            progress: _Progress) -> str:
     step_log: list[str] = []
     current = ""
-    cached = total = 0
     image_id = None
     for chunk in client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
                                   buildargs=buildargs, nocache=nocache):
         if "error" in chunk:
             raise BuildError(f"build of {tag} failed at {current or 'start'}: {chunk['error'].strip()}",
                              "".join(step_log))
+        if "aux" in chunk and "ID" in chunk["aux"]:  # the engine reports each stage's image when it ends
+            image_id = chunk["aux"]["ID"]
+            if progress.stage_ids:
+                progress.stage_ids[-1] = image_id
         text = chunk.get("stream", "")
         match = STEP.match(text)
         if match:
-            current, total = match.group(0).strip(), int(match.group(2))
+            current, progress.steps = match.group(0).strip(), int(match.group(2))
             step_log = [text]
-            on_step(int(match.group(1)), total, match.group(3).strip())
+            if FROM.match(match.group(3).strip()):
+                if progress.stage_ids and progress.stage_ids[-1] is None:
+                    progress.stage_ids[-1] = progress.last_id  # the stage's last step made its image
+                progress.stage_ids.append(None)
+            on_step(int(match.group(1)), progress.steps, match.group(3).strip())
             continue
         step_log.append(text)
         if "Using cache" in text:
-            cached += 1
-        if "aux" in chunk and "ID" in chunk["aux"]:
-            image_id = chunk["aux"]["ID"]
+            progress.cached += 1
+        new = NEW_IMAGE.match(text)
+        if new:
+            progress.last_id = new.group(1)
     if image_id is None:
         image_id = client.images.get(tag).id
-    return image_id, cached, total
+    return image_id

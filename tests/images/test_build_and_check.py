@@ -4,29 +4,61 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from docker.errors import ImageNotFound
 
 from goldenenv.checks.expectations import expectations
 from goldenenv.checks.run import check_image
 from goldenenv.images import pin
 from goldenenv.images.base import bootstrap_tag
-from goldenenv.images.build import BuildError, build
-from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.images.build import BUILDERS, CLEAR_BUILDERS, BuildError, build, build_context, builder_images
+from goldenenv.images.dockerfile import BuildOptions, dockerfile
 from goldenenv.images.lock import IMAGES, load
+from goldenenv.images.size import compressed_bytes, largest_layers, uncompressed_bytes
 
+STAGES = """FROM scratch AS os
+COPY os.txt /
+FROM os AS pip
+COPY pip.txt /
+FROM pip AS layer-project
+COPY project.txt /
+FROM os AS image
+COPY --from=layer-project /project.txt /
+"""
+"""The shape of the golden Dockerfile in miniature: builder stages on an OS stage, copied into the image."""
 
 
 @pytest.fixture(scope="session")
-def cpu_dev(client):
+def dangling_before(client) -> set[str]:
+    """Dangling images the shared engine already had before this session built anything."""
+    return {image.id for image in client.images.list(filters={"dangling": True})}
+
+
+@pytest.fixture(scope="session")
+def cpu_dev(client, dangling_before):
     return build(load("cpu-dev"), BuildOptions.from_environment(), client)
 
 
 @pytest.fixture(scope="session")
-def cuda_slim(client):
+def cuda_slim(client, dangling_before):
     return build(load("cuda-slim"), BuildOptions.from_environment(), client)
+
+
+def dangling_on(client, ancestor: str, known: set[str] = frozenset()) -> list[str]:
+    """Dangling images (`docker images -f dangling=true`) built on `ancestor`, leaving out `known` ones."""
+    found = []
+    for image in client.images.list(filters={"dangling": True}):
+        parent = image.id
+        while parent and parent != ancestor:
+            parent = client.api.inspect_image(parent).get("Parent")
+        if parent and image.id not in known:
+            found.append(image.id)
+    return found
 
 
 def copy_lock(name: str, tmp_path: Path) -> Path:
@@ -88,6 +120,10 @@ def test_rebuild_after_bumping_one_project_pin_reuses_every_earlier_layer(client
 
     rebuilt = build(bumped, options, client)
     try:
+        assert rebuilt.stages["layer-torch"] == cpu_dev.stages["layer-torch"]
+        if rebuilt.stages["layer-project"] != cpu_dev.stages["layer-project"]:
+            with pytest.raises(ImageNotFound):  # the replaced builder stage is removed, not left dangling
+                client.images.get(cpu_dev.stages["layer-project"])
         before = client.images.get(cpu_dev.tag).attrs["RootFS"]["Layers"]
         after = client.images.get(rebuilt.tag).attrs["RootFS"]["Layers"]
         shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), len(before))
@@ -109,3 +145,77 @@ def test_a_failing_step_is_reported_with_its_log(client, cpu_dev, tmp_path):
         build(load("cpu-dev", lock_file.parent.parent), BuildOptions.from_environment(), client)
     assert "requirements-project.txt" in str(caught.value)
     assert "DO NOT MATCH THE HASHES" in caught.value.log
+
+
+def test_builds_keep_their_builder_stages_tagged_and_leave_no_dangling_image(client, cpu_dev, dangling_before):
+    """Runs after this file's other cpu-dev builds (the pin bump, the failing step): none may leave leftovers."""
+    kept = builder_images(client, "cpu-dev")
+    assert kept == [f"{BUILDERS}/cpu-dev:{stage}" for stage in ("layer-project", "layer-torch", "os", "pip")]
+    os_stage = client.images.get(f"{BUILDERS}/cpu-dev:os").id
+    assert dangling_on(client, os_stage, dangling_before) == []
+
+
+def test_a_rebuild_moves_the_builder_cache_and_one_command_clears_it(client, tmp_path):
+    name = f"test-stages-{uuid.uuid4().hex[:8]}"
+    for part in ("os", "pip", "project"):
+        (tmp_path / f"{part}.txt").write_text(part)
+    (tmp_path / "Dockerfile").write_text(STAGES)
+    tags = [f"goldenenv/{name}:first", f"goldenenv/{name}:bumped"]
+    try:
+        first = build_context(client, tmp_path, tags[0], name)
+        (tmp_path / "project.txt").write_text("project, bumped")
+        bumped = build_context(client, tmp_path, tags[1], name)
+        assert bumped.cached_steps == 2 and bumped.stages["pip"] == first.stages["pip"]
+        assert {t: client.images.get(t).id for t in builder_images(client, name)} == {
+            f"{BUILDERS}/{name}:{stage}": bumped.stages[stage] for stage in ("os", "pip", "layer-project")}
+        with pytest.raises(ImageNotFound):
+            client.images.get(first.stages["layer-project"])
+
+        (tmp_path / "project.txt").write_text("project, bumped twice")
+        (tmp_path / "Dockerfile").write_text(STAGES.replace("COPY project.txt /", "COPY project.txt /\nCOPY gone /"))
+        with pytest.raises(BuildError, match="gone"):
+            build_context(client, tmp_path, f"goldenenv/{name}:failed", name)
+        assert dangling_on(client, first.stages["os"]) == [], "a failed step leaves no half-built stage"
+
+        clear = CLEAR_BUILDERS.replace(f"'{BUILDERS}/*'", f"{BUILDERS}/{name}")  # the README's command, one lock
+        assert clear != CLEAR_BUILDERS
+        subprocess.run(clear, shell=True, check=True, capture_output=True)
+        assert builder_images(client, name) == []
+        with pytest.raises(ImageNotFound):
+            client.images.get(bumped.stages["layer-project"])
+        assert client.images.get(tags[1]).id == bumped.image_id, "built images stay"
+        assert dangling_on(client, first.stages["os"]) == []
+    finally:
+        for tag in [*builder_images(client, name), *tags]:
+            try:
+                client.images.remove(tag)
+            except ImageNotFound:
+                pass
+
+
+def test_compressed_size_is_what_docker_save_through_gzip_1_gives(client, tmp_path):
+    (tmp_path / "zeros").write_bytes(bytes(4_000_000))
+    (tmp_path / "text").write_text("goldenenv " * 200_000)
+    text = "FROM scratch\nCOPY zeros /zeros\nCOPY text /text\n"
+    (tmp_path / "Dockerfile").write_text(text)
+    image, _ = client.images.build(path=str(tmp_path), tag=f"goldenenv-test/size:{uuid.uuid4().hex[:8]}", rm=True)
+    tag = image.tags[0]
+    try:
+        piped = subprocess.run(f"docker save {tag} | gzip -1 | wc -c", shell=True, check=True,
+                               capture_output=True, text=True)
+        expected = int(piped.stdout)
+        measured = compressed_bytes(client, tag)
+        assert abs(measured - expected) <= 0.02 * expected, (measured, expected)
+        assert uncompressed_bytes(client.images.get(tag)) == 4_000_000 + 2_000_000
+        assert measured < 200_000, "zeros and repeated text compress well"
+        assert [(layer.size, layer.step) for layer in largest_layers(client.images.get(tag), 1, text)] == [
+            (4_000_000, "COPY zeros /zeros")]
+    finally:
+        client.images.remove(tag)
+
+
+def test_the_largest_layers_of_cpu_dev_are_named_by_their_dockerfile_lines(client, cpu_dev):
+    text = dockerfile(load("cpu-dev"), "base:ref")
+    layers = largest_layers(client.images.get(cpu_dev.tag), 2, text)
+    assert layers[0].step == "COPY --from=layer-torch /opt/layer/ /opt/venv/", layers
+    assert layers[0].size > layers[1].size > 0

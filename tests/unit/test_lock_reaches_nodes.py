@@ -123,7 +123,8 @@ def test_pulumi_up_run_directly_refuses_an_incompatible_lock(monkeypatch, tmp_pa
     monkeypatch.setattr(stackconfig, "from_pulumi", lambda: spec)
     with pytest.raises(pulumi.RunError, match="(?s)does not fit the nodes.*gpu-arch-missing.*sm_80"):
         program.refuse_incompatible()
-    monkeypatch.setattr(stackconfig, "from_pulumi", lambda: plan("aws-p4d-4node-spot").spec)
+    shipped = plan("aws-p4d-4node-spot").spec
+    monkeypatch.setattr(stackconfig, "from_pulumi", lambda: shipped)
     program.refuse_incompatible()
 
 
