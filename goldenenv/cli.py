@@ -100,13 +100,14 @@ def show_plan(p: Plan) -> None:
 
 def _show_cold_start(cold) -> None:
     terms = " + ".join(f"{t.name} {t.seconds:.0f} s" for t in cold.terms)
-    dominant = f"; {cold.dominant.name} dominates" if cold.dominant else ""
+    total = f"{'at least ' if cold.missing else ''}{cold.seconds / 60:.1f} min"
+    dominant = f"; {cold.dominant.name} dominates" if cold.dominant and not cold.missing else ""
     target = ""
     if cold.target_seconds is not None:
-        verdict = {True: "within", False: "over", None: "not judged against"}[cold.meets_target]
+        verdict = {True: "within", False: "over", None: "not yet judged against"}[cold.meets_target]
         target = f"; {verdict} the {cold.target_seconds / 60:g}-minute target"
-    console.print(f"[bold]cold start[/] (modelled, running → torchrun-ready): {terms} = {cold.seconds / 60:.1f} min"
-                  f"{dominant}{target}", highlight=False)
+    console.print(f"[bold]cold start[/] (modelled, running → torchrun-ready): {terms} = {total}{dominant}{target}",
+                  highlight=False)
     for t in cold.terms:
         console.print(f"  {t.name}: {escape(t.how)}", highlight=False)
     for m in cold.missing:

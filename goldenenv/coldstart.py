@@ -44,7 +44,7 @@ class ColdStart:
         return {
             "seconds": round(self.seconds, 1),
             "terms": [{"term": t.name, "seconds": round(t.seconds, 1), "how": t.how} for t in self.terms],
-            "dominant": self.dominant.name if self.dominant else None,
+            "dominant": self.dominant.name if self.dominant and not self.missing else None,
             "targetSeconds": self.target_seconds,
             "meetsTarget": self.meets_target,
             "missing": list(self.missing),

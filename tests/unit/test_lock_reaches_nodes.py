@@ -185,12 +185,28 @@ def test_an_image_pushed_for_an_older_lock_is_not_pulled(monkeypatch, tmp_path):
     assert plan("aws-p5-2node").outputs.get("imageRef") is None
 
 
-def test_plan_models_the_cold_start_and_names_the_dominant_term():
-    result = runner.invoke(app, ["plan", "-s", "aws-p5-2node", "--json"])
-    cold = json.loads(result.output)["coldStart"]
+def test_plan_models_the_cold_start_and_names_the_dominant_term(monkeypatch, tmp_path):
+    shutil.copytree(image_lock.IMAGES / "aws-h100", tmp_path / "aws-h100")
+    monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
+    lock = image_lock.load("aws-h100")
+    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('aws-p5-2node', 'aws-h100')}"
+    pushed = 4 * 10**9
+    publish.record(lock, publish.Published(repository, DIGEST, lock.content_hash, "2026-11-30T00:00:00+00:00", pushed))
+    config = config_of("aws-p5-2node")
+    config["goldenenv:storage"]["parallelFs"]["enabled"] = False
+    cold = plan_config("aws-p5-2node", config).cold_start.to_json()
     terms = catalog.cold_start_terms("aws")
-    boot = next(t for t in cold["terms"] if t["term"] == "boot")
-    assert boot["seconds"] == terms["boot_to_cloud_init_s"].value
+    by_name = {t["term"]: t["seconds"] for t in cold["terms"]}
+    assert by_name["boot"] == terms["boot_to_cloud_init_s"].value
+    assert by_name["pull"] == pytest.approx(pushed / (terms["ecr_pull_mbytes_per_s_low"].value * 1e6), abs=0.1)
+    assert cold["missing"] == [] and cold["dominant"] == "pull"
     assert cold["targetSeconds"] == terms["target_cold_start_s"].value
-    assert cold["dominant"] == max(cold["terms"], key=lambda t: t["seconds"])["term"]
-    assert cold["seconds"] == pytest.approx(sum(t["seconds"] for t in cold["terms"]), abs=0.2)
+    assert cold["meetsTarget"] is (cold["seconds"] <= cold["targetSeconds"])
+
+
+def test_an_incomplete_cold_start_claims_no_dominant_term(monkeypatch, tmp_path):
+    monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
+    result = runner.invoke(app, ["plan", "-s", "aws-p5-2node"], env={"COLUMNS": "250"})
+    assert "cold start (modelled, running → torchrun-ready): boot" in result.output
+    assert "= at least" in result.output and "dominates" not in result.output
+    assert "not counted: image pull" in result.output
