@@ -485,6 +485,18 @@ def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_UR
     console.print(f"built {built.tag} in {built.seconds:.0f} s ({built.cached_steps}/{built.steps} steps cached)")
 
 
+@image_app.command("prune")
+def image_prune(name: str = typer.Argument(None, help="One image's builder cache; all images when omitted.")) -> None:
+    """Free the builder stages kept as layer cache (goldenenv-builder/NAME:STAGE); built images stay."""
+    import docker
+
+    from goldenenv.images.build import remove_builders
+
+    removed = remove_builders(docker.from_env(), name)
+    console.print(f"removed {len(removed)} builder stages" + (f" of {name}" if name else "")
+                  + "; the next build of each starts cold", highlight=False)
+
+
 @image_app.command("push")
 def image_push(
     name: str,

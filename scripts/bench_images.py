@@ -40,8 +40,8 @@ from docker.errors import APIError, ImageNotFound
 
 from goldenenv.images import pin, size
 from goldenenv.images.base import bootstrap, ensure_base
-from goldenenv.images.build import STEP, Built, build, builder_images, remove_builders
-from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.images.build import STEP, Built, build, builder_images
+from goldenenv.images.dockerfile import BuildOptions, dockerfile
 from goldenenv.images.lock import IMAGES, Lock, load
 
 MB = 1e6
@@ -90,10 +90,11 @@ class RecordingClient:
         return getattr(self._client, name)
 
 
-def cleanup(client: docker.DockerClient, tags: list[str], created: list[str]) -> list[str]:
-    """Remove this run's tags, then its untagged intermediate images that nothing else builds on."""
+def cleanup(client: docker.DockerClient, tags: list[str], created: list[str], name: str) -> list[str]:
+    """Remove this run's tags and the builder stages kept for `name`, then its untagged intermediate images
+    that nothing else builds on."""
     problems = []
-    for tag in tags:  # the images' tags, then the builder stages their builds kept
+    for tag in [*tags, *builder_images(client, name)]:
         try:
             client.images.remove(tag)
         except ImageNotFound:
@@ -158,12 +159,13 @@ def bump_for(image: str, lock: Lock) -> tuple[str, Callable[[dict], None]]:
 
 # --- measurements ---
 
-def sizes(client: docker.DockerClient, tag: str, largest: int = 3) -> dict:
+def sizes(client: docker.DockerClient, tag: str, text: str, largest: int = 3) -> dict:
+    """Uncompressed and `docker save | gzip -1` bytes, and the largest layers named by their Dockerfile lines."""
     image = client.images.get(tag)
     started = time.monotonic()
     compressed = size.compressed_bytes(client, tag)
     return {"bytes": size.uncompressed_bytes(image), "gz": compressed, "gz_s": time.monotonic() - started,
-            "layers": size.largest_layers(image, largest)}
+            "layers": size.largest_layers(image, largest, text)}
 
 
 def dangling_of(client: docker.DockerClient, ancestor: str) -> list[str]:
@@ -212,7 +214,7 @@ def bench_image(client: docker.DockerClient, image: str, options: BuildOptions, 
     try:
         cold = build(lock, options, recorder, log=quiet, nocache=True)
         noop = build(lock, options, recorder, log=quiet)
-        size, largest, largest_by = sizes(client, lock.tag)
+        measured = sizes(client, lock.tag, dockerfile(lock, "base:ref"))
         label, edit = bump_for(image, real)
         pin_started = time.monotonic()
         bumped = scratch_lock(image, bench_name, root / "bumped", edit, repin=True, options=options)
@@ -223,12 +225,16 @@ def bench_image(client: docker.DockerClient, image: str, options: BuildOptions, 
         from_steps = sum(1 for _, text, _ in run_steps if text.upper().startswith("FROM "))
         first_miss = next((f"step {n}: {text}" for n, text, hit in run_steps
                            if not hit and not text.upper().startswith("FROM ")), "none")
+        cache = builder_cache(client, bench_name, bumped.tag)
+        left = dangling_of(client, next(iter(cold.stages.values())))  # built on this run's first stage
+        kept = len(builder_images(client, bench_name))
     finally:
-        problems = cleanup(client, tags, recorder.created)
+        problems = cleanup(client, tags, recorder.created, bench_name)
         for p in problems:
             print(f"  cleanup: {p}", file=sys.stderr)
     return {"image": image, "cold": cold, "noop": noop, "rebuilt": rebuilt, "bump": label,
-            "pin_s": pin_seconds, "from_steps": from_steps, "first_miss": first_miss, "size": size, "largest": largest, "largest_by": largest_by}
+            "pin_s": pin_seconds, "from_steps": from_steps, "first_miss": first_miss, **measured,
+            "builder_cache": cache, "builders_kept": kept, "dangling": len(left)}
 
 
 def ratio(a: float, b: float) -> str:
@@ -264,21 +270,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"base bootstrap ({b.distro} {b.release}, debootstrap + import, scratch tag): {base_s:.1f}s"
               + "".join(f" = {ratio(base_s, r['cold'].seconds)} of {r['image']} cold" for r in rows))
     header = (f"{'image':<10} {'cold s':>7} {'cached':>6} {'noop s':>7} {'noop/cold':>9} {'cached':>6} "
-              f"{'bump':<22} {'pin s':>6} {'rebuild s':>9} {'reb/cold':>8} {'cached':>6} "
-              f"{'size MB':>8} {'largest MB':>10} {'largest%':>8}")
+              f"{'bump':<22} {'pin s':>6} {'rebuild s':>9} {'reb/cold':>8} {'cached':>6}")
     print(header)
     for r in rows:
         c, n, b = r["cold"], r["noop"], r["rebuilt"]
         print(f"{r['image']:<10} {c.seconds:>7.1f} {steps(c):>6} {n.seconds:>7.1f} {ratio(n.seconds, c.seconds):>9} "
               f"{steps(n):>6} {r['bump']:<22} {r['pin_s']:>6.1f} {b.seconds:>9.1f} "
-              f"{ratio(b.seconds, c.seconds):>8} {steps(b):>6} {r['size']:>8.0f} {r['largest']:>10.0f} "
-              f"{100 * r['largest'] / r['size']:>7.0f}%")
+              f"{ratio(b.seconds, c.seconds):>8} {steps(b):>6}")
     for r in rows:
         print(f"  {r['image']}: {r['rebuilt'].steps} steps, {r['from_steps']} of them FROM "
               f"(never 'Using cache'); bump rebuild's first uncached {r['first_miss'][:70]}")
-        print(f"  {r['image']}: largest layer {r['largest_by']}")
+    print(f"{'image':<10} {'size MB':>8} {'gzip-1 MB':>9} {'ratio':>6} {'gzip s':>6} "
+          f"{'builder cache MB':>16} {'kept':>4} {'dangling':>8}")
+    for r in rows:
+        print(f"{r['image']:<10} {r['bytes'] / MB:>8.0f} {r['gz'] / MB:>9.0f} {ratio(r['bytes'], r['gz']):>6} "
+              f"{r['gz_s']:>6.1f} {r['builder_cache'] / MB:>16.0f} {r['builders_kept']:>4} {r['dangling']:>8}")
+    for r in rows:
+        for i, layer in enumerate(r["layers"], 1):
+            print(f"  {r['image']} largest layer {i}: {layer.size / MB:>7.0f} MB "
+                  f"({100 * layer.size / r['bytes']:.0f}%) {layer.step[:90]}")
     print(f"total {time.monotonic() - started:.0f}s (cached = steps 'Using cache' / steps; pin s = re-pin, "
-          "not in rebuild s)")
+          "not in rebuild s; size = uncompressed, as `docker images`; gzip-1 = `docker save | gzip -1`, streamed "
+          "through zlib level 1; ratio = size / gzip-1; builder cache = bytes the kept builder stages "
+          "(goldenenv-builder/<name>:<stage>, 'kept' of them) hold beyond the image; dangling = untagged images "
+          "the three builds left)")
     return 0
 
 

@@ -3,8 +3,9 @@
 The classic builder keeps each stage of a multi-stage build as an image: the builder stages' images are the
 layer cache that makes a rebuild after a one-pin bump fast, but left untagged they pile up as dangling images
 (a cpu-dev build leaves ~2 GB). So every stage but the last is tagged `goldenenv-builder/<lock name>:<stage>`:
-each lock keeps the stages of its latest build, the images they replace are removed, and a failed build
-leaves no half-built stage behind. `remove_builders` (or CLEAR_BUILDERS) frees that cache.
+each lock keeps the stages of its latest build, the images they replace are removed (so is the image a
+rebuilt tag used to name, when nothing uses it), and a failed build leaves no half-built stage behind.
+`remove_builders` (or CLEAR_BUILDERS) frees that cache.
 """
 
 from __future__ import annotations
@@ -106,20 +107,31 @@ def build_context(client: docker.DockerClient, context: Path, tag: str, name: st
 
 def builder_images(client: docker.DockerClient, name: str | None = None) -> list[str]:
     """Tags of the kept builder stages, of one lock or of all."""
-    pattern = f"{BUILDERS}/{name}" if name else f"{BUILDERS}/*"
-    return sorted(t for image in client.images.list(name=pattern) for t in image.tags
-                  if t.startswith(f"{BUILDERS}/"))
+    pattern, prefix = (f"{BUILDERS}/{name}", f"{BUILDERS}/{name}:") if name else (f"{BUILDERS}/*", f"{BUILDERS}/")
+    return sorted(t for image in client.images.list(name=pattern) for t in image.tags if t.startswith(prefix))
 
 
 def remove_builders(client: docker.DockerClient, name: str | None = None) -> list[str]:
-    """Free the builder cache of one lock (or all): the same as CLEAR_BUILDERS; built images stay."""
-    tags = builder_images(client, name)
+    """Free the builder cache of one lock (or all, as CLEAR_BUILDERS does); built images stay."""
+    return _untag(client, builder_images(client, name))
+
+
+def _untag(client, tags: list[str]) -> list[str]:
+    """Remove the tags; an image left with none goes too, with its untagged parents that nothing else uses.
+
+    A tag a container still runs from stays (the engine answers 409); the tags removed are returned.
+    """
+    removed = []
     for tag in tags:
         try:
             client.images.remove(tag)
+            removed.append(tag)
         except ImageNotFound:
             pass
-    return tags
+        except APIError as e:
+            if e.status_code != 409:
+                raise
+    return removed
 
 
 @dataclass
@@ -149,14 +161,12 @@ def _keep_stages(client, name: str, names: list[str], stage_ids: list[str | None
     After a complete build, tags of stages the Dockerfile no longer has are removed as well.
     """
     repository = f"{BUILDERS}/{name}"
-    before = {t.split(":", 1)[1]: _image_id(client, t) for t in builder_images(client, name)
-              if t.startswith(repository + ":")}
+    before = {t.split(":", 1)[1]: _image_id(client, t) for t in builder_images(client, name)}
     kept = {stage: image_id for stage, image_id in zip(names[:-1], stage_ids) if image_id}
     for stage, image_id in kept.items():
         client.api.tag(image_id, repository, stage)
     if complete:
-        for stage in set(before) - set(kept):
-            client.images.remove(f"{repository}:{stage}")
+        _untag(client, [f"{repository}:{stage}" for stage in sorted(set(before) - set(kept))])
     for old in {i for s, i in before.items() if i and kept.get(s) != i}:
         _remove_if_dangling(client, old, log)
     return kept

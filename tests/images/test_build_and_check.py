@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -194,22 +195,22 @@ def test_a_rebuild_moves_the_builder_cache_and_one_command_clears_it(client, tmp
 
 
 def test_compressed_size_is_what_docker_save_through_gzip_1_gives(client, tmp_path):
-    (tmp_path / "zeros").write_bytes(bytes(4_000_000))
-    (tmp_path / "text").write_text("goldenenv " * 200_000)
-    text = "FROM scratch\nCOPY zeros /zeros\nCOPY text /text\n"
+    (tmp_path / "random").write_bytes(os.urandom(3_000_000))
+    (tmp_path / "zeros").write_bytes(bytes(1_000_000))
+    text = "FROM scratch\nCOPY random /random\nCOPY zeros /zeros\n"
     (tmp_path / "Dockerfile").write_text(text)
     image, _ = client.images.build(path=str(tmp_path), tag=f"goldenenv-test/size:{uuid.uuid4().hex[:8]}", rm=True)
     tag = image.tags[0]
     try:
         piped = subprocess.run(f"docker save {tag} | gzip -1 | wc -c", shell=True, check=True,
                                capture_output=True, text=True)
-        expected = int(piped.stdout)
         measured = compressed_bytes(client, tag)
-        assert abs(measured - expected) <= 0.02 * expected, (measured, expected)
-        assert uncompressed_bytes(client.images.get(tag)) == 4_000_000 + 2_000_000
-        assert measured < 200_000, "zeros and repeated text compress well"
-        assert [(layer.size, layer.step) for layer in largest_layers(client.images.get(tag), 1, text)] == [
-            (4_000_000, "COPY zeros /zeros")]
+        # zlib's level 1 is not GNU gzip's byte for byte; on real images they differ by well under 1 %
+        assert abs(measured - int(piped.stdout)) <= 0.01 * int(piped.stdout), (measured, piped.stdout)
+        assert uncompressed_bytes(client.images.get(tag)) == 4_000_000
+        assert 3_000_000 < measured < 3_100_000, "random bytes stay, zeros compress away"
+        assert [(layer.size, layer.step) for layer in largest_layers(client.images.get(tag), 2, text)] == [
+            (3_000_000, "COPY random /random"), (1_000_000, "COPY zeros /zeros")]
     finally:
         client.images.remove(tag)
 

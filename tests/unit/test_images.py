@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from goldenenv import compat
 from goldenenv.checks.expectations import expectations
-from goldenenv.images import dockerfile
+from goldenenv.images import build, dockerfile, size
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import GROUPS, IMAGES, Lock, load, names, release_of
 from goldenenv.spec import ConfigError
@@ -168,3 +170,48 @@ def test_an_unlocked_package_or_root_user_is_caught():
     problems = {e.id: e.verify(probe) for e in expectations(load("cpu-dev"))}
     assert "requests" in problems["no-unlocked-packages"]
     assert "root" in problems["non-root-user"]
+
+
+def test_every_stage_before_the_image_stage_is_kept_as_builder_cache():
+    text = dockerfile.dockerfile(load("cpu-dev"), "base:ref")
+    assert build.stages(text) == ["os", "pip", "layer-torch", "layer-project", "image"]
+
+
+def test_compressed_bytes_are_counted_on_the_stream_as_gzip_level_1():
+    data = b"goldenenv " * 50_000 + bytes(range(256)) * 400
+    chunks = (data[i:i + 4096] for i in range(0, len(data), 4096))
+    assert size.gzip_bytes(chunks) == len(gzip.compress(data, compresslevel=1, mtime=0))
+
+
+MINI_DOCKERFILE = """FROM base:ref AS os
+ARG APT_MIRROR=
+RUN apt-get update && apt-get install -y procps \\
+ && rm -rf /var/lib/apt/lists/*
+FROM os AS layer-torch
+RUN pip install --prefix /opt/layer torch
+FROM os AS image
+COPY --from=layer-torch /opt/layer/ /opt/venv/
+ENV GOLDENENV_IMAGE=mini
+"""
+MINI_HISTORY = [  # newest first, as the engine answers `docker history`
+    {"CreatedBy": "/bin/sh -c #(nop)  ENV GOLDENENV_IMAGE=mini", "Size": 0, "Comment": ""},
+    {"CreatedBy": "/bin/sh -c #(nop) COPY dir:8d1c0e in /opt/venv/ ", "Size": 700_000_000, "Comment": ""},
+    {"CreatedBy": "|1 APT_MIRROR= /bin/sh -c apt-get update && apt-get install -y procps  && rm -rf "
+                  "/var/lib/apt/lists/*", "Size": 5_000_000, "Comment": ""},
+    {"CreatedBy": "/bin/sh -c #(nop)  ARG APT_MIRROR=", "Size": 0, "Comment": ""},
+    {"CreatedBy": "", "Size": 170_000_000, "Comment": "Imported from -"},
+]
+
+
+def test_largest_layers_name_the_dockerfile_step_that_made_them():
+    image = SimpleNamespace(history=lambda: MINI_HISTORY)
+    assert [(layer.size, layer.step) for layer in size.largest_layers(image, 2)] == [
+        (700_000_000, "COPY dir:8d1c0e in /opt/venv/"), (170_000_000, "(base) Imported from -")]
+    assert [(layer.size, layer.step) for layer in size.largest_layers(image, 3, MINI_DOCKERFILE)] == [
+        (700_000_000, "COPY --from=layer-torch /opt/layer/ /opt/venv/"),
+        (170_000_000, "(base) Imported from -"),
+        (5_000_000, "RUN apt-get update && apt-get install -y procps && rm -rf /var/lib/apt/lists/*"),
+    ]
+    other = MINI_DOCKERFILE.replace("COPY --from=layer-torch", "ADD --from=layer-torch")
+    assert size.largest_layers(image, 1, other)[0].step == "COPY dir:8d1c0e in /opt/venv/", \
+        "a Dockerfile that does not line up with the history is not used to name its layers"
