@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import secrets
 import socket
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -20,8 +23,10 @@ from goldenenv.images.lock import load
 REGISTRY_DOCKERFILE = """\
 FROM {base}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry \\
- && rm -rf /var/lib/apt/lists/*
-CMD ["/usr/bin/docker-registry", "serve", "/etc/docker/registry/config.yml"]
+      apache2-utils && rm -rf /var/lib/apt/lists/*
+RUN sed -i 's|path: /etc/docker/registry$|path: /etc/docker/registry/htpasswd|' /etc/docker/registry/config.yml
+CMD htpasswd -Bbn "$REGISTRY_USER" "$REGISTRY_PASSWORD" > /etc/docker/registry/htpasswd \\
+ && exec /usr/bin/docker-registry serve /etc/docker/registry/config.yml
 """
 MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
@@ -36,22 +41,27 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def registry(client):
-    """A registry container on 127.0.0.1 (the engine treats loopback registries as insecure-allowed)."""
+    """A registry container on 127.0.0.1 with basic auth, as Debian configures it; the password is made here.
+
+    The engine treats loopback registries as insecure-allowed, so no TLS is needed."""
     lock = load("cuda-slim")
     base = ensure_base(client, lock.base, log=lambda m: None)
     image, _ = client.images.build(fileobj=io.BytesIO(REGISTRY_DOCKERFILE.format(base=base).encode()),
                                    tag="goldenenv-test/registry:debian", rm=True, forcerm=True)
     port = _free_port()
+    auth = {"username": "goldenenv", "password": secrets.token_hex(16), "registry": f"127.0.0.1:{port}"}
     container = client.containers.run(image.id, detach=True, ports={"5000/tcp": ("127.0.0.1", port)},
+                                      environment={"REGISTRY_USER": auth["username"],
+                                                   "REGISTRY_PASSWORD": auth["password"]},
                                       labels={"goldenenv.test": "registry"})
-    url = f"127.0.0.1:{port}"
     for _ in range(50):
         try:
-            urllib.request.urlopen(f"http://{url}/v2/", timeout=1)
-            break
+            urllib.request.urlopen(f"http://{auth['registry']}/v2/", timeout=1)
+        except urllib.error.HTTPError:
+            break  # 401: up, and asking for credentials
         except OSError:
             time.sleep(0.2)
-    yield url
+    yield auth
     container.remove(force=True)
 
 
@@ -63,18 +73,22 @@ def cuda_slim(client):
 def test_push_records_the_digest_the_registry_serves_and_nodes_can_pull_by_it(client, registry, cuda_slim, tmp_path):
     lock = load("cuda-slim")
     (tmp_path / lock.name).mkdir()
-    entry = publish.push(lock, f"{registry}/goldenenv", client, log=lambda m: None, images_dir=tmp_path)
+    url = registry["registry"]
+    with pytest.raises(publish.PushError, match="push to .* failed"):
+        publish.push(lock, f"{url}/goldenenv", client, log=lambda m: None, images_dir=tmp_path)
+    entry = publish.push(lock, f"{url}/goldenenv", client, auth=registry, log=lambda m: None, images_dir=tmp_path)
 
-    assert entry.repository == f"{registry}/goldenenv/cuda-slim" and entry.lock_hash == lock.content_hash
-    request = urllib.request.Request(f"http://{registry}/v2/goldenenv/cuda-slim/manifests/{lock.content_hash}",
-                                     headers={"Accept": MANIFEST_TYPES})
+    assert entry.repository == f"{url}/goldenenv/cuda-slim" and entry.lock_hash == lock.content_hash
+    basic = base64.b64encode(f"{registry['username']}:{registry['password']}".encode()).decode()
+    request = urllib.request.Request(f"http://{url}/v2/goldenenv/cuda-slim/manifests/{lock.content_hash}",
+                                     headers={"Accept": MANIFEST_TYPES, "Authorization": f"Basic {basic}"})
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.headers["Docker-Content-Digest"] == entry.digest
     assert publish.latest(lock, entry.repository, tmp_path) == entry
     assert f"digest: {entry.digest}" in (tmp_path / lock.name / "published.yaml").read_text()
 
     client.images.remove(f"{entry.repository}:{lock.content_hash}")
-    pulled = client.images.pull(entry.ref)
+    pulled = client.images.pull(entry.ref, auth_config=registry)
     assert pulled.id == client.images.get(lock.tag).id
 
 
