@@ -94,6 +94,26 @@ def test_launch_templates_boot_the_pinned_dated_host_image_never_a_floating_one(
     assert host.ami_name and host.released and host.released in host.ami_name.replace("-", "")
 
 
+def test_the_host_ami_is_looked_up_by_the_catalogs_exact_dated_name_and_owner(monkeypatch):
+    from goldenenv import plan as plan_module
+
+    calls = []
+    original = plan_module._PlanMocks.call
+
+    def recording(self, args):
+        calls.append(args)
+        return original(self, args)
+
+    monkeypatch.setattr(plan_module._PlanMocks, "call", recording)
+    plan("aws-p5-2node")
+    lookup = next(c.args for c in calls if c.token == "aws:ec2/getAmi:getAmi")
+    host = catalog.host_image("aws", "us-east-1")
+    assert lookup["filters"] == [{"name": "name", "values": [host.ami_name]}]
+    assert lookup["owners"] == [host.owner] == ["898082745236"]
+    assert lookup["includeDeprecated"] is True
+    assert "*" not in host.ami_name and "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)" in host.ami_name
+
+
 @pytest.mark.parametrize("key, value, message", [
     ("goldenenv:nodes", {"hostImage": "dlami-latest"}, "goldenenv:nodes.hostImage: 'dlami-latest' is not a host image"),
     ("goldenenv:nodes", {"hostImage": {"id": "ubuntu-22.04", "driver": "570.133.20"}},

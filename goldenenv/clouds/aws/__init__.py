@@ -183,7 +183,8 @@ def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource) -> pulumi.In
     image = host.image
     if image.image_id:
         return image.image_id
+    # a pinned release stays pinned after AWS deprecates it (two years after creation): look it up all the same
     return aws.ec2.get_ami_output(
         owners=[image.owner], filters=[{"name": "name", "values": [image.ami_name]}], most_recent=True,
-        opts=pulumi.InvokeOutputOptions(parent=parent),
+        include_deprecated=True, opts=pulumi.InvokeOutputOptions(parent=parent),
     ).id
