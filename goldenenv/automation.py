@@ -21,7 +21,7 @@ class LifecycleError(RuntimeError):
     """A precondition is missing; the message says how to provide it."""
 
 
-def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None) -> None:
+def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None):
     """The offline plan's verdict before Pulumi runs: guardrails and the lock against every pool.
 
     `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock).
@@ -35,6 +35,7 @@ def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None) -> 
     if blocking:
         raise LifecycleError("refused before anything is created:\n" + "\n".join(
             f"  {f.rule}: {f.message}" for f in blocking))
+    return result
 
 
 def preflight(spec: ClusterSpec) -> None:
@@ -86,10 +87,7 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print) -> dict:
 def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> str:
     """Create only the stack's image repository (a targeted up) and return its URL, so the image can be pushed
     before the nodes that pull it exist."""
-    from goldenenv.plan import plan
-
-    guard(spec, creating=False)
-    planned = plan(spec.stack)
+    planned = guard(spec, creating=False)
     wanted = [r for r in planned.resources if r.type.startswith(("aws:ecr/", "pulumi:providers:"))]
     if not wanted:
         raise LifecycleError(f"stack {spec.stack} declares no image repository: push with --registry instead")

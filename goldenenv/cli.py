@@ -524,8 +524,9 @@ def image_push(
             repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
             registry = repository.rsplit("/", 1)[0]
             auth = automation.ecr_auth(registry, spec.region)
-        entry = publish.push(lock, registry, docker.from_env(), auth=auth, log=_say,
-                             measure=lambda tag: size.compressed_bytes(docker.from_env(), tag))
+        engine = docker.from_env()
+        entry = publish.push(lock, registry, engine, auth=auth, log=_say,
+                             measure=lambda tag: size.compressed_bytes(engine, tag))
     except (publish.PushError, automation.LifecycleError) as e:
         _lifecycle_failure(e)
     console.print(f"pushed {entry.ref}" + (f" ({entry.compressed_bytes / 1e9:.2f} GB compressed)"

@@ -230,3 +230,26 @@ def test_an_incomplete_cold_start_claims_no_dominant_term(monkeypatch, tmp_path)
     assert "cold start (modelled, running → torchrun-ready): boot" in result.output
     assert "= at least" in result.output and "dominates" not in result.output
     assert "not counted: image pull" in result.output
+
+
+def test_push_to_a_stack_first_creates_only_its_repository(monkeypatch):
+    """`image push -s STACK` runs a targeted up: the repository (with its parents and provider), no node."""
+    targeted = []
+
+    class FakeStack:
+        def up(self, on_output, target):
+            targeted.extend(target)
+
+    class FakeSts:
+        def get_caller_identity(self):
+            return {"Account": "123456789012"}
+
+    ecr_repository_url = automation.ecr_repository_url
+    monkeypatch.setattr(automation, "stack", lambda spec: FakeStack())
+    monkeypatch.setattr(automation, "ecr_repository_url", lambda spec: ecr_repository_url(spec, FakeSts()))
+    url = automation.image_repository(plan("aws-p5-2node").spec, log=lambda line: None)
+    assert url == "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/aws-p5-2node/aws-h100"
+    kinds = {urn.rsplit("::", 1)[0].rsplit("$", 1)[-1].rsplit("::", 1)[-1] for urn in targeted}
+    assert {"aws:ecr/repository:Repository", "aws:ecr/lifecyclePolicy:LifecyclePolicy",
+            "goldenenv:aws:ImageRepository", "goldenenv:aws:GpuCluster", "pulumi:providers:aws"} == kinds
+
