@@ -15,8 +15,8 @@ from goldenenv.plan import HOURS_PER_MONTH, STACKS, Plan
 from goldenenv.spec import ConfigError
 
 app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False)
-console = Console()
-errors = Console(stderr=True)
+console = Console(emoji=False)
+errors = Console(stderr=True, emoji=False)
 
 
 @app.callback()
@@ -43,8 +43,9 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _fail(e: ConfigError) -> None:
-    errors.print("[bold red]invalid stack configuration[/]")
+def _fail(e: ConfigError, source: Path | None = None) -> None:
+    errors.print("[bold red]invalid stack configuration[/]" + (f" in {escape(str(source))}" if source else ""),
+                 soft_wrap=True)
     for p in e.problems:
         key, _, message = str(p).partition(": ")
         errors.print(f"  [red]{escape(key)}[/]: {escape(message)}", highlight=False, soft_wrap=True)
@@ -58,12 +59,12 @@ def plan_cmd(
     stacks_dir: Path = typer.Option(STACKS, "--stacks-dir", help="Folder of stack files."),
 ) -> None:
     """Evaluate a stack offline (no credentials): resources, cost, guardrail findings."""
-    from goldenenv.plan import plan
+    from goldenenv.plan import plan, stack_file
 
     try:
         result = plan(stack, stacks_dir)
     except ConfigError as e:
-        _fail(e)
+        _fail(e, stack_file(stack, stacks_dir))
     if as_json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
@@ -176,11 +177,12 @@ def _options(ca_cert, pip_index_url, apt_mirror, wheelhouse):
 
 def _spec(stack: str):
     from goldenenv.lifecycle import load_spec
+    from goldenenv.plan import stack_file
 
     try:
         return load_spec(stack)
     except ConfigError as e:
-        _fail(e)
+        _fail(e, stack_file(stack))
 
 
 def _say(message: str) -> None:
@@ -481,6 +483,9 @@ def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_UR
             progress.stop()
             errors.print(f"[bold red]{escape(str(e))}[/]")
             raise typer.Exit(1) from None
+        except ConfigError as e:
+            progress.stop()
+            _fail(e)
         progress.update(task, completed=built.steps, total=built.steps, step="done")
     console.print(f"built {built.tag} in {built.seconds:.0f} s ({built.cached_steps}/{built.steps} steps cached)")
 

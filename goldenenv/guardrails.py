@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import ipaddress
+import json
 import keyword
 import re
 import warnings
@@ -75,6 +77,12 @@ SUBNET = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SECURITY_GROUP_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+S3_PUBLIC_ACCESS_BLOCKS = (
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock",
+)
+PUBLIC_ACCESS_BLOCK_SETTINGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 EBS_VOLUME = "aws:ebs/volume:Volume"
 EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
 S3_BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
@@ -84,6 +92,7 @@ S3_BUCKET_ENCRYPTION = (
 )
 SNS_TOPIC = "aws:sns/topic:Topic"
 LUSTRE_FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ALICLOUD_SECURITY_GROUP = "alicloud:ecs/securityGroup:SecurityGroup"
 ALICLOUD_SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
 ALICLOUD_INSTANCE = "alicloud:ecs/instance:Instance"
 ALICLOUD_OSS_BUCKET = "alicloud:oss/bucket:Bucket"
@@ -92,6 +101,82 @@ ALICLOUD_OSS_BUCKET = "alicloud:oss/bucket:Bucket"
 LAUNCH_TEMPLATE_TAGGED_KINDS = ("instance", "volume", "network-interface")
 WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
 SSH_PORT = 22
+
+# ---------------------------------------------------------------- public address space (shared with spec.py)
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+WIDEST_PUBLIC_PREFIX = {4: 8, 6: 32}
+"""The widest public block an admin (SSH) source may cover. IPv4: a /8, the largest block ever allocated to one
+organisation; anything wider is a sizeable fraction of the internet. IPv6: a /32, the usual allocation to a whole
+ISP or RIR member; a site gets a /48 and an office a /56 or /64, so a /32 already reaches far past one admin."""
+
+NOT_PUBLIC: Mapping[int, tuple[Network, ...]] = {
+    4: tuple(ipaddress.IPv4Network(n) for n in (
+        "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+        "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+        "224.0.0.0/4", "240.0.0.0/4")),
+    6: tuple(ipaddress.IPv6Network(n) for n in (
+        "::/3", "4000::/2", "8000::/1",  # outside 2000::/3, the only IPv6 global unicast space
+        "2001:db8::/32")),
+}
+"""Address space no one on the internet can source traffic from: IANA's special-purpose registries (private,
+shared, loopback, link-local, documentation, benchmarking, multicast, reserved)."""
+
+
+def cidr_union(cidrs: Iterable[Any]) -> list[Network]:
+    """The networks together, collapsed per IP version (IPv4 first); values that are not CIDRs are skipped."""
+    networks: dict[int, list[Network]] = {4: [], 6: []}
+    for cidr in cidrs:
+        if isinstance(cidr, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+            networks[cidr.version].append(cidr)
+            continue
+        try:
+            net = ipaddress.ip_network(str(cidr).strip(), strict=False) if isinstance(cidr, str) else None
+        except ValueError:
+            net = None
+        if net is not None:
+            networks[net.version].append(net)
+    return [n for version in (4, 6) for n in ipaddress.collapse_addresses(networks[version])]
+
+
+def _minus(blocks: list[Network], excluded: Network) -> list[Network]:
+    kept: list[Network] = []
+    for block in blocks:
+        if not block.overlaps(excluded):
+            kept.append(block)
+        elif excluded.subnet_of(block):
+            kept.extend(block.address_exclude(excluded))
+    return kept
+
+
+def wide_public_blocks(cidrs: Iterable[Any]) -> list[Network]:
+    """Public blocks wider than WIDEST_PUBLIC_PREFIX inside the union of ``cidrs``: empty when the set is narrow.
+
+    The union is what counts: 0.0.0.0/1 and 128.0.0.0/1 are each "not the world", together they are.
+    """
+    wide = []
+    for version in (4, 6):
+        public = [n for n in cidr_union(cidrs) if n.version == version]
+        for excluded in NOT_PUBLIC[version]:
+            public = _minus(public, excluded)
+        wide += [n for n in ipaddress.collapse_addresses(public) if n.prefixlen < WIDEST_PUBLIC_PREFIX[version]]
+    return wide
+
+
+def describe_wide(cidrs: Iterable[Any]) -> str | None:
+    """Why a set of source CIDRs is too public ("together cover 0.0.0.0/0, ..."), or None when it is not."""
+    union = cidr_union(cidrs)
+    wide = wide_public_blocks(union)
+    if not wide:
+        return None
+    together = ", ".join(map(str, union))
+    if any(n.prefixlen == 0 for n in union):
+        return f"together cover {together}: the whole internet"
+    widest = sorted(wide, key=lambda n: (n.prefixlen, n.version))
+    shown = ", ".join(map(str, widest[:3])) + (f" and {len(widest) - 3} more" if len(widest) > 3 else "")
+    return (f"together cover {together}, which holds public space wider than /{WIDEST_PUBLIC_PREFIX[4]} (IPv4) "
+            f"or /{WIDEST_PUBLIC_PREFIX[6]} (IPv6): {shown}")
 
 
 # ---------------------------------------------------------------- plain-data helpers
@@ -260,11 +345,11 @@ def _protocol(value: Any) -> str:
     return {"-1": "all", "6": "tcp", "17": "udp", "1": "icmp"}.get(text, text)
 
 
-def _world_sources(*values: Any) -> list[str]:
+def _sources(*values: Any) -> list[str]:
     sources = []
     for value in values:
         for cidr in ([value] if isinstance(value, str) else _items(value)):
-            if isinstance(cidr, str) and cidr.strip() in WORLD_CIDRS:
+            if isinstance(cidr, str) and cidr.strip():
                 sources.append(cidr.strip())
     return sources
 
@@ -272,7 +357,7 @@ def _world_sources(*values: Any) -> list[str]:
 def _aws_permission(rule: Mapping[str, Any], protocol_key: str, *cidr_values: Any) -> list[_Ingress]:
     protocol = _protocol(rule.get(protocol_key))
     return [_Ingress(protocol, _port(rule.get("fromPort")), _port(rule.get("toPort")), source)
-            for source in _world_sources(*cidr_values)]
+            for source in _sources(*cidr_values)]
 
 
 def _alicloud_permission(props: Mapping[str, Any]) -> list[_Ingress]:
@@ -285,10 +370,11 @@ def _alicloud_permission(props: Mapping[str, Any]) -> list[_Ingress]:
         from_port = to_port = None
         protocol = "all" if protocol in ("all", "tcp") else protocol
     return [_Ingress(protocol, from_port, to_port, source)
-            for source in _world_sources(props.get("cidrIp"), props.get("ipv6CidrIp"))]
+            for source in _sources(props.get("cidrIp"), props.get("ipv6CidrIp"))]
 
 
-def _world_ingress(resource: PlannedResource) -> list[_Ingress]:
+def _ingress(resource: PlannedResource) -> list[_Ingress]:
+    """Every inbound permission a resource grants from a CIDR source (not from other groups)."""
     props = resource.props
     if resource.type == SECURITY_GROUP:
         return [p for rule in _items(props.get("ingress"))
@@ -303,11 +389,59 @@ def _world_ingress(resource: PlannedResource) -> list[_Ingress]:
     return []
 
 
+def _world_ingress(resource: PlannedResource) -> list[_Ingress]:
+    return [p for p in _ingress(resource) if p.source in WORLD_CIDRS]
+
+
+_GROUPS = (SECURITY_GROUP, ALICLOUD_SECURITY_GROUP)
+_STANDALONE_RULES = (SECURITY_GROUP_RULE, SECURITY_GROUP_INGRESS_RULE, ALICLOUD_SECURITY_GROUP_RULE)
+
+
+def _group_of(rule: PlannedResource, ctx: Context) -> PlannedResource | None:
+    """The planned security group a standalone rule attaches to, by id or by dependency; None if not planned."""
+    value = rule.props.get("securityGroupId")
+    return next((g for g in ctx.of_type(*_GROUPS)
+                 if _refers_to(rule, "securityGroupId", value, g, (g.id, g.props.get("id")))), None)
+
+
+def _ssh_members(resource: PlannedResource, ctx: Context) -> list[PlannedResource] | None:
+    """The resources whose rules together decide who reaches SSH on ``resource``'s group, ``resource`` first;
+    None when another resource speaks for the group (its planned group, or the first rule naming the same id)."""
+    if resource.type in _GROUPS:
+        return [resource] + [r for r in ctx.of_type(*_STANDALONE_RULES) if _group_of(r, ctx) is resource]
+    if resource.type not in _STANDALONE_RULES or _group_of(resource, ctx) is not None:
+        return None
+    group_id = resource.props.get("securityGroupId")
+    if not isinstance(group_id, str) or not group_id:
+        return [resource]  # its group is unknown: judged alone
+    siblings = [r for r in ctx.of_type(*_STANDALONE_RULES)
+                if r.props.get("securityGroupId") == group_id and _group_of(r, ctx) is None]
+    return siblings if siblings[0] is resource else None
+
+
 def _check_ssh_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for permission in _world_ingress(resource):
-        if permission.opens(SSH_PORT):
-            yield (f"{_label(resource)} allows SSH ({permission.describe()}); restrict the source to your admin "
-                   f"CIDR or VPN, or reach nodes through SSM Session Manager.")
+    """Judges the union of every source that opens SSH on one group: rules split into halves are still the world."""
+    members = _ssh_members(resource, ctx)
+    if not members:
+        return
+    opening = [(member, p) for member in members for p in _ingress(member) if p.opens(SSH_PORT)]
+    why = describe_wide(p.source for _, p in opening)
+    if why is None:
+        return
+    wide = wide_public_blocks(p.source for _, p in opening)
+    culprits = [(m, p) for m, p in opening if any(_overlaps(p.source, w) for w in wide)]
+    through = "; ".join(dict.fromkeys(
+        p.describe() + ("" if m is resource else f" in {_label(m)}") for m, p in culprits))
+    yield (f"{_label(resource)} allows SSH from sources that {why} ({through}); restrict the sources to your "
+           f"admin CIDR or VPN, or reach nodes through SSM Session Manager.")
+
+
+def _overlaps(cidr: str, block: Network) -> bool:
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return False
+    return net.version == block.version and net.overlaps(block)
 
 
 def _check_ingress_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
@@ -405,13 +539,24 @@ def _check_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 
 # ---------------------------------------------------------------- rule: data-store-not-retained
 
+_DATA_STORES = (*S3_BUCKETS, ALICLOUD_OSS_BUCKET, EFS_FILE_SYSTEM)
+
+
 def _is_kept(resource: PlannedResource) -> bool:
     return resource.retain_on_delete is True or resource.protect is True
 
 
+def _lustre_skips_final_backup(resource: PlannedResource) -> bool:
+    # Scratch file systems never take a final backup; persistent ones skip it unless skipFinalBackup is false.
+    props = resource.props
+    persistent = str(props.get("deploymentType") or "").upper().startswith("PERSISTENT")
+    return persistent and not _is_false(props.get("skipFinalBackup"))
+
+
 def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Judges only what is known: an unknown retainOnDelete (a policy pack) is data-store-retention-unverified's."""
     props, label = resource.props, _label(resource)
-    if resource.type in (*S3_BUCKETS, ALICLOUD_OSS_BUCKET, EFS_FILE_SYSTEM):
+    if resource.type in _DATA_STORES:
         if resource.retain_on_delete is False and resource.protect is not True:
             yield (f"{label} would be deleted, with its data, on `pulumi destroy`; "
                    f"create it with ResourceOptions(retain_on_delete=True).")
@@ -419,11 +564,66 @@ def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[st
             yield (f"{label} sets forceDestroy, so `pulumi destroy` empties it and its data is lost; "
                    f"remove forceDestroy (and keep retainOnDelete).")
     elif resource.type == LUSTRE_FILE_SYSTEM:
-        # Scratch file systems never take a final backup; persistent ones skip it unless skipFinalBackup is false.
-        persistent = str(props.get("deploymentType") or "").upper().startswith("PERSISTENT")
-        if persistent and not _is_false(props.get("skipFinalBackup")) and not _is_kept(resource):
+        if _lustre_skips_final_backup(resource) and resource.retain_on_delete is False and resource.protect is not True:
             yield (f"{label} would be deleted without a final backup on `pulumi destroy`, and its data lost; "
                    f"set skipFinalBackup=False or create it with ResourceOptions(retain_on_delete=True).")
+
+
+def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """The Pulumi policy engine does not pass retainOnDelete to policies (its resource options carry protect, not
+    retainOnDelete), so a policy pack cannot tell a retained bucket from one `pulumi destroy` deletes: say so
+    instead of passing silently. `goldenenv plan` always knows the option and never reaches this."""
+    if resource.retain_on_delete is not None or resource.protect is True:
+        return
+    if resource.type in _DATA_STORES:
+        why = "its data would be deleted with it"
+    elif resource.type == LUSTRE_FILE_SYSTEM and _lustre_skips_final_backup(resource):
+        why = "it takes no final backup, so its data would be lost"
+    else:
+        return
+    yield (f"cannot verify that {_label(resource)} survives `pulumi destroy` ({why} unless retainOnDelete is "
+           f"set): the policy engine does not report retainOnDelete. Check it with `goldenenv plan`, or also set "
+           f"ResourceOptions(protect=True), which policies can see.")
+
+
+# ---------------------------------------------------------------- rule: s3-public-access
+
+def _policy_document(value: Any) -> Mapping[str, Any]:
+    """A bucket policy as a mapping: engine inputs carry it as JSON text; unknown or unreadable is empty."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return _mapping(value)
+
+
+def _is_everyone(principal: Any) -> bool:
+    """Principal "*" or {"AWS": "*"} (also in a list): anyone, signed or not, from any account."""
+    if isinstance(principal, str):
+        return principal.strip() == "*"
+    if isinstance(principal, Mapping):
+        return any(_is_everyone(p) for p in ([principal.get("AWS")] + _items(principal.get("AWS"))))
+    return any(_is_everyone(p) for p in _items(principal))
+
+
+def _check_s3_public(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    props, label = resource.props, _label(resource)
+    if resource.type == S3_BUCKET_POLICY or (resource.type in S3_BUCKETS and props.get("policy")):
+        statements = _policy_document(props.get("policy")).get("Statement")
+        statements = [statements] if isinstance(statements, Mapping) else _items(statements)
+        for index, statement in enumerate(_mapping(s) for s in statements):
+            if str(statement.get("Effect", "")).strip() == "Allow" and _is_everyone(statement.get("Principal")):
+                sid = statement.get("Sid") or f"#{index}"
+                action = statement.get("Action")
+                actions = ", ".join(map(str, _items(action))) if _items(action) else str(action or "actions")
+                yield (f"{label} statement {sid} allows {actions} to Principal \"*\" "
+                       f"(anyone on the internet); name the roles or accounts that need the data instead.")
+    elif resource.type in S3_PUBLIC_ACCESS_BLOCKS:
+        off = [key for key in PUBLIC_ACCESS_BLOCK_SETTINGS if not _is_true(props.get(key))]
+        if off:
+            yield (f"{label} leaves {', '.join(off)} off (unset is off), so a policy or ACL can make the data "
+                   f"public; set all four of {', '.join(PUBLIC_ACCESS_BLOCK_SETTINGS)} to true.")
 
 
 # ---------------------------------------------------------------- the rule set
@@ -434,7 +634,8 @@ RULES: tuple[Rule, ...] = (
     Rule(UNTAGGED_RESOURCE, "Taggable resources carry the required tags, and launch templates tag what they "
          "launch, so every dollar is attributed and no forgotten cluster hides on the bill.",
          Severity.ERROR, _check_untagged),
-    Rule("ssh-open-to-world", "No security group rule allows SSH (tcp/22) from 0.0.0.0/0 or ::/0.",
+    Rule("ssh-open-to-world", "No security group opens SSH (tcp/22) to the internet: the union of the CIDRs its "
+         "rules open port 22 to (or all ports) covers no public block wider than /8 (IPv4) or /32 (IPv6).",
          Severity.ERROR, _check_ssh_open),
     Rule("ingress-open-to-world", "No security group rule allows inbound traffic from 0.0.0.0/0 or ::/0.",
          Severity.WARNING, _check_ingress_open),
@@ -449,6 +650,11 @@ RULES: tuple[Rule, ...] = (
     Rule("data-store-not-retained", "Buckets and file systems holding datasets and checkpoints survive "
          "`pulumi destroy` (retainOnDelete, no forceDestroy, a final backup).", Severity.ERROR,
          _check_data_retained),
+    Rule("data-store-retention-unverified", "Where retainOnDelete cannot be read (a policy pack: the engine does "
+         "not report it), say that a data store's survival of `pulumi destroy` is unverified.", Severity.WARNING,
+         _check_retention_unverified),
+    Rule("s3-public-access", "No bucket policy allows Principal \"*\", and public access blocks keep all four "
+         "settings on.", Severity.ERROR, _check_s3_public),
 )
 
 
@@ -513,8 +719,10 @@ def _plain(value: Any) -> Any:
 def from_policy_resource(resource: Any) -> PlannedResource:
     """A pulumi_policy ``PolicyResource`` (read by attribute only) as a ``PlannedResource``.
 
-    The policy SDK does not expose retainOnDelete, so it is None (unknown); custom is inferred from the provider
-    reference every custom resource carries, or from a bridged ``module/lowerClass`` token.
+    The policy SDK does not expose retainOnDelete (pulumi-policy's PolicyResourceOptions, like the analyzer
+    protocol's AnalyzerResourceOptions, carries protect but not retainOnDelete), so it is None (unknown) unless a
+    later SDK adds ``opts.retain_on_delete``; data-store-retention-unverified reports that. custom is inferred from
+    the provider reference every custom resource carries, or from a bridged ``module/lowerClass`` token.
     """
     type_token = resource.resource_type
     props = _plain(resource.props) or {}

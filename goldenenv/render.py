@@ -17,8 +17,14 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
 def docker_quote(value: object) -> str:
-    """A double-quoted Dockerfile word: ENV and LABEL values keep quotes, backslashes and dollars literal."""
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    """A double-quoted Dockerfile word: ENV and LABEL values keep quotes, backslashes and dollars literal.
+
+    An instruction ends at a line break, quoted or not: a value holding a control character is refused.
+    """
+    text = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"a Dockerfile value must be one line of printable text: {text!r}")
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{text}"'
 
 

@@ -3,6 +3,11 @@
 Field names are snake_case in Python and camelCase in stack files (the alias), so an error
 can name the key exactly as the user wrote it. Rules that need the catalog or a cloud's
 capabilities live in stackconfig.py and clouds/; this module knows only shapes and ranges.
+
+Every text field that can reach a shell script, cloud-init, an env file, a Dockerfile or an IAM
+policy has a pattern. `Field(pattern=...)` runs pydantic-core's Rust regex, whose `$` is the very
+end of the text (unlike Python's `re`, where `$` also matches before a trailing newline), so
+"us-east-1\n" fails `^...$` there; checks written with Python's `re` use `fullmatch`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+
+from goldenenv.guardrails import describe_wide
 
 STACK_TAG_KEY = "goldenenv:stack"
 
@@ -69,6 +76,15 @@ class Capacity(str, Enum):
 
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
 
+Location = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+"""A region or zone name as clouds write them (us-east-1, us-east-1a, cn-hangzhou-i, local)."""
+
+InstanceType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+"""p5.48xlarge, ecs.gn7i-c8g1.2xlarge, container: whether the catalog knows it is stackconfig's check."""
+
+MountPoint = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+$", max_length=255)]
+"""An absolute path of plain segments: nothing a shell could read, no `.` or `..` segment, no trailing slash."""
+
 
 DriverVersion = Annotated[str, Field(pattern=r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")]
 
@@ -84,7 +100,7 @@ class NodePool(Model):
     """Identical nodes in one zone, placed together so their fabric is fast."""
 
     name: Name = "gpu"
-    instance_type: str = Field(min_length=1)
+    instance_type: InstanceType
     count: int = Field(ge=1, le=2048)
     capacity: Capacity = Capacity.ON_DEMAND
     capacity_reservation_id: str | None = Field(
@@ -112,8 +128,14 @@ class NodePool(Model):
 
 class Network(Model):
     cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.42.0.0/16")
-    admin_cidrs: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
-    """Extra networks (VPN, office) allowed to reach the nodes on SSH; access is otherwise SSM only."""
+    admin_cidrs: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(default=[], max_length=50)
+    """Extra networks (VPN, office) allowed to reach the nodes on SSH; access is otherwise SSM only.
+
+    Their union may hold no public block wider than an IPv4 /8 or an IPv6 /32 (guardrails.WIDEST_PUBLIC_PREFIX:
+    a /8 is the largest block ever given to one organisation, a /32 a whole ISP's allocation; an office is a
+    /24 or a /48). Private and documentation ranges do not count. The union is judged, not each entry:
+    0.0.0.0/1 and 128.0.0.0/1 together are the whole internet. At most 50: each is one inbound rule of the node
+    security group, which holds 60 and needs a few of its own."""
     egress: Literal["nat", "endpoints"] = "nat"
     """nat: NAT gateway for outbound traffic; endpoints: no internet path, VPC endpoints only."""
 
@@ -126,15 +148,27 @@ class Network(Model):
             raise ValueError(f"{v} is not a private range; use e.g. 10.42.0.0/16")
         return v
 
+    @field_validator("admin_cidrs", mode="before")
+    @classmethod
+    def _networks(cls, v: object) -> object:
+        """One clear message for text that is no network, rather than one per IP version."""
+        for item in v if isinstance(v, list) else ():
+            try:
+                ipaddress.ip_network(item)
+            except (TypeError, ValueError) as e:
+                reason = f"{item} has host bits set" if "host bits" in str(e) else "not an IPv4 or IPv6 network"
+                raise ValueError(f"{item!r}: {reason}; write a network such as 203.0.113.0/24") from None
+        return v
+
     @field_validator("admin_cidrs")
     @classmethod
-    def _no_world(cls, v: list) -> list:
-        for net in v:
-            if net.prefixlen == 0:
-                raise ValueError(
-                    f"{net} opens SSH to the whole internet; name your VPN or office range "
-                    "(e.g. 203.0.113.0/24) or leave adminCidrs empty and connect through SSM"
-                )
+    def _not_public_space(cls, v: list) -> list:
+        why = describe_wide(v)
+        if why:
+            raise ValueError(
+                f"these networks {why}, so SSH would be open to a large part of the internet; name your VPN or "
+                "office range (e.g. 203.0.113.0/24) or leave adminCidrs empty and connect through SSM"
+            )
         return v
 
 
@@ -156,7 +190,7 @@ class ParallelFs(Model):
     throughput_per_tib: int = 250
     dataset_prefix: Prefix = "datasets/"
     checkpoint_prefix: Prefix = "checkpoints/"
-    mount_point: str = Field(default="/fsx", pattern=r"^/[A-Za-z0-9_./-]+$")
+    mount_point: MountPoint = "/fsx"
 
     @field_validator("size_gib")
     @classmethod
@@ -176,7 +210,7 @@ class ParallelFs(Model):
 
 class LocalNvme(Model):
     raid0: bool = True
-    mount_point: str = Field(default="/scratch", pattern=r"^/[A-Za-z0-9_./-]+$")
+    mount_point: MountPoint = "/scratch"
 
 
 class Storage(Model):
@@ -185,7 +219,11 @@ class Storage(Model):
     local_nvme: LocalNvme = LocalNvme()
 
 
-Email = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]
+_DNS_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+Email = Annotated[str, Field(
+    pattern=rf"^[A-Za-z0-9][A-Za-z0-9._%+-]{{0,63}}@({_DNS_LABEL}\.)+[A-Za-z]{{2,63}}$", max_length=254,
+)]
+"""A plain mailbox (no quotes, comments or shell characters): it reaches AWS Budgets and SNS subscriptions."""
 
 
 class Budget(Model):
@@ -201,21 +239,48 @@ class Budget(Model):
     """Activate the stack tag for cost allocation (account-wide; the budget filter needs it active)."""
 
 
-TagText = Annotated[str, Field(min_length=1, max_length=256)]
+_TAG_CHARS = r"[\p{L}\p{N} _.:/=+\-@]"
+TagKey = Annotated[str, Field(pattern=rf"^{_TAG_CHARS}+$", max_length=128)]
+TagText = Annotated[str, Field(pattern=rf"^{_TAG_CHARS}+$", max_length=256)]
+"""What AWS allows in a tag (letters, digits, spaces and _ . : / = + - @; keys up to 128, values up to 256).
+Tags go to cloud APIs as data and never into a shell, so `=` and spaces in them are inert; quotes, `$`, `;`,
+backticks and line breaks are refused anyway, so no tag can ever carry a command or split a line."""
+
+MAX_EXTRA_TAGS = 40
+"""AWS allows 50 user tags per resource. Every resource carries project, owner, cost-center and goldenenv:stack
+(4); components add Name and goldenenv:ttl-hours, and the reaper and future components may add a few more: 40 extra
+leaves that headroom, so a resource is never refused by AWS halfway through `up`."""
+
+_BUILT_IN_TAGS = {"project": "tags.project", "owner": "tags.owner", "cost-center": "tags.costCenter",
+                  "Name": "the component (its resource name)"}
 
 
 class Tags(Model):
     project: TagText
     owner: TagText
     cost_center: TagText
-    extra: dict[Annotated[str, Field(min_length=1, max_length=128)], TagText] = {}
+    extra: dict[TagKey, TagText] = {}
+
+    @field_validator("project", "owner", "cost_center")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("is blank; write a value (cost reports group by it)")
+        return v
 
     @field_validator("extra")
     @classmethod
     def _reserved(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if key.lower().startswith("aws:") or key == STACK_TAG_KEY:
-                raise ValueError(f"tag key '{key}' is reserved; pick another name")
+        if len(v) > MAX_EXTRA_TAGS:
+            raise ValueError(f"{len(v)} extra tags; at most {MAX_EXTRA_TAGS} (AWS allows 50 per resource and "
+                             "goldenenv adds up to 10 of its own: project, owner, cost-center, stack, Name, ...)")
+        for key, value in v.items():
+            if key.lower().startswith("aws:") or key.lower().startswith("goldenenv:"):
+                raise ValueError(f"tag key '{key}' is reserved (aws:, goldenenv:); pick another name")
+            if key in _BUILT_IN_TAGS:
+                raise ValueError(f"tag key '{key}' is set by {_BUILT_IN_TAGS[key]}; drop it from extra")
+            if not key.strip() or not value.strip():
+                raise ValueError(f"tag '{key}' has a blank key or value; give it a value or drop it")
         return v
 
     def resolved(self, stack: str) -> dict[str, str]:
@@ -243,13 +308,16 @@ class ImageRef(Model):
 
 class ClusterSpec(Model):
     stack: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    cloud: str
-    region: str = Field(min_length=1)
-    zone: str | None = None
+    cloud: Name
+    """Whether goldenenv supports it is clouds.validate's check; the pattern keeps it plain text."""
+    region: Location
+    zone: Location | None = None
     nodes: list[NodePool] = Field(min_length=1)
     network: Network = Network()
     storage: Storage = Storage()
     budget: Budget | None = None
+    budget_opt_out: bool = False
+    """True when the stack file says `budget: none`: a deliberate stack with no spending alerts (plan warns)."""
     tags: Tags
     lifecycle: Lifecycle = Lifecycle()
     image: ImageRef
@@ -273,6 +341,13 @@ class ClusterSpec(Model):
         region = info.data.get("region")
         if v and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", v):
             raise ValueError(f"zone '{v}' is not in region '{region}' (e.g. {region}a)")
+        return v
+
+    @field_validator("budget_opt_out")
+    @classmethod
+    def _budget_or_opt_out(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("budget") is not None:
+            raise ValueError("a stack either has a budget or says `budget: none`, not both; drop one")
         return v
 
     @property

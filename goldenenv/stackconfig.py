@@ -17,6 +17,9 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from goldenenv import catalog
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
@@ -26,7 +29,13 @@ NAMESPACE = "goldenenv"
 
 def keys() -> list[str]:
     """Top-level config keys a stack file may set (without the namespace)."""
-    return [f.alias or name for name, f in ClusterSpec.model_fields.items() if name != "stack"]
+    return [f.alias or name for name, f in ClusterSpec.model_fields.items() if name not in _INTERNAL_FIELDS]
+
+
+_INTERNAL_FIELDS = ("stack", "budget_opt_out")
+"""Spec fields set by goldenenv, not written in a stack file (`budget: none` sets budgetOptOut)."""
+NO_BUDGET = "none"
+"""`goldenenv:budget: none`: a stack that says it runs without a budget, unlike one that forgot it."""
 
 
 def from_pulumi() -> ClusterSpec:
@@ -40,9 +49,8 @@ def from_pulumi() -> ClusterSpec:
         raw = cfg.get(key)
         if raw is not None:
             values[key] = _decode(raw)
-    prefix = NAMESPACE + ":"
-    unknown = [k[len(prefix):] for k in runtime_config.CONFIG.get() if k.startswith(prefix)]
-    return load(pulumi.get_stack(), values, extra_keys=[k for k in unknown if k not in keys()])
+    _, unknown = namespaced(dict.fromkeys(runtime_config.CONFIG.get()))
+    return load(pulumi.get_stack(), values, extra_keys=unknown)
 
 
 def _decode(raw: str) -> Any:
@@ -50,55 +58,363 @@ def _decode(raw: str) -> Any:
     if raw[:1] in "[{":
         try:
             return json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return raw
     return raw
 
 
+MAX_FILE_BYTES = 1 << 20
+"""A stack file or lock is a few KB; a bigger one is a mistake, and parsing it would cost seconds."""
+MAX_DEPTH = 64
+MAX_TEXT_CHARS = 1 << 16
+"""One value in a stack file: room for a PEM or a kubeconfig of another provider, not for a runaway paste."""
+MAX_VALUE_CHARS = 1024
+"""One goldenenv value (a name, an id, a CIDR, an address): longer is a mistake, and is never echoed whole."""
+MAX_INT_CHARS = 100
+MAX_SHOWN = 80
+
+
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The `config:` of a Pulumi stack file, keys as written (`goldenenv:nodes`, `aws:region`)."""
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError([Problem(str(path), "no such stack file")]) from None
-    except yaml.YAMLError as e:
-        raise ConfigError([Problem(str(path), f"not valid YAML: {e}".splitlines()[0])]) from None
+    doc = read_yaml(path, str(path), "stack file") or {}
     config = doc.get("config", {}) if isinstance(doc, dict) else None
     if not isinstance(config, dict):
-        raise ConfigError([Problem(f"{path}: config", "must be a mapping of keys to values")])
-    return {(k if ":" in k else f"{NAMESPACE}:{k}"): v for k, v in config.items()}
+        raise ConfigError([Problem(f"{path} at config", "must be a mapping of keys to values")])
+    prefixed: dict[str, Any] = {}
+    for key, value in config.items():
+        full = key if ":" in key else f"{NAMESPACE}:{key}"
+        if full in prefixed:
+            raise ConfigError([Problem(f"{path} at config.{clip(full)}",
+                                       f"set twice (as {clip(key)} and {clip(full)})")])
+        prefixed[full] = value
+    return prefixed
+
+
+def read_yaml(path: Path, label: str, what: str) -> Any:
+    """A user's YAML file as plain data (text keys; text, numbers, booleans, null, lists, mappings).
+
+    Whatever is wrong with it, however it was made, comes back as one ConfigError line naming
+    the file (`label`) and, where there is one, the key: never a traceback, and never seconds
+    of work for a small file (no anchors or aliases, bounded size and depth).
+    """
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError([Problem(label, f"no such {what}")]) from None
+    except IsADirectoryError:
+        raise ConfigError([Problem(label, f"is a directory, not a {what}")]) from None
+    except (OSError, ValueError) as e:
+        raise ConfigError([Problem(label, f"cannot be read: {clip(getattr(e, 'strerror', None) or str(e))}")]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError([Problem(label, f"is over {MAX_FILE_BYTES >> 20} MiB; a {what} is a few KB")])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([_undecodable(label, data, e)]) from None
+    try:
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_node(node, [])
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except _Refused as e:
+        problem = e.problem.replace("stack files", f"{what}s")
+        raise ConfigError([Problem(f"{label} at {dotted(e.path)}" if e.path else label, problem + _at(e.mark))]) \
+            from None
+    except yaml.MarkedYAMLError as e:
+        where = f"{label} at {dotted(e.path)}" if getattr(e, "path", None) else label
+        detail = e.problem or e.context or "unreadable"
+        raise ConfigError([Problem(where, f"not valid YAML: {clip(detail)}{_at(e.problem_mark or e.context_mark)}")]) \
+            from None
+    except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as e:
+        detail = (str(e).splitlines() or [type(e).__name__])[0]
+        raise ConfigError([Problem(label, f"not valid YAML: {clip(detail)}")]) from None
+
+
+def _undecodable(label: str, data: bytes, error: UnicodeDecodeError) -> Problem:
+    """Name the key whose value holds the bad bytes, found by reading the file with them replaced."""
+    line = data[:error.start].count(b"\n") + 1
+    message = f"not UTF-8 text: byte 0x{data[error.start]:02x} at line {line}; save the file as UTF-8"
+    try:
+        loader = _StrictLoader(data.decode("utf-8", errors="replace"))
+        try:
+            path = _find_replaced(loader.get_single_node(), [])
+        finally:
+            loader.dispose()
+    except (_Refused, yaml.YAMLError, ValueError, RecursionError):
+        path = None
+    return Problem(f"{label} at {dotted(path)}" if path else label, message)
+
+
+def _find_replaced(node: yaml.Node | None, path: list) -> list | None:
+    if isinstance(node, yaml.ScalarNode):
+        return path if "\ufffd" in node.value else None
+    if isinstance(node, yaml.SequenceNode):
+        items = enumerate(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        items = ((k.value if isinstance(k, yaml.ScalarNode) else "?", v) for k, v in node.value)
+        for k, _ in node.value:
+            if isinstance(k, yaml.ScalarNode) and "\ufffd" in k.value:
+                return path + [k.value]
+    else:
+        return None
+    for step, child in items:
+        found = _find_replaced(child, path + [step])
+        if found is not None:
+            return found
+    return None
+
+
+class _Refused(Exception):
+    """Something YAML allows and a goldenenv file does not; names where it is."""
+
+    def __init__(self, problem: str, path: list, mark: Any):
+        super().__init__(problem)
+        self.problem, self.path, self.mark = problem, path, mark
+
+
+class _StrictComposer(Composer):
+    """The YAML composer, refusing anchors and aliases and nesting deeper than MAX_DEPTH.
+
+    An alias repeats a node without copying it, so a 1 KB "billion laughs" file expands to
+    gigabytes in whoever walks it next (pydantic, JSON, the Pulumi runtime): none is accepted.
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        above = self._paths[-1] if self._paths else []
+        if parent is None:
+            path = []
+        elif isinstance(index, yaml.ScalarNode):
+            path = above + [index.value]
+        elif isinstance(index, int):
+            path = above + [index]
+        else:
+            path = above
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused("anchors and aliases are not allowed in stack files; write the value out",
+                           path, event.start_mark)
+        if len(path) > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", path[:MAX_DEPTH], event.start_mark)
+        self._paths.append(path)
+        try:
+            return super().compose_node(parent, index)
+        except yaml.MarkedYAMLError as e:
+            if not hasattr(e, "path"):
+                e.path = path  # the key being read when the parser gave up
+            raise
+        finally:
+            self._paths.pop()
+
+
+_TAG = "tag:yaml.org,2002:"
+_AS_TEXT = (_TAG + "timestamp", _TAG + "value")
+"""Scalars YAML would turn into dates or a special marker: Pulumi config is text, so they stay text."""
+_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null")} | set(_AS_TEXT)
+
+
+def _loader_class() -> type:
+    """libyaml's parser where installed (a 1 MiB file in about 2 s, not 10), under the strict composer."""
+    try:
+        from yaml._yaml import CParser
+    except ImportError:
+        from yaml.parser import Parser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
+
+        class _PyLoader(_StrictComposer, SafeConstructor, Resolver, Reader, Scanner, Parser):
+            def __init__(self, stream: str):
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                Parser.__init__(self)
+                _init(self)
+
+        return _PyLoader
+
+    class _CLoader(_StrictComposer, SafeConstructor, Resolver, CParser):
+        def __init__(self, stream: str):
+            CParser.__init__(self, stream)
+            _init(self)
+
+    return _CLoader
+
+
+_StrictLoader = _loader_class()
+for _tag in _AS_TEXT:
+    _StrictLoader.add_constructor(_tag, SafeConstructor.construct_yaml_str)
+
+
+def _init(loader: Any) -> None:
+    Composer.__init__(loader)
+    SafeConstructor.__init__(loader)
+    Resolver.__init__(loader)
+    loader._paths = []
+
+
+def _check_node(node: yaml.Node, path: list) -> None:
+    """Plain data only, each problem named by its key: text keys, no tags beyond YAML's core types."""
+    if isinstance(node, yaml.MappingNode):
+        _check_tag(node, _TAG + "map", path)
+        seen: set[str] = set()
+        for key, value in node.value:
+            if key.tag == _TAG + "merge":
+                raise _Refused("merge keys (<<) are not allowed in stack files; write the keys out",
+                               path, key.start_mark)
+            if not isinstance(key, yaml.ScalarNode):
+                raise _Refused("a list or mapping used as a key; keys are text", path, key.start_mark)
+            if key.tag != _TAG + "str":
+                raise _Refused(f"key {clip(key.value)} is not text; quote it ('{clip(key.value)}') or remove it",
+                               path, key.start_mark)
+            if key.value in seen:
+                raise _Refused("set twice in the same mapping; keep one", path + [key.value], key.start_mark)
+            seen.add(key.value)
+            _check_node(value, path + [key.value])
+    elif isinstance(node, yaml.SequenceNode):
+        _check_tag(node, _TAG + "seq", path)
+        for i, item in enumerate(node.value):
+            _check_node(item, path + [i])
+    else:
+        if node.tag not in _SCALAR_TAGS:
+            raise _Refused(f"tag {_tag_name(node.tag)} is not allowed; write plain text, numbers or lists",
+                           path, node.start_mark)
+        if node.tag == _TAG + "int" and len(node.value) > MAX_INT_CHARS:
+            digits = sum(c.isdigit() for c in node.value)
+            raise _Refused(f"an integer of {digits:,} digits is too large for any setting", path, node.start_mark)
+        if len(node.value) > MAX_TEXT_CHARS:
+            raise _Refused(f"{_shown(node.value)} is too long; a value is at most {MAX_TEXT_CHARS:,} characters",
+                           path, node.start_mark)
+
+
+def _check_tag(node: yaml.Node, expected: str, path: list) -> None:
+    if node.tag != expected:
+        raise _Refused(f"tag {_tag_name(node.tag)} is not allowed; write plain text, numbers or lists",
+                       path, node.start_mark)
+
+
+def _tag_name(tag: str) -> str:
+    return clip("!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag)
+
+
+def _at(mark: Any) -> str:
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+
+
+def dotted(path: list | None) -> str:
+    """A path in a YAML file as written: config.goldenenv:nodes[1].count."""
+    return clip("".join(
+        f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if i else clip(part))
+        for i, part in enumerate(path or [])
+    ), 2 * MAX_SHOWN) or "(top level)"
 
 
 def namespaced(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Split a stack file's config into this project's values and its unknown keys."""
+    """Split a stack file's config into this project's values and its unknown keys.
+
+    Other providers' namespaces (aws:, pulumi:, alicloud:) are theirs to judge; a namespace a
+    typo away from ours is reported in full (`goldenev:budget`), since Pulumi would ignore it.
+    """
     values: dict[str, Any] = {}
     unknown: list[str] = []
-    for full_key, value in config.items():
-        ns, _, key = full_key.partition(":")
-        if ns != NAMESPACE:
+    for full_key in config:
+        if not isinstance(full_key, str):
             continue
-        if key in keys():
-            values[key] = value
-        else:
-            unknown.append(key)
+        ns, _, key = full_key.partition(":")
+        if ns == NAMESPACE:
+            if key in keys():
+                values[key] = config[full_key]
+            else:
+                unknown.append(key)
+        elif _near_namespace(ns):
+            unknown.append(full_key)
     return values, unknown
+
+
+def _near_namespace(ns: str) -> bool:
+    """Within two edits of `goldenenv`, case ignored: GoldenEnv, goldenev, golden-env."""
+    a, b = ns.lower(), NAMESPACE
+    if abs(len(a) - len(b)) > 2:
+        return False
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1] <= 2
+
+
+def _unknown_key(key: str) -> Problem:
+    """An unknown goldenenv key, or a whole key under a misspelt namespace (`goldenev:budget`)."""
+    ns, colon, rest = key.partition(":")
+    if colon and _near_namespace(ns):
+        close = difflib.get_close_matches(rest, keys(), n=1, cutoff=0.6) if len(rest) <= MAX_SHOWN else []
+        target = rest if rest in keys() else (close[0] if close else rest)
+        return Problem(clip(key), f"namespace {clip(ns)} is not goldenenv — did you mean {NAMESPACE}:{clip(target)}?")
+    return Problem(f"{NAMESPACE}:{clip(key)}", "unknown key" + _suggest(key, keys()))
 
 
 def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> ClusterSpec:
     """Validate config values into a spec, or raise ConfigError naming every bad key."""
-    problems = [
-        Problem(f"{NAMESPACE}:{k}", "unknown key" + _suggest(k, keys())) for k in extra_keys
-    ]
+    problems = [_unknown_key(k) for k in extra_keys]
     values = {k: v for k, v in values.items() if v is not None}  # `key: null` means unset
+    if values.get("budget") == NO_BUDGET:
+        del values["budget"]
+        values["budgetOptOut"] = True
+    shape = _shape_problems(values)
+    problems += shape
     problems += catalog_problems(values)
+    spec = None
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
     except ValidationError as e:
         problems += [_problem(err, values) for err in e.errors()]
-        spec = None
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
+        problems.append(Problem(f"{NAMESPACE}:*", f"cannot be read: {clip(str(e) or type(e).__name__)}"))
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(_deduplicated(problems, shape))
     return spec
+
+
+def _deduplicated(problems: list[Problem], shape: list[Problem]) -> list[Problem]:
+    """One line per finding: a value already refused for its shape is not judged again."""
+    kept: list[Problem] = []
+    for p in problems:
+        again = p not in shape and any(p.key == q.key or p.key.startswith((q.key + ".", q.key + "[")) for q in shape)
+        if p not in kept and not again:
+            kept.append(p)
+    return kept
+
+
+def _shape_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """What no model should have to read: over-long text, nesting deeper than a stack file allows."""
+    problems: list[Problem] = []
+
+    def walk(node: Any, path: list) -> None:
+        if len(path) > MAX_DEPTH:
+            problems.append(Problem(_config_key(path[:MAX_DEPTH]), f"nested deeper than {MAX_DEPTH} levels"))
+        elif isinstance(node, str) and len(node) > MAX_VALUE_CHARS:
+            problems.append(Problem(_config_key(path),
+                                    f"{_shown(node)} is too long; at most {MAX_VALUE_CHARS:,} characters"))
+        elif isinstance(node, Mapping):
+            for k, v in node.items():
+                if isinstance(k, str) and len(k) > MAX_VALUE_CHARS:
+                    problems.append(Problem(_config_key(path), f"key {_shown(k)} is too long"))
+                else:
+                    walk(v, path + [k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + [i])
+
+    walk(values, [])
+    return problems
+
+
+def _config_key(path: list) -> str:
+    return f"{NAMESPACE}:" + dotted(path).removeprefix("(top level)")
 
 
 def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
@@ -121,7 +437,7 @@ def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
         if name not in known:
             problems.append(Problem(
                 f"{at}.instanceType",
-                f"{name!r} is not a GPU instance type goldenenv knows on {cloud}"
+                f"{_shown(name)} is not a GPU instance type goldenenv knows on {cloud}"
                 + _suggest(name, known, fallback_all=True),
             ))
         elif pool.get("efa") is True and not known[name].has_rdma:
@@ -142,24 +458,19 @@ def _pool_count(values: Mapping[str, Any]) -> int:
 
 
 def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
-    loc = list(err["loc"])
-    user_written = len(loc) - 1 if err["type"] == "extra_forbidden" else len(loc)
-    loc = [_ALIASES.get(part, part) if i < user_written else part for i, part in enumerate(loc)]
-    if loc[:1] == ["nodes"] and len(loc) > 1 and isinstance(loc[1], int) and _pool_count(values) == 1:
-        del loc[1]  # a single pool: no index in the key the user sees
-    key = NAMESPACE + ":" + "".join(
-        f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
-        for i, part in enumerate(loc)
-    )
+    path, model = user_path(err["loc"], values, ClusterSpec)
+    if path[:1] == ["nodes"] and len(path) > 1 and isinstance(path[1], int) and _pool_count(values) == 1:
+        del path[1]  # a single pool: no index in the key the user sees
+    key = _config_key(path)
     kind = err["type"]
     if kind == "extra_forbidden":
-        return Problem(key, "unknown key" + _suggest(str(loc[-1]), _keys_at(err["loc"][:-1])))
+        return Problem(key, "unknown key" + _suggest(str(path[-1]) if path else "", model_keys(model)))
     if kind == "missing":
         return Problem(key, "required, but not set")
-    message = err["msg"].removeprefix("Value error, ")
+    message = error_message(err)
+    if path == ["budget"] and kind == "model_type":
+        message += f" (or {NO_BUDGET}: explicitly no budget)"
     given = err.get("input")
-    if isinstance(given, (str, int, float, bool)) and kind not in ("value_error",):
-        message = f"{message}; got {given!r}"
     ctx = err.get("ctx") or {}
     if "expected" in ctx and isinstance(given, str):
         choices = [c.strip(" '") for c in str(ctx["expected"]).replace(" or ", ",").split(",")]
@@ -167,43 +478,89 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     return Problem(key, message)
 
 
-def _field_aliases(model: type[BaseModel], seen: dict[str, str]) -> dict[str, str]:
-    for name, f in model.model_fields.items():
-        if f.alias and f.alias != name:
-            seen[name] = f.alias
-        nested = _model_in(f.annotation)
-        if nested is not None and nested is not model:
-            _field_aliases(nested, seen)
-    return seen
+def error_message(err: Mapping[str, Any]) -> str:
+    """pydantic's message with the value the user gave, clipped wherever it appears."""
+    message = str(err["msg"]).removeprefix("Value error, ")
+    given = err.get("input")
+    if isinstance(given, str) and len(given) > MAX_SHOWN:
+        message = message.replace(given, clip(given))
+    if isinstance(given, (str, int, float, bool)) and err["type"] != "value_error":
+        message = f"{message}; got {_shown(given)}"
+    return clip(message, 1000)
 
 
-def _keys_at(loc: tuple) -> list[str]:
-    """Valid keys of the model that sits at `loc` inside ClusterSpec."""
-    model: Any = ClusterSpec
+def user_path(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int], type[BaseModel] | None]:
+    """The key the user wrote for a pydantic error location, and the model that holds it.
+
+    pydantic adds its own parts to a location (`lax-or-strict[...]`, `function-plain[...]`, the
+    member of a union it tried: `str`, `IPv4Network`, `HostImageOverride`, `[key]`). Walking the
+    models' types beside the user's data keeps only the user's own keys and list indices.
+    """
+    path: list[str | int] = []
+    node, hint, holder = data, model, model
     for part in loc:
-        if isinstance(part, int) or model is None:
+        members = _members(hint)
+        if len(members) > 1:
+            hint = next((m for m in members if getattr(m, "__name__", None) == part), None)
             continue
-        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
-        model = _model_in(field.annotation) if field else None
+        hint = members[0] if members else None
+        if part == "[key]":
+            continue
+        origin = typing.get_origin(hint)
+        if isinstance(hint, type) and issubclass(hint, BaseModel):
+            holder = hint
+            field = _field(hint, part)
+            if isinstance(node, Mapping) and part in node:
+                path.append(part)
+                node = node[part]
+            else:
+                path.append((field[1].alias or field[0]) if field else part)
+                node = None
+            hint = field[1].annotation if field else None
+        elif origin in (list, tuple, set, frozenset) and isinstance(part, int):
+            path.append(part)
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else node if part == 0 else None
+            hint = (typing.get_args(hint) or (None,))[0]
+        elif origin in (dict, Mapping):
+            path.append(part)
+            node = node.get(part) if isinstance(node, Mapping) else None
+            hint = (typing.get_args(hint) or (None, None))[1]
+        elif hint is None and isinstance(node, Mapping) and part in node:
+            path.append(part)
+            node = node[part]
+        elif hint is None and isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        else:
+            hint = None
+    return path, holder
+
+
+def _members(hint: Any) -> list[Any]:
+    """A type's alternatives, Annotated and None stripped: one for a plain type, several for a union."""
+    if hint is None:
+        return []
+    if typing.get_origin(hint) is typing.Annotated:
+        return _members(typing.get_args(hint)[0])
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return [m for arg in typing.get_args(hint) if arg is not type(None) for m in _members(arg)]
+    return [hint]
+
+
+def _field(model: type[BaseModel], part: Any) -> tuple[str, Any] | None:
+    return next(((n, f) for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+
+
+def model_keys(model: type[BaseModel] | None) -> list[str]:
+    """The keys a user may write in a model's mapping."""
     if model is None:
         return []
-    return [f.alias or n for n, f in model.model_fields.items() if n != "stack"]
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found:
-                return found
-    return None
+    return [f.alias or n for n, f in model.model_fields.items() if n not in _INTERNAL_FIELDS]
 
 
 def _suggest(word: str, options: Any, fallback_all: bool = False) -> str:
     options = sorted(options)
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6) if len(word) <= MAX_SHOWN else []
     if close:
         return f" — did you mean {close[0]}?"
     if options and (fallback_all or len(options) <= 12):
@@ -211,5 +568,16 @@ def _suggest(word: str, options: Any, fallback_all: bool = False) -> str:
     return ""
 
 
-_ALIASES = _field_aliases(ClusterSpec, {})
-"""Python field name → the key users write; pydantic names a validated default by its field name."""
+def _shown(value: Any) -> str:
+    """A value as echoed in a message: repr, clipped; a huge integer by its size (it has no short repr)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    text = clip(repr(value))
+    if isinstance(value, str) and len(value) > MAX_SHOWN:
+        text += f" ({len(value):,} characters)"
+    return text
+
+
+def clip(text: Any, limit: int = MAX_SHOWN) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

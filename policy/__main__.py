@@ -3,6 +3,10 @@
 Run with `pulumi preview --policy-pack policy`. Required tags come from the `untagged-resource` policy's
 config, e.g. a file passed with `--policy-pack-config`:
     {"untagged-resource": {"requiredTags": {"project": "llm-pretrain", "owner": "ml-team"}}}
+
+The engine does not pass retainOnDelete to policies, so data-store-not-retained judges only what it can see
+(forceDestroy, protect, final backups) and the advisory data-store-retention-unverified names each data store
+whose survival of `pulumi destroy` it cannot verify; `goldenenv plan` sees the option and checks it for real.
 """
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, PolicyPack, StackValidationPolicy

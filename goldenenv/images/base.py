@@ -1,7 +1,10 @@
 """Registry-free bases: debootstrap a distribution release, then `docker import` it.
 
 For sites where Docker Hub, nvcr or ECR cannot be reached. The base is tagged by what it
-contains (distribution, release, packages), so it is built once and reused.
+contains (distribution, release, packages), so it is built once and reused. debootstrap checks the
+release's signature against the distribution's keyring (plain http is fine then: every package is
+verified through the signed Release file), and the base's apt source is the lock's canonical mirror,
+never the site mirror the build used nor its credentials.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import docker
@@ -20,6 +24,11 @@ from docker.errors import ImageNotFound
 from goldenenv.images.lock import Base, Bootstrap
 
 COMPONENTS = {"debian": "main", "ubuntu": "main,universe"}
+KEYRINGS = {
+    "debian": (Path("/usr/share/keyrings/debian-archive-keyring.gpg"), "debian-archive-keyring"),
+    "ubuntu": (Path("/usr/share/keyrings/ubuntu-archive-keyring.gpg"), "ubuntu-keyring"),
+}
+"""The archive keyring that signs each distribution's releases, and the Debian package that ships it."""
 
 
 class BaseError(RuntimeError):
@@ -56,21 +65,51 @@ def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None 
     return tag
 
 
+def keyring(distro: str) -> Path:
+    """The distribution's archive keyring on this machine; BaseError names the package when it is missing."""
+    path, package = KEYRINGS[distro]
+    if not path.is_file():
+        raise BaseError(f"{path} is missing: debootstrap cannot verify {distro}'s release signature without it "
+                        f"(install the {package} package, as scripts/start-docker.sh does)")
+    return path
+
+
+def without_credentials(url: str) -> str:
+    """The URL with any user:password@ removed: what may be written into an image."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
+def debootstrap_command(spec: Bootstrap, rootfs: Path, mirror: str) -> list[str]:
+    """debootstrap refusing any release whose signature does not check against the distribution's keyring."""
+    cmd = ["debootstrap", "--variant=minbase", "--force-check-gpg", f"--keyring={keyring(spec.distro)}",
+           f"--components={COMPONENTS[spec.distro]}"]
+    if spec.packages:
+        cmd.append("--include=" + ",".join(spec.packages))
+    return cmd + [spec.release, str(rootfs), mirror]
+
+
+def sources_list(spec: Bootstrap) -> str:
+    """The base's apt source: the lock's canonical mirror, as debootstrap would have written it."""
+    return f"deb {without_credentials(spec.mirror)} {spec.release} {COMPONENTS[spec.distro].replace(',', ' ')}\n"
+
+
 def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: str) -> None:
     if shutil.which("debootstrap") is None:
         raise BaseError("debootstrap is not installed (Debian/Ubuntu: apt-get install debootstrap)")
     with tempfile.TemporaryDirectory(prefix="goldenenv-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase", f"--components={COMPONENTS[spec.distro]}"]
-        if spec.packages:
-            cmd.append("--include=" + ",".join(spec.packages))
-        done = subprocess.run(cmd + [spec.release, str(rootfs), mirror], capture_output=True, text=True)
+        done = subprocess.run(debootstrap_command(spec, rootfs, mirror), capture_output=True, text=True)
         if done.returncode != 0:
             tail = " | ".join(done.stdout.strip().splitlines()[-3:] + done.stderr.strip().splitlines()[-2:])
-            raise BaseError(f"debootstrap {spec.release} from {mirror} failed: {tail}")
-        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for entry in (rootfs / leftover).glob("*"):
-                if entry.is_file():
+            raise BaseError(f"debootstrap {spec.release} from {without_credentials(mirror)} failed: "
+                            f"{tail.replace(mirror, without_credentials(mirror))}")
+        (rootfs / "etc/apt/sources.list").write_text(sources_list(spec))
+        (rootfs / "var/log/bootstrap.log").unlink(missing_ok=True)  # every URL fetched, with the mirror's credentials
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists", "etc/apt/sources.list.d"):
+            for entry in (rootfs / leftover).rglob("*"):  # partial/ too: file names carry the mirror URL
+                if entry.is_file() or entry.is_symlink():
                     entry.unlink()
         archive = Path(tmp) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:

@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from goldenenv import catalog, compat
-from goldenenv.images.lock import GROUPS, Lock
+from goldenenv.images.lock import GROUPS, Lock, MirrorUrl
 from goldenenv.render import render
+from goldenenv.spec import ConfigError, Problem
 
 UID = 1000
 TOOL = "pip"
@@ -28,8 +31,17 @@ class BuildOptions:
     """Extra CA certificate(s) for a TLS-inspecting proxy; used by pip in builder stages only."""
     pip_index_url: str | None = None
     apt_mirror: str | None = None
+    """A site mirror (may hold credentials): used by debootstrap and the `apt` builder stage, never in the image."""
     wheelhouse: Path | None = None
     """Local wheels (e.g. a CPU torch build); only the files the lock pins are copied."""
+
+    def __post_init__(self) -> None:
+        if self.apt_mirror is not None:
+            try:
+                TypeAdapter(MirrorUrl).validate_python(self.apt_mirror)
+            except ValidationError:
+                raise ConfigError([Problem("--apt-mirror", "not a mirror URL: write http(s)://[user:password@]host"
+                                                           "[:port]/path, other characters %-encoded")]) from None
 
     @classmethod
     def from_environment(cls) -> BuildOptions:
@@ -89,8 +101,9 @@ def labels(lock: Lock) -> dict[str, str]:
 
 
 def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> dict[str, Any]:
-    os_fragments = ["image/os-user.j2"]
-    if lock.base.os_packages:
+    os_builders, os_fragments = [], ["image/os-user.j2"]
+    if lock.base.os_packages:  # the mirror is used to download in a builder stage; the os stage installs the files
+        os_builders.append("image/apt-download.j2")
         os_fragments.insert(0, "image/os-apt.j2")
     groups = [g for g in GROUPS if lock.group(g)]
     python_layers = [
@@ -110,7 +123,7 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         pip_env["PIP_FIND_LINKS"] = "/tmp/goldenenv-build/wheelhouse"
     return {
         "name": lock.name, "lock_hash": lock.content_hash, "base_ref": base_ref,
-        "os_fragments": os_fragments, "os_packages": lock.base.os_packages,
+        "os_builders": os_builders, "os_fragments": os_fragments, "os_packages": lock.base.os_packages,
         "uid": UID, "user": lock.user,
         "pip_env": pip_env, "pip_args": ["PIP_INDEX_URL"] if options.pip_index_url else [],
         "python_layers": python_layers, "image_layers": image_layers,

@@ -28,8 +28,9 @@ SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryption
 
 
 def res(type_: str, name: str, props: dict | None = None, **kwargs) -> PlannedResource:
-    """A resource as `goldenenv plan` records it under mocks (id = f"{name}-id")."""
+    """A resource as `goldenenv plan` records it under mocks (id = f"{name}-id"; options it did not set are False)."""
     urn = f"urn:pulumi:test::goldenenv::{type_}::{name}"
+    kwargs.setdefault("retain_on_delete", False)
     return PlannedResource(urn=urn, type=type_, name=name, props=props or {}, id=f"{name}-id", **kwargs)
 
 
@@ -173,6 +174,70 @@ def test_ssh_open_to_world_is_caught(resource):
 ], ids=["restricted", "egress", "other-port", "alicloud-drop"])
 def test_ssh_closed_to_world_passes(resource):
     assert findings([resource], "ssh-open-to-world") == []
+
+
+SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def _ssh(cidrs: list[str]) -> dict:
+    return {"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": cidrs}
+
+
+@pytest.mark.parametrize("ingress", [
+    [_ssh(["0.0.0.0/1"]), _ssh(["128.0.0.0/1"])],
+    [_ssh(["0.0.0.0/1", "128.0.0.0/1"])],
+    [_ssh(["64.0.0.0/3"])],
+    [{"protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "cidrBlocks": ["0.0.0.0/1"]}, _ssh(["128.0.0.0/1"])],
+    [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "ipv6CidrBlocks": ["2000::/3"]}],
+], ids=["halves-in-two-rules", "halves-in-one-rule", "public-slash3", "all-ports-plus-ssh", "ipv6-global"])
+def test_ssh_from_a_union_covering_public_space_is_caught(ingress):
+    group = res(SG, "nodes", {"ingress": ingress})
+    [finding] = findings([group], "ssh-open-to-world")
+    assert finding.urn == group.urn and "'nodes'" in finding.message and "together cover" in finding.message
+
+
+def test_ssh_halves_split_across_a_group_and_its_standalone_rules_are_caught():
+    """The network component writes one rule per admin CIDR: each half alone is 'not the world'."""
+    group = res(SG, "nodes", {"ingress": [_ssh(["0.0.0.0/1"])]})
+    rule = res(SG_RULE, "admin-2", {"type": "ingress", "securityGroupId": "nodes-id", **_ssh(["128.0.0.0/1"])})
+    new = res(INGRESS_RULE, "admin-3", {"securityGroupId": "nodes-id", "ipProtocol": "tcp", "fromPort": 22.0,
+                                        "toPort": 22.0, "cidrIpv4": "203.0.113.0/24"})
+    [finding] = findings([group, rule, new], "ssh-open-to-world")
+    assert finding.urn == group.urn
+    assert "0.0.0.0/0" in finding.message and "'admin-2'" in finding.message and "203.0.113.0/24" not in finding.message
+
+
+def test_ssh_sources_narrow_alone_but_wide_together_are_caught_once():
+    """2.0.0.0/8 and 3.0.0.0/8 each pass (a /8); on one group they are the public /7 2.0.0.0/7."""
+    rules = [res(INGRESS_RULE, f"admin-{i}", {"securityGroupId": "sg-0123", "ipProtocol": "tcp", "fromPort": 22.0,
+                                              "toPort": 22.0, "cidrIpv4": cidr})
+             for i, cidr in enumerate(["2.0.0.0/8", "3.0.0.0/8"])]
+    other_group = res(INGRESS_RULE, "elsewhere", {"securityGroupId": "sg-9999", "ipProtocol": "tcp",
+                                                  "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": "4.0.0.0/8"})
+    caught = findings([*rules, other_group], "ssh-open-to-world")
+    assert [f.urn for f in caught] == [rules[0].urn]
+    assert "2.0.0.0/7" in caught[0].message and "'admin-1'" in caught[0].message
+    assert [f.urn for f in findings(rules[:1], "ssh-open-to-world")] == []
+
+
+def test_ssh_rules_matched_to_their_group_by_dependency():
+    group = res(SG, "nodes", {"ingress": [_ssh(["0.0.0.0/1"])]})
+    rule = PlannedResource(urn="urn:rule", type=INGRESS_RULE, name="half", props={
+        "securityGroupId": None, "ipProtocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": "128.0.0.0/1"},
+        property_dependencies={"securityGroupId": (group.urn,)})
+    assert [f.urn for f in findings([group, rule], "ssh-open-to-world")] == [group.urn]
+
+
+@pytest.mark.parametrize("ingress", [
+    [_ssh(["203.0.113.0/24"]), _ssh(["198.51.100.0/24"]), _ssh(["11.0.0.0/8"])],
+    [_ssh(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"])],
+    [_ssh(["2001:db8::/32"]), {"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+                                "ipv6CidrBlocks": ["2a00:1450::/32"]}],
+    [{"protocol": "tcp", "fromPort": 443.0, "toPort": 443.0, "cidrBlocks": ["2.0.0.0/8"]}, _ssh(["3.0.0.0/8"])],
+], ids=["offices-and-a-slash8", "private", "ipv6-slash32", "other-port-adjacent"])
+def test_ssh_from_narrow_or_private_sources_passes(ingress):
+    assert findings([res(SG, "nodes", {"ingress": ingress})], "ssh-open-to-world") == []
 
 
 def test_other_ports_open_to_world_are_a_warning():
@@ -344,13 +409,87 @@ def test_lustre_with_final_backup_or_retained_passes(props, retain):
     assert findings([lustre], "data-store-not-retained") == []
 
 
+# ---------------------------------------------------------------- s3-public-access
+
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+ALL_BLOCKED = {"blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True,
+               "restrictPublicBuckets": True}
+
+
+def _bucket_policy(*statements: dict) -> PlannedResource:
+    document = {"Version": "2012-10-17", "Statement": list(statements)}
+    return res(BUCKET_POLICY, "checkpoints-policy", {"bucket": "checkpoints-id", "policy": json.dumps(document)})
+
+
+@pytest.mark.parametrize("principal", ["*", {"AWS": "*"}, {"AWS": ["arn:aws:iam::123456789012:root", "*"]}],
+                         ids=["star", "aws-star", "aws-list"])
+def test_bucket_policy_allowing_everyone_is_caught(principal):
+    policy = _bucket_policy({"Sid": "Read", "Effect": "Allow", "Principal": principal, "Action": "s3:GetObject",
+                             "Resource": "arn:aws:s3:::acme/*"})
+    [finding] = findings([policy], "s3-public-access")
+    assert finding.severity is Severity.ERROR and finding.urn == policy.urn
+    assert "Read" in finding.message and "s3:GetObject" in finding.message
+
+
+def test_bucket_policy_as_a_mapping_with_one_statement_is_caught():
+    policy = res(BUCKET_POLICY, "p", {"policy": {"Statement": {"Effect": "Allow", "Principal": "*",
+                                                                "Action": ["s3:GetObject", "s3:ListBucket"]}}})
+    [finding] = findings([policy], "s3-public-access")
+    assert "s3:GetObject, s3:ListBucket" in finding.message
+
+
+def test_bucket_policy_naming_principals_or_denying_everyone_passes():
+    policy = _bucket_policy(
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/nodes"}, "Action": "s3:*"},
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+    )
+    unknown = res(BUCKET_POLICY, "later", {"policy": None})
+    assert findings([policy, unknown], "s3-public-access") == []
+
+
+@pytest.mark.parametrize("off", ["blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"])
+def test_public_access_block_with_a_setting_off_is_caught(off):
+    turned_off = res(PUBLIC_ACCESS_BLOCK, "checkpoints-private", {**ALL_BLOCKED, off: False})
+    unset = res(PUBLIC_ACCESS_BLOCK, "datasets-private", {k: v for k, v in ALL_BLOCKED.items() if k != off})
+    caught = findings([turned_off, unset], "s3-public-access")
+    assert [f.urn for f in caught] == [turned_off.urn, unset.urn]
+    assert all(off in f.message for f in caught)
+
+
+def test_public_access_block_with_all_four_on_passes():
+    assert findings([res(PUBLIC_ACCESS_BLOCK, "private", dict(ALL_BLOCKED))], "s3-public-access") == []
+
+
+# ---------------------------------------------------------------- data-store-retention-unverified
+
+def test_unknown_retention_is_an_advisory_not_a_pass():
+    bucket = res(BUCKET, "datasets", {}, retain_on_delete=None)
+    lustre = res("aws:fsx/lustreFileSystem:LustreFileSystem", "shared-fs", {"deploymentType": "PERSISTENT_2"},
+                 retain_on_delete=None)
+    caught = findings([bucket, lustre], "data-store-retention-unverified")
+    assert [f.urn for f in caught] == [bucket.urn, lustre.urn]
+    assert all(f.severity is Severity.WARNING and "cannot verify" in f.message for f in caught)
+    assert findings([bucket, lustre], "data-store-not-retained") == []
+
+
+@pytest.mark.parametrize("kwargs", [{"retain_on_delete": True}, {"retain_on_delete": False},
+                                    {"retain_on_delete": None, "protect": True}], ids=["kept", "known", "protected"])
+def test_known_retention_or_protect_needs_no_advisory(kwargs):
+    bucket = res(BUCKET, "datasets", {}, **kwargs)
+    scratch = res("aws:fsx/lustreFileSystem:LustreFileSystem", "scratch", {"deploymentType": "SCRATCH_2"},
+                  retain_on_delete=None)
+    assert findings([bucket, scratch], "data-store-retention-unverified") == []
+
+
 # ---------------------------------------------------------------- rule set
 
 def test_every_rule_has_a_unique_id_and_a_severity():
     ids = [rule.id for rule in guardrails.RULES]
     assert len(ids) == len(set(ids))
     assert {"untagged-resource", "ssh-open-to-world", "unencrypted-storage", "unencrypted-topic",
-            "imdsv1-allowed", "public-ip-on-gpu-node", "data-store-not-retained"} <= set(ids)
+            "imdsv1-allowed", "public-ip-on-gpu-node", "data-store-not-retained", "data-store-retention-unverified",
+            "s3-public-access"} <= set(ids)
     assert guardrails.RULES[[r.id for r in guardrails.RULES].index("unencrypted-topic")].severity is Severity.WARNING
 
 
@@ -412,6 +551,42 @@ def test_stack_validation_without_config_requires_only_some_tags():
     assert reported == [bare.urn]
 
 
+def _report(rule_id: str, *resources) -> list[tuple[str, str]]:
+    rule = next(r for r in guardrails.RULES if r.id == rule_id)
+    reported = []
+    args = SimpleNamespace(resources=list(resources), get_config=lambda: {})
+    guardrails.stack_validation(rule)(args, lambda message, urn=None: reported.append((message, urn)))
+    return reported
+
+
+def test_policy_pack_says_it_cannot_verify_a_bucket_it_cannot_see_retained():
+    """A policy resource's options carry protect but no retainOnDelete: the retention is reported unverified."""
+    bucket = _policy_resource(BUCKET, "datasets", {"bucket": "acme-datasets"})
+    assert not hasattr(bucket.opts, "retain_on_delete")
+    assert _report("data-store-not-retained", bucket) == []
+    [(message, urn)] = _report("data-store-retention-unverified", bucket)
+    assert urn == bucket.urn and "cannot verify" in message and "protect=True" in message
+    assert _report("data-store-retention-unverified", _policy_resource(BUCKET, "kept", {}, protect=True)) == []
+
+
+def test_policy_pack_reads_retain_on_delete_where_the_sdk_offers_it():
+    kept = _policy_resource(BUCKET, "kept", {})
+    kept.opts.retain_on_delete = True
+    dropped = _policy_resource(BUCKET, "dropped", {})
+    dropped.opts.retain_on_delete = False
+    assert _report("data-store-retention-unverified", kept, dropped) == []
+    assert [urn for _, urn in _report("data-store-not-retained", kept, dropped)] == [dropped.urn]
+
+
+def test_policy_pack_retention_advisory_on_the_policy_sdk_types():
+    from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
+
+    opts = PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
+                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[])
+    bucket = PolicyResource(BUCKET, {"bucket": "acme"}, "urn:bucket", "datasets", opts, None, None, [], {})
+    assert [urn for _, urn in _report("data-store-retention-unverified", bucket)] == ["urn:bucket"]
+
+
 def test_policy_pack_has_one_policy_per_rule(monkeypatch):
     import pulumi_policy
 
@@ -424,6 +599,8 @@ def test_policy_pack_has_one_policy_per_rule(monkeypatch):
     assert set(policies) == {rule.id for rule in guardrails.RULES}
     assert policies["ssh-open-to-world"].enforcement_level is pulumi_policy.EnforcementLevel.MANDATORY
     assert policies["unencrypted-topic"].enforcement_level is pulumi_policy.EnforcementLevel.ADVISORY
+    assert policies["data-store-retention-unverified"].enforcement_level is pulumi_policy.EnforcementLevel.ADVISORY
+    assert policies["s3-public-access"].enforcement_level is pulumi_policy.EnforcementLevel.MANDATORY
     assert "requiredTags" in policies["untagged-resource"].config_schema.properties
 
 
@@ -438,7 +615,7 @@ def test_rules_read_the_property_names_pulumi_aws_sends():
         class Mocks(pulumi.runtime.Mocks):
             def new_resource(self, args):
                 recorded.append(PlannedResource(urn=args.name, type=args.typ, name=args.name,
-                                                props=args.inputs, id=args.name + "-id"))
+                                                props=args.inputs, id=args.name + "-id", retain_on_delete=False))
                 return [args.name + "-id", args.inputs]
             def call(self, args):
                 return {}
@@ -459,7 +636,11 @@ def test_rules_read_the_property_names_pulumi_aws_sends():
             bucket = aws.s3.Bucket("bucket", tags=tags, force_destroy=True)
             sse = aws.s3.BucketServerSideEncryptionConfiguration("sse", bucket=bucket.id,
                 rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}}])
-            return pulumi.Output.all(lt.id, sg.id, sse.id)
+            pab = aws.s3.BucketPublicAccessBlock("pab", bucket=bucket.id, block_public_acls=True,
+                block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=False)
+            policy = aws.s3.BucketPolicy("policy", bucket=bucket.id, policy=json.dumps({"Statement": [
+                {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "s3:GetObject", "Resource": "*"}]}))
+            return pulumi.Output.all(lt.id, sg.id, sse.id, pab.id, policy.id)
 
         program()
         print(json.dumps(sorted({(f.rule, f.urn) for f in evaluate(recorded, {"project": "p"})})))
@@ -469,7 +650,8 @@ def test_rules_read_the_property_names_pulumi_aws_sends():
     assert result.returncode == 0, result.stderr
     caught = {tuple(pair) for pair in json.loads(result.stdout.strip().splitlines()[-1])}
     assert caught == {("public-ip-on-gpu-node", "lt"), ("ssh-open-to-world", "sg"),
-                      ("data-store-not-retained", "bucket")}
+                      ("data-store-not-retained", "bucket"), ("s3-public-access", "pab"),
+                      ("s3-public-access", "policy")}
 
 
 def test_stack_validation_runs_on_the_policy_sdk_types():

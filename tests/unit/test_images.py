@@ -81,6 +81,21 @@ def test_build_options_stay_out_of_the_image_stage_and_the_identity(tmp_path):
     assert load("cpu-dev").content_hash == lock.content_hash  # options never change the tag
 
 
+def test_the_apt_mirror_reaches_only_the_apt_builder_stage():
+    """Build args show in `docker history`: the site mirror (maybe with credentials) is declared by no image stage."""
+    doc = lock_doc("cuda-slim")
+    doc["base"]["osPackages"] = ["less"]
+    text = dockerfile.dockerfile(Lock.model_validate(doc), "base:ref",
+                                 BuildOptions(apt_mirror="http://user:s3cret@mirror.internal/debian"))
+    assert build.stages(text)[:2] == ["apt", "os"]
+    stages = {stage.split()[2]: stage for stage in text.split("\nFROM ")[1:]}
+    assert [name for name, stage in stages.items() if "APT_MIRROR" in stage] == ["apt"]
+    assert "COPY --from=apt /debs/" in stages["os"] and "apt-get update" not in stages["os"]
+    assert "s3cret" not in text
+    assert build.stages(dockerfile.dockerfile(load("cuda-slim"), "base:ref"))[0] == "os", \
+        "no apt stage without OS packages"
+
+
 def test_requirements_pin_every_distribution_by_hash():
     lock = load("aws-h100")
     for group in GROUPS:

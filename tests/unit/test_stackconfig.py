@@ -469,3 +469,173 @@ def test_cli_config_that_is_not_a_mapping(tmp_path: Path) -> None:
     result = run_plan(tmp_path)
     assert result.exit_code == 2, result.output
     assert "mapping" in result.output
+
+
+# --- hostile stack files (issue 8): exit 2, one line naming the file and the key, never a traceback ---
+
+
+def plan_file(tmp_path: Path, content: bytes | str):
+    """`goldenenv plan` on a stack file holding exactly these bytes."""
+    data = content.encode() if isinstance(content, str) else content
+    (tmp_path / "Pulumi.bad.yaml").write_bytes(data)
+    return run_plan(tmp_path)
+
+
+def assert_refused(result, *named: str) -> list[str]:
+    """Exit 2 through SystemExit, no traceback; the lines that name every one of `named`."""
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines()
+             if all(n in line for n in named) and not line.startswith("invalid stack configuration")]
+    assert lines, f"no line names {named}: {result.output}"
+    return lines
+
+
+def p5_with(line: str, replacing: str) -> str:
+    text = P5_STACK.read_text(encoding="utf-8")
+    assert replacing in text
+    return text.replace(replacing, line)
+
+
+def test_cli_non_text_key(tmp_path: Path) -> None:
+    [line] = assert_refused(plan_file(tmp_path, "config: {1: 2}\n"), "Pulumi.bad.yaml", "config")
+    assert "key 1 is not text" in line
+
+
+def test_cli_undecodable_bytes(tmp_path: Path) -> None:
+    [line] = assert_refused(plan_file(tmp_path, b"config:\n  goldenenv:cloud: \xff\xfe"),
+                            "Pulumi.bad.yaml", "goldenenv:cloud")
+    assert "UTF-8" in line and "0xff" in line
+
+
+@pytest.mark.parametrize("nested", [
+    pytest.param("[" * 1000 + "]" * 1000, id="flow-lists"),
+    pytest.param("{a: " * 1000 + "1" + "}" * 1000, id="flow-maps"),
+    pytest.param("".join(f"\n{'  ' * (i + 2)}- " for i in range(1000)) + "x", id="block-lists"),
+    pytest.param("".join(f"\n{' ' * (i + 4)}k:" for i in range(1000)) + " x", id="block-maps"),
+])
+def test_cli_thousand_levels_of_nesting(tmp_path: Path, nested: str) -> None:
+    [line] = assert_refused(plan_file(tmp_path, f"config:\n  goldenenv:tags: {nested}\n"),
+                            "Pulumi.bad.yaml", "goldenenv:tags")
+    assert "nest" in line
+    assert len(line) < 400
+
+
+def test_cli_five_thousand_digit_integer(tmp_path: Path) -> None:
+    text = p5_with(f"count: {'9' * 5000}", "count: 2")
+    [line] = assert_refused(plan_file(tmp_path, text), "Pulumi.bad.yaml", "goldenenv:nodes.count")
+    assert "5,000 digits" in line
+    assert "9" * 100 not in line
+
+
+def test_cli_directory_instead_of_a_stack_file(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.bad.yaml").mkdir()
+    [line] = assert_refused(run_plan(tmp_path), "Pulumi.bad.yaml")
+    assert "directory" in line
+
+
+BILLION_LAUGHS = "\n".join(
+    ['config:', '  aws:a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f'  aws:{b}: &{b} [{",".join(["*" + a] * 9)}]' for a, b in zip("abcdefgh", "bcdefghi")]
+) + "\n"
+"""The classic: nine levels of nine aliases, a 1 KB file that expands to 9^9 strings; outside our namespace."""
+
+
+def test_cli_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    import time
+
+    assert len(BILLION_LAUGHS) < 1100
+    started = time.monotonic()
+    [line] = assert_refused(plan_file(tmp_path, BILLION_LAUGHS), "Pulumi.bad.yaml", "aws:a")
+    assert time.monotonic() - started < 1.0
+    assert "anchors and aliases are not allowed in stack files" in line
+
+
+def test_cli_anchor_inside_our_namespace_is_refused(tmp_path: Path) -> None:
+    text = p5_with("tags: &t\n    project: llm-pretrain", "tags:\n    project: llm-pretrain")
+    assert_refused(plan_file(tmp_path, text), "Pulumi.bad.yaml", "goldenenv:tags", "anchors and aliases")
+
+
+def test_cli_megabyte_value_is_truncated(tmp_path: Path) -> None:
+    huge = "a" * 1_000_000
+    result = plan_file(tmp_path, p5_with(f"goldenenv:zone: {huge}", "goldenenv:zone: us-east-1a"))
+    [line] = assert_refused(result, "Pulumi.bad.yaml", "goldenenv:zone")
+    assert "1,000,000 characters" in line
+    assert len(result.output) < 1000
+
+
+def test_cli_long_value_under_the_file_cap_is_truncated_too(tmp_path: Path) -> None:
+    result = plan_file(tmp_path, p5_with(f"goldenenv:zone: us-east-1{'a' * 5000}", "goldenenv:zone: us-east-1a"))
+    [line] = assert_refused(result, "goldenenv:zone")
+    assert "5,009 characters" in line and "…" in line
+    assert len(result.output) < 1000
+
+
+def test_cli_misspelt_namespace_says_did_you_mean(tmp_path: Path) -> None:
+    result = plan_file(tmp_path, p5_with("goldenev:budget:", "goldenenv:budget:"))
+    [line] = assert_refused(result, "goldenev:budget")
+    assert "did you mean goldenenv:budget?" in line
+
+
+@pytest.mark.parametrize("namespace", ["GoldenEnv", "golden-env", "goldenevn"])
+def test_namespaces_near_ours_are_errors(namespace: str) -> None:
+    config = p5_config()
+    config[f"{namespace}:region"] = config.pop("goldenenv:region")
+    error = load_errors(config)
+    assert "did you mean goldenenv:region?" in problem_at(error, f"{namespace}:region").message
+
+
+@pytest.mark.parametrize("namespace", ["aws", "pulumi", "alicloud", "gcp", "azure-native", "kubernetes"])
+def test_other_providers_namespaces_stay_theirs(namespace: str) -> None:
+    config = p5_config()
+    config[f"{namespace}:region"] = "anything"
+    values, unknown = stackconfig.namespaced(config)
+    assert unknown == []
+    stackconfig.load("test", values, unknown)
+
+
+def test_budget_none_is_an_explicit_opt_out(tmp_path: Path) -> None:
+    config = p5_config()
+    config["goldenenv:budget"] = "none"
+    values, unknown = stackconfig.namespaced(config)
+    spec = stackconfig.load("test", values, unknown)
+    assert spec.budget is None and spec.budget_opt_out is True
+    unset = p5_config()
+    del unset["goldenenv:budget"]
+    assert stackconfig.load("test", *stackconfig.namespaced(unset)).budget_opt_out is False
+    result = plan_file(tmp_path, p5_with("goldenenv:budget: none\n  goldenenv:old:", "goldenenv:budget:"))
+    assert "budget" not in "".join(l for l in result.output.splitlines() if "goldenenv:budget" in l)
+
+
+def test_budget_other_text_says_none_is_the_word() -> None:
+    config = p5_config()
+    config["goldenenv:budget"] = "nope"
+    assert "none" in problem_at(load_errors(config), "goldenenv:budget").message
+
+
+INTERNALS = ("lax-or-strict", "function-", "[lax=", "json-or-python", "constrained-str", "HostImageOverride", "[key]")
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    pytest.param(_set(("goldenenv:network", "adminCidrs"), ["not-a-cidr"]), "goldenenv:network.adminCidrs",
+                 id="admin-cidr"),
+    pytest.param(_set(("goldenenv:nodes", "hostImage"), {"id": 5}), "goldenenv:nodes.hostImage.id", id="host-image"),
+    pytest.param(_set(("goldenenv:tags", "extra"), {"": "v"}), "goldenenv:tags.extra", id="tag-key"),
+])
+def test_error_keys_are_the_users_keys(change, key: str) -> None:
+    config = p5_config()
+    change(config)
+    error = load_errors(config)
+    assert any(p.key.startswith(key) for p in error.problems), [str(p) for p in error.problems]
+    for p in error.problems:
+        assert not any(part in p.key for part in INTERNALS), p.key
+    assert_readable(error)
+
+
+def test_cli_error_keys_never_carry_pydantic_internals(tmp_path: Path) -> None:
+    text = p5_with("cidr: 10.42.0.0/16\n    adminCidrs: [nope, 5x]", "cidr: 10.42.0.0/16")
+    result = plan_file(tmp_path, text)
+    assert_refused(result, "goldenenv:network.adminCidrs")
+    for part in INTERNALS:
+        assert part not in result.output
