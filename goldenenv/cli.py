@@ -35,7 +35,7 @@ KEY_PROPS: dict[str, tuple[str, ...]] = {
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dataRepositoryPath", "fileSystemPath"),
     "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
-    "aws:budgets/budgetAction:BudgetAction": ("actionThreshold.actionThresholdValue", "definition.ssmActionDefinition.actionSubType"),
+    "aws:sns/topicSubscription:TopicSubscription": ("protocol",),
     "aws:ecr/repository:Repository": ("name", "imageTagMutability"),
     "docker:container": ("image", "cpus", "memoryGib", "ranks"),
     "docker:network": ("internal",),

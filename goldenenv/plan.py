@@ -128,6 +128,7 @@ def plan_config(stack: str, config: dict[str, Any]) -> Plan:
         resources, outputs = cloud.planned_resources(spec), {}
         costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
     findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
+    findings += budget_findings(spec)
     checked, cold = compat.check_stack(spec), None
     if checked:
         lock = image_lock.load(spec.image.lock)
@@ -280,7 +281,10 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
 
 
 def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
-    """What a user should know before renting: price caveats and how long the budget lasts."""
+    """What a user should know before renting: price caveats, how long the budget lasts and what the hard stop
+    and the time to live do to each pool, and the account step the budget needs."""
+    from goldenenv.spec import STACK_TAG_KEY
+
     notes = []
     for c in costs:
         if c.price is None:
@@ -293,19 +297,39 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
             notes.append(f"{c.instance_type} price is unverified in the catalog ({c.price.as_of})")
         if c.capacity == "spot":
             notes.append(f"{c.pool}: spot price varies; the on-demand price is shown as its ceiling")
+    spot = [pool for pool in spec.nodes if pool.capacity.value == "spot"]
     hourly = sum(c.usd_per_hour or 0.0 for c in costs)
     if spec.budget and hourly > 0:
         days = spec.budget.monthly_limit / hourly / 24
         if days < HOURS_PER_MONTH / 24:
-            then = "the hard stop stops the nodes" if spec.budget.hard_stop else "alerts fire but nothing stops"
+            then = ("the hard stop stops the nodes" + (" (and terminates the one-time spot ones)" if spot else "")
+                    if spec.budget.hard_stop else "alerts fire but nothing stops")
             notes.append(f"running all month costs ${hourly * HOURS_PER_MONTH:,.0f}; the budget lasts "
                          f"{days:.1f} days at full use, then {then}")
-    if spec.budget and not spec.budget.activate_cost_allocation_tag:
-        notes.append("the budget filters on the tag goldenenv:stack: activate it as a cost allocation tag "
-                     "(Billing console, or budget.activateCostAllocationTag: true) or the budget sees no spend")
+    if spec.budget and spec.budget.hard_stop:
+        for pool in spot:
+            notes.append(f"budget.hardStop terminates the {pool.count} one-time spot node(s) of {pool.name} when actual "
+                         "spend passes 100 % (EC2 cannot stop one-time spot): their root volumes and instance-store "
+                         "(local NVMe) data are lost; keep checkpoints in the bucket or the parallel file system")
+        for pool in spec.nodes:
+            it = catalog.instance_type(spec.cloud, pool.instance_type)
+            if pool not in spot and it.local_nvme_count:
+                notes.append(f"budget.hardStop stops {pool.name}: stopping a {it.name} erases its "
+                             f"{it.local_nvme_count} instance-store (local NVMe) volume(s); EBS volumes are kept")
+    if spec.budget and spec.cloud == "aws":
+        notes.append(
+            f"the budget counts spend tagged {STACK_TAG_KEY}={spec.stack}, which AWS counts only once "
+            f"{STACK_TAG_KEY} is an active cost allocation tag. That is an account-level step, done once by the "
+            "management (payer) account - linked (member) accounts cannot activate it - in the Billing console "
+            "(Cost allocation tags) or with `aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
+            f"TagKey={STACK_TAG_KEY},Status=Active`. AWS lists a tag only about 24 h after it is first used, so do it "
+            "a day after the first up; until then the budget sees no spend"
+            + ("; budget.activateCostAllocationTag no longer creates anything: it is accepted, and this step is "
+               "still yours" if spec.budget.activate_cost_allocation_tag else ""))
     if spec.lifecycle.ttl_hours:
-        notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start; "
-                     "storage and network keep billing until destroy")
+        notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start"
+                     + (" (one-time spot nodes are terminated: EC2 cannot stop them)" if spot else "")
+                     + "; storage and network keep billing until destroy")
     if spec.lifecycle.idle_minutes:
         for pool in spec.nodes:
             it = catalog.instance_type(spec.cloud, pool.instance_type)
@@ -313,3 +337,27 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
                          f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                          f"is {100 * it.gpu_count / it.vcpus:.1f} %")
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]
+
+
+NO_BUDGET = "no-budget"
+
+
+def budget_findings(spec: ClusterSpec) -> list[Finding]:
+    """A stack that rents priced machines has a budget, or says `budget: none` and hears that nothing watches.
+
+    A cloud stack is one whose cloud can bill (it offers budgets) or whose pools the catalog prices; the local
+    stack is neither.
+    """
+    billed = clouds.get(spec.cloud).capabilities
+    priced = [c for c in pool_costs(spec) if c.usd_per_hour]
+    if spec.budget is not None or (clouds.Capability.BUDGET not in billed and not priced):
+        return []
+    monthly = sum(c.usd_per_hour for c in priced) * HOURS_PER_MONTH
+    cost = f"${monthly:,.0f}/month at full use" if priced else "an unpriced amount"
+    if spec.budget_opt_out:
+        return [Finding(NO_BUDGET, Severity.WARNING, "",
+                        f"budget: none - no alert and no stop watches this stack's spending ({cost}); "
+                        f"only lifecycle.ttlHours / idleMinutes or destroy end it")]
+    return [Finding(NO_BUDGET, Severity.ERROR, "",
+                    f"goldenenv:budget is not set on a {spec.cloud} stack ({cost}); set budget (monthlyLimit, "
+                    f"emails) or write `goldenenv:budget: none` to run without one on purpose")]

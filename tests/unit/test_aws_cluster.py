@@ -8,7 +8,7 @@ import copy
 import pytest
 import yaml
 
-from goldenenv import catalog, stackconfig
+from goldenenv import catalog, reaper, stackconfig
 from goldenenv.clouds.aws.budget import cost_filter_value
 from goldenenv.plan import plan, plan_config, stack_file
 from goldenenv.spec import STACK_TAG_KEY
@@ -175,19 +175,24 @@ def test_budget_filters_on_the_stack_tag_and_alerts_at_each_threshold(p5):
     assert p5.outputs["budgetName"] == budget.props["name"]
 
 
-def test_hard_stop_stops_exactly_the_stacks_instances_at_100_percent(p5):
-    action = one(p5, "aws:budgets/budgetAction:BudgetAction")
-    ssm = action.props["definition"]["ssmActionDefinition"]
-    assert ssm["actionSubType"] == "STOP_EC2_INSTANCES"
-    assert sorted(ssm["instanceIds"]) == sorted(n.id for n in p5.of_type(INSTANCE))
-    assert action.props["actionThreshold"] == {"actionThresholdType": "PERCENTAGE", "actionThresholdValue": 100}
-    assert action.props["approvalModel"] == "AUTOMATIC"
+def test_hard_stop_is_the_stacks_function_on_the_budgets_100_percent_topic(p5):
+    assert p5.of_type("aws:budgets/budgetAction:BudgetAction") == []
+    budget, topic = one(p5, "aws:budgets/budget:Budget"), one(p5, "aws:sns/topic:Topic")
+    (alert,) = [n for n in budget.props["notifications"] if n.get("subscriberSnsTopicArns")]
+    assert (alert["threshold"], alert["notificationType"]) == (100.0, "ACTUAL")
+    assert [a.rsplit(":", 1)[-1] for a in alert["subscriberSnsTopicArns"]] == [topic.name]
+    subscription = one(p5, "aws:sns/topicSubscription:TopicSubscription")
+    (function,) = [f for f in p5.of_type("aws:lambda/function:Function")
+                   if f.name == subscription.props["endpoint"].rsplit(":", 1)[-1]]
+    env = function.props["environment"]["variables"]
+    assert (env[reaper.PROJECT_ENV], env[reaper.STACK_ENV]) == (p5.spec.tags.project, p5.spec.stack)
 
 
-def test_no_hard_stop_means_no_budget_action():
+def test_no_hard_stop_means_no_hard_stop_topic():
     config = copy.deepcopy(example_config())
     config["goldenenv:budget"]["hardStop"] = False
-    assert plan_config("soft", config).of_type("aws:budgets/budgetAction:BudgetAction") == []
+    soft = plan_config("soft", config)
+    assert soft.of_type("aws:sns/topic:Topic") == soft.of_type("aws:sns/topicSubscription:TopicSubscription") == []
 
 
 def test_hostfile_has_one_line_per_node_with_slots_equal_to_gpus(p5):

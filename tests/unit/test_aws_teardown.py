@@ -28,6 +28,7 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 INSTANCE = "aws:ec2/instance:Instance"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 COMPONENT = "goldenenv:aws:AutoTeardown"
+OWN_TYPES = {FUNCTION, LOG_GROUP, ROLE}
 LIFECYCLE = {"ttlHours": 2, "idleMinutes": 30}
 
 
@@ -39,8 +40,14 @@ def config_with(lifecycle: dict | None, stack: str = "aws-p5-2node") -> dict:
     return config
 
 
+def teardown_of(p, type_token) -> list:
+    """Resources of this type in the AutoTeardown component (the budget's hard stop has a function of its own)."""
+    components = {r.urn for r in p.resources if r.type == COMPONENT}
+    return [r for r in p.of_type(type_token) if r.parent_urn in components]
+
+
 def one(p, type_token):
-    found = p.of_type(type_token)
+    found = teardown_of(p, type_token) if type_token in OWN_TYPES else p.of_type(type_token)
     assert len(found) == 1, f"expected one {type_token}, found {len(found)}"
     return found[0]
 
@@ -59,7 +66,7 @@ def policy_of(p, role):
 
 
 def role_assumed_by(p, service: str):
-    (role,) = [r for r in p.of_type(ROLE)
+    (role,) = [r for r in teardown_of(p, ROLE)
                if json.loads(r.props["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": service}]
     return role
 
@@ -106,6 +113,7 @@ def test_the_function_ships_reaper_py_and_is_configured_for_the_stack(planned):
 
     env = function.props["environment"]["variables"]
     assert env[reaper.STACK_ENV] == planned.spec.stack
+    assert env[reaper.PROJECT_ENV] == planned.spec.tags.project
     assert env[reaper.ACTION_ENV] in reaper.ACTIONS
     assert reaper._flag(env[reaper.DRY_RUN_ENV]) is False
     assert planned.outputs["reaperFunction"] == function.name
@@ -123,11 +131,13 @@ def test_the_reaper_role_stops_and_terminates_only_the_stacks_instances_and_logs
     teardown_actions = {"ec2:StopInstances", "ec2:TerminateInstances"}
     scoped = [s for s in granted if teardown_actions & set(actions(s))]
     assert scoped and all(
-        s["Condition"] == {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": planned.spec.stack}}
+        s["Condition"] == {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": planned.spec.stack,
+                                            f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": planned.spec.tags.project}}
         for s in scoped)
     assert teardown_actions <= {a for s in scoped for a in actions(s)}
     unscoped = {a for s in granted if "Condition" not in s for a in actions(s)}
-    assert unscoped == {"ec2:DescribeInstances", "logs:CreateLogStream", "logs:PutLogEvents"}
+    assert unscoped == {"ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests", "logs:CreateLogStream",
+                        "logs:PutLogEvents"}
     assert not any("*" in a for s in granted for a in actions(s))
 
     logs = one(planned, LOG_GROUP)
@@ -135,6 +145,13 @@ def test_the_reaper_role_stops_and_terminates_only_the_stacks_instances_and_logs
     assert logs.props["retentionInDays"] > 0
     log_resources = {s["Resource"] for s in granted if "logs:PutLogEvents" in actions(s)}
     assert {name_of(r.removesuffix(":*")) for r in log_resources} == {logs.name}
+
+
+def test_names_that_are_unique_in_an_account_carry_the_project_as_well_as_the_stack(planned):
+    """Two projects may each have a stack of the same name in one account: their log groups and alarms differ."""
+    project, stack = planned.spec.tags.project, planned.spec.stack
+    names = [one(planned, LOG_GROUP).props["name"]] + [a.props["name"] for a in planned.of_type(ALARM)]
+    assert names and all(project in n and stack in n for n in names)
 
 
 def test_nodes_carry_their_time_to_live_and_nothing_else_does(planned):
@@ -167,7 +184,7 @@ def test_one_idle_alarm_per_node_stops_it_after_the_idle_minutes(planned):
 def test_idle_minutes_round_up_to_whole_periods(idle_minutes, periods):
     result = plan_config("idle", config_with({"idleMinutes": idle_minutes}))
     assert {a.props["evaluationPeriods"] for a in result.of_type(ALARM)} == {periods}
-    assert result.of_type(FUNCTION) == result.of_type(SCHEDULE) == [], "no ttl, no reaper"
+    assert teardown_of(result, FUNCTION) == result.of_type(SCHEDULE) == [], "no ttl, no reaper"
     assert all(reaper.TTL_TAG_KEY not in n.props["tags"] for n in result.of_type(INSTANCE))
 
 
@@ -190,7 +207,7 @@ def test_spot_nodes_are_terminated_when_idle_because_they_cannot_be_stopped():
 def test_no_lifecycle_means_no_teardown_resources():
     result = plan_config("forever", config_with(None))
     assert not result.failed
-    for kind in (COMPONENT, FUNCTION, SCHEDULE, ALARM, LOG_GROUP):
+    for kind in (COMPONENT, SCHEDULE, ALARM):
         assert [r for r in result.resources if r.type == kind] == [], kind
     assert all(reaper.TTL_TAG_KEY not in n.props["tags"] for n in result.of_type(INSTANCE))
     assert "reaperFunction" not in result.outputs and "idleAlarms" not in result.outputs

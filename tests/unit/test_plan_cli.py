@@ -26,7 +26,7 @@ def test_plan_shows_nodes_efa_placement_fsx_budget_and_passes():
     assert f"efa={efa} ena=1" in result.output
     assert "strategy=cluster" in result.output
     assert "DataRepositoryAssociation" in result.output and "dataRepositoryPath=s3://" in result.output
-    assert "STOP_EC2_INSTANCES" in result.output
+    assert "TopicSubscription" in result.output and "protocol=lambda" in result.output
     assert "no guardrail failed" in result.output
 
 

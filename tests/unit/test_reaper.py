@@ -14,6 +14,7 @@ from moto import mock_aws
 from goldenenv import reaper, spec
 
 STACK, OTHER = "team-a", "team-b"
+PROJECT = "finetune"
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"
 """Any id will do: moto launches it without looking it up."""
@@ -26,6 +27,11 @@ def ec2(monkeypatch):
         monkeypatch.setenv(name, value)
     with mock_aws():
         yield boto3.client("ec2", region_name=REGION)
+
+
+def stack_tags(stack: str = STACK, project: str = PROJECT, **more: str) -> dict[str, str]:
+    """The two tags every node of a stack carries (goldenenv.spec.Tags.resolved), plus any given."""
+    return {reaper.PROJECT_TAG_KEY: project, reaper.STACK_TAG_KEY: stack, **more}
 
 
 def launch(ec2, tags: dict[str, str], **extra) -> str:
@@ -48,10 +54,10 @@ def launched(ec2, instance_id: str) -> datetime:
 def fleet(ec2):
     """Two hours after launch: team-a has one expired node, one with time left and one without a ttl."""
     ids = {
-        "expired": launch(ec2, {reaper.STACK_TAG_KEY: STACK, reaper.TTL_TAG_KEY: "1"}),
-        "fresh": launch(ec2, {reaper.STACK_TAG_KEY: STACK, reaper.TTL_TAG_KEY: "3"}),
-        "no-ttl": launch(ec2, {reaper.STACK_TAG_KEY: STACK}),
-        "other-stack": launch(ec2, {reaper.STACK_TAG_KEY: OTHER, reaper.TTL_TAG_KEY: "1"}),
+        "expired": launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: "1"})),
+        "fresh": launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: "3"})),
+        "no-ttl": launch(ec2, stack_tags()),
+        "other-stack": launch(ec2, stack_tags(OTHER, **{reaper.TTL_TAG_KEY: "1"})),
         "untagged": launch(ec2, {}),
     }
     now = max(launched(ec2, i) for i in ids.values()) + timedelta(hours=2)
@@ -60,6 +66,8 @@ def fleet(ec2):
 
 def test_tag_keys_are_the_ones_the_program_uses():
     assert reaper.STACK_TAG_KEY == spec.STACK_TAG_KEY
+    resolved = spec.Tags(project="finetune", owner="ml", cost_center="cc").resolved("dev")
+    assert resolved[reaper.PROJECT_TAG_KEY] == "finetune" and resolved[reaper.STACK_TAG_KEY] == "dev"
 
 
 def test_reaper_ships_alone_importing_nothing_but_the_standard_library_and_boto3():
@@ -75,7 +83,7 @@ def test_reaper_ships_alone_importing_nothing_but_the_standard_library_and_boto3
 def test_stop_stops_only_the_stacks_expired_node(ec2, fleet):
     ids, now = fleet
     before = states(ec2)
-    report = reaper.reap(ec2, STACK, now, "stop")
+    report = reaper.reap(ec2, PROJECT, STACK, now, "stop")
 
     assert [(d.instance_id, d.action) for d in report.acted] == [(ids["expired"], "stop")]
     after = states(ec2)
@@ -88,7 +96,7 @@ def test_stop_stops_only_the_stacks_expired_node(ec2, fleet):
 
 def test_other_stacks_and_untagged_instances_are_not_even_considered(ec2, fleet):
     ids, now = fleet
-    report = reaper.reap(ec2, STACK, now, "terminate")
+    report = reaper.reap(ec2, PROJECT, STACK, now, "terminate")
     seen = {d.instance_id for d in report.acted + report.kept + report.failed}
     assert ids["other-stack"] not in seen and ids["untagged"] not in seen
     assert states(ec2)[ids["other-stack"]] == states(ec2)[ids["untagged"]] == "running"
@@ -96,7 +104,7 @@ def test_other_stacks_and_untagged_instances_are_not_even_considered(ec2, fleet)
 
 def test_kept_instances_say_why(ec2, fleet):
     ids, now = fleet
-    reasons = {d.instance_id: d.reason for d in reaper.reap(ec2, STACK, now).kept}
+    reasons = {d.instance_id: d.reason for d in reaper.reap(ec2, PROJECT, STACK, now).kept}
     assert reaper.TTL_TAG_KEY in reasons[ids["no-ttl"]]
     expires = launched(ec2, ids["fresh"]) + timedelta(hours=3)
     assert expires.isoformat() in reasons[ids["fresh"]]
@@ -105,57 +113,60 @@ def test_kept_instances_say_why(ec2, fleet):
 def test_nothing_expires_before_its_time(ec2, fleet):
     ids, _ = fleet
     just_before = launched(ec2, ids["expired"]) + timedelta(hours=1) - timedelta(seconds=1)
-    assert reaper.reap(ec2, STACK, just_before).acted == []
+    assert reaper.reap(ec2, PROJECT, STACK, just_before).acted == []
     assert set(states(ec2).values()) == {"running"}
 
 
 def test_dry_run_reports_the_same_candidates_and_changes_nothing(ec2, fleet):
     _, now = fleet
     before = states(ec2)
-    dry = reaper.reap(ec2, STACK, now, "stop", dry_run=True)
+    dry = reaper.reap(ec2, PROJECT, STACK, now, "stop", dry_run=True)
     assert states(ec2) == before
-    real = reaper.reap(ec2, STACK, now, "stop")
+    real = reaper.reap(ec2, PROJECT, STACK, now, "stop")
     assert dry.acted == real.acted and dry.kept == real.kept
-    assert all(line.startswith(f"stack={STACK}") for line in dry.log_lines())
+    assert all(line.startswith(f"project={PROJECT} stack={STACK}") for line in dry.log_lines())
     assert any("would stop" in line for line in dry.log_lines())
 
 
 def test_terminate_terminates(ec2, fleet):
     ids, now = fleet
-    report = reaper.reap(ec2, STACK, now, "terminate")
+    report = reaper.reap(ec2, PROJECT, STACK, now, "terminate")
     assert [(d.instance_id, d.action) for d in report.acted] == [(ids["expired"], "terminate")]
     assert states(ec2)[ids["expired"]] in ("shutting-down", "terminated")
 
 
-def test_a_spot_node_is_terminated_because_it_cannot_be_stopped(ec2):
-    spot = launch(ec2, {reaper.STACK_TAG_KEY: STACK, reaper.TTL_TAG_KEY: "1"},
-                  InstanceMarketOptions={"MarketType": "spot"})
-    report = reaper.reap(ec2, STACK, launched(ec2, spot) + timedelta(hours=2), "stop")
+def test_a_one_time_spot_node_is_terminated_because_it_cannot_be_stopped(ec2):
+    spot = launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: "1"}), InstanceMarketOptions={"MarketType": "spot"})
+    report = reaper.reap(ec2, PROJECT, STACK, launched(ec2, spot) + timedelta(hours=2), "stop")
     assert [(d.instance_id, d.action) for d in report.acted] == [(spot, "terminate")]
     assert states(ec2)[spot] in ("shutting-down", "terminated")
 
 
 @pytest.mark.parametrize("ttl", ["soon", "0", "-1", "nan", "inf"])
-def test_a_bad_ttl_tag_keeps_the_node_and_says_so(ec2, ttl):
-    node = launch(ec2, {reaper.STACK_TAG_KEY: STACK, reaper.TTL_TAG_KEY: ttl})
-    report = reaper.reap(ec2, STACK, launched(ec2, node) + timedelta(days=365))
-    assert report.acted == []
-    assert repr(ttl) in report.kept[0].reason
+def test_a_bad_ttl_tag_skips_the_node_and_says_so(ec2, ttl):
+    node = launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: ttl}))
+    report = reaper.reap(ec2, PROJECT, STACK, launched(ec2, node) + timedelta(days=365))
+    assert report.acted == report.kept == []
+    assert [d.instance_id for d in report.skipped] == [node]
+    assert repr(ttl) in report.skipped[0].reason
+    assert any(f"SKIPPED {node}" in line for line in report.log_lines())
     assert states(ec2)[node] == "running"
 
 
 def test_fractional_hours_count(ec2):
-    node = launch(ec2, {reaper.STACK_TAG_KEY: STACK, reaper.TTL_TAG_KEY: "0.5"})
+    node = launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: "0.5"}))
     start = launched(ec2, node)
-    assert reaper.reap(ec2, STACK, start + timedelta(minutes=29), dry_run=True).acted == []
-    assert [d.instance_id for d in reaper.reap(ec2, STACK, start + timedelta(minutes=30)).acted] == [node]
+    assert reaper.reap(ec2, PROJECT, STACK, start + timedelta(minutes=29), dry_run=True).acted == []
+    assert [d.instance_id for d in reaper.reap(ec2, PROJECT, STACK, start + timedelta(minutes=30)).acted] == [node]
 
 
 def test_an_unknown_action_or_a_naive_time_is_refused(ec2):
     with pytest.raises(ValueError, match="reboot"):
-        reaper.reap(ec2, STACK, datetime.now(timezone.utc), "reboot")
+        reaper.reap(ec2, PROJECT, STACK, datetime.now(timezone.utc), "reboot")
     with pytest.raises(ValueError, match="time zone"):
-        reaper.reap(ec2, STACK, datetime.now())
+        reaper.reap(ec2, PROJECT, STACK, datetime.now())
+    with pytest.raises(ValueError, match="project"):
+        reaper.reap(ec2, "", STACK, datetime.now(timezone.utc))
 
 
 class _StopFails:
@@ -173,7 +184,7 @@ class _StopFails:
 
 def test_a_failed_stop_is_reported_not_hidden(ec2, fleet):
     ids, now = fleet
-    report = reaper.reap(_StopFails(ec2), STACK, now, "stop")
+    report = reaper.reap(_StopFails(ec2), PROJECT, STACK, now, "stop")
     assert report.acted == []
     assert [(d.instance_id, d.action) for d in report.failed] == [(ids["expired"], "stop")]
     assert "UnsupportedOperation" in report.failed[0].reason
@@ -185,6 +196,7 @@ def test_a_failed_stop_is_reported_not_hidden(ec2, fleet):
 @pytest.fixture
 def lambda_env(monkeypatch, fleet):
     _, now = fleet
+    monkeypatch.setenv(reaper.PROJECT_ENV, PROJECT)
     monkeypatch.setenv(reaper.STACK_ENV, STACK)
     monkeypatch.setenv(reaper.ACTION_ENV, "stop")
     monkeypatch.setenv(reaper.DRY_RUN_ENV, "false")

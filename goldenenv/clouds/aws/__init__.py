@@ -31,7 +31,7 @@ class AwsCloud:
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         problems = []
-        if not REGION.match(spec.region):
+        if not REGION.fullmatch(spec.region):  # fullmatch: `$` in `match` also accepts "us-east-1\n"
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an AWS region name (e.g. us-east-1)"))
         if spec.budget and spec.budget.currency != "USD":
             problems.append(Problem(
@@ -49,7 +49,7 @@ class AwsCloud:
                 problems.append(Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage "
                                         "to {id: ami-..., driver: <its NVIDIA driver>}"))
             elif pool.host_image is not None and not isinstance(pool.host_image, str) \
-                    and not AMI.match(pool.host_image.id):
+                    and not AMI.fullmatch(pool.host_image.id):
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
         return problems
 
@@ -121,8 +121,7 @@ class GpuCluster(pulumi.ComponentResource):
                 budget_name=f"goldenenv-{spec.stack}", monthly_limit_usd=spec.budget.monthly_limit,
                 thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
                 tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
-                activate_cost_allocation_tag=spec.budget.activate_cost_allocation_tag,
-                instance_ids=all_ids, region=spec.region, tags=tags,
+                project=spec.tags.project, tags=tags,
             ), child)
             budget_name = budget.budget_name
 
@@ -131,7 +130,7 @@ class GpuCluster(pulumi.ComponentResource):
             nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), pool.capacity)
                      for _, pool, p in pools for i in range(pool.count)}
             teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
-                stack=spec.stack, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
+                stack=spec.stack, project=spec.tags.project, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
                 idle_minutes=spec.lifecycle.idle_minutes,
                 instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
                 spot_nodes=frozenset(node for node, (_, capacity) in nodes.items() if capacity is Capacity.SPOT),

@@ -1,4 +1,15 @@
-"""A monthly cost budget on the stack's tag, with alerts and an optional hard stop."""
+"""A monthly cost budget on the stack's tag, with alerts and an optional hard stop.
+
+The hard stop is the stack's own function, not a budget action: AWS Budgets' STOP_EC2_INSTANCES action takes at
+most 100 instance ids and cannot stop one-time spot instances. Instead the budget's 100 % ACTUAL notification
+publishes to an SNS topic of the stack, whose subscriber is a Lambda function running goldenenv/reaper.py: it stops
+every node of the stack (project and stack tags), terminates the one-time spot ones, in calls of at most 1,000 ids.
+
+The budget filters on the stack tag, which AWS counts only once it is an active cost allocation tag. That is an
+account-level step (the plan says how), not a resource of the stack: AWS lists a tag for activation
+only about 24 h after its first use, so a resource created alongside the first tagged resources would fail, and a
+linked (member) account cannot activate tags at all.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +19,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv.clouds.aws.iam import assumed_by
+from goldenenv.clouds.aws.teardown import reaper_function
 
-STOP_DOCUMENT = "AWS-StopEC2Instance"
+HARD_STOP_PERCENT = 100
+BUDGETS_SERVICE = "budgets.amazonaws.com"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,24 +33,20 @@ class StackBudgetArgs:
     emails: list[str]
     tag_key: str
     tag_value: str
+    """The stack tag's value: the stack's name, which also selects the nodes the hard stop acts on."""
+    project: str
+    """The project tag: with the stack it selects the nodes, since two projects may each have a stack 'dev'."""
     hard_stop: bool
-    activate_cost_allocation_tag: bool
-    instance_ids: pulumi.Input[list[str]]
-    region: str
     tags: dict[str, str]
 
 
 class StackBudget(pulumi.ComponentResource):
     budget_name: pulumi.Output[str]
+    hard_stop_function: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: StackBudgetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:StackBudget", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        if args.activate_cost_allocation_tag:
-            aws.costexplorer.CostAllocationTag(
-                f"{name}-cost-tag", tag_key=args.tag_key, status="Active",
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-            )
+        topic, ready, function = (self._hard_stop(name, args) if args.hard_stop else (None, [], None))
         budget = aws.budgets.Budget(
             f"{name}-budget",
             name=args.budget_name,
@@ -47,67 +55,119 @@ class StackBudget(pulumi.ComponentResource):
             limit_unit="USD",
             time_unit="MONTHLY",
             cost_filters=[{"name": "TagKeyValue", "values": [cost_filter_value(args.tag_key, args.tag_value)]}],
-            notifications=[
-                {
-                    "comparison_operator": "GREATER_THAN",
-                    "threshold": threshold,
-                    "threshold_type": "PERCENTAGE",
-                    "notification_type": kind,
-                    "subscriber_email_addresses": args.emails,
-                }
-                for threshold in sorted(set(args.thresholds))
-                for kind in ("ACTUAL", "FORECASTED")
-            ],
+            notifications=notifications(args.thresholds, args.emails, topic.arn if topic else None),
             tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+        )
+        self.budget_name = budget.name
+        self.hard_stop_function = function.name if function else None
+        self.register_outputs({"budget_name": budget.name, "hard_stop_function": self.hard_stop_function})
+
+    def _hard_stop(self, name: str, args: StackBudgetArgs) -> tuple[aws.sns.Topic, list[pulumi.Resource],
+                                                                     aws.lambda_.Function]:
+        """The topic the budget publishes to at 100 %, encrypted with a key Budgets may use, and the function
+        it invokes. Returns the topic, what the budget must wait for, and the function."""
+        child = pulumi.ResourceOptions(parent=self)
+        key = aws.kms.Key(
+            f"{name}-hard-stop-key",
+            description=f"goldenenv: encrypts the hard-stop topic of stack {args.tag_value}; AWS Budgets may use it",
+            enable_key_rotation=True, tags=args.tags, opts=child,
+        )
+        key_policy = aws.kms.KeyPolicy(
+            f"{name}-hard-stop-key-policy", key_id=key.id,
+            policy=key.arn.apply(lambda arn: json.dumps(topic_key_policy(*_partition_and_account(arn)))),
             opts=child,
         )
-        if args.hard_stop:
-            role = self._stop_role(name, args, child)
-            aws.budgets.BudgetAction(
-                f"{name}-hard-stop",
-                budget_name=budget.name,
-                action_type="RUN_SSM_DOCUMENTS",
-                approval_model="AUTOMATIC",
-                notification_type="ACTUAL",
-                action_threshold={"action_threshold_type": "PERCENTAGE", "action_threshold_value": 100},
-                definition={"ssm_action_definition": {
-                    "action_sub_type": "STOP_EC2_INSTANCES",
-                    "instance_ids": args.instance_ids,
-                    "region": args.region,
-                }},
-                execution_role_arn=role.arn,
-                subscribers=[{"address": e, "subscription_type": "EMAIL"} for e in args.emails],
-                tags=args.tags,
-                opts=child,
-            )
-        self.budget_name = budget.name
-        self.register_outputs({"budget_name": budget.name})
-
-    @staticmethod
-    def _stop_role(name: str, args: StackBudgetArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
-        """Budgets may stop this stack's instances (by tag) through SSM, and do nothing else."""
-        role = aws.iam.Role(
-            f"{name}-stop-role",
-            assume_role_policy=assumed_by("budgets.amazonaws.com"),
+        topic = aws.sns.Topic(
+            f"{name}-hard-stop",
+            display_name=f"goldenenv hard stop {args.tag_value}"[:100],
+            kms_master_key_id=key.arn,
             tags=args.tags, opts=child,
         )
-        aws.iam.RolePolicy(
-            f"{name}-stop-policy", role=role.id,
-            policy=json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [
-                    {"Effect": "Allow", "Action": "ec2:StopInstances", "Resource": "*",
-                     "Condition": {"StringEquals": {f"aws:ResourceTag/{args.tag_key}": args.tag_value}}},
-                    {"Effect": "Allow", "Action": "ec2:DescribeInstanceStatus", "Resource": "*"},
-                    {"Effect": "Allow", "Action": "ssm:StartAutomationExecution",
-                     "Resource": f"arn:aws:ssm:{args.region}::automation-definition/{STOP_DOCUMENT}:*"},
-                ],
-            }),
+        topic_policy = aws.sns.TopicPolicy(
+            f"{name}-hard-stop-policy", arn=topic.arn,
+            policy=topic.arn.apply(lambda arn: json.dumps(budgets_may_publish(arn, *_partition_and_account(arn)))),
             opts=child,
         )
-        return role
+        function = reaper_function(
+            f"{name}-hard-stop-fn", project=args.project, stack=args.tag_value, action="stop", purpose="hard-stop",
+            description=(f"goldenenv: hard stop of project {args.project} stack {args.tag_value}: stop every node "
+                         "(terminate one-time spot) once actual spend passes the monthly budget"),
+            tags=args.tags, parent=self,
+        )
+        permission = aws.lambda_.Permission(
+            f"{name}-hard-stop-invoke", action="lambda:InvokeFunction", function=function.name,
+            principal="sns.amazonaws.com", source_arn=topic.arn, opts=child,
+        )
+        subscription = aws.sns.TopicSubscription(
+            f"{name}-hard-stop-subscription", topic=topic.arn, protocol="lambda", endpoint=function.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+        )
+        return topic, [key_policy, topic_policy, subscription], function
+
+
+def notifications(thresholds: list[int], emails: list[str], hard_stop_topic: pulumi.Input[str] | None) -> list[dict]:
+    """An ACTUAL and a FORECASTED alert per threshold; with a hard stop, the 100 % ACTUAL one also publishes to
+    the hard-stop topic (one notification per threshold and type: Budgets refuses duplicates)."""
+    levels = sorted(set(thresholds) | ({HARD_STOP_PERCENT} if hard_stop_topic is not None else set()))
+    result = []
+    for threshold in levels:
+        for kind in ("ACTUAL", "FORECASTED"):
+            if threshold == HARD_STOP_PERCENT and kind == "FORECASTED" and threshold not in thresholds:
+                continue
+            notification = {
+                "comparison_operator": "GREATER_THAN",
+                "threshold": threshold,
+                "threshold_type": "PERCENTAGE",
+                "notification_type": kind,
+                "subscriber_email_addresses": emails,
+            }
+            if hard_stop_topic is not None and threshold == HARD_STOP_PERCENT and kind == "ACTUAL":
+                notification["subscriber_sns_topic_arns"] = [hard_stop_topic]
+            result.append(notification)
+    return result
+
+
+def _partition_and_account(arn: str) -> tuple[str, str]:
+    parts = arn.split(":")
+    return parts[1], parts[4]
+
+
+def budgets_may_publish(topic_arn: str, partition: str, account: str) -> dict:
+    """The topic policy AWS documents for budget notifications: Budgets may publish, for this account only;
+    the account keeps managing its own topic."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "AccountManagesTopic", "Effect": "Allow",
+             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+             "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:AddPermission",
+                        "SNS:RemovePermission", "SNS:DeleteTopic", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
+                        "SNS:Publish"],
+             "Resource": topic_arn},
+            {"Sid": "AWSBudgetsSNSPublishingPermissions", "Effect": "Allow",
+             "Principal": {"Service": BUDGETS_SERVICE}, "Action": "SNS:Publish", "Resource": topic_arn,
+             "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                           "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account}:*"}}},
+        ],
+    }
+
+
+def topic_key_policy(partition: str, account: str) -> dict:
+    """The account administers the key; Budgets may encrypt what it publishes to the topic. The AWS managed SNS
+    key (alias/aws/sns) cannot be used: its policy cannot grant a service such as Budgets."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "AccountAdministersKey", "Effect": "Allow",
+             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
+            {"Sid": "BudgetsEncryptsNotifications", "Effect": "Allow", "Principal": {"Service": BUDGETS_SERVICE},
+             "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*"},
+        ],
+    }
 
 
 def cost_filter_value(tag_key: str, tag_value: str) -> str:
     """AWS Budgets' TagKeyValue filter form for a user-defined cost allocation tag."""
     return f"user:{tag_key}${tag_value}"
+

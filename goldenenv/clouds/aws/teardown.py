@@ -2,8 +2,9 @@
 
 Time to live: an EventBridge Scheduler schedule invokes a small Lambda function (goldenenv/reaper.py, shipped as
 is) every 15 minutes; it stops, or terminates, the stack's nodes whose launch time plus their
-``goldenenv:ttl-hours`` tag has passed. Stopping keeps the disks; storage and the network keep billing until
-``pulumi destroy``.
+``goldenenv:ttl-hours`` tag has passed (one-time spot nodes, which EC2 cannot stop, are terminated). Stopping
+keeps the disks; storage and the network keep billing until ``pulumi destroy``. The budget's hard stop runs the
+same file in a function of its own (``reaper_function``), so both decide stop or terminate the same way.
 
 Idleness: one CloudWatch alarm per node stops it (EC2 alarm action, no role needed) when its average CPU stays
 under ``idle_cpu_percent`` for ``idle_minutes``. CPU is the proxy for GPU use because EC2 publishes
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,6 +33,8 @@ REAPER_RATE = "rate(15 minutes)"
 REAPER_RUNTIME = "python3.12"
 REAPER_FILE = "reaper.py"
 REAPER_HANDLER = "reaper.handler"
+REAPER_TIMEOUT_SECONDS = 300
+"""Room for a stack of thousands of nodes: calls of 1,000 ids, and one call per node when a call fails."""
 LOG_RETENTION_DAYS = 30
 ALARM_PERIOD_SECONDS = 300
 """EC2 basic monitoring publishes CPUUtilization every 5 minutes."""
@@ -39,6 +43,8 @@ ALARM_PERIOD_SECONDS = 300
 @dataclass(frozen=True, kw_only=True)
 class AutoTeardownArgs:
     stack: str
+    project: str
+    """The project tag: with the stack it selects the nodes, since two projects may each have a stack 'dev'."""
     region: str
     ttl_hours: float | None
     idle_minutes: int | None
@@ -71,34 +77,11 @@ class AutoTeardown(pulumi.ComponentResource):
 
     def _reaper(self, name: str, args: AutoTeardownArgs, child: pulumi.ResourceOptions) -> aws.lambda_.Function:
         """The reaper function, its role and log group, and the schedule that invokes it."""
-        role = aws.iam.Role(
-            f"{name}-reaper-role", assume_role_policy=assumed_by("lambda.amazonaws.com"),
-            tags=args.tags, opts=child,
-        )
-        logs = aws.cloudwatch.LogGroup(
-            f"{name}-reaper-logs", name=f"/goldenenv/{args.stack}/reaper",
-            retention_in_days=LOG_RETENTION_DAYS, tags=args.tags, opts=child,
-        )
-        policy = aws.iam.RolePolicy(
-            f"{name}-reaper-policy", role=role.id,
-            policy=logs.arn.apply(lambda arn: json.dumps(reaper_policy(args.stack, arn))),
-            opts=child,
-        )
-        function = aws.lambda_.Function(
-            f"{name}-reaper",
-            description=f"goldenenv: {args.action} the nodes of stack {args.stack} when their time to live ends",
-            runtime=REAPER_RUNTIME,
-            handler=REAPER_HANDLER,
-            code=pulumi.AssetArchive({REAPER_FILE: pulumi.FileAsset(reaper.__file__)}),
-            role=role.arn,
-            timeout=60,
-            memory_size=128,
-            environment={"variables": {
-                reaper.STACK_ENV: args.stack, reaper.ACTION_ENV: args.action, reaper.DRY_RUN_ENV: "false",
-            }},
-            logging_config={"log_format": "Text", "log_group": logs.name},
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        function = reaper_function(
+            f"{name}-reaper", project=args.project, stack=args.stack, action=args.action, purpose="reaper",
+            description=(f"goldenenv: {args.action} the nodes of project {args.project} stack {args.stack} "
+                         "when their time to live ends"),
+            tags=args.tags, parent=self,
         )
         invoker = aws.iam.Role(
             f"{name}-schedule-role", assume_role_policy=assumed_by("scheduler.amazonaws.com"),
@@ -127,7 +110,7 @@ class AutoTeardown(pulumi.ComponentResource):
         act = "terminate" if args.action == "terminate" or node in args.spot_nodes else "stop"
         return aws.cloudwatch.MetricAlarm(
             f"{name}-idle-{node}",
-            name=f"goldenenv-{args.stack}-{node}-idle",
+            name=f"goldenenv-{name_part(args.project)}-{args.stack}-{node}-idle",
             alarm_description=(f"goldenenv: {act} {node} after {args.idle_minutes} minutes under "
                                f"{args.idle_cpu_percent:g} % CPU (CPU stands in for GPU use)"),
             namespace="AWS/EC2",
@@ -156,15 +139,60 @@ def idle_periods(idle_minutes: int) -> int:
     return math.ceil(idle_minutes * 60 / ALARM_PERIOD_SECONDS)
 
 
-def reaper_policy(stack: str, log_group_arn: str) -> dict:
-    """List every instance (EC2 cannot scope Describe), stop or terminate only the stack's, log to its own group."""
+def reaper_function(name: str, *, project: str, stack: str, action: str, purpose: str, description: str,
+                    tags: dict[str, str], parent: pulumi.Resource) -> aws.lambda_.Function:
+    """A Lambda function running goldenenv/reaper.py for one stack of one project, with its role and log group.
+
+    Children are named from ``name`` (``-role``, ``-logs``, ``-policy``) and parented to ``parent``; ``purpose``
+    names the log group, so the time to live and the hard stop log apart.
+    """
+    child = pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(f"{name}-role", assume_role_policy=assumed_by("lambda.amazonaws.com"), tags=tags, opts=child)
+    logs = aws.cloudwatch.LogGroup(
+        f"{name}-logs", name=f"/goldenenv/{name_part(project)}/{stack}/{purpose}",
+        retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child,
+    )
+    policy = aws.iam.RolePolicy(
+        f"{name}-policy", role=role.id,
+        policy=logs.arn.apply(lambda arn: json.dumps(reaper_policy(project, stack, arn))),
+        opts=child,
+    )
+    return aws.lambda_.Function(
+        name,
+        description=description[:256],
+        runtime=REAPER_RUNTIME,
+        handler=REAPER_HANDLER,
+        code=pulumi.AssetArchive({REAPER_FILE: pulumi.FileAsset(reaper.__file__)}),
+        role=role.arn,
+        timeout=REAPER_TIMEOUT_SECONDS,
+        memory_size=128,
+        environment={"variables": {
+            reaper.PROJECT_ENV: project, reaper.STACK_ENV: stack, reaper.ACTION_ENV: action,
+            reaper.DRY_RUN_ENV: "false",
+        }},
+        logging_config={"log_format": "Text", "log_group": logs.name},
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
+    )
+
+
+def name_part(text: str) -> str:
+    """A tag value made safe for log group and alarm names (letters, digits, '.', '_', '-')."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "-"
+
+
+def reaper_policy(project: str, stack: str, log_group_arn: str) -> dict:
+    """List every instance and spot request (EC2 cannot scope Describe), stop or terminate only the instances
+    tagged with both this project and this stack, log to its own group."""
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+            {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests"],
+             "Resource": "*"},
             {"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
              "Resource": "arn:aws:ec2:*:*:instance/*",
-             "Condition": {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack}}},
+             "Condition": {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack,
+                                            f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": project}}},
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": f"{log_group_arn}:*"},
         ],

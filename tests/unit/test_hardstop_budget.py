@@ -1,0 +1,240 @@
+"""The budget's hard stop as planned for AWS, and the planned function run against moto: at 100 % actual spend
+every node of the stack is stopped (one-time spot ones terminated), however many there are."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from goldenenv import reaper, stackconfig
+from goldenenv.guardrails import is_taggable
+from goldenenv.plan import plan_config, stack_file
+
+SPOT_STACK = "aws-p4d-4node-spot"
+COMPONENT = "goldenenv:aws:StackBudget"
+BUDGET = "aws:budgets/budget:Budget"
+TOPIC = "aws:sns/topic:Topic"
+TOPIC_POLICY = "aws:sns/topicPolicy:TopicPolicy"
+SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
+PERMISSION = "aws:lambda/permission:Permission"
+KEY = "aws:kms/key:Key"
+KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
+FUNCTION = "aws:lambda/function:Function"
+INSTANCE = "aws:ec2/instance:Instance"
+BUDGETS = "budgets.amazonaws.com"
+IMAGE = "ami-12c6146b"
+NODES_IN_A_BIG_STACK = 150
+"""More than the 100 instance ids a STOP_EC2_INSTANCES budget action takes."""
+
+
+def config_of(stack: str, **budget) -> dict:
+    config = copy.deepcopy(stackconfig.read_stack_file(stack_file(stack)))
+    config["goldenenv:budget"] = {**config["goldenenv:budget"], **budget}
+    return config
+
+
+@pytest.fixture(scope="module")
+def spot_plan():
+    return plan_config(SPOT_STACK, config_of(SPOT_STACK))
+
+
+def children(p, type_token: str) -> list:
+    (component,) = [r for r in p.resources if r.type == COMPONENT]
+    return [r for r in p.resources if r.parent_urn == component.urn and r.type == type_token]
+
+
+def one(p, type_token: str):
+    found = children(p, type_token)
+    assert len(found) == 1, f"expected one {type_token} in the budget, found {len(found)}"
+    return found[0]
+
+
+def name_of(arn: str) -> str:
+    return arn.rsplit(":", 1)[-1]
+
+
+def test_the_shipped_spot_stack_has_a_hard_stop(spot_plan):
+    assert spot_plan.spec.budget.hard_stop
+    assert {p.capacity.value for p in spot_plan.spec.nodes} == {"spot"}
+    assert not spot_plan.failed, [f.message for f in spot_plan.findings if f.severity.value == "error"]
+
+
+def test_no_budget_action_stops_the_nodes_the_stacks_function_does(spot_plan):
+    assert spot_plan.of_type("aws:budgets/budgetAction:BudgetAction") == []
+    assert spot_plan.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag") == []
+    function = one(spot_plan, FUNCTION)
+    env = function.props["environment"]["variables"]
+    assert env[reaper.PROJECT_ENV] == spot_plan.spec.tags.project
+    assert env[reaper.STACK_ENV] == spot_plan.spec.stack
+    assert env[reaper.ACTION_ENV] == "stop"
+    assert reaper._flag(env[reaper.DRY_RUN_ENV]) is False
+
+
+def test_the_actual_100_percent_alert_publishes_to_the_topic_that_invokes_the_function(spot_plan):
+    budget, topic, function = one(spot_plan, BUDGET), one(spot_plan, TOPIC), one(spot_plan, FUNCTION)
+    to_topic = [n for n in budget.props["notifications"] if n.get("subscriberSnsTopicArns")]
+    assert [(n["threshold"], n["notificationType"]) for n in to_topic] == [(100.0, "ACTUAL")]
+    assert [name_of(a) for a in to_topic[0]["subscriberSnsTopicArns"]] == [topic.name]
+    assert to_topic[0]["subscriberEmailAddresses"] == spot_plan.spec.budget.emails
+    kinds = [(n["threshold"], n["notificationType"]) for n in budget.props["notifications"]]
+    assert len(kinds) == len(set(kinds)), "Budgets refuses two notifications of one threshold and type"
+
+    subscription = one(spot_plan, SUBSCRIPTION)
+    assert subscription.props["protocol"] == "lambda"
+    assert name_of(subscription.props["topic"]) == topic.name
+    assert name_of(subscription.props["endpoint"]) == function.name
+    permission = one(spot_plan, PERMISSION)
+    assert permission.props["principal"] == "sns.amazonaws.com"
+    assert permission.props["action"] == "lambda:InvokeFunction"
+    assert name_of(permission.props["sourceArn"]) == topic.name
+
+
+def test_budgets_may_publish_to_the_topic_and_use_its_key(spot_plan):
+    topic, key = one(spot_plan, TOPIC), one(spot_plan, KEY)
+    assert topic.props["kmsMasterKeyId"] not in ("alias/aws/sns", None), "Budgets cannot use the AWS managed key"
+    assert name_of(topic.props["kmsMasterKeyId"]) == key.name
+    assert key.props["enableKeyRotation"] is True
+
+    policy = one(spot_plan, TOPIC_POLICY)
+    statements = json.loads(policy.props["policy"])["Statement"]
+    (publish,) = [s for s in statements if s["Principal"] == {"Service": BUDGETS}]
+    assert publish["Action"] == "SNS:Publish" and name_of(publish["Resource"]) == topic.name
+    assert set(publish["Condition"]) == {"StringEquals", "ArnLike"}
+
+    key_statements = json.loads(one(spot_plan, KEY_POLICY).props["policy"])["Statement"]
+    (budgets,) = [s for s in key_statements if s["Principal"] == {"Service": BUDGETS}]
+    assert set(budgets["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"}
+    assert any(s["Action"] == "kms:*" and "root" in s["Principal"]["AWS"] for s in key_statements)
+
+
+def test_every_taggable_hard_stop_resource_carries_the_stack_tags(spot_plan):
+    (component,) = [r for r in spot_plan.resources if r.type == COMPONENT]
+    mine = [r for r in spot_plan.resources if r.parent_urn == component.urn]
+    assert {KEY, TOPIC, FUNCTION, BUDGET} <= {r.type for r in mine}
+    wanted = spot_plan.spec.stack_tags
+    for r in mine:
+        if is_taggable(r.type):
+            assert {k: (r.props.get("tags") or {}).get(k) for k in wanted} == wanted, f"{r.name} lacks stack tags"
+    assert not [f for f in spot_plan.findings if f.rule in ("untagged-resource", "unencrypted-topic")]
+
+
+def test_without_a_hard_stop_there_is_no_topic_nor_function():
+    soft = plan_config("soft", config_of(SPOT_STACK, hardStop=False))
+    for kind in (TOPIC, KEY, FUNCTION, SUBSCRIPTION, PERMISSION):
+        assert children(soft, kind) == [], kind
+    assert not any(n.get("subscriberSnsTopicArns") for n in one(soft, BUDGET).props["notifications"])
+
+
+def notes(p) -> list[str]:
+    return [f.message for f in p.findings if f.rule == "plan-note"]
+
+
+def test_plan_says_the_spot_nodes_are_terminated_and_their_local_data_lost(spot_plan):
+    pool = spot_plan.spec.nodes[0]
+    said = [n for n in notes(spot_plan) if "hardStop" in n and pool.name in n]
+    assert said and "terminate" in said[0] and "instance-store" in said[0] and str(pool.count) in said[0]
+    assert not any("the hard stop stops the nodes" in n and "terminate" not in n for n in notes(spot_plan))
+
+
+def test_plan_explains_the_cost_allocation_tag_is_an_account_step(spot_plan):
+    (said,) = [n for n in notes(spot_plan) if "cost allocation tag" in n]
+    assert "aws ce update-cost-allocation-tags-status" in said
+    assert "24 h" in said and "linked (member) accounts cannot" in said and "management" in said
+
+
+def test_the_activate_key_is_accepted_and_creates_nothing():
+    asked = plan_config("asked", config_of(SPOT_STACK, activateCostAllocationTag=True))
+    assert asked.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag") == []
+    (said,) = [n for n in notes(asked) if "cost allocation tag" in n]
+    assert "activateCostAllocationTag" in said and "no longer creates" in said
+
+
+# ---------------------------------------------------------------- the planned function against moto
+
+SNS_EVENT = {"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0", "Sns": {
+    "Type": "Notification", "TopicArn": "arn:aws:sns:us-west-2:123456789012:hard-stop",
+    "Subject": "AWS Budgets: goldenenv has exceeded your alert threshold", "Message": "AWS Budget Notification"}}]}
+"""The shape of an SNS delivery to Lambda (AWS Lambda developer guide, "Using Lambda with Amazon SNS")."""
+
+
+@pytest.fixture
+def shipped(spot_plan, monkeypatch):
+    """The planned function: its shipped file imported as the Lambda runtime does, its environment set."""
+    function = one(spot_plan, FUNCTION)
+    path = function.props["code"].assets["reaper.py"].path
+    loaded = importlib.util.spec_from_file_location("reaper", path)
+    module = importlib.util.module_from_spec(loaded)
+    monkeypatch.setitem(sys.modules, "reaper", module)
+    loaded.loader.exec_module(module)
+    for name, value in {**function.props["environment"]["variables"], "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": spot_plan.spec.region}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield module, boto3.client("ec2")
+
+
+def node_tags(p) -> list[dict]:
+    node = p.of_type(INSTANCE)[0]
+    return [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in node.props["tags"].items()]}]
+
+
+def states(ec2) -> dict[str, str]:
+    pages = ec2.get_paginator("describe_instances").paginate()
+    return {i["InstanceId"]: i["State"]["Name"] for p in pages for r in p["Reservations"] for i in r["Instances"]}
+
+
+def test_the_hard_stop_terminates_the_spot_stacks_one_time_spot_nodes_and_stops_the_rest(spot_plan, shipped):
+    module, ec2 = shipped
+    count = spot_plan.spec.nodes[0].count
+    spot = [i["InstanceId"] for i in ec2.run_instances(
+        ImageId=IMAGE, MinCount=count, MaxCount=count, TagSpecifications=node_tags(spot_plan),
+        InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}})["Instances"]]
+    (request,) = ec2.request_spot_instances(
+        Type="persistent", LaunchSpecification={"ImageId": IMAGE})["SpotInstanceRequests"]
+    persistent = ec2.describe_spot_instance_requests(
+        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]])["SpotInstanceRequests"][0]["InstanceId"]
+    ec2.create_tags(Resources=[persistent], Tags=node_tags(spot_plan)[0]["Tags"])
+    on_demand = ec2.run_instances(ImageId=IMAGE, MinCount=1, MaxCount=1,
+                                  TagSpecifications=node_tags(spot_plan))["Instances"][0]["InstanceId"]
+
+    result = module.handler(SNS_EVENT, None)
+
+    assert result["trigger"] == module.HARD_STOP and result["failed"] == []
+    acted = {d["instance_id"]: d["action"] for d in result["acted"]}
+    assert acted == {**{i: "terminate" for i in spot}, persistent: "stop", on_demand: "stop"}
+    now = states(ec2)
+    assert {now[i] for i in spot} <= {"shutting-down", "terminated"}
+    assert now[persistent] in ("stopping", "stopped") and now[on_demand] in ("stopping", "stopped")
+
+
+def test_the_hard_stop_stops_all_150_nodes_of_a_big_stack(spot_plan, shipped):
+    module, ec2 = shipped
+    nodes = [i["InstanceId"] for i in ec2.run_instances(
+        ImageId=IMAGE, MinCount=NODES_IN_A_BIG_STACK, MaxCount=NODES_IN_A_BIG_STACK,
+        TagSpecifications=node_tags(spot_plan))["Instances"]]
+    result = module.handler(SNS_EVENT, None)
+    assert sorted(d["instance_id"] for d in result["acted"]) == sorted(nodes)
+    now = states(ec2)
+    assert {now[i] for i in nodes} <= {"stopping", "stopped"}
+
+
+def test_a_dry_run_hard_stop_changes_nothing_and_a_plain_event_is_the_time_to_live(spot_plan, shipped):
+    module, ec2 = shipped
+    ec2.run_instances(ImageId=IMAGE, MinCount=3, MaxCount=3, TagSpecifications=node_tags(spot_plan))
+    before = states(ec2)
+    dry = module.handler({"hardStop": True, "dryRun": True}, None)
+    assert dry["dry_run"] is True and len(dry["acted"]) == 3 and states(ec2) == before
+    ttl = module.handler({}, None)
+    assert ttl["trigger"] == module.TTL and ttl["acted"] == [] and states(ec2) == before
+
+
+def test_is_hard_stop_reads_sns_deliveries_and_explicit_requests_only():
+    assert reaper.is_hard_stop(SNS_EVENT) and reaper.is_hard_stop({"hardStop": True})
+    for other in ({}, {"hardStop": "yes"}, {"Records": "x"}, {"Records": [{"EventSource": "aws:sqs"}]}, None, []):
+        assert not reaper.is_hard_stop(other), other

@@ -1,0 +1,189 @@
+"""The reaper survives bad nodes and big stacks: each node is judged alone, calls stay within EC2's limits,
+a failed call is retried per instance so the report is exact, and other projects' nodes are never touched."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from goldenenv import reaper
+
+PROJECT, OTHER_PROJECT, STACK = "finetune", "pretrain", "dev"
+REGION = "us-east-1"
+IMAGE = "ami-12c6146b"
+"""Any id will do: moto launches it without looking it up."""
+EC2_IDS_PER_CALL = 1000
+"""StopInstances / TerminateInstances: "Up to 1000 instance IDs" (EC2 API reference)."""
+
+
+@pytest.fixture
+def ec2(monkeypatch):
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
+
+
+def tags(project: str = PROJECT, stack: str = STACK, ttl: str | None = "1") -> list[dict]:
+    values = {reaper.PROJECT_TAG_KEY: project, reaper.STACK_TAG_KEY: stack}
+    if ttl is not None:
+        values[reaper.TTL_TAG_KEY] = ttl
+    return [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in values.items()]}]
+
+
+def launch(ec2, count: int = 1, **extra) -> list[str]:
+    extra.setdefault("TagSpecifications", tags())
+    return [i["InstanceId"] for i in ec2.run_instances(ImageId=IMAGE, MinCount=count, MaxCount=count,
+                                                       InstanceType="t3.micro", **extra)["Instances"]]
+
+
+def spot_request(ec2, kind: str, ttl: str = "1") -> str:
+    """A node launched by a spot request of this kind, tagged as the stack's nodes are."""
+    (request,) = ec2.request_spot_instances(
+        Type=kind, LaunchSpecification={"ImageId": IMAGE, "InstanceType": "t3.micro"})["SpotInstanceRequests"]
+    instance_id = ec2.describe_spot_instance_requests(
+        SpotInstanceRequestIds=[request["SpotInstanceRequestId"]])["SpotInstanceRequests"][0]["InstanceId"]
+    ec2.create_tags(Resources=[instance_id], Tags=tags(ttl=ttl)[0]["Tags"])
+    return instance_id
+
+
+def states(ec2) -> dict[str, str]:
+    pages = ec2.get_paginator("describe_instances").paginate()
+    return {i["InstanceId"]: i["State"]["Name"] for p in pages for r in p["Reservations"] for i in r["Instances"]}
+
+
+def later(ec2, hours: float = 2):
+    pages = ec2.get_paginator("describe_instances").paginate()
+    return max(i["LaunchTime"] for p in pages for r in p["Reservations"] for i in r["Instances"]) + timedelta(hours=hours)
+
+
+def record_calls(ec2) -> list[tuple[str, int]]:
+    """Every EC2 call the client makes, paginators included, with the number of ids it carries."""
+    calls: list[tuple[str, int]] = []
+
+    def count(params, model, **_):
+        ids = len(params.get("InstanceIds", [])) + len(params.get("SpotInstanceRequestIds", []))
+        ids += sum(len(f.get("Values", [])) for f in params.get("Filters", []) if f.get("Name") == "instance-id")
+        calls.append((model.name, ids))
+
+    ec2.meta.events.register("before-parameter-build.ec2.*", count)
+    return calls
+
+
+STOPPED = ("stopping", "stopped")
+TERMINATED = ("shutting-down", "terminated")
+
+
+def test_1100_expired_nodes_are_stopped_in_calls_of_at_most_1000_ids(ec2):
+    nodes = launch(ec2, 1100)
+    calls = record_calls(ec2)
+    report = reaper.reap(ec2, PROJECT, STACK, later(ec2), "stop")
+
+    assert sorted(d.instance_id for d in report.acted) == sorted(nodes)
+    assert report.failed == report.skipped == []
+    stops = [ids for name, ids in calls if name == "StopInstances"]
+    assert sum(stops) == 1100 and max(stops) <= EC2_IDS_PER_CALL
+    assert all(ids <= EC2_IDS_PER_CALL for _, ids in calls)
+    now = states(ec2)
+    assert {now[n] for n in nodes} <= set(STOPPED)
+
+
+def test_a_ttl_too_large_to_count_is_reported_and_its_siblings_are_still_reaped(ec2):
+    huge = launch(ec2, TagSpecifications=tags(ttl="99999999"))[0]
+    siblings = launch(ec2, 3)
+    report = reaper.reap(ec2, PROJECT, STACK, later(ec2), "stop")
+
+    assert sorted(d.instance_id for d in report.acted) == sorted(siblings)
+    assert [d.instance_id for d in report.skipped] == [huge]
+    assert "99999999" in report.skipped[0].reason
+    assert states(ec2)[huge] == "running"
+
+
+class _NoLaunchTime:
+    """The moto client, except that DescribeInstances omits one node's LaunchTime."""
+
+    def __init__(self, client, instance_id: str):
+        self._client, self._id = client, instance_id
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def get_paginator(self, name):
+        paginator = self._client.get_paginator(name)
+        if name != "describe_instances":
+            return paginator
+        strip = self._id
+
+        class _Stripped:
+            def paginate(self, **kwargs):
+                for page in paginator.paginate(**kwargs):
+                    for r in page["Reservations"]:
+                        for i in r["Instances"]:
+                            if i["InstanceId"] == strip:
+                                del i["LaunchTime"]
+                    yield page
+
+        return _Stripped()
+
+
+def test_a_node_without_a_launch_time_is_reported_and_its_siblings_are_still_reaped(ec2):
+    blind, *siblings = launch(ec2, 4)
+    report = reaper.reap(_NoLaunchTime(ec2, blind), PROJECT, STACK, later(ec2), "stop")
+
+    assert sorted(d.instance_id for d in report.acted) == sorted(siblings)
+    assert [d.instance_id for d in report.skipped] == [blind]
+    assert "launch time" in report.skipped[0].reason
+    assert states(ec2)[blind] == "running"
+
+
+def test_one_stop_protected_node_among_five_is_the_only_failure(ec2):
+    protected = launch(ec2, DisableApiStop=True)[0]
+    others = launch(ec2, 4)
+    report = reaper.reap(ec2, PROJECT, STACK, later(ec2), "stop")
+
+    assert sorted(d.instance_id for d in report.acted) == sorted(others)
+    assert [(d.instance_id, d.action) for d in report.failed] == [(protected, "stop")]
+    assert "OperationNotPermitted" in report.failed[0].reason
+    now = states(ec2)
+    assert {now[n] for n in others} <= set(STOPPED)
+    assert now[protected] == "running"
+
+
+def test_spot_nodes_are_stopped_when_persistent_and_terminated_when_one_time(ec2):
+    persistent = spot_request(ec2, "persistent")
+    one_time = spot_request(ec2, "one-time")
+    launched_spot = launch(ec2, InstanceMarketOptions={"MarketType": "spot"})[0]  # no request on record
+    on_demand = launch(ec2)[0]
+    report = reaper.reap(ec2, PROJECT, STACK, later(ec2), "stop")
+
+    acted = {d.instance_id: d.action for d in report.acted}
+    assert acted == {persistent: "stop", one_time: "terminate", launched_spot: "terminate", on_demand: "stop"}
+    now = states(ec2)
+    assert now[persistent] in STOPPED and now[on_demand] in STOPPED
+    assert now[one_time] in TERMINATED and now[launched_spot] in TERMINATED
+
+
+def test_another_projects_stack_of_the_same_name_is_never_touched(ec2):
+    ours = launch(ec2, 2)
+    theirs = launch(ec2, 2, TagSpecifications=tags(project=OTHER_PROJECT))
+    now = later(ec2)
+    reaped = reaper.reap(ec2, PROJECT, STACK, now, "terminate")
+    stopped = reaper.hard_stop(ec2, PROJECT, STACK, now)
+
+    seen = {d.instance_id for r in (reaped, stopped) for d in r.acted + r.kept + r.skipped + r.failed}
+    assert seen == set(ours)
+    after = states(ec2)
+    assert {after[n] for n in theirs} == {"running"}
+
+
+def test_the_reaper_role_may_only_touch_nodes_tagged_with_both_project_and_stack():
+    from goldenenv.clouds.aws.teardown import reaper_policy
+
+    policy = reaper_policy(PROJECT, STACK, "arn:aws:logs:us-east-1:123456789012:log-group:x")
+    (scoped,) = [s for s in policy["Statement"] if "ec2:StopInstances" in s["Action"]]
+    assert scoped["Condition"] == {"StringEquals": {"aws:ResourceTag/goldenenv:stack": STACK,
+                                                    "aws:ResourceTag/project": PROJECT}}
