@@ -9,24 +9,13 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from goldenenv import reaper, spec
 
 STACK, OTHER = "team-a", "team-b"
 PROJECT = "finetune"
-REGION = "us-east-1"
 IMAGE = "ami-12c6146b"
 """Any id will do: moto launches it without looking it up."""
-
-
-@pytest.fixture
-def ec2(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        yield boto3.client("ec2", region_name=REGION)
 
 
 def stack_tags(stack: str = STACK, project: str = PROJECT, **more: str) -> dict[str, str]:

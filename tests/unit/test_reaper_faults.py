@@ -5,27 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import boto3
-import pytest
-from moto import mock_aws
 
 from goldenenv import reaper
 
 PROJECT, OTHER_PROJECT, STACK = "finetune", "pretrain", "dev"
-REGION = "us-east-1"
 IMAGE = "ami-12c6146b"
 """Any id will do: moto launches it without looking it up."""
 EC2_IDS_PER_CALL = 1000
 """StopInstances / TerminateInstances: "Up to 1000 instance IDs" (EC2 API reference)."""
-
-
-@pytest.fixture
-def ec2(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        yield boto3.client("ec2", region_name=REGION)
 
 
 def tags(project: str = PROJECT, stack: str = STACK, ttl: str | None = "1") -> list[dict]:
