@@ -15,14 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.resolver import Resolver
 
 from goldenenv import catalog
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
+from goldenenv.userfile import MAX_DEPTH, MAX_SHOWN, clip, dotted, read_yaml, shown
 
 NAMESPACE = "goldenenv"
 
@@ -63,15 +60,8 @@ def _decode(raw: str) -> Any:
     return raw
 
 
-MAX_FILE_BYTES = 1 << 20
-"""A stack file or lock is a few KB; a bigger one is a mistake, and parsing it would cost seconds."""
-MAX_DEPTH = 64
-MAX_TEXT_CHARS = 1 << 16
-"""One value in a stack file: room for a PEM or a kubeconfig of another provider, not for a runaway paste."""
 MAX_VALUE_CHARS = 1024
 """One goldenenv value (a name, an id, a CIDR, an address): longer is a mistake, and is never echoed whole."""
-MAX_INT_CHARS = 100
-MAX_SHOWN = 80
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
@@ -88,228 +78,6 @@ def read_stack_file(path: Path) -> dict[str, Any]:
                                        f"set twice (as {clip(key)} and {clip(full)})")])
         prefixed[full] = value
     return prefixed
-
-
-def read_yaml(path: Path, label: str, what: str) -> Any:
-    """A user's YAML file as plain data (text keys; text, numbers, booleans, null, lists, mappings).
-
-    Whatever is wrong with it, however it was made, comes back as one ConfigError line naming
-    the file (`label`) and, where there is one, the key: never a traceback, and never seconds
-    of work for a small file (no anchors or aliases, bounded size and depth).
-    """
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError([Problem(label, f"no such {what}")]) from None
-    except IsADirectoryError:
-        raise ConfigError([Problem(label, f"is a directory, not a {what}")]) from None
-    except (OSError, ValueError) as e:
-        raise ConfigError([Problem(label, f"cannot be read: {clip(getattr(e, 'strerror', None) or str(e))}")]) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError([Problem(label, f"is over {MAX_FILE_BYTES >> 20} MiB; a {what} is a few KB")])
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError([_undecodable(label, data, e)]) from None
-    try:
-        loader = _StrictLoader(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            _check_node(node, [])
-            return loader.construct_document(node)
-        finally:
-            loader.dispose()
-    except _Refused as e:
-        problem = e.problem.replace("stack files", f"{what}s")
-        raise ConfigError([Problem(f"{label} at {dotted(e.path)}" if e.path else label, problem + _at(e.mark))]) \
-            from None
-    except yaml.MarkedYAMLError as e:
-        where = f"{label} at {dotted(e.path)}" if getattr(e, "path", None) else label
-        detail = e.problem or e.context or "unreadable"
-        raise ConfigError([Problem(where, f"not valid YAML: {clip(detail)}{_at(e.problem_mark or e.context_mark)}")]) \
-            from None
-    except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as e:
-        detail = (str(e).splitlines() or [type(e).__name__])[0]
-        raise ConfigError([Problem(label, f"not valid YAML: {clip(detail)}")]) from None
-
-
-def _undecodable(label: str, data: bytes, error: UnicodeDecodeError) -> Problem:
-    """Name the key whose value holds the bad bytes, found by reading the file with them replaced."""
-    line = data[:error.start].count(b"\n") + 1
-    message = f"not UTF-8 text: byte 0x{data[error.start]:02x} at line {line}; save the file as UTF-8"
-    try:
-        loader = _StrictLoader(data.decode("utf-8", errors="replace"))
-        try:
-            path = _find_replaced(loader.get_single_node(), [])
-        finally:
-            loader.dispose()
-    except (_Refused, yaml.YAMLError, ValueError, RecursionError):
-        path = None
-    return Problem(f"{label} at {dotted(path)}" if path else label, message)
-
-
-def _find_replaced(node: yaml.Node | None, path: list) -> list | None:
-    if isinstance(node, yaml.ScalarNode):
-        return path if "\ufffd" in node.value else None
-    if isinstance(node, yaml.SequenceNode):
-        items = enumerate(node.value)
-    elif isinstance(node, yaml.MappingNode):
-        items = ((k.value if isinstance(k, yaml.ScalarNode) else "?", v) for k, v in node.value)
-        for k, _ in node.value:
-            if isinstance(k, yaml.ScalarNode) and "\ufffd" in k.value:
-                return path + [k.value]
-    else:
-        return None
-    for step, child in items:
-        found = _find_replaced(child, path + [step])
-        if found is not None:
-            return found
-    return None
-
-
-class _Refused(Exception):
-    """Something YAML allows and a goldenenv file does not; names where it is."""
-
-    def __init__(self, problem: str, path: list, mark: Any):
-        super().__init__(problem)
-        self.problem, self.path, self.mark = problem, path, mark
-
-
-class _StrictComposer(Composer):
-    """The YAML composer, refusing anchors and aliases and nesting deeper than MAX_DEPTH.
-
-    An alias repeats a node without copying it, so a 1 KB "billion laughs" file expands to
-    gigabytes in whoever walks it next (pydantic, JSON, the Pulumi runtime): none is accepted.
-    """
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
-        above = self._paths[-1] if self._paths else []
-        if parent is None:
-            path = []
-        elif isinstance(index, yaml.ScalarNode):
-            path = above + [index.value]
-        elif isinstance(index, int):
-            path = above + [index]
-        else:
-            path = above
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused("anchors and aliases are not allowed in stack files; write the value out",
-                           path, event.start_mark)
-        if len(path) > MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", path[:MAX_DEPTH], event.start_mark)
-        self._paths.append(path)
-        try:
-            return super().compose_node(parent, index)
-        except yaml.MarkedYAMLError as e:
-            if not hasattr(e, "path"):
-                e.path = path  # the key being read when the parser gave up
-            raise
-        finally:
-            self._paths.pop()
-
-
-_TAG = "tag:yaml.org,2002:"
-_AS_TEXT = (_TAG + "timestamp", _TAG + "value")
-"""Scalars YAML would turn into dates or a special marker: Pulumi config is text, so they stay text."""
-_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null")} | set(_AS_TEXT)
-
-
-def _loader_class() -> type:
-    """libyaml's parser where installed (a 1 MiB file in about 2 s, not 10), under the strict composer."""
-    try:
-        from yaml._yaml import CParser
-    except ImportError:
-        from yaml.parser import Parser
-        from yaml.reader import Reader
-        from yaml.scanner import Scanner
-
-        class _PyLoader(_StrictComposer, SafeConstructor, Resolver, Reader, Scanner, Parser):
-            def __init__(self, stream: str):
-                Reader.__init__(self, stream)
-                Scanner.__init__(self)
-                Parser.__init__(self)
-                _init(self)
-
-        return _PyLoader
-
-    class _CLoader(_StrictComposer, SafeConstructor, Resolver, CParser):
-        def __init__(self, stream: str):
-            CParser.__init__(self, stream)
-            _init(self)
-
-    return _CLoader
-
-
-_StrictLoader = _loader_class()
-for _tag in _AS_TEXT:
-    _StrictLoader.add_constructor(_tag, SafeConstructor.construct_yaml_str)
-
-
-def _init(loader: Any) -> None:
-    Composer.__init__(loader)
-    SafeConstructor.__init__(loader)
-    Resolver.__init__(loader)
-    loader._paths = []
-
-
-def _check_node(node: yaml.Node, path: list) -> None:
-    """Plain data only, each problem named by its key: text keys, no tags beyond YAML's core types."""
-    if isinstance(node, yaml.MappingNode):
-        _check_tag(node, _TAG + "map", path)
-        seen: set[str] = set()
-        for key, value in node.value:
-            if key.tag == _TAG + "merge":
-                raise _Refused("merge keys (<<) are not allowed in stack files; write the keys out",
-                               path, key.start_mark)
-            if not isinstance(key, yaml.ScalarNode):
-                raise _Refused("a list or mapping used as a key; keys are text", path, key.start_mark)
-            if key.tag != _TAG + "str":
-                raise _Refused(f"key {clip(key.value)} is not text; quote it ('{clip(key.value)}') or remove it",
-                               path, key.start_mark)
-            if key.value in seen:
-                raise _Refused("set twice in the same mapping; keep one", path + [key.value], key.start_mark)
-            seen.add(key.value)
-            _check_node(value, path + [key.value])
-    elif isinstance(node, yaml.SequenceNode):
-        _check_tag(node, _TAG + "seq", path)
-        for i, item in enumerate(node.value):
-            _check_node(item, path + [i])
-    else:
-        if node.tag not in _SCALAR_TAGS:
-            raise _Refused(f"tag {_tag_name(node.tag)} is not allowed; write plain text, numbers or lists",
-                           path, node.start_mark)
-        if node.tag == _TAG + "int" and len(node.value) > MAX_INT_CHARS:
-            digits = sum(c.isdigit() for c in node.value)
-            raise _Refused(f"an integer of {digits:,} digits is too large for any setting", path, node.start_mark)
-        if len(node.value) > MAX_TEXT_CHARS:
-            raise _Refused(f"{_shown(node.value)} is too long; a value is at most {MAX_TEXT_CHARS:,} characters",
-                           path, node.start_mark)
-
-
-def _check_tag(node: yaml.Node, expected: str, path: list) -> None:
-    if node.tag != expected:
-        raise _Refused(f"tag {_tag_name(node.tag)} is not allowed; write plain text, numbers or lists",
-                       path, node.start_mark)
-
-
-def _tag_name(tag: str) -> str:
-    return clip("!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag)
-
-
-def _at(mark: Any) -> str:
-    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-
-
-def dotted(path: list | None) -> str:
-    """A path in a YAML file as written: config.goldenenv:nodes[1].count."""
-    return clip("".join(
-        f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if i else clip(part))
-        for i, part in enumerate(path or [])
-    ), 2 * MAX_SHOWN) or "(top level)"
 
 
 def namespaced(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -398,11 +166,11 @@ def _shape_problems(values: Mapping[str, Any]) -> list[Problem]:
             problems.append(Problem(_config_key(path[:MAX_DEPTH]), f"nested deeper than {MAX_DEPTH} levels"))
         elif isinstance(node, str) and len(node) > MAX_VALUE_CHARS:
             problems.append(Problem(_config_key(path),
-                                    f"{_shown(node)} is too long; at most {MAX_VALUE_CHARS:,} characters"))
+                                    f"{shown(node)} is too long; at most {MAX_VALUE_CHARS:,} characters"))
         elif isinstance(node, Mapping):
             for k, v in node.items():
                 if isinstance(k, str) and len(k) > MAX_VALUE_CHARS:
-                    problems.append(Problem(_config_key(path), f"key {_shown(k)} is too long"))
+                    problems.append(Problem(_config_key(path), f"key {shown(k)} is too long"))
                 else:
                     walk(v, path + [k])
         elif isinstance(node, list):
@@ -437,7 +205,7 @@ def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
         if name not in known:
             problems.append(Problem(
                 f"{at}.instanceType",
-                f"{_shown(name)} is not a GPU instance type goldenenv knows on {cloud}"
+                f"{shown(name)} is not a GPU instance type goldenenv knows on {cloud}"
                 + _suggest(name, known, fallback_all=True),
             ))
         elif pool.get("efa") is True and not known[name].has_rdma:
@@ -485,7 +253,7 @@ def error_message(err: Mapping[str, Any]) -> str:
     if isinstance(given, str) and len(given) > MAX_SHOWN:
         message = message.replace(given, clip(given))
     if isinstance(given, (str, int, float, bool)) and err["type"] != "value_error":
-        message = f"{message}; got {_shown(given)}"
+        message = f"{message}; got {shown(given)}"
     return clip(message, 1000)
 
 
@@ -566,18 +334,3 @@ def _suggest(word: str, options: Any, fallback_all: bool = False) -> str:
     if options and (fallback_all or len(options) <= 12):
         return f"; valid: {', '.join(options)}"
     return ""
-
-
-def _shown(value: Any) -> str:
-    """A value as echoed in a message: repr, clipped; a huge integer by its size (it has no short repr)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
-    text = clip(repr(value))
-    if isinstance(value, str) and len(value) > MAX_SHOWN:
-        text += f" ({len(value):,} characters)"
-    return text
-
-
-def clip(text: Any, limit: int = MAX_SHOWN) -> str:
-    text = str(text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 from pydantic import Field, ValidationError, model_validator
 
 from goldenenv.spec import ConfigError, Model, Problem
+from goldenenv.userfile import clip, read_yaml
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]
@@ -181,8 +182,6 @@ def load(name: str, images_dir: Path = IMAGES) -> Lock:
     Locks are YAML written by people too: read with the stack files' reader (no aliases, text
     keys, bounded size and depth), so a broken lock is one line, never a traceback.
     """
-    from goldenenv.stackconfig import clip, read_yaml
-
     path = lock_path(name, images_dir)
     if not path.exists():
         known = ", ".join(names(images_dir)) or "none"
@@ -198,7 +197,7 @@ def load(name: str, images_dir: Path = IMAGES) -> Lock:
 
 def _problem(path: Path, err: dict, doc: object = None) -> Problem:
     """One lock error at the field as written in lock.yaml, without pydantic's internal location parts."""
-    from goldenenv.stackconfig import clip, error_message, user_path
+    from goldenenv.stackconfig import error_message, user_path
 
     field = ".".join(clip(part) for part in user_path(err["loc"], doc, Lock)[0]) or "(top level)"
     if err["type"] == "extra_forbidden":
