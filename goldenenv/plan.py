@@ -25,7 +25,7 @@ from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
-from goldenenv.spec import ClusterSpec
+from goldenenv.spec import STACK_TAG_KEY, ClusterSpec
 
 PROJECT = "goldenenv"
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -128,7 +128,7 @@ def plan_config(stack: str, config: dict[str, Any]) -> Plan:
         resources, outputs = cloud.planned_resources(spec), {}
         costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
     findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
-    findings += budget_findings(spec)
+    findings += budget_findings(spec, costs)
     checked, cold = compat.check_stack(spec), None
     if checked:
         lock = image_lock.load(spec.image.lock)
@@ -283,8 +283,6 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
 def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     """What a user should know before renting: price caveats, how long the budget lasts and what the hard stop
     and the time to live do to each pool, and the account step the budget needs."""
-    from goldenenv.spec import STACK_TAG_KEY
-
     notes = []
     for c in costs:
         if c.price is None:
@@ -342,14 +340,14 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
 NO_BUDGET = "no-budget"
 
 
-def budget_findings(spec: ClusterSpec) -> list[Finding]:
+def budget_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     """A stack that rents priced machines has a budget, or says `budget: none` and hears that nothing watches.
 
     A cloud stack is one whose cloud can bill (it offers budgets) or whose pools the catalog prices; the local
     stack is neither.
     """
     billed = clouds.get(spec.cloud).capabilities
-    priced = [c for c in pool_costs(spec) if c.usd_per_hour]
+    priced = [c for c in costs if c.usd_per_hour]
     if spec.budget is not None or (clouds.Capability.BUDGET not in billed and not priced):
         return []
     monthly = sum(c.usd_per_hour for c in priced) * HOURS_PER_MONTH

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from goldenenv import stackconfig
 from goldenenv.cli import app
 from goldenenv.guardrails import Severity
-from goldenenv.plan import NO_BUDGET, STACKS, budget_findings
+from goldenenv.plan import NO_BUDGET, STACKS, budget_findings, pool_costs
 from goldenenv.spec import ClusterSpec, ConfigError, Network
 
 STACK = STACKS / "Pulumi.aws-p5-2node.yaml"
@@ -225,22 +225,26 @@ def _spec(**update: Any) -> ClusterSpec:
     return stackconfig.load("s", stack_values()).model_copy(update=update)
 
 
+def _budget_findings(spec: ClusterSpec):
+    return budget_findings(spec, pool_costs(spec))
+
+
 def test_a_cloud_stack_without_a_budget_is_an_error():
-    [finding] = budget_findings(_spec(budget=None))
+    [finding] = _budget_findings(_spec(budget=None))
     assert finding.severity is Severity.ERROR and finding.rule == NO_BUDGET
     assert "goldenenv:budget" in finding.message and "budget: none" in finding.message
 
 
 def test_budget_none_is_a_warning_that_nothing_stops_spending():
-    [finding] = budget_findings(_spec(budget=None, budget_opt_out=True))
+    [finding] = _budget_findings(_spec(budget=None, budget_opt_out=True))
     assert finding.severity is Severity.WARNING and finding.rule == NO_BUDGET
     assert "no alert and no stop" in finding.message
 
 
 def test_a_stack_with_a_budget_or_on_the_local_cloud_has_no_budget_finding():
-    assert budget_findings(_spec()) == []
+    assert _budget_findings(_spec()) == []
     local, unknown = stackconfig.namespaced(stackconfig.read_stack_file(STACKS / "Pulumi.local.yaml"))
-    assert budget_findings(stackconfig.load("local", local)) == []
+    assert _budget_findings(stackconfig.load("local", local)) == []
 
 
 def test_a_budget_and_an_opt_out_together_are_refused():
