@@ -38,6 +38,12 @@ class PlannedResource:
     # input property -> URNs of the resources its value came from; lets cross-resource rules match
     # references whose values are still unknown (a policy-pack preview). Empty under mocks: ids are known.
     property_dependencies: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the provider (under plan: the mock) returned: ids, computed values such as latestVersion."""
+    ignore_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
+    import_id: str | None = None
+    """The id of an existing resource this one adopts (Pulumi's import option), e.g. a retained bucket."""
 
 
 class Severity(str, Enum):

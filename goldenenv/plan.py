@@ -111,18 +111,25 @@ def stack_file(stack: str, stacks_dir: Path = STACKS) -> Path:
     return stacks_dir / f"Pulumi.{stack}.yaml"
 
 
-def plan(stack: str, stacks_dir: Path = STACKS) -> Plan:
-    """Evaluate a stack file offline; ConfigError if its configuration is invalid."""
+def plan(stack: str, stacks_dir: Path = STACKS, **options: Any) -> Plan:
+    """Evaluate a stack file offline; ConfigError if its configuration is invalid. Options: see plan_config."""
     config = stackconfig.read_stack_file(stack_file(stack, stacks_dir))
-    return plan_config(stack, config)
+    return plan_config(stack, config, **options)
 
 
-def plan_config(stack: str, config: dict[str, Any]) -> Plan:
+def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildContext | None = None,
+                prior: Any = None) -> Plan:
+    """The plan of a stack's configuration.
+
+    context: the build context (the cloud's offline lookups, nodes to roll); by default nothing is known to exist
+    and no node rolls. prior: the stack's last deployment (updates.Deployment), so the plan can say what an `up`
+    would replace.
+    """
     values, unknown = stackconfig.namespaced(config)
     spec = stackconfig.load(stack, values, unknown)
     cloud = clouds.validate(spec)
     if getattr(cloud, "uses_pulumi", True):
-        resources, outputs = run_program(stack, config)
+        resources, outputs = run_program(stack, config, context or offline_context(spec), prior)
         costs = pool_costs(spec)
     else:
         resources, outputs = cloud.planned_resources(spec), {}
@@ -174,11 +181,18 @@ def image_bytes(lock: image_lock.Lock, ref: str | None) -> tuple[int | None, str
         return None, f"{lock.tag} is neither pushed with a size nor built here"
 
 
-def run_program(stack: str, config: dict[str, Any]) -> tuple[list[PlannedResource], dict[str, Any]]:
+def offline_context(spec: ClusterSpec) -> clouds.BuildContext:
+    """The context of an offline plan: the cloud's offline lookups (nothing known to exist), no node rolled."""
+    offline = getattr(clouds.get(spec.cloud), "offline_lookup", None)
+    return clouds.BuildContext(lookup=offline(spec) if offline else None)
+
+
+def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext,
+                prior: Any = None) -> tuple[list[PlannedResource], dict[str, Any]]:
     """Run goldenenv.program.build() against a recording mock monitor."""
     from goldenenv import program
 
-    monitor = _RecordingMonitor(_PlanMocks())
+    monitor = _RecordingMonitor(_PlanMocks(prior))
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items() if v is not None}
@@ -188,7 +202,7 @@ def run_program(stack: str, config: dict[str, Any]) -> tuple[list[PlannedResourc
     outputs: dict[str, Any] = {}
 
     def run() -> None:
-        declared = {k: v for k, v in program.build().items() if v is not None}
+        declared = {k: v for k, v in program.build(context).items() if v is not None}
         outputs.update(_sync_await(pulumi.Output.from_input(declared).future()) or {})
 
     _sync_await(run_pulumi_func(run))
@@ -215,6 +229,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 custom=request.custom,
                 retain_on_delete=request.retainOnDelete if request.HasField("retainOnDelete") else False,
                 protect=request.protect if request.HasField("protect") else False,
+                outputs=rpc.deserialize_properties(response.object) if response.object else {},
+                ignore_changes=tuple(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
+                import_id=request.importId or None,
             ))
         return response
 
@@ -226,8 +244,10 @@ def _is_stack(urn: str) -> bool:
 class _PlanMocks(pulumi.runtime.Mocks):
     """Stand-ins for what only the cloud knows; marked so nobody takes them for real."""
 
-    def __init__(self) -> None:
+    def __init__(self, prior: Any = None) -> None:
         self._serial = itertools.count(1)
+        self.prior = prior
+        """The stack's last deployment (updates.Deployment) or None: helps the mocks answer as the cloud would."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         n = next(self._serial)

@@ -1,6 +1,6 @@
 """Clouds by name. Each factory imports its provider SDK only when that cloud is used."""
 
-from goldenenv.clouds.base import Capability, Cloud, get, names, register, validate
+from goldenenv.clouds.base import BuildContext, Capability, Cloud, get, names, register, validate
 
 
 def _aws() -> Cloud:
@@ -18,4 +18,4 @@ def _local() -> Cloud:
 register("aws", _aws)
 register("local", _local)
 
-__all__ = ["Capability", "Cloud", "get", "names", "register", "validate"]
+__all__ = ["BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]

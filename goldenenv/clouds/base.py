@@ -8,6 +8,8 @@ clear error, never a missing branch deep in a component.
 from __future__ import annotations
 
 import difflib
+import os
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Protocol
 
@@ -24,6 +26,34 @@ class Capability(str, Enum):
     HARD_STOP = "hard-stop"
 
 
+ROLL_NODES_ENV = "GOLDENENV_ROLL_NODES"
+"""Nodes to replace onto their pool's current launch template: `all`, pool names or node names (gpu-0), comma
+separated. `goldenenv up --roll-nodes` sets it; `GOLDENENV_ROLL_NODES=all pulumi up` does the same by hand."""
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a build may know beyond the spec: the cloud's account lookups and the nodes the user asked to roll.
+
+    `pulumi up` builds with the live context (lookups call the cloud with the user's credentials); the offline
+    plan gives its own lookups, so nothing is called and tests can say what already exists.
+    """
+
+    lookup: Any = None
+    """The cloud's lookups (e.g. which retained stores exist); None = live, with the caller's credentials."""
+    roll_nodes: frozenset[str] = frozenset()
+    """`all`, pool names or node names (pool-index) to replace onto the current launch template."""
+
+    @classmethod
+    def from_env(cls) -> BuildContext:
+        text = os.environ.get(ROLL_NODES_ENV, "")
+        return cls(roll_nodes=frozenset(part.strip() for part in text.split(",") if part.strip()))
+
+    def rolls(self, pool: str, node: str) -> bool:
+        """Whether this node (pool-index) is to be replaced onto its pool's current launch template."""
+        return bool({"all", pool, node} & self.roll_nodes)
+
+
 class Cloud(Protocol):
     name: str
     capabilities: frozenset[Capability]
@@ -31,7 +61,7 @@ class Cloud(Protocol):
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Cloud-specific rules beyond capabilities (currency, region names, ...)."""
 
-    def build(self, spec: ClusterSpec) -> dict[str, Any]:
+    def build(self, spec: ClusterSpec, context: BuildContext) -> dict[str, Any]:
         """Declare the cluster's resources; return the stack outputs (values or Outputs)."""
 
 

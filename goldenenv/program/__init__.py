@@ -14,11 +14,11 @@ from goldenenv import clouds, stackconfig
 from goldenenv.spec import ConfigError
 
 
-def build() -> dict[str, Any]:
-    """Declare every resource of the stack; return its outputs."""
+def build(context: clouds.BuildContext | None = None) -> dict[str, Any]:
+    """Declare every resource of the stack; return its outputs. `pulumi up` builds with the live context."""
     spec = stackconfig.from_pulumi()
     cloud = clouds.validate(spec)
-    return cloud.build(spec)
+    return cloud.build(spec, context or clouds.BuildContext.from_env())
 
 
 def refuse_incompatible() -> None:

@@ -15,7 +15,7 @@ from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
-from goldenenv.clouds.base import Capability
+from goldenenv.clouds.base import BuildContext, Capability
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, launch_outputs
@@ -53,9 +53,9 @@ class AwsCloud:
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
         return problems
 
-    def build(self, spec: ClusterSpec) -> dict[str, Any]:
+    def build(self, spec: ClusterSpec, context: BuildContext | None = None) -> dict[str, Any]:
         provider = aws.Provider("aws", region=spec.region, default_tags={"tags": spec.stack_tags})
-        cluster = GpuCluster(spec.stack, spec, pulumi.ResourceOptions(providers=[provider]))
+        cluster = GpuCluster(spec.stack, spec, context or BuildContext(), pulumi.ResourceOptions(providers=[provider]))
         return cluster.outputs
 
 
@@ -64,7 +64,8 @@ class GpuCluster(pulumi.ComponentResource):
 
     outputs: dict[str, Any]
 
-    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = spec.stack_tags

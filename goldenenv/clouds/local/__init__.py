@@ -53,7 +53,7 @@ class LocalCloud:
         ]
         return found
 
-    def build(self, spec: ClusterSpec) -> dict[str, Any]:
+    def build(self, spec: ClusterSpec, context=None) -> dict[str, Any]:
         from goldenenv.spec import ConfigError
 
         raise ConfigError([Problem("goldenenv:cloud", "the local cloud is provisioned by `goldenenv up -s "
