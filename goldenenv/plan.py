@@ -187,7 +187,7 @@ def offline_context(spec: ClusterSpec) -> clouds.BuildContext:
     return clouds.BuildContext(lookup=offline(spec) if offline else None)
 
 
-def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext,
+def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext | None = None,
                 prior: Any = None) -> tuple[list[PlannedResource], dict[str, Any]]:
     """Run goldenenv.program.build() against a recording mock monitor."""
     from goldenenv import program
@@ -202,7 +202,7 @@ def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext
     outputs: dict[str, Any] = {}
 
     def run() -> None:
-        declared = {k: v for k, v in program.build(context).items() if v is not None}
+        declared = {k: v for k, v in program.build(context or clouds.BuildContext()).items() if v is not None}
         outputs.update(_sync_await(pulumi.Output.from_input(declared).future()) or {})
 
     _sync_await(run_pulumi_func(run))
