@@ -22,14 +22,15 @@ class LifecycleError(RuntimeError):
 
 
 def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None):
-    """The offline plan's verdict before Pulumi runs: guardrails and the lock against every pool.
+    """The offline plan's verdict before Pulumi runs: guardrails, the deploy-readiness rules (plan --strict) and
+    the lock against every pool.
 
     `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock).
     """
     from goldenenv.guardrails import Severity
     from goldenenv.plan import STACKS, UNPUBLISHED, plan
 
-    result = plan(spec.stack, stacks_dir or STACKS)
+    result = plan(spec.stack, stacks_dir or STACKS, strict=True)
     blocking = [f for f in result.findings
                 if f.severity is Severity.ERROR or (creating and f.rule == UNPUBLISHED)]
     if blocking:
@@ -78,10 +79,66 @@ def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
     return stack(spec).preview(on_output=log)
 
 
-def up(spec: ClusterSpec, log: Callable[[str], None] = print) -> dict:
+def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[str] | None = None,
+       one_at_a_time: bool = True, target=None) -> dict:
+    """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up`.
+
+    Running nodes keep their launch template version; with roll_nodes (all, pool names or node names), the nodes
+    named whose template has moved are then replaced onto it, one `up` per node unless one_at_a_time is False.
+    """
     guard(spec, creating=True)
-    result = stack(spec).up(on_output=log)
+    target = target or stack(spec)
+    _before_up(spec, log)
+    result = target.up(on_output=log)
+    if roll_nodes is not None:
+        from goldenenv import updates
+
+        nodes = roll_targets(spec, roll_nodes, updates.last_deployment(spec.stack)[0])
+        if updates.roll(target, nodes, log, one_at_a_time):
+            return {k: v.value for k, v in target.outputs().items()}
     return {k: v.value for k, v in result.outputs.items()}
+
+
+def roll_targets(spec: ClusterSpec, requested: list[str], deployment) -> list[str]:
+    """The nodes to replace: those named (all, a pool, pool-index) whose launch template has moved on.
+
+    Without the deployment (a backend plan cannot read), the named nodes are rolled as named: a node already on
+    its template's version is left alone by Pulumi anyway.
+    """
+    from goldenenv import updates
+
+    nodes = [f"{pool.name}-{i}" for pool in spec.nodes for i in range(pool.count)]
+    pools = {pool.name for pool in spec.nodes}
+    unknown = [n for n in requested if n != "all" and n not in pools and n not in nodes]
+    if unknown:
+        raise LifecycleError(f"--roll-nodes: {', '.join(unknown)} is not a node of {spec.stack}; valid: all, "
+                             f"{', '.join(sorted(pools))}, {', '.join(nodes)}")
+    named = [n for n in nodes if {"all", n, n.rsplit("-", 1)[0]} & set(requested)]
+    if deployment is None:
+        return named
+    stale = set(updates.stale_nodes(deployment))
+    return [n for n in named if n in stale]
+
+
+def _before_up(spec: ClusterSpec, log: Callable[[str], None]) -> None:
+    """The cloud's step before any `up`: find the retained stores it adopts and make the import match."""
+    from goldenenv import clouds
+
+    prepare = getattr(clouds.get(spec.cloud), "before_up", None)
+    if prepare:
+        _cloud_step(prepare, spec, log)
+
+
+def _cloud_step(step: Callable, *args):
+    """A cloud's own step before or after Pulumi: its errors become one LifecycleError line."""
+    from goldenenv.spec import ConfigError
+
+    try:
+        return step(*args)
+    except ConfigError:
+        raise
+    except RuntimeError as e:
+        raise LifecycleError(str(e)) from None
 
 
 def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> str:
@@ -97,7 +154,9 @@ def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> s
         while r is not None:
             targets.add(r.urn)
             r = by_urn.get(r.parent_urn)
-    stack(spec).up(on_output=log, target=sorted(targets))
+    target = stack(spec)
+    _before_up(spec, log)
+    target.up(on_output=log, target=sorted(targets))
     return ecr_repository_url(spec)
 
 
@@ -108,7 +167,7 @@ def ecr_repository_url(spec: ClusterSpec, sts=None) -> str:
     from goldenenv.clouds.aws.registry import repository_name
 
     account = (sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"]
-    return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{repository_name(spec.stack, spec.image.lock)}"
+    return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{repository_name(spec.tags.project, spec.stack, spec.image.lock)}"
 
 
 def ecr_auth(registry: str, region: str, ecr=None) -> dict:
@@ -122,32 +181,23 @@ def ecr_auth(registry: str, region: str, ecr=None) -> dict:
     return {"username": user, "password": password, "registry": registry.split("/", 1)[0]}
 
 
-def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print) -> list[str]:
-    """Destroy the stack; the retained bucket stays unless the data is purged by name."""
-    target = stack(spec)
+def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print,
+            skip_export: bool = False, target=None) -> list[str]:
+    """Destroy the stack: first the cloud's own step (AWS: export the parallel file system to the bucket and
+    wait; a failed export stops here, before anything is deleted), then `pulumi destroy`. The retained stores
+    stay unless the data is purged by name."""
+    from goldenenv import clouds
+
+    cloud = clouds.get(spec.cloud)
+    target = target or stack(spec)
     outputs = {k: v.value for k, v in target.outputs().items()}
+    before = getattr(cloud, "before_destroy", None)
+    if before:
+        _cloud_step(before, spec, outputs, skip_export, log)
     target.destroy(on_output=log)
-    purged = []
-    if purge_data and outputs.get("bucket"):
-        purge_bucket(outputs["bucket"], spec.region, log)
-        purged.append(outputs["bucket"])
-    elif outputs.get("bucket"):
-        log(f"kept bucket {outputs['bucket']} (datasets and checkpoints); delete it with --purge-data")
-    return purged
-
-
-def purge_bucket(bucket: str, region: str, log: Callable[[str], None] = print, client=None) -> int:
-    """Delete every object version of a retained bucket, then the bucket: only ever asked for by name."""
-    import boto3
-
-    s3 = client or boto3.client("s3", region_name=region)
-    deleted = 0
-    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-        batch = [{"Key": v["Key"], "VersionId": v["VersionId"]}
-                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
-        for start in range(0, len(batch), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": batch[start:start + 1000], "Quiet": True})
-            deleted += len(batch[start:start + 1000])
-    s3.delete_bucket(Bucket=bucket)
-    log(f"purged bucket {bucket} ({deleted} object versions)")
-    return deleted
+    if purge_data:
+        return _cloud_step(cloud.purge, spec, outputs, log)
+    if outputs.get("bucket"):
+        log(f"kept bucket {outputs['bucket']} (datasets and checkpoints) and the image repository: the next up "
+            "adopts them; delete them with --purge-data")
+    return []

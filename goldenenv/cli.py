@@ -57,12 +57,16 @@ def plan_cmd(
     stack: str = typer.Option(..., "--stack", "-s", help="Stack name: stacks/Pulumi.<stack>.yaml"),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable plan on stdout."),
     stacks_dir: Path = typer.Option(STACKS, "--stacks-dir", help="Folder of stack files."),
+    strict: bool = typer.Option(False, "--strict", help="Also the deploy-readiness rules up runs: provider limits "
+                                "and behaviour the offline mocks cannot see."),
 ) -> None:
     """Evaluate a stack offline (no credentials): resources, cost, guardrail findings."""
+    from goldenenv import updates
     from goldenenv.plan import plan, stack_file
 
+    prior, note = updates.last_deployment(stack)
     try:
-        result = plan(stack, stacks_dir)
+        result = plan(stack, stacks_dir, strict=strict, prior=prior, prior_note=note)
     except ConfigError as e:
         _fail(e, stack_file(stack, stacks_dir))
     if as_json:
@@ -89,6 +93,13 @@ def show_plan(p: Plan) -> None:
         console.print(f"[bold]golden image[/] {p.outputs['imageRef']}", highlight=False)
     if p.cold_start:
         _show_cold_start(p.cold_start)
+    if p.spec.cloud != "local":
+        for note in p.update_notes:
+            console.print(f"[bold]nodes[/]: {escape(note)}", highlight=False)
+        for c in p.node_changes:
+            colour = "red" if c.action == "replace" else "dim"
+            console.print(f"  [{colour}]{c.action}[/] {c.node}: {escape(c.reason)}", highlight=False)
+    _show_destroy(p)
     if p.findings:
         console.print("[bold]findings[/]")
         for f in p.findings:
@@ -97,6 +108,31 @@ def show_plan(p: Plan) -> None:
             console.print(f"  [{colour}]{f.severity.value}[/] {f.rule}{where}: {f.message}", highlight=False)
     verdict = "[bold red]guardrails failed[/]" if p.failed else "[bold green]no guardrail failed[/]"
     console.print(verdict)
+
+
+DATA_BEARING = {"Instance": "root volume and local NVMe scratch erased", "container": "its scratch erased",
+                "LustreFileSystem": "after the export"}
+"""Kinds whose deletion loses data a user may care about: named with what happens to it."""
+
+
+def _show_destroy(p: Plan) -> None:
+    from goldenenv.clouds.aws.retained import PLACEHOLDER_ACCOUNT
+    from goldenenv.plan import physical_name
+
+    if not p.resources:
+        return
+    for step in p.destroy_steps:
+        console.print(f"[bold]destroy first[/]: {escape(step)}", highlight=False)
+    kept = [f"{r.type.rsplit(':', 1)[-1]} {physical_name(r)}" for r in p.kept_on_destroy
+            if r.type.rsplit(":", 1)[-1] in ("Bucket", "Repository", "volume")]
+    deleted = p.deleted_on_destroy
+    named = [f"{deleted[kind]} {kind} ({why})" for kind, why in DATA_BEARING.items() if kind in deleted]
+    others = sum(n for kind, n in deleted.items() if kind not in DATA_BEARING)
+    account = (f" ({PLACEHOLDER_ACCOUNT} stands for your account until up)"
+               if any(PLACEHOLDER_ACCOUNT in k for k in kept) else "")
+    console.print(f"[bold]destroy keeps[/] {escape(', '.join(kept) or 'nothing')}{account}: the next up adopts them, "
+                  f"--purge-data deletes them. [bold]It deletes[/] {escape(', '.join(named + [f'{others} other resources']))}",
+                  highlight=False)
 
 
 def _show_cold_start(cold) -> None:
@@ -193,22 +229,37 @@ def _print_line(node: str, text: str) -> None:
     console.print(f"[cyan]\\[{node}][/] {escape(text)}", highlight=False, soft_wrap=True)
 
 
+def _cloud_line(line: str) -> None:
+    """Pulumi's own output arrives with its line ends; goldenenv's steps without."""
+    console.print(escape(line), end="" if line.endswith("\n") else "\n", highlight=False)
+
+
 def _lifecycle_failure(e: Exception) -> None:
     errors.print(f"[bold red]{escape(str(e))}[/]")
     raise typer.Exit(1)
 
 
 @app.command("up")
-def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE) -> None:
+def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
+           roll_nodes: str = typer.Option(None, "--roll-nodes", help="Replace these nodes onto their pool's current "
+                                          "launch template (erases their local NVMe): all, pool names or nodes "
+                                          "(gpu-0), comma separated. Without it a template change reaches no "
+                                          "running node."),
+           all_at_once: bool = typer.Option(False, "--all-at-once", help="Roll the nodes in one up (e.g. a stopped "
+                                            "cluster) instead of one node at a time.")) -> None:
     """Create the stack: local node containers, or the cloud stack through Pulumi."""
     from goldenenv import automation, lifecycle
 
     spec = _spec(stack)
     try:
         if spec.cloud == "local":
+            if roll_nodes:
+                errors.print("--roll-nodes is for cloud stacks: local nodes are recreated from the image on every up")
+                raise typer.Exit(2)
             outputs = lifecycle.up(spec, _options(ca_cert, pip_index_url, None, wheelhouse), log=_say)
         else:
-            outputs = automation.up(spec, log=lambda line: console.print(line, end="", highlight=False))
+            requested = [n.strip() for n in roll_nodes.split(",") if n.strip()] if roll_nodes is not None else None
+            outputs = automation.up(spec, log=_cloud_line, roll_nodes=requested, one_at_a_time=not all_at_once)
     except (automation.LifecycleError, ConfigError) as e:
         _lifecycle_failure(e)
     console.print_json(json.dumps(outputs, default=str))
@@ -231,8 +282,11 @@ def preview_cmd(stack: str = STACK) -> None:
 
 @app.command("destroy")
 def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
-        False, "--purge-data", help="Also delete the stack's datasets and checkpoints (bucket / data volume).")) -> None:
-    """Tear the stack down; data survives unless --purge-data. Safe to repeat."""
+        False, "--purge-data", help="Also delete the stack's datasets and checkpoints (bucket / data volume) and its "
+        "image repository."),
+        skip_export: bool = typer.Option(False, "--skip-export", help="Destroy the parallel file system without "
+                                         "exporting it to the bucket first (files not yet exported are lost).")) -> None:
+    """Tear the stack down (exporting the parallel file system first); data survives unless --purge-data."""
     from goldenenv import automation, lifecycle
 
     spec = _spec(stack)
@@ -242,7 +296,7 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
             kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
             console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
         else:
-            automation.destroy(spec, purge_data, log=lambda line: console.print(line, end="", highlight=False))
+            automation.destroy(spec, purge_data, log=_cloud_line, skip_export=skip_export)
     except (automation.LifecycleError, ConfigError) as e:
         _lifecycle_failure(e)
 

@@ -98,6 +98,7 @@ S3_BUCKET_ENCRYPTION = (
 )
 SNS_TOPIC = "aws:sns/topic:Topic"
 LUSTRE_FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 ALICLOUD_SECURITY_GROUP = "alicloud:ecs/securityGroup:SecurityGroup"
 ALICLOUD_SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
 ALICLOUD_INSTANCE = "alicloud:ecs/instance:Instance"
@@ -559,6 +560,17 @@ def _lustre_skips_final_backup(resource: PlannedResource) -> bool:
     return persistent and not _is_false(props.get("skipFinalBackup"))
 
 
+def _linked_to_bucket(fs: PlannedResource, ctx: Context) -> bool:
+    """A data repository association links the file system to S3 and exports to it automatically: the bucket,
+    retained, is the durable copy (and AWS cannot back up a linked file system anyway)."""
+    ids = (fs.id, fs.outputs.get("id"))
+    return any(
+        str(a.props.get("dataRepositoryPath") or "").startswith("s3://")
+        and _refers_to(a, "fileSystemId", a.props.get("fileSystemId"), fs, ids)
+        for a in ctx.of_type(DATA_REPOSITORY_ASSOCIATION)
+    )
+
+
 def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     """Judges only what is known: an unknown retainOnDelete (a policy pack) is data-store-retention-unverified's."""
     props, label = resource.props, _label(resource)
@@ -570,9 +582,11 @@ def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[st
             yield (f"{label} sets forceDestroy, so `pulumi destroy` empties it and its data is lost; "
                    f"remove forceDestroy (and keep retainOnDelete).")
     elif resource.type == LUSTRE_FILE_SYSTEM:
-        if _lustre_skips_final_backup(resource) and resource.retain_on_delete is False and resource.protect is not True:
+        if (_lustre_skips_final_backup(resource) and resource.retain_on_delete is False
+                and resource.protect is not True and not _linked_to_bucket(resource, ctx)):
             yield (f"{label} would be deleted without a final backup on `pulumi destroy`, and its data lost; "
-                   f"set skipFinalBackup=False or create it with ResourceOptions(retain_on_delete=True).")
+                   f"link it to a retained bucket (a data repository association), set skipFinalBackup=False, "
+                   f"or create it with ResourceOptions(retain_on_delete=True).")
 
 
 def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iterator[str]:
@@ -583,7 +597,8 @@ def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iter
         return
     if resource.type in _DATA_STORES:
         why = "its data would be deleted with it"
-    elif resource.type == LUSTRE_FILE_SYSTEM and _lustre_skips_final_backup(resource):
+    elif (resource.type == LUSTRE_FILE_SYSTEM and _lustre_skips_final_backup(resource)
+          and not _linked_to_bucket(resource, ctx)):
         why = "it takes no final backup, so its data would be lost"
     else:
         return
@@ -654,7 +669,8 @@ RULES: tuple[Rule, ...] = (
     Rule("public-ip-on-gpu-node", "Nodes get no public IP: no associatePublicIpAddress, and no "
          "mapPublicIpOnLaunch on the subnets they launch in.", Severity.ERROR, _check_public_ip),
     Rule("data-store-not-retained", "Buckets and file systems holding datasets and checkpoints survive "
-         "`pulumi destroy` (retainOnDelete, no forceDestroy, a final backup).", Severity.ERROR,
+         "`pulumi destroy` (retainOnDelete, no forceDestroy; a file system is linked to a retained bucket or "
+         "takes a final backup).", Severity.ERROR,
          _check_data_retained),
     Rule("data-store-retention-unverified", "Where retainOnDelete cannot be read (a policy pack: the engine does "
          "not report it), say that a data store's survival of `pulumi destroy` is unverified.", Severity.WARNING,

@@ -20,7 +20,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, coldstart, compat, guardrails, stackconfig
+from goldenenv import catalog, clouds, coldstart, compat, guardrails, stackconfig, updates
 from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
@@ -57,6 +57,12 @@ class Plan:
     findings: list[Finding] = field(default_factory=list)
     compat: list[compat.PoolCompat] = field(default_factory=list)
     cold_start: coldstart.ColdStart | None = None
+    destroy_steps: list[str] = field(default_factory=list)
+    """What `destroy` does before deleting anything (e.g. export the parallel file system to the bucket)."""
+    node_changes: list[updates.NodeChange] = field(default_factory=list)
+    """What an `up` from the last deployment does to each node (empty without a prior deployment)."""
+    update_notes: list[str] = field(default_factory=list)
+    """Where the prior deployment came from, or how template changes reach nodes when there is none."""
 
     @property
     def failed(self) -> bool:
@@ -68,6 +74,21 @@ class Plan:
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
+
+    @property
+    def kept_on_destroy(self) -> list[PlannedResource]:
+        """The stores `destroy` leaves in place (retained), which the next `up` adopts by name."""
+        return [r for r in self.resources if r.custom and r.retain_on_delete and not r.type.startswith("pulumi:")]
+
+    @property
+    def deleted_on_destroy(self) -> dict[str, int]:
+        """Resource kind -> how many `destroy` deletes."""
+        counts: dict[str, int] = {}
+        for r in self.resources:
+            if r.custom and not r.retain_on_delete and not r.type.startswith("pulumi:"):
+                kind = r.type.rsplit(":", 1)[-1]
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +120,15 @@ class Plan:
                 for c in self.compat
             ],
             "coldStart": self.cold_start.to_json() if self.cold_start else None,
+            "nodes": [{"node": c.node, "pool": c.pool, "action": c.action, "reason": c.reason,
+                       "version": c.version, "templateVersion": c.template_version} for c in self.node_changes],
+            "updateNotes": self.update_notes,
+            "destroy": {
+                "first": self.destroy_steps,
+                "keeps": [{"type": r.type, "name": r.name, "physicalName": physical_name(r)}
+                          for r in self.kept_on_destroy],
+                "deletes": self.deleted_on_destroy,
+            },
             "findings": [
                 {"rule": f.rule, "severity": f.severity.value, "urn": f.urn, "message": f.message}
                 for f in self.findings
@@ -118,12 +148,14 @@ def plan(stack: str, stacks_dir: Path = STACKS, **options: Any) -> Plan:
 
 
 def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildContext | None = None,
-                prior: Any = None) -> Plan:
+                prior: updates.Deployment | None = None, prior_note: str | None = None,
+                strict: bool = False) -> Plan:
     """The plan of a stack's configuration.
 
     context: the build context (the cloud's offline lookups, nodes to roll); by default nothing is known to exist
     and no node rolls. prior: the stack's last deployment (updates.Deployment), so the plan can say what an `up`
-    would replace.
+    would replace; prior_note says where it came from. strict: also run the cloud's deploy-readiness rules (provider limits and behaviour the mock
+    runtime cannot see); `up` always does.
     """
     values, unknown = stackconfig.namespaced(config)
     spec = stackconfig.load(stack, values, unknown)
@@ -136,13 +168,29 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
     findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
     findings += budget_findings(spec, costs)
+    readiness = getattr(cloud, "readiness", None)
+    if strict and readiness:
+        findings += readiness(resources, spec.stack_tags)
     checked, cold = compat.check_stack(spec), None
     if checked:
         lock = image_lock.load(spec.image.lock)
         findings += compat_findings(checked) + image_findings(spec, lock, outputs)
         cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
                                parallel_fs=spec.storage.parallel_fs.enabled)
-    return Plan(stack, spec, resources, outputs, costs, findings, checked, cold)
+    steps = getattr(cloud, "destroy_steps", None)
+    changes = updates.node_changes(prior, resources) if prior else []
+    notes = [n for n in [prior_note, updates.summarize(changes) if changes else updates.pinning_note(resources)] if n]
+    return Plan(stack, spec, resources, outputs, costs, findings, checked, cold,
+                steps(spec, outputs) if steps else [], changes, notes)
+
+
+def physical_name(resource: PlannedResource) -> str:
+    """The name a store has in the cloud (bucket, repository, volume), else the resource's own name."""
+    for key in ("bucket", "name"):
+        value = resource.props.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return resource.name
 
 
 def compat_findings(checked: list[compat.PoolCompat]) -> list[Finding]:
@@ -189,8 +237,15 @@ def offline_context(spec: ClusterSpec) -> clouds.BuildContext:
 
 def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext | None = None,
                 prior: Any = None) -> tuple[list[PlannedResource], dict[str, Any]]:
-    """Run goldenenv.program.build() against a recording mock monitor."""
+    """Run goldenenv.program.build() against a recording mock monitor; by default with the cloud's offline
+    lookups (nothing exists), never the live ones."""
     from goldenenv import program
+
+    if context is None:
+        try:
+            context = offline_context(stackconfig.load(stack, *stackconfig.namespaced(config)))
+        except Exception:  # noqa: BLE001 - a config the program itself will refuse: it needs no lookups
+            context = clouds.BuildContext()
 
     monitor = _RecordingMonitor(_PlanMocks(prior))
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
@@ -202,7 +257,7 @@ def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext
     outputs: dict[str, Any] = {}
 
     def run() -> None:
-        declared = {k: v for k, v in program.build(context or clouds.BuildContext()).items() if v is not None}
+        declared = {k: v for k, v in program.build(context).items() if v is not None}
         outputs.update(_sync_await(pulumi.Output.from_input(declared).future()) or {})
 
     _sync_await(run_pulumi_func(run))
@@ -250,6 +305,21 @@ class _PlanMocks(pulumi.runtime.Mocks):
         """The stack's last deployment (updates.Deployment) or None: helps the mocks answer as the cloud would."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        resource_id, state = self._created(args)
+        before = self.prior.get(args.typ, args.name) if self.prior is not None else None
+        if before is None:
+            return resource_id, state
+        # an update, as the cloud answers it: same id, computed values (addresses, names, DNS) as deployed,
+        # the program's inputs as given now
+        state = {**state, **{k: v for k, v in before.outputs.items() if k not in args.inputs}, **args.inputs}
+        if args.typ.rsplit(":", 1)[-1] == "LaunchTemplate":
+            from goldenenv import updates
+
+            version = int(before.outputs.get("latestVersion") or 1)
+            state["latestVersion"] = version + (1 if updates.input_changes(before.inputs, args.inputs) else 0)
+        return before.id or resource_id, state
+
+    def _created(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         n = next(self._serial)
         state = {**args.inputs, "arn": f"arn:aws:mock::000000000000:{args.name}"}
         kind = args.typ.rsplit(":", 1)[-1]

@@ -230,11 +230,16 @@ class Budget(Model):
     monthly_limit: float = Field(gt=0, allow_inf_nan=False)
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     alert_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = [50, 80, 100]
-    """Percent of the monthly limit; each alerts on actual and on forecast spend."""
+    """Percent of the monthly limit at which actual spend alerts: one notification each."""
+    forecast_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = [100]
+    """Percent of the monthly limit at which forecast spend alerts: one notification each; [100] warns when the
+    month is on course to pass the limit, [] never. Alerts, forecasts and the hard stop's 100 % actual alert count
+    together against the cloud's notifications per budget (AWS: clouds/aws/limits.py)."""
     emails: list[Email] = Field(min_length=1, max_length=10)
     """Who hears the alerts (AWS Budgets sends to at most 10 addresses)."""
     hard_stop: bool = False
-    """Stop the stack's instances when actual spend reaches 100 %."""
+    """Stop the stack's instances when actual spend reaches 100 %: the 100 % actual alert (added when
+    alertThresholds lacks 100) also starts the stack's hard stop."""
     activate_cost_allocation_tag: bool = False
     """Activate the stack tag for cost allocation (account-wide; the budget filter needs it active)."""
 

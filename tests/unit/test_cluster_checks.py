@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 from typer.testing import CliRunner
 
 from goldenenv import automation, catalog
@@ -135,19 +133,6 @@ def test_cloud_lifecycle_without_credentials_says_how_to_fix_it(monkeypatch, tmp
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(automation.LifecycleError, match="no AWS credentials"):
         automation.preflight(load_spec("aws-g5-dev"))
-
-
-@mock_aws
-def test_purge_data_deletes_every_version_of_the_named_bucket_only():
-    s3 = boto3.client("s3", region_name="us-east-1")
-    for bucket in ("stack-data", "other-team"):
-        s3.create_bucket(Bucket=bucket)
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-        for n in range(3):
-            s3.put_object(Bucket=bucket, Key="checkpoints/step-1.pt", Body=f"v{n}".encode())
-    assert automation.purge_bucket("stack-data", "us-east-1", log=lambda m: None, client=s3) == 3
-    names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
-    assert names == ["other-team"]
 
 
 def test_validate_of_a_cloud_stack_without_hosts_or_cli_says_how_to_fix_it(monkeypatch):

@@ -409,6 +409,20 @@ def test_lustre_with_final_backup_or_retained_passes(props, retain):
     assert findings([lustre], "data-store-not-retained") == []
 
 
+def test_lustre_linked_to_a_bucket_needs_no_final_backup():
+    """AWS backs up only persistent file systems not linked to a data repository: a linked one relies on its
+    bucket (auto-export, and destroy's export), so skipFinalBackup=True is right there - and only there."""
+    lustre = res("aws:fsx/lustreFileSystem:LustreFileSystem", "shared-fs",
+                 {"deploymentType": "PERSISTENT_2", "skipFinalBackup": True})
+    link = res("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", "link",
+               {"fileSystemId": "shared-fs-id", "dataRepositoryPath": "s3://datasets/"})
+    elsewhere = res("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", "other",
+                    {"fileSystemId": "fs-0fffffffffffffff0", "dataRepositoryPath": "s3://datasets/"})
+    assert findings([lustre, link], "data-store-not-retained") == []
+    assert findings([lustre, link], "data-store-retention-unverified") == []
+    assert len(findings([lustre, elsewhere], "data-store-not-retained")) == 1
+
+
 # ---------------------------------------------------------------- s3-public-access
 
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"

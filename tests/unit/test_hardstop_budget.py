@@ -13,6 +13,8 @@ import pytest
 from moto import mock_aws
 
 from goldenenv import reaper, stackconfig
+from goldenenv.clouds.aws import limits
+from goldenenv.clouds.aws.budget import notifications
 from goldenenv.guardrails import is_taggable
 from goldenenv.plan import plan_config, stack_file
 
@@ -93,6 +95,34 @@ def test_the_actual_100_percent_alert_publishes_to_the_topic_that_invokes_the_fu
     assert permission.props["principal"] == "sns.amazonaws.com"
     assert permission.props["action"] == "lambda:InvokeFunction"
     assert name_of(permission.props["sourceArn"]) == topic.name
+
+
+def kinds_of(p) -> list[tuple[float, str]]:
+    return [(n["threshold"], n["notificationType"]) for n in one(p, BUDGET).props["notifications"]]
+
+
+def test_actual_spend_alerts_per_threshold_and_forecast_spend_at_100_percent_within_the_limit(spot_plan):
+    budget = spot_plan.spec.budget
+    assert budget.alert_thresholds == [50, 90] and budget.hard_stop, "the spot stack file changed: update this test"
+    assert kinds_of(spot_plan) == [(50.0, "ACTUAL"), (90.0, "ACTUAL"), (100.0, "ACTUAL"), (100.0, "FORECASTED")]
+    assert len(kinds_of(spot_plan)) <= limits.BUDGET_NOTIFICATIONS.value
+
+
+def test_notifications_follow_each_list_and_the_hard_stop_only_adds_the_actual_100_percent():
+    plain = notifications([50, 80], [80, 100], ["a@example.com"], None)
+    assert [(n["threshold"], n["notification_type"]) for n in plain] == [
+        (50, "ACTUAL"), (80, "ACTUAL"), (80, "FORECASTED"), (100, "FORECASTED")]
+    assert not any("subscriber_sns_topic_arns" in n for n in plain)
+    stopping = notifications([50, 50], [], ["a@example.com"], "arn:aws:sns:us-west-2:123456789012:hard-stop")
+    assert [(n["threshold"], n["notification_type"], n.get("subscriber_sns_topic_arns")) for n in stopping] == [
+        (50, "ACTUAL", None), (100, "ACTUAL", ["arn:aws:sns:us-west-2:123456789012:hard-stop"])]
+
+
+def test_the_stacks_forecast_thresholds_reach_the_budget():
+    asked = plan_config("forecasts", config_of(SPOT_STACK, forecastThresholds=[80, 120]))
+    assert [k for k in kinds_of(asked) if k[1] == "FORECASTED"] == [(80.0, "FORECASTED"), (120.0, "FORECASTED")]
+    none = plan_config("no-forecasts", config_of(SPOT_STACK, forecastThresholds=[]))
+    assert [k for k in kinds_of(none) if k[1] == "FORECASTED"] == []
 
 
 def test_budgets_may_publish_to_the_topic_and_use_its_key(spot_plan):

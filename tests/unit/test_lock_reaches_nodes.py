@@ -151,7 +151,7 @@ def test_pulumi_up_run_directly_refuses_an_incompatible_lock(monkeypatch, tmp_pa
 def test_the_stack_declares_an_immutable_scanned_encrypted_repository_that_keeps_the_last_images():
     result = plan("aws-p5-2node")
     repo = result.of_type("aws:ecr/repository:Repository")[0].props
-    assert repo["name"] == repository_name("aws-p5-2node", "aws-h100") == "goldenenv/aws-p5-2node/aws-h100"
+    assert repo["name"] == repository_name("llm-pretrain", "aws-p5-2node", "aws-h100") == "goldenenv/llm-pretrain/aws-p5-2node/aws-h100"
     assert repo["imageTagMutability"] == "IMMUTABLE"
     assert repo["imageScanningConfiguration"]["scanOnPush"] is True
     assert repo["encryptionConfigurations"][0]["encryptionType"] == "KMS"
@@ -185,7 +185,7 @@ def test_nodes_pull_the_pushed_digest_from_the_stacks_repository(monkeypatch, tm
     shutil.copytree(image_lock.IMAGES / "aws-h100", tmp_path / "aws-h100")
     monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
     lock = image_lock.load("aws-h100")
-    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('aws-p5-2node', 'aws-h100')}"
+    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('llm-pretrain', 'aws-p5-2node', 'aws-h100')}"
     publish.record(lock, publish.Published(repository, DIGEST, lock.content_hash, "2026-11-30T00:00:00+00:00", 5 * 10**9))
     result = plan("aws-p5-2node")
     assert result.outputs["imageRef"] == f"{repository}@{DIGEST}"
@@ -200,7 +200,7 @@ def test_an_image_pushed_for_an_older_lock_is_not_pulled(monkeypatch, tmp_path):
     shutil.copytree(image_lock.IMAGES / "aws-h100", tmp_path / "aws-h100")
     monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
     lock = image_lock.load("aws-h100")
-    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('aws-p5-2node', 'aws-h100')}"
+    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('llm-pretrain', 'aws-p5-2node', 'aws-h100')}"
     publish.record(lock, publish.Published(repository, DIGEST, "0123456789ab", "2026-11-30T00:00:00+00:00"))
     assert plan("aws-p5-2node").outputs.get("imageRef") is None
 
@@ -209,7 +209,7 @@ def test_plan_models_the_cold_start_and_names_the_dominant_term(monkeypatch, tmp
     shutil.copytree(image_lock.IMAGES / "aws-h100", tmp_path / "aws-h100")
     monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
     lock = image_lock.load("aws-h100")
-    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('aws-p5-2node', 'aws-h100')}"
+    repository = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository_name('llm-pretrain', 'aws-p5-2node', 'aws-h100')}"
     pushed = 4 * 10**9
     publish.record(lock, publish.Published(repository, DIGEST, lock.content_hash, "2026-11-30T00:00:00+00:00", pushed))
     config = config_of("aws-p5-2node")
@@ -245,10 +245,13 @@ def test_push_to_a_stack_first_creates_only_its_repository(monkeypatch):
             return {"Account": "123456789012"}
 
     ecr_repository_url = automation.ecr_repository_url
+    prepared = []
     monkeypatch.setattr(automation, "stack", lambda spec: FakeStack())
+    monkeypatch.setattr(automation, "_before_up", lambda spec, log: prepared.append(spec.stack))
     monkeypatch.setattr(automation, "ecr_repository_url", lambda spec: ecr_repository_url(spec, FakeSts()))
     url = automation.image_repository(plan("aws-p5-2node").spec, log=lambda line: None)
-    assert url == "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/aws-p5-2node/aws-h100"
+    assert url == "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/llm-pretrain/aws-p5-2node/aws-h100"
+    assert prepared == ["aws-p5-2node"]  # a retained repository is adopted, not created twice
     kinds = {urn.rsplit("::", 1)[0].rsplit("$", 1)[-1].rsplit("::", 1)[-1] for urn in targeted}
     assert {"aws:ecr/repository:Repository", "aws:ecr/lifecyclePolicy:LifecyclePolicy",
             "goldenenv:aws:ImageRepository", "goldenenv:aws:GpuCluster", "pulumi:providers:aws"} == kinds

@@ -61,8 +61,12 @@ def test_pulumi_project_runs_the_same_program_from_the_stacks_folder():
     assert (ROOT / project["stackConfigDir"]).resolve() == STACKS
 
 
-def test_program_main_exports_the_outputs_under_the_pulumi_runtime():
-    """What `pulumi up` runs: main() exports every output of build()."""
+def test_program_main_exports_the_outputs_under_the_pulumi_runtime(monkeypatch):
+    """What `pulumi up` runs: main() exports every output of build(). Its live lookups (the account, retained
+    stores) answer offline here."""
+    from goldenenv.clouds.aws import retained
+
+    monkeypatch.setattr(retained, "LiveLookup", lambda region: retained.OfflineLookup(account="123456789012"))
     exported = {}
     config = yaml.safe_load((STACKS / "Pulumi.aws-g5-dev.yaml").read_text())["config"]
     original = pulumi.export

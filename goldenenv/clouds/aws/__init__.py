@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -12,8 +14,9 @@ from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
-from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs
+from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
 from goldenenv.clouds.base import BuildContext, Capability
 from goldenenv.images import lock as image_lock
@@ -23,6 +26,10 @@ from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_k
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
+
+
+class StoreError(RuntimeError):
+    """A retained store could not be prepared or kept safe; the message says what to do."""
 
 
 class AwsCloud:
@@ -51,7 +58,69 @@ class AwsCloud:
             elif pool.host_image is not None and not isinstance(pool.host_image, str) \
                     and not AMI.fullmatch(pool.host_image.id):
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
-        return problems
+        return problems + limits.check_spec(spec)
+
+    def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
+        """What the offline plan knows of the account: nothing exists, the account is a placeholder."""
+        return retained.OfflineLookup()
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        """The deploy-readiness rules (`plan --strict`): AWS limits and behaviour the mock runtime cannot see."""
+        from goldenenv.clouds.aws import readiness
+
+        return readiness.evaluate(resources, required_tags)
+
+    def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
+        """What `goldenenv destroy` does before Pulumi deletes anything."""
+        if not spec.storage.parallel_fs.enabled:
+            return []
+        return [f"export the parallel file system to s3://{outputs.get('bucket', '<bucket>')}/ (FSx data repository "
+                "task EXPORT_TO_REPOSITORY) and wait; a failed export stops destroy before anything is deleted "
+                "(--skip-export destroys without it, losing files not yet exported). No final backup: AWS backs "
+                "up no file system linked to S3"]
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None]) -> None:
+        """Export the parallel file system to the bucket and wait (retained.export_file_system)."""
+        fs_id = outputs.get("fileSystemId")
+        if not fs_id:
+            return
+        if skip_export:
+            log(f"not exporting {fs_id} (--skip-export): files written since the last automatic export are lost")
+            return
+        try:
+            retained.export_file_system(fs_id, spec.region, log)
+        except retained.ExportFailed as e:
+            raise StoreError(f"{e}. Nothing was destroyed: fix the export (the bucket, the file system's data "
+                             "repository association) and destroy again, or pass --skip-export to destroy without "
+                             "it (files not yet exported are lost)") from None
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: retained.AwsLookup | None = None,
+                  clients: dict[str, Any] | None = None) -> RetainedStores:
+        """Find the retained stores this `up` adopts and give them the stack's tags, so the import matches."""
+        clients = clients or {}
+        stores = RetainedStores.find(spec, lookup or retained.LiveLookup(spec.region))
+        if stores.adopt_bucket:
+            log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
+            retained.align_tags(stores.adopt_bucket, bucket_tags(f"{spec.stack}-data", spec.stack_tags), spec.region,
+                                client=clients.get("s3"), log=log)
+        if stores.adopt_repository:
+            log(f"adopting retained image repository {stores.adopt_repository}")
+            retained.align_repository_tags(stores.adopt_repository, spec.stack_tags, spec.region,
+                                           client=clients.get("ecr"), log=log)
+        return stores
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+        """Delete the retained stores by name (asked for with --purge-data): the bucket and the image repository."""
+        purged = []
+        bucket = outputs.get("bucket")
+        if bucket:
+            retained.purge_bucket(bucket, spec.region, log)
+            purged.append(bucket)
+        repository = repository_name(spec.tags.project, spec.stack, spec.image.lock)
+        if retained.purge_repository(repository, spec.region, log):
+            purged.append(repository)
+        return purged
 
     def build(self, spec: ClusterSpec, context: BuildContext | None = None) -> dict[str, Any]:
         provider = aws.Provider("aws", region=spec.region, default_tags={"tags": spec.stack_tags})
@@ -78,8 +147,9 @@ class GpuCluster(pulumi.ComponentResource):
             admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
         ), child)
         fs = spec.storage.parallel_fs
+        stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
         data = DataStore(f"{name}-data", DataStoreArgs(
-            bucket_name=spec.storage.bucket.bucket_name,
+            bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
             checkpoint_prefix=fs.checkpoint_prefix,
             parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
@@ -87,7 +157,7 @@ class GpuCluster(pulumi.ComponentResource):
         ), child)
 
         repository = ImageRepository(f"{name}-images", ImageRepositoryArgs(
-            name=repository_name(spec.stack, spec.image.lock), tags=tags,
+            name=stores.repository, adopt=stores.adopt_repository, tags=tags,
         ), child)
         image_ref = golden_image_ref(spec, repository.url)
 
@@ -110,6 +180,7 @@ class GpuCluster(pulumi.ComponentResource):
                 subnet_id=network.subnet_id, security_group_ids=[network.node_security_group_id],
                 root_volume_gib=pool.root_volume_gib, user_data=user_data,
                 bucket_arn=data.bucket_arn, tags=node_tags,
+                rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
@@ -120,7 +191,8 @@ class GpuCluster(pulumi.ComponentResource):
         if spec.budget:
             budget = StackBudget(f"{name}-budget", StackBudgetArgs(
                 budget_name=f"goldenenv-{spec.stack}", monthly_limit_usd=spec.budget.monthly_limit,
-                thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
+                thresholds=spec.budget.alert_thresholds, forecast_thresholds=spec.budget.forecast_thresholds,
+                emails=spec.budget.emails,
                 tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
                 project=spec.tags.project, tags=tags,
             ), child)
@@ -148,6 +220,7 @@ class GpuCluster(pulumi.ComponentResource):
             ),
             "placementGroups": [p.placement_group for *_, p in pools if p.placement_group is not None],
             "bucket": data.bucket_name,
+            "fileSystemId": data.fs_id,
             "fsxMount": pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
                 lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
             ) if fs.enabled else None,
@@ -159,6 +232,28 @@ class GpuCluster(pulumi.ComponentResource):
         }
         self.register_outputs(self.outputs)
 
+
+
+@dataclass(frozen=True)
+class RetainedStores:
+    """The names of what outlives the stack, and which of them already exist to be adopted."""
+
+    bucket: str
+    adopt_bucket: str | None
+    repository: str
+    adopt_repository: str | None
+
+    @classmethod
+    def find(cls, spec: ClusterSpec, lookup: retained.AwsLookup) -> RetainedStores:
+        project = spec.tags.project
+        bucket = spec.storage.bucket.bucket_name or retained.data_bucket_name(
+            project, spec.stack, lookup.account_id(), spec.region)
+        repository = repository_name(project, spec.stack, spec.image.lock)
+        return cls(
+            bucket, retained.adoptable(lookup.bucket(bucket), project, spec.stack, retained.BUCKET_KEY, "bucket"),
+            repository, retained.adoptable(lookup.repository(repository), project, spec.stack, "goldenenv:tags.project",
+                                           "image repository"),
+        )
 
 
 def golden_image_ref(spec: ClusterSpec, repository_url: pulumi.Output[str]) -> pulumi.Output[str | None]:

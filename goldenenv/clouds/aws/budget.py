@@ -1,5 +1,10 @@
 """A monthly cost budget on the stack's tag, with alerts and an optional hard stop.
 
+One notification per alert threshold on actual spend (alertThresholds) and one per threshold on forecast spend
+(forecastThresholds, by default only 100 %: the month is on course to pass the limit). AWS Budgets caps the
+notifications of a budget (limits.BUDGET_NOTIFICATIONS) and refuses two of one threshold and type; the defaults
+make four: 50, 80 and 100 % actual, 100 % forecast.
+
 The hard stop is the stack's own function, not a budget action: AWS Budgets' STOP_EC2_INSTANCES action takes at
 most 100 instance ids and cannot stop one-time spot instances. Instead the budget's 100 % ACTUAL notification
 publishes to an SNS topic of the stack, whose subscriber is a Lambda function running goldenenv/reaper.py: it stops
@@ -14,6 +19,7 @@ linked (member) account cannot activate tags at all.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pulumi
@@ -23,6 +29,8 @@ from goldenenv.clouds.aws.teardown import reaper_function
 
 HARD_STOP_PERCENT = 100
 BUDGETS_SERVICE = "budgets.amazonaws.com"
+ACTUAL = "ACTUAL"
+FORECASTED = "FORECASTED"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +38,9 @@ class StackBudgetArgs:
     budget_name: str
     monthly_limit_usd: float
     thresholds: list[int]
+    """Percent of the limit at which actual spend alerts (the spec's alertThresholds)."""
+    forecast_thresholds: list[int]
+    """Percent of the limit at which forecast spend alerts (the spec's forecastThresholds)."""
     emails: list[str]
     tag_key: str
     tag_value: str
@@ -55,7 +66,8 @@ class StackBudget(pulumi.ComponentResource):
             limit_unit="USD",
             time_unit="MONTHLY",
             cost_filters=[{"name": "TagKeyValue", "values": [cost_filter_value(args.tag_key, args.tag_value)]}],
-            notifications=notifications(args.thresholds, args.emails, topic.arn if topic else None),
+            notifications=notifications(args.thresholds, args.forecast_thresholds, args.emails,
+                                        topic.arn if topic else None),
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
@@ -106,25 +118,29 @@ class StackBudget(pulumi.ComponentResource):
         return topic, [key_policy, topic_policy, subscription], function
 
 
-def notifications(thresholds: list[int], emails: list[str], hard_stop_topic: pulumi.Input[str] | None) -> list[dict]:
-    """An ACTUAL and a FORECASTED alert per threshold; with a hard stop, the 100 % ACTUAL one also publishes to
-    the hard-stop topic (one notification per threshold and type: Budgets refuses duplicates)."""
-    levels = sorted(set(thresholds) | ({HARD_STOP_PERCENT} if hard_stop_topic is not None else set()))
+def notification_kinds(actual: Iterable[int], forecast: Iterable[int], hard_stop: bool) -> list[tuple[int, str]]:
+    """(threshold, type) of every notification the budget has: ACTUAL per alert threshold, with 100 % added for
+    the hard stop when absent, then FORECASTED per forecast threshold; each pair once (Budgets refuses duplicates)."""
+    actual_levels = set(actual) | ({HARD_STOP_PERCENT} if hard_stop else set())
+    return [(t, ACTUAL) for t in sorted(actual_levels)] + [(t, FORECASTED) for t in sorted(set(forecast))]
+
+
+def notifications(actual: Iterable[int], forecast: Iterable[int], emails: list[str],
+                  hard_stop_topic: pulumi.Input[str] | None) -> list[dict]:
+    """The budget's notifications (notification_kinds), each to the emails; with a hard stop, the 100 % ACTUAL
+    one also publishes to the hard-stop topic."""
     result = []
-    for threshold in levels:
-        for kind in ("ACTUAL", "FORECASTED"):
-            if threshold == HARD_STOP_PERCENT and kind == "FORECASTED" and threshold not in thresholds:
-                continue
-            notification = {
-                "comparison_operator": "GREATER_THAN",
-                "threshold": threshold,
-                "threshold_type": "PERCENTAGE",
-                "notification_type": kind,
-                "subscriber_email_addresses": emails,
-            }
-            if hard_stop_topic is not None and threshold == HARD_STOP_PERCENT and kind == "ACTUAL":
-                notification["subscriber_sns_topic_arns"] = [hard_stop_topic]
-            result.append(notification)
+    for threshold, kind in notification_kinds(actual, forecast, hard_stop_topic is not None):
+        notification = {
+            "comparison_operator": "GREATER_THAN",
+            "threshold": threshold,
+            "threshold_type": "PERCENTAGE",
+            "notification_type": kind,
+            "subscriber_email_addresses": emails,
+        }
+        if hard_stop_topic is not None and (threshold, kind) == (HARD_STOP_PERCENT, ACTUAL):
+            notification["subscriber_sns_topic_arns"] = [hard_stop_topic]
+        result.append(notification)
     return result
 
 

@@ -1,4 +1,12 @@
-"""A pool of identical GPU nodes: role, placement group, launch template, instances."""
+"""A pool of identical GPU nodes: role, placement group, launch template, instances.
+
+Update semantics, explicit. Each node pins a concrete version of its pool's launch template (the template's
+latest version when the node is created), never `$Default`: terraform-provider-aws, which pulumi-aws bridges,
+records the concrete version behind `$Default` and forces a replacement once the default moves, so a changed boot
+script or tag would replace every GPU node after a refresh (and erase its NVMe scratch), and never reach them
+without one. A new template version reaches running nodes only when the user rolls them
+(`goldenenv up --roll-nodes`, or GOLDENENV_ROLL_NODES): see GpuNodePool.
+"""
 
 from __future__ import annotations
 
@@ -38,9 +46,22 @@ class GpuNodePoolArgs:
     user_data: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
     tags: dict[str, str]
+    rolled: frozenset[int] = frozenset()
+    """Indexes of the nodes to replace onto the template's current version (the user asked to roll them)."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
+    """The pool's template and its nodes, each pinned to the template version it was created from.
+
+    A node ignores changes to its `launchTemplate` (ignore_changes), so a new template version (boot script,
+    tags, AMI) never replaces it: it keeps running the version it booted. Pulumi's ignoreChanges keeps the value
+    from the state for later updates and for replacements alike, so `pulumi up --replace` would bring a node back
+    on its old version (as does any replacement of an unrolled node); rolling a node therefore drops the ignore on
+    that node only, and the version change then replaces it (a node already on the current version stays).
+    Nodes are deleted before their replacement is created: a GPU node in a cluster placement group or a capacity
+    reservation cannot be doubled while it is replaced. Replacement erases the instance store.
+    """
+
     instance_ids: pulumi.Output[list[str]]
     private_ips: pulumi.Output[list[str]]
     placement_group: pulumi.Output[str] | None
@@ -91,17 +112,21 @@ class GpuNodePool(pulumi.ComponentResource):
                 lambda text: base64.b64encode(text.encode()).decode()
             ),
             tag_specifications=[{"resource_type": kind, "tags": args.tags} for kind in TAGGED_AT_LAUNCH],
+            # the default is what a node launched by hand (console, CLI) gets: the pool's current version
             update_default_version=True,
             tags=args.tags,
             opts=child,
         )
+        version = template.latest_version.apply(str)
         nodes = [
             aws.ec2.Instance(
                 f"{name}-{i}",
-                # $Default, not a number: a new template version (tags, boot script) must not replace running nodes
-                launch_template={"id": template.id, "version": "$Default"},
+                launch_template={"id": template.id, "version": version},
                 tags={**args.tags, "Name": f"{name}-{i}"},
-                opts=child,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=[] if i in args.rolled else ["launchTemplate"],
+                    delete_before_replace=True,
+                )),
             )
             for i in range(args.count)
         ]

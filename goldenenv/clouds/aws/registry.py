@@ -1,4 +1,8 @@
-"""The stack's ECR repository: where its golden image is pushed and from where nodes pull it by digest."""
+"""The stack's ECR repository: where its golden image is pushed and from where nodes pull it by digest.
+
+Retained on destroy and adopted by the next `up` (its name is fixed by stack and lock), so the digest that
+`image push` recorded stays pullable: a stack stood up again next week needs no new push.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ KEEP_IMAGES = 10
 """Images kept in the repository; older ones expire (a stack pins one digest at a time)."""
 
 
-def repository_name(stack: str, lock: str) -> str:
-    """`goldenenv/<stack>/<lock>` in ECR's alphabet (lowercase; components of [a-z0-9] joined by . _ -)."""
-    parts = ["goldenenv", stack, lock]
+def repository_name(project: str, stack: str, lock: str) -> str:
+    """`goldenenv/<project>/<stack>/<lock>` in ECR's alphabet (lowercase; components of [a-z0-9] joined by . _ -):
+    two projects' stacks named `dev` keep their images apart."""
+    parts = ["goldenenv", project, stack, lock]
     return "/".join(re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-") or "x" for p in parts)
 
 
@@ -27,6 +32,8 @@ def registry_of(repository_url: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class ImageRepositoryArgs:
     name: str
+    adopt: str | None = None
+    """The retained repository to adopt (Pulumi import) when it already exists."""
     tags: dict[str, str]
 
 
@@ -37,14 +44,14 @@ class ImageRepository(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ImageRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:ImageRepository", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         repository = aws.ecr.Repository(
             f"{name}-repo", name=args.name, image_tag_mutability="IMMUTABLE",
             image_scanning_configuration={"scan_on_push": True},
             encryption_configurations=[{"encryption_type": "KMS"}],
-            # images are rebuilt from their lock and pushed again: they are not the stack's data
-            force_delete=True,
-            tags=args.tags, opts=child,
+            force_delete=False,  # kept with its images; `destroy --purge-data` deletes it by name
+            tags=args.tags,
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(import_=args.adopt)),
         )
         aws.ecr.LifecyclePolicy(
             f"{name}-keep-last", repository=repository.name,
@@ -53,7 +60,7 @@ class ImageRepository(pulumi.ComponentResource):
                 "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": KEEP_IMAGES},
                 "action": {"type": "expire"},
             }]}),
-            opts=child,
+            opts=keep,
         )
         self.url = repository.repository_url
         self.register_outputs({"url": self.url})

@@ -1,8 +1,10 @@
 """Storage tiers: an S3 bucket that outlives the cluster, and FSx for Lustre linked to it.
 
-The bucket is the durable tier (datasets in, checkpoints out) and is retained on destroy.
-FSx is a fast view of it: the data repository association imports new objects and exports
-files written on the nodes, and a final backup is taken if the file system is deleted.
+The bucket is the durable tier (datasets in, checkpoints out): retained on destroy, named the same on every `up`
+(retained.data_bucket_name), and adopted by the next `up` when it already exists. FSx is a fast view of it: the
+data repository association imports new objects and exports files written on the nodes. A file system linked to
+S3 cannot be backed up (AWS creates backups only of persistent file systems not linked to a data repository), so
+it takes no final backup: `goldenenv destroy` exports it to the bucket and waits before deleting it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 @dataclass(frozen=True, kw_only=True)
 class DataStoreArgs:
-    bucket_name: str | None
+    bucket_name: str
+    """Derived from project, stack, account and region (or the stack's bucketName): the same on every `up`."""
+    adopt_bucket: str | None
+    """The retained bucket to adopt (Pulumi import) when it already exists; None to create it."""
     noncurrent_version_days: int
     checkpoint_prefix: str
     parallel_fs: bool
@@ -31,6 +36,7 @@ class DataStoreArgs:
 class DataStore(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
+    fs_id: pulumi.Output[str] | None
     fs_dns_name: pulumi.Output[str] | None
     fs_mount_name: pulumi.Output[str] | None
 
@@ -39,9 +45,11 @@ class DataStore(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
 
+        # import of an id already in the stack's state is a no-op, so the option may stay on every later up
         bucket = aws.s3.Bucket(
             f"{name}-bucket", bucket=args.bucket_name, force_destroy=False,
-            tags={**args.tags, "Name": f"{name}-bucket"}, opts=keep,
+            tags=bucket_tags(name, args.tags),
+            opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(import_=args.adopt_bucket)),
         )
         aws.s3.BucketPublicAccessBlock(
             f"{name}-bucket-private", bucket=bucket.id, block_public_acls=True, block_public_policy=True,
@@ -75,13 +83,13 @@ class DataStore(pulumi.ComponentResource):
 
         self.bucket_name = bucket.bucket
         self.bucket_arn = bucket.arn
-        self.fs_dns_name = self.fs_mount_name = None
+        self.fs_id = self.fs_dns_name = self.fs_mount_name = None
         if args.parallel_fs:
             fs = aws.fsx.LustreFileSystem(
                 f"{name}-lustre", deployment_type="PERSISTENT_2", storage_type="SSD",
                 storage_capacity=args.fs_size_gib, per_unit_storage_throughput=args.fs_throughput_per_tib,
                 subnet_ids=args.subnet_id, security_group_ids=[args.security_group_id],
-                data_compression_type="LZ4", skip_final_backup=False,
+                data_compression_type="LZ4", skip_final_backup=True,  # linked to S3: no backup; destroy exports
                 tags={**args.tags, "Name": f"{name}-lustre"}, opts=child,
             )
             aws.fsx.DataRepositoryAssociation(
@@ -91,9 +99,15 @@ class DataStore(pulumi.ComponentResource):
                 s3={"auto_import_policy": {"events": EVENTS}, "auto_export_policy": {"events": EVENTS}},
                 tags=args.tags, opts=child,
             )
+            self.fs_id = fs.id
             self.fs_dns_name = fs.dns_name
             self.fs_mount_name = fs.mount_name
         self.register_outputs({
             "bucket_name": self.bucket_name, "bucket_arn": self.bucket_arn,
-            "fs_dns_name": self.fs_dns_name, "fs_mount_name": self.fs_mount_name,
+            "fs_id": self.fs_id, "fs_dns_name": self.fs_dns_name, "fs_mount_name": self.fs_mount_name,
         })
+
+
+def bucket_tags(name: str, tags: dict[str, str]) -> dict[str, str]:
+    """The bucket's own tags: what an adopted bucket is retagged to before the import (retained.align_tags)."""
+    return {**tags, "Name": f"{name}-bucket"}

@@ -28,6 +28,7 @@ import pulumi_aws as aws
 
 from goldenenv import reaper
 from goldenenv.clouds.aws.iam import assumed_by
+from goldenenv.clouds.aws.limits import partition
 
 REAPER_RATE = "rate(15 minutes)"
 REAPER_RUNTIME = "python3.12"
@@ -123,7 +124,7 @@ class AutoTeardown(pulumi.ComponentResource):
             comparison_operator="LessThanThreshold",
             threshold=args.idle_cpu_percent,
             treat_missing_data="notBreaching",
-            alarm_actions=[f"arn:aws:automate:{args.region}:ec2:{act}"],
+            alarm_actions=[f"arn:{partition(args.region)}:automate:{args.region}:ec2:{act}"],
             tags=args.tags,
             opts=child,
         )
@@ -190,7 +191,7 @@ def reaper_policy(project: str, stack: str, log_group_arn: str) -> dict:
             {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests"],
              "Resource": "*"},
             {"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
-             "Resource": "arn:aws:ec2:*:*:instance/*",
+             "Resource": f"arn:{log_group_arn.split(':')[1]}:ec2:*:*:instance/*",  # the stack's partition
              "Condition": {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack,
                                             f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": project}}},
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
