@@ -1,10 +1,11 @@
-"""Benchmark `goldenenv plan` against a bare Pulumi mock program of the same size.
+"""Benchmark `goldenenv plan` against a bare Pulumi mock program of the same size, and what --strict adds.
 
 Run: .venv/bin/python scripts/bench_plan.py [--sizes 2,32,256] [--repeats 3]
 
 For each node count, plans the aws-p5-2node stack (goldenenv.plan.plan_config) and a bare program
 that declares the same number of resources under the SDK's own MockMonitor, waited for the same
-way plan.run_program waits (run_pulumi_func + _sync_await). Ratios are computed in this run.
+way plan.run_program waits (run_pulumi_func + _sync_await), and the same plan with the deploy-readiness rules
+(`plan --strict`, which `up` runs). Ratios are computed in this run.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def main() -> None:
     plan.plan_config(STACK, config_for(base, 2))
     run_bare(2, 41)
 
-    header = f"{'nodes':>6} {'resources':>9} {'plan median s':>13} {'bare median s':>13} {'ratio':>6} {'ms/resource':>11}"
+    header = (f"{'nodes':>6} {'resources':>9} {'plan median s':>13} {'bare median s':>13} {'ratio':>6} "
+              f"{'ms/resource':>11} {'strict median s':>15} {'strict/plan':>11}")
     print(header)
     print("-" * len(header))
     for nodes in sizes:
@@ -131,8 +133,10 @@ def main() -> None:
         assert n_instances == nodes, (n_instances, nodes)
         bare_s, bare_count = timed(lambda: run_bare(nodes, count), args.repeats)
         assert bare_count == count, (bare_count, count)
+        strict_s, strict = timed(lambda: plan.plan_config(STACK, config, strict=True), args.repeats)
+        assert not strict.failed, [f.message for f in strict.findings if f.severity.value == "error"]
         print(f"{nodes:>6} {count:>9} {plan_s:>13.3f} {bare_s:>13.3f} {plan_s / bare_s:>6.2f} "
-              f"{1000 * plan_s / count:>11.2f}", flush=True)
+              f"{1000 * plan_s / count:>11.2f} {strict_s:>15.3f} {strict_s / plan_s:>11.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -99,3 +99,12 @@ def test_plan_of_the_local_stack_lists_what_up_creates_at_no_cost():
     assert doc["cost"]["usdPerHour"] == 0
     volume = next(r for r in doc["resources"] if r["type"] == "docker:volume")
     assert volume["retainOnDelete"] is True
+
+
+@pytest.mark.parametrize("stack", sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                                         for p in STACKS.glob("Pulumi.*.yaml")))
+def test_every_shipped_stack_passes_plan_strict(stack):
+    """The deploy-readiness rules `up` runs accept every stack the project ships."""
+    result = runner.invoke(app, ["plan", "-s", stack, "--strict", "--json"])
+    assert result.exit_code == 0, result.output
+    assert not [f for f in json.loads(result.output)["findings"] if f["severity"] == "error"]
