@@ -25,9 +25,24 @@ SCRIPT_DIR = "/usr/local/libexec/goldenenv"
 """What the units run on every boot."""
 UNIT_DIR = "/etc/systemd/system"
 SCRATCH_UNIT = "goldenenv-scratch.service"
-FSX_UNIT = "goldenenv-fsx.service"
 CONTAINER_UNIT = "goldenenv-container.service"
 MASTER_PORT = 29500
+
+
+@dataclass(frozen=True)
+class SharedFs:
+    """How a node mounts the stack's shared file system on every boot: a cloud's mount adapter fills it in.
+
+    The unit runs templates/node/<script>.j2 (with mount_point, directories and `values`) from the unit
+    templates/node/<unit>.j2; the golden container starts after it.
+    """
+
+    unit: str
+    """systemd unit name, e.g. goldenenv-fsx.service"""
+    script: str
+    """the mount script's template name under templates/node/ (without .j2), e.g. fsx-mount.sh"""
+    values: dict[str, Any]
+    """what the script needs besides mount_point and directories (e.g. source_path)"""
 
 
 @dataclass(frozen=True)
@@ -71,16 +86,16 @@ class NodeBoot:
     def _fs_path(self, prefix: str) -> str:
         return f"{self.spec.storage.parallel_fs.mount_point}/{prefix.strip('/')}"
 
-    def units(self, fsx_dns_name: str | None, fsx_mount_name: str | None) -> list[BootUnit]:
+    def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
         """The units a node runs on every boot, storage first: a stop/start wipes instance store and unmounts all."""
         storage = self.spec.storage
         units = []
         if self.local_nvme and storage.local_nvme.raid0:
             units.append(self._unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": storage.local_nvme.mount_point}))
-        if storage.parallel_fs.enabled and fsx_dns_name:
+        if storage.parallel_fs.enabled and shared_fs:
             fs = storage.parallel_fs
-            units.append(self._unit(FSX_UNIT, "fsx-mount.sh", {
-                "mount_point": fs.mount_point, "source_path": f"{fsx_dns_name}@tcp:/{fsx_mount_name}",
+            units.append(self._unit(shared_fs.unit, shared_fs.script, {
+                "mount_point": fs.mount_point, **shared_fs.values,
                 "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix)],
             }))
         if self.image_ref:
@@ -103,9 +118,9 @@ class NodeBoot:
             )),
         )
 
-    def files(self, fsx_dns_name: str | None, fsx_mount_name: str | None) -> list[BootFile]:
+    def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:
         """The launch environment, each unit with its script, and the one step cloud-init runs: enable them."""
-        units = self.units(fsx_dns_name, fsx_mount_name)
+        units = self.units(shared_fs)
         files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=self.spec.stack, env=self.env()))]
         for unit in units:
             files += [unit.script, unit.unit]
@@ -114,8 +129,8 @@ class NodeBoot:
                                   render("node/enable-units.sh.j2", units=[u.name for u in units])))
         return files
 
-    def cloud_config(self, fsx_dns_name: str | None = None, fsx_mount_name: str | None = None) -> str:
-        files = self.files(fsx_dns_name, fsx_mount_name)
+    def cloud_config(self, shared_fs: SharedFs | None = None) -> str:
+        files = self.files(shared_fs)
         steps = [f.path for f in files if f.path.startswith(f"{STEP_DIR}/")]
         return render("node/cloud-config.yaml.j2", stack=self.spec.stack, pool=self.pool,
                       files=files, commands=steps)

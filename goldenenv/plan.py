@@ -7,7 +7,7 @@ runs the guardrails over what was recorded.
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -300,7 +300,6 @@ class _PlanMocks(pulumi.runtime.Mocks):
     """Stand-ins for what only the cloud knows; marked so nobody takes them for real."""
 
     def __init__(self, prior: Any = None) -> None:
-        self._serial = itertools.count(1)
         self.prior = prior
         """The stack's last deployment (updates.Deployment) or None: helps the mocks answer as the cloud would."""
 
@@ -320,16 +319,16 @@ class _PlanMocks(pulumi.runtime.Mocks):
         return before.id or resource_id, state
 
     def _created(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        n = next(self._serial)
+        n = stable_number(f"{args.typ}::{args.name}")
         state = {**args.inputs, "arn": f"arn:aws:mock::000000000000:{args.name}"}
         kind = args.typ.rsplit(":", 1)[-1]
         if kind == "Instance":
-            state["privateIp"] = f"10.42.{n // 200}.{10 + n % 200}"
+            state["privateIp"] = mock_address(args.name)
             return f"i-{n:017x}", state
         if kind == "LaunchTemplate":
             state["latestVersion"] = 1
         if kind == "LustreFileSystem":
-            state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"mnt{n}")
+            state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"{n % 16**8:08x}")
         if kind == "Repository" and args.typ.startswith("aws:ecr/"):
             state["repositoryUrl"] = _ecr_url(args.inputs.get("name", args.name))
         if kind == "Bucket" and not args.inputs.get("bucket"):
@@ -344,6 +343,19 @@ class _PlanMocks(pulumi.runtime.Mocks):
             names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
             return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
         return {}
+
+
+def stable_number(text: str) -> int:
+    """A number for a mock value that depends on the resource alone, not on the order resources register in
+    (which varies from run to run): the same plan twice is the same plan."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
+def mock_address(name: str) -> str:
+    """A private address for node `<pool>-<index>`: unique within a pool, stable across plans."""
+    base, _, index = name.rpartition("-")
+    i = int(index) if index.isdigit() else stable_number(name) % 200
+    return f"10.42.{stable_number(base) % 200 + i // 200}.{10 + i % 200}"
 
 
 MOCK_AMI = "ami-00000000000000000"

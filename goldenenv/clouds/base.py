@@ -55,14 +55,107 @@ class BuildContext:
 
 
 class Cloud(Protocol):
+    """Everything a cloud provides; plan, lifecycle, automation and the CLI ask only this.
+
+    Pulumi clouds subclass PulumiCloud, which gives the defaults; the local cloud provisions itself.
+    """
+
     name: str
     capabilities: frozenset[Capability]
+    uses_pulumi: bool
+    """False: goldenenv provisions it itself (planned_resources, up, destroy); True: a Pulumi program."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
-        """Cloud-specific rules beyond capabilities (currency, region names, ...)."""
+        """Cloud-specific rules beyond capabilities (currency, region names, instance types, limits ...)."""
 
     def build(self, spec: ClusterSpec, context: BuildContext) -> dict[str, Any]:
         """Declare the cluster's resources; return the stack outputs (values or Outputs)."""
+
+    def offline_lookup(self, spec: ClusterSpec) -> Any:
+        """What the offline plan knows of the account (nothing exists, a placeholder account)."""
+
+    def plan_mock(self, args: Any, serial: int) -> tuple[str | None, dict[str, Any]] | None:
+        """Computed outputs the cloud would return for a new resource (ids, addresses, URLs), or None to take the
+        generic mock. `args` is pulumi.runtime.MockResourceArgs."""
+
+    def plan_call(self, args: Any) -> dict[str, Any] | None:
+        """The answer to a provider function (data source) under the offline plan, or None (empty)."""
+
+    def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
+        """What a user should know before renting on this cloud (account steps, billing lags, idle rules)."""
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        """Deploy-readiness findings (`plan --strict`): the provider's limits the mocks cannot see."""
+
+    def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
+        """What `destroy` does before deleting anything, in words for the plan."""
+
+    def preflight(self, spec: ClusterSpec) -> None:
+        """Raise RuntimeError saying how to fix it when the caller has no credentials for this cloud."""
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None]) -> Any:
+        """Find and prepare what `up` adopts (retained stores)."""
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None]) -> None:
+        """Save what destroy would lose (export the parallel FS); raise RuntimeError to stop the destroy."""
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+        """Delete the retained stores by name (--purge-data); return their names."""
+
+    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str) -> list[str]:
+        """testinfra hosts (ssh://user@address) of the stack's nodes, from its outputs."""
+
+    def describe(self, resource: Any) -> list[str]:
+        """Extra words the plan tree shows for one planned resource (e.g. RDMA interfaces of a template)."""
+
+
+class PulumiCloud:
+    """Defaults for a cloud built by a Pulumi program: nothing to adopt, export or purge, no extra notes."""
+
+    name = ""
+    capabilities: frozenset[Capability] = frozenset()
+    uses_pulumi = True
+
+    def check(self, spec: ClusterSpec) -> list[Problem]:
+        return []
+
+    def offline_lookup(self, spec: ClusterSpec) -> Any:
+        return None
+
+    def plan_mock(self, args: Any, serial: int) -> tuple[str | None, dict[str, Any]] | None:
+        return None
+
+    def plan_call(self, args: Any) -> dict[str, Any] | None:
+        return None
+
+    def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
+        return []
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        return []
+
+    def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
+        return []
+
+    def preflight(self, spec: ClusterSpec) -> None:
+        return None
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None]) -> Any:
+        return None
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None]) -> None:
+        return None
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+        return []
+
+    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str) -> list[str]:
+        return [f"ssh://{user}@{ip}" for ip in outputs.get("nodePrivateIps") or []]
+
+    def describe(self, resource: Any) -> list[str]:
+        return []
 
 
 _REGISTRY: dict[str, Callable[[], Cloud]] = {}

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from goldenenv.clouds.aws import lustre_mount
 from goldenenv import stackconfig
 from goldenenv.cli import app
 from goldenenv.guardrails import Severity
@@ -123,7 +124,7 @@ def test_legal_tag_text_is_accepted_and_inert():
     spec = stackconfig.load("s", values)
     assert spec.stack_tags["note"] == "a=b LD_PRELOAD=/tmp/x.so"
     boot = NodeBoot(spec, "gpu", fabric="efa", local_nvme=True, image_ref=f"registry.example.com/golden@{DIGEST}")
-    assert "LD_PRELOAD" not in boot.cloud_config(fsx_dns_name="fs-1.fsx.example.com", fsx_mount_name="abc")
+    assert "LD_PRELOAD" not in boot.cloud_config(lustre_mount("fs-1.fsx.example.com", "abc"))
 
 
 @pytest.mark.parametrize("value", ["us-east-1\n", "us-east-1\r\n", "us-east-1 ", "US-EAST-1"])

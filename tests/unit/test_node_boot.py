@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from goldenenv import stackconfig
+from goldenenv.clouds.aws import lustre_mount
 from goldenenv.nodeboot import NodeBoot
 from goldenenv.plan import stack_file
 
@@ -39,7 +40,7 @@ def with_storage(spec, **changes):
 
 def boot_files(spec, image_ref=ECR_REF, **kw) -> tuple[dict, dict[str, str]]:
     text = NodeBoot(spec, "gpu", fabric="efa", local_nvme=True, image_ref=image_ref).cloud_config(
-        fsx_dns_name=kw.get("dns", FSX_DNS), fsx_mount_name=kw.get("mount", FSX_MOUNT))
+        lustre_mount(kw.get("dns", FSX_DNS), kw.get("mount", FSX_MOUNT)))
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
     return doc, {f["path"]: f["content"] for f in doc["write_files"]}

@@ -21,7 +21,7 @@ from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_c
 from goldenenv.clouds.base import BuildContext, Capability
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
-from goldenenv.nodeboot import NodeBoot, launch_outputs
+from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
@@ -170,7 +170,7 @@ class GpuCluster(pulumi.ComponentResource):
                 lambda v, pool=pool, efa=efa, it=it: NodeBoot(
                     spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
                     image_ref=v[2],
-                ).cloud_config(fsx_dns_name=v[0], fsx_mount_name=v[1])
+                ).cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
                 instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self),
@@ -254,6 +254,14 @@ class RetainedStores:
             repository, retained.adoptable(lookup.repository(repository), project, spec.stack, "goldenenv:tags.project",
                                            "image repository"),
         )
+
+
+FSX_UNIT = "goldenenv-fsx.service"
+
+
+def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:
+    """The FSx for Lustre mount adapter: the file system's DNS name and mount name as Lustre's source path."""
+    return SharedFs(FSX_UNIT, "fsx-mount.sh", {"source_path": f"{dns_name}@tcp:/{mount_name}"})
 
 
 def golden_image_ref(spec: ClusterSpec, repository_url: pulumi.Output[str]) -> pulumi.Output[str | None]:
