@@ -70,6 +70,9 @@ class NodeBoot:
     local_nvme: bool
     image_ref: str | None = None
     """The exact reference nodes pull, repository@sha256:<64 hex>; None: no golden container."""
+    registry_login: str | None = None
+    """How the node logs in to the cloud's registry before the pull: templates/node/registry-login-<name>.sh.j2
+    (ecr, acr); None: an anonymous pull."""
 
     def env(self) -> dict[str, str]:
         """Fabric settings from the catalog, and where the storage tiers are on this node."""
@@ -104,6 +107,7 @@ class NodeBoot:
                 mounts.append(storage.parallel_fs.mount_point)
             units.append(self._unit(CONTAINER_UNIT, "golden-image.sh", {
                 "image_ref": self.image_ref, "env_file": ENV_FILE, "mounts": mounts,
+                "registry_login": self.registry_login,
             }, storage_units=[u.name for u in units]))
         return units
 

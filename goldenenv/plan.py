@@ -7,7 +7,6 @@ runs the guardrails over what was recorded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +246,7 @@ def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext
         except Exception:  # noqa: BLE001 - a config the program itself will refuse: it needs no lookups
             context = clouds.BuildContext()
 
-    monitor = _RecordingMonitor(_PlanMocks(prior))
+    monitor = _RecordingMonitor(_PlanMocks(prior, _cloud_of(config)))
     pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items() if v is not None}
@@ -262,6 +261,12 @@ def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext
 
     _sync_await(run_pulumi_func(run))
     return monitor.records, outputs
+
+
+def _cloud_of(config: dict[str, Any]) -> Any:
+    """The cloud a stack's config names, for its mocks; None when it names none goldenenv knows."""
+    name = config.get("goldenenv:cloud")
+    return clouds.get(name) if isinstance(name, str) and name in clouds.names() else None
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -299,7 +304,9 @@ def _is_stack(urn: str) -> bool:
 class _PlanMocks(pulumi.runtime.Mocks):
     """Stand-ins for what only the cloud knows; marked so nobody takes them for real."""
 
-    def __init__(self, prior: Any = None) -> None:
+    def __init__(self, prior: Any = None, cloud: Any = None) -> None:
+        self.cloud = cloud
+        """The stack's cloud: its plan_mock and plan_call answer for what only the cloud knows."""
         self.prior = prior
         """The stack's last deployment (updates.Deployment) or None: helps the mocks answer as the cloud would."""
 
@@ -319,56 +326,16 @@ class _PlanMocks(pulumi.runtime.Mocks):
         return before.id or resource_id, state
 
     def _created(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        n = stable_number(f"{args.typ}::{args.name}")
-        state = {**args.inputs, "arn": f"arn:aws:mock::000000000000:{args.name}"}
-        kind = args.typ.rsplit(":", 1)[-1]
-        if kind == "Instance":
-            state["privateIp"] = mock_address(args.name)
-            return f"i-{n:017x}", state
-        if kind == "LaunchTemplate":
-            state["latestVersion"] = 1
-        if kind == "LustreFileSystem":
-            state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"{n % 16**8:08x}")
-        if kind == "Repository" and args.typ.startswith("aws:ecr/"):
-            state["repositoryUrl"] = _ecr_url(args.inputs.get("name", args.name))
-        if kind == "Bucket" and not args.inputs.get("bucket"):
-            state["bucket"] = f"{args.name}-{n:07x}"
+        """A new resource: the program's inputs, and what the cloud computes (ids, addresses) from its mock."""
+        state = dict(args.inputs)
+        answer = self.cloud.plan_mock(args) if self.cloud is not None else None
+        resource_id, computed = answer if answer is not None else (None, {})
+        state.update(computed)
         state.setdefault("name", args.name)
-        return f"{args.name}-id", state
+        return resource_id or f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            return {"names": ["mock-az-a", "mock-az-b"], "zoneIds": ["mock-az1", "mock-az2"]}
-        if args.token == "aws:ec2/getAmi:getAmi":
-            names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
-            return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
-        return {}
-
-
-def stable_number(text: str) -> int:
-    """A number for a mock value that depends on the resource alone, not on the order resources register in
-    (which varies from run to run): the same plan twice is the same plan."""
-    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
-
-
-def mock_address(name: str) -> str:
-    """A private address for node `<pool>-<index>`: unique within a pool, stable across plans."""
-    base, _, index = name.rpartition("-")
-    i = int(index) if index.isdigit() else stable_number(name) % 200
-    return f"10.42.{stable_number(base) % 200 + i // 200}.{10 + i % 200}"
-
-
-MOCK_AMI = "ami-00000000000000000"
-"""What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
-
-
-def _ecr_url(name: str) -> str:
-    """The repository URL a push recorded for this repository name (the account is unknown offline), else a mock."""
-    suffix = f".amazonaws.com/{name}"
-    for published in publish.all_records():
-        if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
-            return published.repository
-    return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
+        return (self.cloud.plan_call(args) if self.cloud is not None else None) or {}
 
 
 def pool_costs(spec: ClusterSpec) -> list[PoolCost]:

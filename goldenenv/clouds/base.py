@@ -8,6 +8,7 @@ clear error, never a missing branch deep in a component.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -74,9 +75,10 @@ class Cloud(Protocol):
     def offline_lookup(self, spec: ClusterSpec) -> Any:
         """What the offline plan knows of the account (nothing exists, a placeholder account)."""
 
-    def plan_mock(self, args: Any, serial: int) -> tuple[str | None, dict[str, Any]] | None:
-        """Computed outputs the cloud would return for a new resource (ids, addresses, URLs), or None to take the
-        generic mock. `args` is pulumi.runtime.MockResourceArgs."""
+    def plan_mock(self, args: Any) -> tuple[str | None, dict[str, Any]] | None:
+        """Computed outputs the cloud would return for a new resource (ids, addresses, URLs) over its inputs, and
+        its id (None: `<name>-id`); None for the generic mock. `args` is pulumi.runtime.MockResourceArgs. Values
+        depend on the resource alone (stable_number, mock_address), never on registration order."""
 
     def plan_call(self, args: Any) -> dict[str, Any] | None:
         """The answer to a provider function (data source) under the offline plan, or None (empty)."""
@@ -123,7 +125,7 @@ class PulumiCloud:
     def offline_lookup(self, spec: ClusterSpec) -> Any:
         return None
 
-    def plan_mock(self, args: Any, serial: int) -> tuple[str | None, dict[str, Any]] | None:
+    def plan_mock(self, args: Any) -> tuple[str | None, dict[str, Any]] | None:
         return None
 
     def plan_call(self, args: Any) -> dict[str, Any] | None:
@@ -156,6 +158,19 @@ class PulumiCloud:
 
     def describe(self, resource: Any) -> list[str]:
         return []
+
+
+def stable_number(text: str) -> int:
+    """A number for a mock value that depends on the resource alone, not on the order resources register in
+    (which varies from run to run): the same plan twice is the same plan."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
+def mock_address(name: str) -> str:
+    """A private address for node `<pool>-<index>`: unique within a pool, stable across plans."""
+    base, _, index = name.rpartition("-")
+    i = int(index) if index.isdigit() else stable_number(name) % 200
+    return f"10.42.{stable_number(base) % 200 + i // 200}.{10 + i % 200}"
 
 
 _REGISTRY: dict[str, Callable[[], Cloud]] = {}

@@ -39,7 +39,8 @@ def with_storage(spec, **changes):
 
 
 def boot_files(spec, image_ref=ECR_REF, **kw) -> tuple[dict, dict[str, str]]:
-    text = NodeBoot(spec, "gpu", fabric="efa", local_nvme=True, image_ref=image_ref).cloud_config(
+    text = NodeBoot(spec, "gpu", fabric="efa", local_nvme=True, image_ref=image_ref,
+                    registry_login="ecr").cloud_config(
         lustre_mount(kw.get("dns", FSX_DNS), kw.get("mount", FSX_MOUNT)))
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)

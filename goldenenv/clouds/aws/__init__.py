@@ -18,7 +18,7 @@ from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
-from goldenenv.clouds.base import BuildContext, Capability
+from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, mock_address, stable_number
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
@@ -32,7 +32,7 @@ class StoreError(RuntimeError):
     """A retained store could not be prepared or kept safe; the message says what to do."""
 
 
-class AwsCloud:
+class AwsCloud(PulumiCloud):
     name = "aws"
     capabilities = frozenset(Capability)
 
@@ -63,6 +63,32 @@ class AwsCloud:
     def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
         """What the offline plan knows of the account: nothing exists, the account is a placeholder."""
         return retained.OfflineLookup()
+
+    def plan_mock(self, args: Any) -> tuple[str | None, dict[str, Any]] | None:
+        """What AWS computes for a new resource, as stand-ins marked mock (ids, addresses, DNS, URLs)."""
+        n = stable_number(f"{args.typ}::{args.name}")
+        state: dict[str, Any] = {"arn": f"arn:aws:mock::000000000000:{args.name}"}
+        kind = args.typ.rsplit(":", 1)[-1]
+        if kind == "Instance":
+            state["privateIp"] = mock_address(args.name)
+            return f"i-{n:017x}", state
+        if kind == "LaunchTemplate":
+            state["latestVersion"] = 1
+        if kind == "LustreFileSystem":
+            state.update(dnsName=f"fs-{n:017x}.fsx.mock.amazonaws.com", mountName=f"{n % 16**8:08x}")
+        if kind == "Repository" and args.typ.startswith("aws:ecr/"):
+            state["repositoryUrl"] = _ecr_url(args.inputs.get("name", args.name))
+        if kind == "Bucket" and not args.inputs.get("bucket"):
+            state["bucket"] = f"{args.name}-{n:07x}"
+        return None, state
+
+    def plan_call(self, args: Any) -> dict[str, Any] | None:
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": ["mock-az-a", "mock-az-b"], "zoneIds": ["mock-az1", "mock-az2"]}
+        if args.token == "aws:ec2/getAmi:getAmi":
+            names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
+            return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
+        return None
 
     def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
         """The deploy-readiness rules (`plan --strict`): AWS limits and behaviour the mock runtime cannot see."""
@@ -169,7 +195,7 @@ class GpuCluster(pulumi.ComponentResource):
             user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref).apply(
                 lambda v, pool=pool, efa=efa, it=it: NodeBoot(
                     spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
-                    image_ref=v[2],
+                    image_ref=v[2], registry_login="ecr",
                 ).cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
@@ -257,6 +283,17 @@ class RetainedStores:
 
 
 FSX_UNIT = "goldenenv-fsx.service"
+MOCK_AMI = "ami-00000000000000000"
+"""What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
+
+
+def _ecr_url(name: str) -> str:
+    """The repository URL a push recorded for this repository name (the account is unknown offline), else a mock."""
+    suffix = f".amazonaws.com/{name}"
+    for published in publish.all_records():
+        if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
+            return published.repository
+    return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
 
 
 def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:
