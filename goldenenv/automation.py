@@ -45,14 +45,9 @@ def preflight(spec: ClusterSpec) -> None:
             "the Pulumi CLI is not installed: install it (https://www.pulumi.com/docs/install/), or see the stack "
             f"offline with `goldenenv plan -s {spec.stack}` (no CLI, no credentials)"
         )
-    if spec.cloud == "aws":
-        import boto3
+    from goldenenv import clouds
 
-        if boto3.Session().get_credentials() is None:
-            raise LifecycleError(
-                "no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE / "
-                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-            )
+    _cloud_step(clouds.get(spec.cloud).preflight, spec)
 
 
 def stack(spec: ClusterSpec):
@@ -144,8 +139,12 @@ def _cloud_step(step: Callable, *args):
 def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> str:
     """Create only the stack's image repository (a targeted up) and return its URL, so the image can be pushed
     before the nodes that pull it exist."""
+    from goldenenv import clouds
+
+    cloud = clouds.get(spec.cloud)
     planned = guard(spec, creating=False)
-    wanted = [r for r in planned.resources if r.type.startswith(("aws:ecr/", "pulumi:providers:"))]
+    kinds = tuple(getattr(cloud, "registry_types", ()))
+    wanted = [r for r in planned.resources if kinds and r.type.startswith((*kinds, "pulumi:providers:"))]
     if not wanted:
         raise LifecycleError(f"stack {spec.stack} declares no image repository: push with --registry instead")
     by_urn = {r.urn: r for r in planned.resources}
@@ -157,28 +156,14 @@ def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> s
     target = stack(spec)
     _before_up(spec, log)
     target.up(on_output=log, target=sorted(targets))
-    return ecr_repository_url(spec)
+    return _cloud_step(cloud.registry_url, spec)
 
 
-def ecr_repository_url(spec: ClusterSpec, sts=None) -> str:
-    """`<account>.dkr.ecr.<region>.amazonaws.com/<name>`: the URL ECR gives the stack's repository."""
-    import boto3
+def registry_auth(spec: ClusterSpec, registry: str) -> dict | None:
+    """Docker credentials for the stack's registry, from the caller's cloud credentials."""
+    from goldenenv import clouds
 
-    from goldenenv.clouds.aws.registry import repository_name
-
-    account = (sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"]
-    return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{repository_name(spec.tags.project, spec.stack, spec.image.lock)}"
-
-
-def ecr_auth(registry: str, region: str, ecr=None) -> dict:
-    """Docker credentials for an ECR registry, from the caller's AWS credentials."""
-    import base64
-
-    import boto3
-
-    token = (ecr or boto3.client("ecr", region_name=region)).get_authorization_token()["authorizationData"][0]
-    user, _, password = base64.b64decode(token["authorizationToken"]).decode().partition(":")
-    return {"username": user, "password": password, "registry": registry.split("/", 1)[0]}
+    return _cloud_step(clouds.get(spec.cloud).registry_auth, spec, registry)
 
 
 def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print,

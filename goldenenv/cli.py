@@ -23,24 +23,6 @@ errors = Console(stderr=True, emoji=False)
 def _group() -> None:
     """Golden environments for GPU training clusters."""
 
-KEY_PROPS: dict[str, tuple[str, ...]] = {
-    "aws:ec2/vpc:Vpc": ("cidrBlock",),
-    "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZone", "mapPublicIpOnLaunch"),
-    "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
-    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
-    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "imageId", "metadataOptions.httpTokens"),
-    "aws:ec2/instance:Instance": ("tags.Name",),
-    "aws:s3/bucket:Bucket": ("forceDestroy",),
-    "aws:s3/bucketVersioning:BucketVersioning": ("versioningConfiguration.status",),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dataRepositoryPath", "fileSystemPath"),
-    "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
-    "aws:sns/topicSubscription:TopicSubscription": ("protocol",),
-    "aws:ecr/repository:Repository": ("name", "imageTagMutability"),
-    "docker:container": ("image", "cpus", "memoryGib", "ranks"),
-    "docker:network": ("internal",),
-    "docker:volume": ("mount",),
-}
 
 
 def _fail(e: ConfigError, source: Path | None = None) -> None:
@@ -93,7 +75,7 @@ def show_plan(p: Plan) -> None:
         console.print(f"[bold]golden image[/] {p.outputs['imageRef']}", highlight=False)
     if p.cold_start:
         _show_cold_start(p.cold_start)
-    if p.spec.cloud != "local":
+    if not _self_provisioned(p.spec):
         for note in p.update_notes:
             console.print(f"[bold]nodes[/]: {escape(note)}", highlight=False)
         for c in p.node_changes:
@@ -110,26 +92,24 @@ def show_plan(p: Plan) -> None:
     console.print(verdict)
 
 
-DATA_BEARING = {"Instance": "root volume and local NVMe scratch erased", "container": "its scratch erased",
-                "LustreFileSystem": "after the export"}
-"""Kinds whose deletion loses data a user may care about: named with what happens to it."""
-
-
 def _show_destroy(p: Plan) -> None:
-    from goldenenv.clouds.aws.retained import PLACEHOLDER_ACCOUNT
+    from goldenenv import clouds
     from goldenenv.plan import physical_name
+
+    cloud = clouds.get(p.spec.cloud)
 
     if not p.resources:
         return
     for step in p.destroy_steps:
         console.print(f"[bold]destroy first[/]: {escape(step)}", highlight=False)
     kept = [f"{r.type.rsplit(':', 1)[-1]} {physical_name(r)}" for r in p.kept_on_destroy
-            if r.type.rsplit(":", 1)[-1] in ("Bucket", "Repository", "volume")]
+            if r.type.rsplit(":", 1)[-1] in cloud.store_kinds]
     deleted = p.deleted_on_destroy
-    named = [f"{deleted[kind]} {kind} ({why})" for kind, why in DATA_BEARING.items() if kind in deleted]
-    others = sum(n for kind, n in deleted.items() if kind not in DATA_BEARING)
-    account = (f" ({PLACEHOLDER_ACCOUNT} stands for your account until up)"
-               if any(PLACEHOLDER_ACCOUNT in k for k in kept) else "")
+    named = [f"{deleted[kind]} {kind} ({why})" for kind, why in cloud.data_bearing.items() if kind in deleted]
+    others = sum(n for kind, n in deleted.items() if kind not in cloud.data_bearing)
+    placeholder = cloud.placeholder_account
+    account = (f" ({placeholder} stands for your account until up)"
+               if placeholder and any(placeholder in k for k in kept) else "")
     console.print(f"[bold]destroy keeps[/] {escape(', '.join(kept) or 'nothing')}{account}: the next up adopts them, "
                   f"--purge-data deletes them. [bold]It deletes[/] {escape(', '.join(named + [f'{others} other resources']))}",
                   highlight=False)
@@ -152,26 +132,21 @@ def _show_cold_start(cold) -> None:
 
 
 def _tree(p: Plan) -> Tree:
+    from goldenenv import clouds
+
+    cloud = clouds.get(p.spec.cloud)
     root = Tree(f"[bold]{p.stack}[/]")
     nodes = {}
     for r in p.resources:
-        label = f"{r.name} [dim]{r.type}[/]{_describe(r)}"
+        label = f"{r.name} [dim]{r.type}[/]{_describe(r, cloud)}"
         parent = nodes.get(r.parent_urn, root)
         nodes[r.urn] = parent.add(label)
     return root
 
 
-def _describe(r) -> str:
-    parts = []
-    for path in KEY_PROPS.get(r.type, ()):
-        value = r.props
-        for step in path.split("."):
-            value = value.get(step) if isinstance(value, dict) else None
-        if value not in (None, "", []):
-            parts.append(f"{path.rsplit('.', 1)[-1]}={value}")
-    if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
-        kinds = [ni.get("interfaceType") for ni in r.props.get("networkInterfaces", [])]
-        parts.append(f"efa={kinds.count('efa-only')} ena={kinds.count('interface')}")
+def _describe(r, cloud) -> str:
+    """The words the stack's cloud has for a planned resource (key properties, RDMA interfaces ...)."""
+    parts = list(cloud.describe(r))
     if r.retain_on_delete:
         parts.append("retained on destroy")
     return (" · " + ", ".join(parts)) if parts else ""
@@ -221,6 +196,13 @@ def _spec(stack: str):
         _fail(e, stack_file(stack))
 
 
+def _self_provisioned(spec) -> bool:
+    """Whether goldenenv provisions the stack's cloud itself (the local cloud) rather than through Pulumi."""
+    from goldenenv import clouds
+
+    return not clouds.get(spec.cloud).uses_pulumi
+
+
 def _say(message: str) -> None:
     console.print(f"[dim]·[/] {escape(message)}", highlight=False)
 
@@ -252,7 +234,7 @@ def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDE
 
     spec = _spec(stack)
     try:
-        if spec.cloud == "local":
+        if _self_provisioned(spec):
             if roll_nodes:
                 errors.print("--roll-nodes is for cloud stacks: local nodes are recreated from the image on every up")
                 raise typer.Exit(2)
@@ -271,7 +253,7 @@ def preview_cmd(stack: str = STACK) -> None:
     from goldenenv import automation
 
     spec = _spec(stack)
-    if spec.cloud == "local":
+    if _self_provisioned(spec):
         errors.print("the local cloud has no Pulumi preview: goldenenv plan -s local shows what up creates")
         raise typer.Exit(2)
     try:
@@ -291,7 +273,7 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
 
     spec = _spec(stack)
     try:
-        if spec.cloud == "local":
+        if _self_provisioned(spec):
             removed = lifecycle.destroy(spec, purge_data, log=_say)
             kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
             console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
@@ -338,15 +320,15 @@ def validate_cmd(
     """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
 
     On clouds, every node's driver is also compared with the one its pinned host image carries."""
-    from goldenenv import automation, compat, lifecycle
+    from goldenenv import automation, clouds, compat, lifecycle
 
     spec = _spec(stack)
     try:
-        if spec.cloud == "local":
+        if _self_provisioned(spec):
             result = lifecycle.validate(spec, log=_say)
         else:
-            targets = hosts.split(",") if hosts else [
-                f"ssh://{ssh_user}@{ip}" for ip in automation.outputs(spec)["nodePrivateIps"]]
+            targets = hosts.split(",") if hosts else clouds.get(spec.cloud).node_hosts(
+                spec, automation.outputs(spec), ssh_user)
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
@@ -582,7 +564,7 @@ def image_push(
                 raise typer.Exit(2)
             repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
             registry = repository.rsplit("/", 1)[0]
-            auth = automation.ecr_auth(registry, spec.region)
+            auth = automation.registry_auth(spec, registry)
         engine = docker.from_env()
         entry = publish.push(lock, registry, engine, auth=auth, log=_say,
                              measure=lambda tag: size.compressed_bytes(engine, tag))

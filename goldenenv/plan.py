@@ -20,11 +20,10 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from goldenenv import catalog, clouds, coldstart, compat, guardrails, stackconfig, updates
-from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
-from goldenenv.spec import STACK_TAG_KEY, ClusterSpec
+from goldenenv.spec import ClusterSpec
 
 PROJECT = "goldenenv"
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -373,36 +372,8 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
                     if spec.budget.hard_stop else "alerts fire but nothing stops")
             notes.append(f"running all month costs ${hourly * HOURS_PER_MONTH:,.0f}; the budget lasts "
                          f"{days:.1f} days at full use, then {then}")
-    if spec.budget and spec.budget.hard_stop:
-        for pool in spot:
-            notes.append(f"budget.hardStop terminates the {pool.count} one-time spot node(s) of {pool.name} when actual "
-                         "spend passes 100 % (EC2 cannot stop one-time spot): their root volumes and instance-store "
-                         "(local NVMe) data are lost; keep checkpoints in the bucket or the parallel file system")
-        for pool in spec.nodes:
-            it = catalog.instance_type(spec.cloud, pool.instance_type)
-            if pool not in spot and it.local_nvme_count:
-                notes.append(f"budget.hardStop stops {pool.name}: stopping a {it.name} erases its "
-                             f"{it.local_nvme_count} instance-store (local NVMe) volume(s); EBS volumes are kept")
-    if spec.budget and spec.cloud == "aws":
-        notes.append(
-            f"the budget counts spend tagged {STACK_TAG_KEY}={spec.stack}, which AWS counts only once "
-            f"{STACK_TAG_KEY} is an active cost allocation tag. That is an account-level step, done once by the "
-            "management (payer) account - linked (member) accounts cannot activate it - in the Billing console "
-            "(Cost allocation tags) or with `aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
-            f"TagKey={STACK_TAG_KEY},Status=Active`. AWS lists a tag only about 24 h after it is first used, so do it "
-            "a day after the first up; until then the budget sees no spend"
-            + ("; budget.activateCostAllocationTag no longer creates anything: it is accepted, and this step is "
-               "still yours" if spec.budget.activate_cost_allocation_tag else ""))
-    if spec.lifecycle.ttl_hours:
-        notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start"
-                     + (" (one-time spot nodes are terminated: EC2 cannot stop them)" if spot else "")
-                     + "; storage and network keep billing until destroy")
-    if spec.lifecycle.idle_minutes:
-        for pool in spec.nodes:
-            it = catalog.instance_type(spec.cloud, pool.instance_type)
-            notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
-                         f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
-                         f"is {100 * it.gpu_count / it.vcpus:.1f} %")
+    cloud = clouds.get(spec.cloud)
+    notes += cloud.plan_notes(spec, costs) if hasattr(cloud, "plan_notes") else []
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]
 
 

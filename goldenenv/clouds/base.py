@@ -109,7 +109,26 @@ class Cloud(Protocol):
         """testinfra hosts (ssh://user@address) of the stack's nodes, from its outputs."""
 
     def describe(self, resource: Any) -> list[str]:
-        """Extra words the plan tree shows for one planned resource (e.g. RDMA interfaces of a template)."""
+        """The words the plan tree shows for one planned resource: key properties, RDMA interfaces ..."""
+
+    data_bearing: dict[str, str]
+    """Resource kinds whose deletion loses data a user may care about -> what happens to it (plan says)."""
+    placeholder_account: str | None
+    """The account the offline plan writes in names, or None."""
+    store_kinds: tuple[str, ...]
+    """Kinds of the retained stores plan names as kept on destroy (bucket, repository, volume)."""
+
+
+def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
+    """`prop=value` for the dotted input paths listed for the resource's type, when set."""
+    parts = []
+    for path in key_props.get(resource.type, ()):
+        value = resource.props
+        for step in path.split("."):
+            value = value.get(step) if isinstance(value, dict) else None
+        if value not in (None, "", []):
+            parts.append(f"{path.rsplit('.', 1)[-1]}={value}")
+    return parts
 
 
 class PulumiCloud:
@@ -118,6 +137,11 @@ class PulumiCloud:
     name = ""
     capabilities: frozenset[Capability] = frozenset()
     uses_pulumi = True
+    key_props: dict[str, tuple[str, ...]] = {}
+    """Type token -> the input paths the plan tree shows."""
+    data_bearing: dict[str, str] = {}
+    placeholder_account: str | None = None
+    store_kinds: tuple[str, ...] = ()
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []
@@ -157,7 +181,7 @@ class PulumiCloud:
         return [f"ssh://{user}@{ip}" for ip in outputs.get("nodePrivateIps") or []]
 
     def describe(self, resource: Any) -> list[str]:
-        return []
+        return key_words(resource, self.key_props)
 
 
 def stable_number(text: str) -> int:

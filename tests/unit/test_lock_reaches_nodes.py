@@ -244,11 +244,13 @@ def test_push_to_a_stack_first_creates_only_its_repository(monkeypatch):
         def get_caller_identity(self):
             return {"Account": "123456789012"}
 
-    ecr_repository_url = automation.ecr_repository_url
+    from goldenenv.clouds.aws import AwsCloud
+
+    registry_url = AwsCloud.registry_url
     prepared = []
     monkeypatch.setattr(automation, "stack", lambda spec: FakeStack())
     monkeypatch.setattr(automation, "_before_up", lambda spec, log: prepared.append(spec.stack))
-    monkeypatch.setattr(automation, "ecr_repository_url", lambda spec: ecr_repository_url(spec, FakeSts()))
+    monkeypatch.setattr(AwsCloud, "registry_url", lambda self, spec: registry_url(self, spec, FakeSts()))
     url = automation.image_repository(plan("aws-p5-2node").spec, log=lambda line: None)
     assert url == "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/llm-pretrain/aws-p5-2node/aws-h100"
     assert prepared == ["aws-p5-2node"]  # a retained repository is adopted, not created twice

@@ -18,7 +18,7 @@ from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
-from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, mock_address, stable_number
+from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
@@ -29,12 +29,59 @@ AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
 
 
 class StoreError(RuntimeError):
-    """A retained store could not be prepared or kept safe; the message says what to do."""
+    """A precondition on AWS is missing (credentials), or a retained store could not be prepared or kept safe;
+    the message says what to do."""
 
 
 class AwsCloud(PulumiCloud):
     name = "aws"
     capabilities = frozenset(Capability)
+    registry_types = ("aws:ecr/",)
+    """Type prefixes of the stack's image registry resources (what `image push -s` creates first)."""
+    key_props = {
+    "aws:ec2/vpc:Vpc": ("cidrBlock",),
+    "aws:ec2/subnet:Subnet": ("cidrBlock", "availabilityZone", "mapPublicIpOnLaunch"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "imageId", "metadataOptions.httpTokens"),
+    "aws:ec2/instance:Instance": ("tags.Name",),
+    "aws:s3/bucket:Bucket": ("forceDestroy",),
+    "aws:s3/bucketVersioning:BucketVersioning": ("versioningConfiguration.status",),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dataRepositoryPath", "fileSystemPath"),
+    "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
+    "aws:sns/topicSubscription:TopicSubscription": ("protocol",),
+    "aws:ecr/repository:Repository": ("name", "imageTagMutability"),
+    }
+    data_bearing = {"Instance": "root volume and local NVMe scratch erased", "LustreFileSystem": "after the export"}
+    store_kinds = ("Bucket", "Repository")
+    """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
+    placeholder_account = retained.PLACEHOLDER_ACCOUNT
+
+    def preflight(self, spec: ClusterSpec) -> None:
+        import boto3
+
+        if boto3.Session().get_credentials() is None:
+            raise StoreError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE / "
+                             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+
+    def registry_url(self, spec: ClusterSpec, sts=None) -> str:
+        """`<account>.dkr.ecr.<region>.amazonaws.com/<name>`: the URL ECR gives the stack's repository."""
+        import boto3
+
+        account = (sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"]
+        name = repository_name(spec.tags.project, spec.stack, spec.image.lock)
+        return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{name}"
+
+    def registry_auth(self, spec: ClusterSpec, registry: str, ecr=None) -> dict:
+        """Docker credentials for an ECR registry, from the caller's AWS credentials."""
+        import base64
+
+        import boto3
+
+        token = (ecr or boto3.client("ecr", region_name=spec.region)).get_authorization_token()["authorizationData"][0]
+        user, _, password = base64.b64decode(token["authorizationToken"]).decode().partition(":")
+        return {"username": user, "password": password, "registry": registry.split("/", 1)[0]}
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         problems = []
@@ -89,6 +136,51 @@ class AwsCloud(PulumiCloud):
             names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
             return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
         return None
+
+    def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
+        """What the hard stop, the time to live and idleness do to each pool on EC2, and the account step the
+        budget's tag filter needs."""
+        notes: list[str] = []
+        spot = [pool for pool in spec.nodes if pool.capacity.value == "spot"]
+        if spec.budget and spec.budget.hard_stop:
+            for pool in spot:
+                notes.append(f"budget.hardStop terminates the {pool.count} one-time spot node(s) of {pool.name} when actual "
+                             "spend passes 100 % (EC2 cannot stop one-time spot): their root volumes and instance-store "
+                             "(local NVMe) data are lost; keep checkpoints in the bucket or the parallel file system")
+            for pool in spec.nodes:
+                it = catalog.instance_type(spec.cloud, pool.instance_type)
+                if pool not in spot and it.local_nvme_count:
+                    notes.append(f"budget.hardStop stops {pool.name}: stopping a {it.name} erases its "
+                                 f"{it.local_nvme_count} instance-store (local NVMe) volume(s); EBS volumes are kept")
+        if spec.budget:
+            notes.append(
+                f"the budget counts spend tagged {STACK_TAG_KEY}={spec.stack}, which AWS counts only once "
+                f"{STACK_TAG_KEY} is an active cost allocation tag. That is an account-level step, done once by the "
+                "management (payer) account - linked (member) accounts cannot activate it - in the Billing console "
+                "(Cost allocation tags) or with `aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
+                f"TagKey={STACK_TAG_KEY},Status=Active`. AWS lists a tag only about 24 h after it is first used, so do it "
+                "a day after the first up; until then the budget sees no spend"
+                + ("; budget.activateCostAllocationTag no longer creates anything: it is accepted, and this step is "
+                   "still yours" if spec.budget.activate_cost_allocation_tag else ""))
+        if spec.lifecycle.ttl_hours:
+            notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start"
+                         + (" (one-time spot nodes are terminated: EC2 cannot stop them)" if spot else "")
+                         + "; storage and network keep billing until destroy")
+        if spec.lifecycle.idle_minutes:
+            for pool in spec.nodes:
+                it = catalog.instance_type(spec.cloud, pool.instance_type)
+                notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
+                             f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
+                             f"is {100 * it.gpu_count / it.vcpus:.1f} %")
+        return notes
+
+    def describe(self, resource: Any) -> list[str]:
+        """Key properties, and a launch template's interfaces: EFA-only ones and ENA ones."""
+        words = key_words(resource, self.key_props)
+        if resource.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            kinds = [ni.get("interfaceType") for ni in resource.props.get("networkInterfaces", [])]
+            words.append(f"efa={kinds.count('efa-only')} ena={kinds.count('interface')}")
+        return words
 
     def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
         """The deploy-readiness rules (`plan --strict`): AWS limits and behaviour the mock runtime cannot see."""

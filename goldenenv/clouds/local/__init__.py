@@ -17,6 +17,20 @@ class LocalCloud:
     name = "local"
     capabilities: frozenset = frozenset()
     uses_pulumi = False
+    key_props = {
+    "docker:container": ("image", "cpus", "memoryGib", "ranks"),
+    "docker:network": ("internal",),
+    "docker:volume": ("mount",),
+    }
+    data_bearing = {"container": "its scratch erased"}
+    store_kinds = ("volume",)
+    """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
+    placeholder_account = None
+
+    def describe(self, resource) -> list[str]:
+        from goldenenv.clouds.base import key_words
+
+        return key_words(resource, self.key_props)
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         shapes = catalog.local_shapes()
