@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from goldenenv import catalog
+from goldenenv import catalog, fabrics
 from goldenenv.catalog import version_tuple
 from goldenenv.images.lock import Lock, release_of
 
@@ -289,10 +289,9 @@ def _check_efa(lock: Lock, nccl: str | None) -> list[Conflict]:
 
 
 def _fabric_nccl(lock: Lock, rows: list[dict[str, str]], nccl: str | None, where: str) -> list[Conflict]:
-    names = {"efa": "EFA", "erdma": "eRDMA"}
     found = []
     for r in rows:
-        fabric = names.get(r["fabric"], r["fabric"])
+        fabric = fabrics.label(r["fabric"])
         if nccl and r["min_nccl"] and not _at_least(nccl, r["min_nccl"]):
             found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"nccl={nccl}"),
                                   f"{fabric}{where} needs NCCL >= {r['min_nccl']} but nccl={nccl}: raise nccl "
@@ -305,7 +304,8 @@ def _fabric_nccl(lock: Lock, rows: list[dict[str, str]], nccl: str | None, where
 
 
 def _fabric_rows(fabric: str, instance_type: str) -> list[dict[str, str]]:
-    return [r for r in catalog.rows("fabric_min_nccl") if r["fabric"] == fabric and r["instance_type"] == instance_type]
+    found = fabrics.get(fabric)
+    return found.min_nccl(instance_type) if found else []
 
 
 def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:

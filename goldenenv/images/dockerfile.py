@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from goldenenv import catalog, compat
+from goldenenv import catalog, compat, fabrics
 from goldenenv.images.lock import GROUPS, Lock, MirrorUrl
 from goldenenv.render import render
 from goldenenv.spec import ConfigError, Problem
@@ -132,11 +132,10 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
 
 
 def _fabric_layer(lock: Lock) -> dict[str, Any] | None:
-    if lock.efa:
-        return {"template": "image/layer-efa.j2", "installer": lock.efa.installer, "sha256": lock.efa.installer_sha256}
-    if lock.erdma:
-        return {"template": "image/layer-erdma.j2", "packages": lock.erdma.packages}
-    return None
+    """The fabric's image layer (fabrics registry: its template, values from the lock's fabric section)."""
+    fabric = fabrics.get(lock.fabric)
+    section = getattr(lock, fabric.lock_section) if fabric else None
+    return fabric.image_values(section) if section is not None else None
 
 
 def dockerfile(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> str:
