@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AliasChoices, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, ValidationInfo,
+    field_validator, model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from goldenenv.guardrails import describe_wide
@@ -106,11 +109,29 @@ class NodePool(Model):
     capacity_reservation_id: str | None = Field(
         default=None, pattern=r"^cr-[0-9a-f]{8,17}$", validate_default=True
     )
-    efa: bool | None = None
-    """RDMA interfaces on every node: None = use them when the instance type has them."""
+    rdma: bool | None = Field(default=None, validation_alias=AliasChoices("rdma", "efa"))
+    """RDMA interfaces on every node (EFA on AWS, eRDMA on Alibaba Cloud): None = use them when the instance type
+    has them. Stack files may still write its first name, `efa`."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
     host_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")] | HostImageOverride | None = None
     """A host image from the catalog by name, or {id, driver}; None = the catalog's newest for the cloud."""
+
+    _rdma_key: str = PrivateAttr(default="rdma")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_rdma_key(cls, data: object, handler: ModelWrapValidatorHandler[NodePool]) -> NodePool:
+        if isinstance(data, dict) and "efa" in data and "rdma" in data:
+            raise ValueError("rdma and efa (its old name) are both set; keep rdma")
+        pool = handler(data)
+        if isinstance(data, dict) and "efa" in data:
+            pool._rdma_key = "efa"
+        return pool
+
+    @property
+    def rdma_key(self) -> str:
+        """The pool's RDMA key as its stack file writes it (`rdma`, or the older `efa`): messages name it."""
+        return self._rdma_key
 
     @field_validator("capacity_reservation_id")
     @classmethod
@@ -185,27 +206,15 @@ Prefix = Annotated[str, Field(pattern=rf"^{_SEGMENT}(/{_SEGMENT})*/?$", max_leng
 
 
 class ParallelFs(Model):
+    """The shared file system linked to the bucket. Sizes and throughput tiers are the cloud's (its check says
+    what is offered: FSx for Lustre on AWS, CPFS / NAS on Alibaba)."""
+
     enabled: bool = True
-    size_gib: int = Field(default=1200, ge=1200, le=2_400_000)
-    throughput_per_tib: int = 250
+    size_gib: int = Field(default=1200, ge=1, le=2_400_000)
+    throughput_per_tib: int = Field(default=250, ge=1, le=100_000)
     dataset_prefix: Prefix = "datasets/"
     checkpoint_prefix: Prefix = "checkpoints/"
     mount_point: MountPoint = "/fsx"
-
-    @field_validator("size_gib")
-    @classmethod
-    def _size_steps(cls, v: int) -> int:
-        if v != 1200 and v % 2400:
-            raise ValueError(f"{v} GiB is not a valid Lustre size; use 1200 or a multiple of 2400 (2400, 4800, ...)")
-        return v
-
-    @field_validator("throughput_per_tib")
-    @classmethod
-    def _throughput(cls, v: int) -> int:
-        allowed = (125, 250, 500, 1000)
-        if v not in allowed:
-            raise ValueError(f"{v} is not offered; use one of {', '.join(map(str, allowed))} MB/s per TiB")
-        return v
 
 
 class LocalNvme(Model):

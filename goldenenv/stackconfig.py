@@ -32,6 +32,8 @@ def keys() -> list[str]:
 _INTERNAL_FIELDS = ("stack", "budget_opt_out")
 """Spec fields set by goldenenv, not written in a stack file (`budget: none` sets budgetOptOut)."""
 NO_BUDGET = "none"
+RDMA_KEYS = ("rdma", "efa")
+"""A pool's RDMA switch, by its name and its first name (spec.NodePool.rdma)."""
 """`goldenenv:budget: none`: a stack that says it runs without a budget, unlike one that forgot it."""
 
 
@@ -208,10 +210,10 @@ def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
                 f"{shown(name)} is not a GPU instance type goldenenv knows on {cloud}"
                 + _suggest(name, known, fallback_all=True),
             ))
-        elif pool.get("efa") is True and not known[name].has_rdma:
+        elif not known[name].has_rdma and (key := next((k for k in RDMA_KEYS if pool.get(k) is True), None)):
             with_rdma = sorted(n for n, t in known.items() if t.has_rdma)
             problems.append(Problem(
-                f"{at}.efa", f"{name} has no RDMA interfaces; set efa: false or use one of {', '.join(with_rdma)}",
+                f"{at}.{key}", f"{name} has no RDMA interfaces; set {key}: false or use one of {', '.join(with_rdma)}",
             ))
     return problems
 
@@ -316,14 +318,20 @@ def _members(hint: Any) -> list[Any]:
 
 
 def _field(model: type[BaseModel], part: Any) -> tuple[str, Any] | None:
-    return next(((n, f) for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+    return next(((n, f) for n, f in model.model_fields.items() if part in (n, f.alias, *_old_names(f))), None)
+
+
+def _old_names(field: Any) -> list[str]:
+    """The other names a field is read under (NodePool.rdma is also read as `efa`)."""
+    return [c for c in getattr(field.validation_alias, "choices", None) or [] if isinstance(c, str)]
 
 
 def model_keys(model: type[BaseModel] | None) -> list[str]:
-    """The keys a user may write in a model's mapping."""
+    """The keys a user may write in a model's mapping, old names included."""
     if model is None:
         return []
-    return [f.alias or n for n, f in model.model_fields.items() if n not in _INTERNAL_FIELDS]
+    keys = [f.alias or n for n, f in model.model_fields.items() if n not in _INTERNAL_FIELDS]
+    return keys + [c for n, f in model.model_fields.items() for c in _old_names(f) if c not in keys]
 
 
 def _suggest(word: str, options: Any, fallback_all: bool = False) -> str:

@@ -65,8 +65,11 @@ class Price:
     region: str
     capacity: str
     usd_per_hour: float
+    """The hourly price in `currency` (the column's name predates prices in other currencies than USD)."""
     as_of: str
     source: str
+    currency: str = "USD"
+    """ISO 4217: USD, or CNY for Alibaba's China site."""
 
     @property
     def verified(self) -> bool:
@@ -129,8 +132,17 @@ def instance_types(cloud: str) -> dict[str, InstanceType]:
 
 
 def instance_type(cloud: str, name: str) -> InstanceType:
-    """The catalog's entry; KeyError when the cloud does not list it."""
-    return _instance_types()[(cloud, name)]
+    """The catalog's entry; KeyError when the cloud does not list it.
+
+    Names are the ones the cloud's API takes (Alibaba's carry the `ecs.` prefix: ecs.ebmgn8v.48xlarge); an
+    Alibaba name written without the prefix resolves to the same entry, whose `name` is the API's.
+    """
+    found = _instance_types().get((cloud, name))
+    if found is None and cloud == "alicloud" and not name.startswith("ecs."):
+        found = _instance_types().get((cloud, f"ecs.{name}"))
+    if found is None:
+        raise KeyError((cloud, name))
+    return found
 
 
 @functools.cache
@@ -138,7 +150,7 @@ def _prices() -> tuple[Price, ...]:
     return tuple(
         Price(
             r["cloud"], r["instance_type"], r["region"], r["capacity"],
-            float(r["usd_per_hour"]), r["as_of"], r["source"],
+            float(r["usd_per_hour"]), r["as_of"], r["source"], r["currency"],
         )
         for r in _read("prices")
     )
@@ -229,6 +241,74 @@ def host_image(cloud: str, region: str, name: str | None = None) -> HostImage | 
     if name is not None:
         usable = [h for h in usable if h.name == name]
     return usable[0] if usable else None
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """How a cloud places a type's nodes together and sizes their RDMA interfaces (data/node_layout.csv)."""
+
+    cloud: str
+    instance_type: str
+    placement: str
+    """low-latency-set (Alibaba deployment set, LowLatency) | hpc-cluster (E-HPC, SCC types) | none (zone only)"""
+    queue_pairs: int
+    """Queue pairs asked for on each RDMA interface (0: the type has none)."""
+    jumbo_frames: bool
+    source: str
+
+
+@functools.cache
+def _node_layouts() -> dict[tuple[str, str], NodeLayout]:
+    return {
+        (r["cloud"], r["instance_type"]): NodeLayout(
+            r["cloud"], r["instance_type"], r["placement"], int(r["queue_pairs"]), r["jumbo_frames"] == "yes",
+            r["source"],
+        )
+        for r in _read("node_layout")
+    }
+
+
+def node_layout(cloud: str, instance_type: str) -> NodeLayout | None:
+    """The type's placement and RDMA interface sizing, or None when the catalog has no row for it."""
+    return _node_layouts().get((cloud, instance_type))
+
+
+@dataclass(frozen=True)
+class RegionZones:
+    cloud: str
+    region: str
+    zones: tuple[str, ...]
+    complete: bool
+    """True: the region has no other zones (an unlisted zone is wrong); False: the list is what is known."""
+    source: str
+
+
+def zones(cloud: str, region: str) -> RegionZones | None:
+    """The zones the catalog knows in a region (data/zones.csv), or None when it lists none."""
+    for r in _read("zones"):
+        if (r["cloud"], r["region"]) == (cloud, region):
+            return RegionZones(cloud, region, tuple(r["zones"].split()), r["complete"] == "yes", r["source"])
+    return None
+
+
+@dataclass(frozen=True)
+class FabricMtu:
+    """The interface MTU a fabric runs at, with or without jumbo frames, and the NCCL protocols that MTU carries."""
+
+    fabric: str
+    jumbo_frames: bool
+    mtu: int
+    nccl_proto: str
+    """NCCL_PROTO to set ("" leaves NCCL's own choice)."""
+    source: str
+
+
+def fabric_mtu(fabric: str, jumbo_frames: bool) -> FabricMtu | None:
+    """data/fabric_mtu.csv's row for the fabric, or None when the fabric sets no MTU."""
+    for r in _read("fabric_mtu"):
+        if r["fabric"] == fabric and (r["jumbo_frames"] == "yes") == jumbo_frames:
+            return FabricMtu(fabric, jumbo_frames, int(r["mtu"]), r["nccl_proto"], r["source"])
+    return None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,12 @@ def _aws() -> Cloud:
     return AwsCloud()
 
 
+def _alicloud() -> Cloud:
+    from goldenenv.clouds.alicloud import AlicloudCloud
+
+    return AlicloudCloud()
+
+
 def _local() -> Cloud:
     from goldenenv.clouds.local import LocalCloud
 
@@ -16,6 +22,7 @@ def _local() -> Cloud:
 
 
 register("aws", _aws)
+register("alicloud", _alicloud)
 register("local", _local)
 
 __all__ = ["BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]

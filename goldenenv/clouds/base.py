@@ -221,8 +221,8 @@ def required_capabilities(spec: ClusterSpec) -> dict[Capability, str]:
     needs: dict[Capability, str] = {}
     for i, pool in enumerate(spec.nodes):
         at = pool_key(i, len(spec.nodes))
-        if pool.efa:
-            needs[Capability.RDMA] = f"{at}.efa"
+        if pool.rdma:
+            needs[Capability.RDMA] = f"{at}.{pool.rdma_key}"
         if pool.capacity.value == "spot":
             needs[Capability.SPOT] = f"{at}.capacity"
         if pool.capacity.value == "capacity-reservation":

@@ -83,6 +83,7 @@ def test_garbage_is_refused_with_a_message_that_says_what_is_wrong(stdout, compl
     ("NVIDIA A100-SXM4-40GB", 40960, "8.0", "A100"),
     ("NVIDIA A10G", 23028, "8.6", "A10G"),
     ("NVIDIA L40S", 46068, "8.9", "L40S"),
+    ("NVIDIA A10", 23028, "8.6", "A10"),
     ("NVIDIA H200", 143771, "9.0", "H200"),
     ("NVIDIA B200", 183359, "10.0", "B200"),
 ])
@@ -106,7 +107,7 @@ def test_the_a100_sizes_are_told_apart_by_memory():
     gpu.GpuInfo(0, "NVIDIA H100 NVL", "570.86.15", 95830, "9.0"),
     gpu.GpuInfo(0, "NVIDIA GH200 480GB", "570.86.15", 97871, "9.0"),  # H20's size and arch, but not an H20
     gpu.GpuInfo(0, "Tesla T4", "570.86.15", 15360, "7.5"),
-    gpu.GpuInfo(0, "NVIDIA A10", "570.86.15", 23028, "8.6"),
+    gpu.GpuInfo(0, "NVIDIA A30", "570.86.15", 24576, "8.0"),
     gpu.GpuInfo(0, "NVIDIA H100 80GB HBM3", "570.86.15", 81559, "8.0"),
 ])
 def test_gpus_the_catalog_does_not_list_map_to_none(info):

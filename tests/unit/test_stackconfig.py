@@ -127,7 +127,7 @@ def test_efa_left_unset_on_a_type_without_rdma_is_fine() -> None:
     config["goldenenv:nodes"]["instanceType"] = no_rdma_type()
     del config["goldenenv:nodes"]["efa"]
     values, unknown = stackconfig.namespaced(config)
-    assert stackconfig.load("test", values, unknown).nodes[0].efa is None
+    assert stackconfig.load("test", values, unknown).nodes[0].rdma is None
 
 
 def test_zero_nodes_is_refused_at_count() -> None:
@@ -189,8 +189,6 @@ WRONG = [
                  "did you mean region?", id="top-level-key-typo"),
     pytest.param(_rename(("goldenenv:storage", "parallelFs"), "parallelFS"), "goldenenv:storage.parallelFS",
                  "did you mean parallelFs?", id="deep-key-case"),
-    pytest.param(_set(("goldenenv:storage", "parallelFs", "sizeGib"), 3000),
-                 "goldenenv:storage.parallelFs.sizeGib", "multiple of 2400", id="lustre-size"),
     pytest.param(_set(("goldenenv:network", "cidr"), "8.8.0.0/16"), "goldenenv:network.cidr", "private",
                  id="public-cidr"),
     pytest.param(_set(("goldenenv:zone",), "eu-west-1a"), "goldenenv:zone", "us-east-1a", id="zone-elsewhere"),
@@ -639,3 +637,15 @@ def test_cli_error_keys_never_carry_pydantic_internals(tmp_path: Path) -> None:
     assert_refused(result, "goldenenv:network.adminCidrs")
     for part in INTERNALS:
         assert part not in result.output
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("sizeGib", 3000, "multiple of 2400"),
+    ("throughputPerTib", 200, "125, 250, 500, 1000 MB/s per TiB"),
+])
+def test_lustre_sizes_are_the_aws_clouds_to_judge(field, value, says) -> None:
+    """FSx for Lustre's sizes and tiers are AWS's, checked by the AWS cloud (another cloud offers others)."""
+    config = p5_config()
+    _set(("goldenenv:storage", "parallelFs", field), value)(config)
+    problem = problem_at(plan_errors(config), f"goldenenv:storage.parallelFs.{field}")
+    assert says in problem.message

@@ -105,7 +105,7 @@ class AwsCloud(PulumiCloud):
             elif pool.host_image is not None and not isinstance(pool.host_image, str) \
                     and not AMI.fullmatch(pool.host_image.id):
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
-        return problems + limits.check_spec(spec)
+        return problems + lustre_problems(spec) + limits.check_spec(spec)
 
     def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
         """What the offline plan knows of the account: nothing exists, the account is a placeholder."""
@@ -283,7 +283,7 @@ class GpuCluster(pulumi.ComponentResource):
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type("aws", pool.instance_type)
-            efa = it.rdma_interfaces if (pool.efa is not False and it.rdma == "efa") else 0
+            efa = it.rdma_interfaces if (pool.rdma is not False and it.rdma == "efa") else 0
             user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref).apply(
                 lambda v, pool=pool, efa=efa, it=it: NodeBoot(
                     spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
@@ -375,6 +375,25 @@ class RetainedStores:
 
 
 FSX_UNIT = "goldenenv-fsx.service"
+LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
+"""PERSISTENT_2 per-unit storage throughput, MB/s per TiB (FSx for Lustre CreateFileSystem API reference)."""
+LUSTRE_SIZE_STEP_GIB = 2400
+"""PERSISTENT_2 SSD storage capacity: 1200 GiB or a multiple of 2400 GiB (same reference)."""
+
+
+def lustre_problems(spec: ClusterSpec) -> list[Problem]:
+    """The parallel file system's size and throughput as FSx for Lustre PERSISTENT_2 offers them."""
+    fs = spec.storage.parallel_fs
+    if not fs.enabled:
+        return []
+    problems = []
+    if fs.size_gib != 1200 and fs.size_gib % LUSTRE_SIZE_STEP_GIB:
+        problems.append(Problem("goldenenv:storage.parallelFs.sizeGib", f"{fs.size_gib} GiB is not a valid Lustre "
+                                "size; use 1200 or a multiple of 2400 (2400, 4800, ...)"))
+    if fs.throughput_per_tib not in LUSTRE_THROUGHPUTS:
+        problems.append(Problem("goldenenv:storage.parallelFs.throughputPerTib", f"{fs.throughput_per_tib} is not "
+                                f"offered; use one of {', '.join(map(str, LUSTRE_THROUGHPUTS))} MB/s per TiB"))
+    return problems
 MOCK_AMI = "ami-00000000000000000"
 """What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
 

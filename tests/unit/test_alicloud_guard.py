@@ -1,0 +1,426 @@
+"""The Alibaba Cloud budget guard against API answers in the documented shapes: it alerts each threshold once a
+month, stops exactly the stack's running nodes at 100 % with the hard stop on, sums every page of the bill, and
+turns an unreadable bill into an alert.
+
+The captures under captures/alicloud_* are assembled, not recorded from an account: BSS OpenAPI
+DescribeSplitItemBill bodies in the response model of the alibabacloud-bssopenapi20171214 SDK (Data.Items[] with
+PretaxAmount and Currency, Data.NextToken), an OpenAPI error body (RequestId, HostId, Code, Message, Recommend),
+and ECS DescribeInstances / DescribeSecurityGroups / StopInstances bodies in ECS's JSON form (lists wrapped as
+Instances.Instance[], Tags.Tag[], InstanceResponses.InstanceResponse[]). Three bill pages sum to 244,814.75 CNY.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import io
+import json
+import sys
+import urllib.error
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from goldenenv import spec
+from goldenenv.clouds.alicloud import budget, guard
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CAPTURES = Path(__file__).parent / "captures"
+PROJECT, STACK, REGION = "llm-pretrain", "alicloud-ebmgn8v-2node", "cn-wulanchabu"
+NOW = datetime(2026, 7, 20, 8, 0, tzinfo=timezone.utc)
+PAGES_TOTAL = 244_814.75
+MINE_RUNNING = {"i-2zeaaaaaaaaaaaaaaaa1", "i-2zeaaaaaaaaaaaaaaaa2"}
+"""The stack's running nodes in alicloud_ecs_DescribeInstances.json; a stopped one of the stack and a running one
+of another project's stack of the same name are there too."""
+
+
+def capture(name: str) -> dict:
+    return json.loads((CAPTURES / name).read_text())
+
+
+def bill_pages() -> dict[str, dict]:
+    """The three pages keyed by the NextToken that asks for them ("" = the first)."""
+    pages, token = {}, ""
+    for n in (1, 2, 3):
+        page = capture(f"alicloud_bss_DescribeSplitItemBill_2026-07_page{n}.json")
+        pages[token] = page
+        token = page["Data"]["NextToken"]
+    return pages
+
+
+class Cloud:
+    """BSS and ECS as the guard calls them, answering from the captures; remembers the security group's tags."""
+
+    def __init__(self, pages: dict[str, dict] | None = None, bill_error: dict | None = None):
+        self.pages = bill_pages() if pages is None else pages
+        self.bill_error = bill_error
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.memory_tag: str | None = None
+        self.alerts: list[tuple[str, str]] = []
+
+    def bill(self, action: str, params: dict[str, str]) -> dict:
+        self.calls.append((action, dict(params)))
+        if self.bill_error:
+            raise guard.ApiError(action, self.bill_error["Code"], self.bill_error["Message"])
+        return self.pages[params.get("NextToken", "")]
+
+    def ecs(self, action: str, params: dict[str, str]) -> dict:
+        self.calls.append((action, dict(params)))
+        if action == "DescribeInstances":
+            return capture("alicloud_ecs_DescribeInstances.json")
+        if action == "DescribeSecurityGroups":
+            answer = capture("alicloud_ecs_DescribeSecurityGroups.json")
+            if self.memory_tag is not None:
+                for group in answer["SecurityGroups"]["SecurityGroup"]:
+                    group["Tags"]["Tag"].append({"TagKey": guard.STATE_TAG_KEY, "TagValue": self.memory_tag})
+            return answer
+        if action == "TagResources":
+            self.memory_tag = params["Tag.1.Value"]
+            return {"RequestId": "tag"}
+        if action == "StopInstances":
+            return capture("alicloud_ecs_StopInstances.json")
+        raise AssertionError(f"unexpected call {action}")
+
+    def notify(self, subject: str, body: str) -> None:
+        self.alerts.append((subject, body))
+
+    def of(self, action: str) -> list[dict[str, str]]:
+        return [params for called, params in self.calls if called == action]
+
+
+def budget_of(limit: float, hard_stop: bool = True, thresholds=(50, 80, 100)) -> guard.Budget:
+    return guard.Budget(project=PROJECT, stack=STACK, region=REGION, monthly_limit=limit, currency="CNY",
+                        thresholds=tuple(thresholds), hard_stop=hard_stop)
+
+
+def run(cloud: Cloud, limit: float, **kw) -> guard.Report:
+    return guard.run(budget_of(limit, **{k: v for k, v in kw.items() if k in ("hard_stop", "thresholds")}),
+                     bill=cloud.bill, ecs=cloud.ecs, notify=cloud.notify, now=kw.get("now", NOW))
+
+
+# ---------------------------------------------------------------- shipped alone, speaking the program's tags
+
+def test_tag_keys_are_the_ones_the_program_uses():
+    assert guard.STACK_TAG_KEY == spec.STACK_TAG_KEY
+    resolved = spec.Tags(project="p", owner="o", cost_center="c").resolved("dev")
+    assert resolved[guard.PROJECT_TAG_KEY] == "p" and resolved[guard.STACK_TAG_KEY] == "dev"
+
+
+def test_guard_ships_alone_importing_nothing_but_the_standard_library():
+    tree = ast.parse(Path(guard.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names)
+
+
+def test_rpc_signature_matches_alibaba_clouds_documented_example():
+    # ECS API reference, "Request signatures": DescribeRegions signed with AccessKey testid / testsecret
+    params = {"AccessKeyId": "testid", "Action": "DescribeRegions", "Format": "XML", "SignatureMethod": "HMAC-SHA1",
+              "SignatureNonce": "3ee8c1b8-83d3-44af-a94f-4e0ad82fd6cf", "SignatureVersion": "1.0",
+              "Timestamp": "2016-02-23T12:46:24Z", "Version": "2014-05-26"}
+    assert guard.rpc_signature(params, "testsecret") == "OLeaidS1JvxuMvnyHOwuJ+uX5qY="
+
+
+def test_signed_url_carries_the_sts_token_and_encodes_values():
+    url = guard.signed_url("business.aliyuncs.com", guard.BSS_VERSION, "DescribeSplitItemBill",
+                           {"TagFilter.1.TagKey": "goldenenv:stack", "TagFilter.1.TagValues.1": "a b*c~"},
+                           guard.Credentials("id", "secret", "tok+en/="), "2026-07-20T08:00:00Z", "nonce")
+    assert url.startswith("https://business.aliyuncs.com/?")
+    assert "SecurityToken=tok%2Ben%2F%3D" in url and "&Signature=" in url
+    assert "TagFilter.1.TagValues.1=a%20b%2Ac~" in url and "TagFilter.1.TagKey=goldenenv%3Astack" in url
+
+
+def test_an_api_error_body_becomes_an_api_error_with_its_code(monkeypatch):
+    body = json.dumps(capture("alicloud_bss_error_NotAuthorized.json")).encode()
+
+    def refuse(url, timeout):
+        raise urllib.error.HTTPError(url, 403, "Forbidden", {}, io.BytesIO(body))
+
+    monkeypatch.setattr(guard.urllib.request, "urlopen", refuse)
+    call = guard.rpc_client("business.aliyuncs.com", guard.BSS_VERSION, guard.Credentials("id", "secret"))
+    with pytest.raises(guard.ApiError, match="NotAuthorized") as raised:
+        call("DescribeSplitItemBill", {"BillingCycle": "2026-07"})
+    assert raised.value.code == "NotAuthorized"
+
+
+# ---------------------------------------------------------------- the bill
+
+def test_every_page_of_the_bill_is_read_and_summed():
+    cloud = Cloud()
+    spend, currencies = guard.month_spend(cloud.bill, STACK, "2026-07")
+    assert spend == pytest.approx(PAGES_TOTAL) and currencies == {"CNY"}
+    requests = cloud.of("DescribeSplitItemBill")
+    assert [r.get("NextToken") for r in requests] == [None, "CAESEgoQCg4KBnNwbGl0ARIECgIIAQ==",
+                                                      "CAESEgoQCg4KBnNwbGl0ARIECgIIAg=="]
+    assert all(r["BillingCycle"] == "2026-07" and r["MaxResults"] == "300" for r in requests)
+    assert all(r["TagFilter.1.TagKey"] == "goldenenv:stack" and r["TagFilter.1.TagValues.1"] == STACK
+               for r in requests)
+
+
+def test_under_budget_nothing_happens():
+    cloud = Cloud(pages={"": capture("alicloud_bss_DescribeSplitItemBill_2026-07_under_budget.json")})
+    report = run(cloud, limit=400_000)
+    assert report.spend == pytest.approx(20_001.5) and report.percent == pytest.approx(5.0, abs=0.01)
+    assert cloud.alerts == [] and report.alerts == [] and report.failed == []
+    assert cloud.of("StopInstances") == [] and cloud.of("TagResources") == []
+
+
+@pytest.mark.parametrize("limit,crossed", [(400_000, [50]), (300_000, [50, 80])])
+def test_each_threshold_crossed_alerts_once_then_never_again_that_month(limit, crossed):
+    cloud = Cloud()
+    first = run(cloud, limit)
+    assert len(cloud.alerts) == len(crossed) == len(first.alerts)
+    for level, (subject, body) in zip(crossed, cloud.alerts, strict=True):
+        assert f"passed {level} %" in subject and STACK in subject and "CNY" in subject
+        assert f"{PAGES_TOTAL:,.2f}" in body
+    assert cloud.memory_tag == f"2026-07:{','.join(map(str, crossed))}"
+    assert cloud.of("StopInstances") == []
+
+    again = run(cloud, limit)  # the next run, 15 minutes later: same spend, nothing new
+    assert again.alerts == [] and len(cloud.alerts) == len(crossed)
+    assert len(cloud.of("TagResources")) == 1
+
+
+def test_a_new_month_alerts_again():
+    cloud = Cloud()
+    run(cloud, 400_000)
+    run(cloud, 400_000, now=datetime(2026, 8, 2, tzinfo=timezone.utc))
+    assert [s for s, _ in cloud.alerts] == [cloud.alerts[0][0]] * 2
+    assert cloud.memory_tag == "2026-08:50"
+
+
+def test_at_100_percent_the_hard_stop_stops_exactly_the_stacks_running_nodes():
+    cloud = Cloud()
+    report = run(cloud, limit=240_000)  # 102 %
+    [stop] = cloud.of("StopInstances")
+    assert {v for k, v in stop.items() if k.startswith("InstanceId.")} == MINE_RUNNING
+    assert stop["StoppedMode"] == "StopCharging" and stop["RegionId"] == REGION
+    assert set(report.stopped) == MINE_RUNNING and report.failed == []
+    [listing] = cloud.of("DescribeInstances")
+    assert (listing["Tag.1.Key"], listing["Tag.1.Value"]) == ("goldenenv:stack", STACK)
+    assert (listing["Tag.2.Key"], listing["Tag.2.Value"]) == ("project", PROJECT)
+    subjects = [s for s, _ in cloud.alerts]
+    assert [s for s in subjects if "passed" in s] == [f"goldenenv budget: {STACK} passed {t} % of 240,000.00 CNY"
+                                                      for t in (50, 80, 100)]
+    assert any("hard stop" in s for s in subjects)
+
+
+def test_without_the_hard_stop_nothing_is_stopped():
+    cloud = Cloud()
+    report = run(cloud, limit=240_000, hard_stop=False)
+    assert cloud.of("StopInstances") == [] and cloud.of("DescribeInstances") == [] and report.stopped == []
+    assert len(report.alerts) == 3
+
+
+def test_stops_go_in_calls_of_at_most_100_ids():
+    instances = [{"InstanceId": f"i-{n:020d}", "Status": "Running",
+                  "Tags": {"Tag": [{"TagKey": "goldenenv:stack", "TagValue": STACK},
+                                   {"TagKey": "project", "TagValue": PROJECT}]}} for n in range(230)]
+    cloud = Cloud()
+    cloud.ecs = lambda action, params: (cloud.calls.append((action, dict(params))) or (
+        {"Instances": {"Instance": instances}} if action == "DescribeInstances" else
+        {"SecurityGroups": {"SecurityGroup": []}} if action == "DescribeSecurityGroups" else {}))
+    report = run(cloud, limit=240_000)
+    sizes = [sum(k.startswith("InstanceId.") for k in p) for p in cloud.of("StopInstances")]
+    assert sizes == [100, 100, 30] and len(report.stopped) == 230
+
+
+def test_an_unreadable_bill_is_an_alert_never_a_silent_pass():
+    cloud = Cloud(bill_error=capture("alicloud_bss_error_NotAuthorized.json"))
+    report = run(cloud, limit=240_000)
+    [(subject, body)] = cloud.alerts
+    assert "cannot read the bill" in subject and "NotAuthorized" in body
+    assert report.spend is None and any("cannot read the bill" in f for f in report.failed)
+    assert cloud.of("StopInstances") == []  # no spend known: no stop
+    run(cloud, limit=240_000)  # the same day: logged and failed again, mailed once a day
+    assert len(cloud.alerts) == 1
+    run(cloud, limit=240_000, now=datetime(2026, 7, 21, tzinfo=timezone.utc))
+    assert len(cloud.alerts) == 2
+
+
+def test_a_failed_memory_write_is_reported_and_the_alert_still_goes_out():
+    cloud = Cloud()
+    answer = cloud.ecs
+
+    def no_tagging(action, params):
+        if action == "TagResources":
+            raise guard.ApiError(action, "Forbidden.RAM", "not allowed")
+        return answer(action, params)
+
+    cloud.ecs = no_tagging
+    report = run(cloud, limit=400_000)
+    assert len(cloud.alerts) == 1 and any("may repeat" in f for f in report.failed)
+
+
+# ---------------------------------------------------------------- the Function Compute entry point
+
+class Context:
+    class credentials:  # noqa: N801 - the shape FC passes: context.credentials.access_key_id ...
+        access_key_id, access_key_secret, security_token = "STS.id", "secret", "token"
+
+
+def test_handler_reads_its_environment_and_fails_the_invocation_on_a_problem(monkeypatch, capsys):
+    cloud = Cloud(bill_error=capture("alicloud_bss_error_NotAuthorized.json"))
+    mailed: list[dict] = []
+    clients = {"business.aliyuncs.com": cloud.bill, f"ecs.{REGION}.aliyuncs.com": cloud.ecs,
+               "dm.aliyuncs.com": lambda action, params: mailed.append(params) or {}}
+    seen: list[guard.Credentials] = []
+
+    def client(endpoint, version, credentials, timeout=30.0):
+        seen.append(credentials)
+        return clients[endpoint]
+
+    monkeypatch.setattr(guard, "rpc_client", client)
+    args = budget.BudgetGuardArgs(project=PROJECT, stack=STACK, monthly_limit=240_000, currency="CNY",
+                                  thresholds=[50, 80, 100], emails=["a@example.com", "b@example.com"],
+                                  hard_stop=True, region=REGION, tags={}, alert_sender="guard@mail.example.com")
+    for key, value in budget.guard_environment(args).items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(RuntimeError, match="1 problem"):
+        guard.handler(b'{"triggerName": "goldenenv-budget-guard"}', Context())
+    assert {c.security_token for c in seen} == {"token"}
+    [mail] = mailed
+    assert mail["ToAddress"] == "a@example.com,b@example.com" and mail["AccountName"] == "guard@mail.example.com"
+    assert "cannot read the bill" in mail["Subject"] and "NotAuthorized" in capsys.readouterr().out
+
+
+def test_handler_succeeds_when_all_is_well_and_flags_a_bill_in_another_currency(monkeypatch):
+    cloud = Cloud()
+    clients = {"business.aliyuncs.com": cloud.bill, "business.ap-southeast-1.aliyuncs.com": cloud.bill,
+               f"ecs.{REGION}.aliyuncs.com": cloud.ecs, "dm.aliyuncs.com": lambda a, p: {},
+               "dm.ap-southeast-1.aliyuncs.com": lambda a, p: {}}
+    monkeypatch.setattr(guard, "rpc_client", lambda endpoint, version, credentials, timeout=30.0: clients[endpoint])
+    for currency in ("CNY", "USD"):
+        args = budget.BudgetGuardArgs(project=PROJECT, stack=STACK, monthly_limit=1_000_000, currency=currency,
+                                      thresholds=[50], emails=[], hard_stop=False, region=REGION, tags={})
+        for key, value in budget.guard_environment(args).items():
+            monkeypatch.setenv(key, value)
+        if currency == "CNY":
+            result = json.loads(guard.handler(b"{}", Context()))
+            assert result["alerts"] == [] and result["spend"] == pytest.approx(PAGES_TOTAL)
+        else:  # the captured bill is in CNY: a USD limit is a configuration error the invocation reports
+            with pytest.raises(RuntimeError, match="1 problem"):
+                guard.handler(b"{}", Context())
+
+
+def test_the_sites_endpoints_follow_the_billing_currency():
+    assert budget.bss_endpoint("CNY") == "business.aliyuncs.com"
+    assert budget.bss_endpoint("USD") == "business.ap-southeast-1.aliyuncs.com"
+    assert budget.direct_mail_endpoint("USD") == "dm.ap-southeast-1.aliyuncs.com"
+
+
+# ---------------------------------------------------------------- the BudgetGuard component under mocks
+
+class MockCloud:
+    """The offline plan's answers for the guard's resources (budget.plan_mock) and a RAM role's ARN."""
+
+    @staticmethod
+    def plan_mock(args):
+        if args.typ == "alicloud:ram/role:Role":
+            return None, {"arn": f"acs:ram::0000000000000000:role/{args.inputs['roleName']}"}
+        return budget.plan_mock(args)
+
+    @staticmethod
+    def plan_call(args):
+        return None
+
+
+def planned(program) -> tuple[dict, dict]:
+    """Run `program` (returns outputs) under the offline plan's recording monitor: (resources by type, outputs)."""
+    from pulumi.runtime import mocks as pulumi_mocks
+    from pulumi.runtime.settings import SETTINGS
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from goldenenv import plan
+
+    monitor = plan._RecordingMonitor(plan._PlanMocks(cloud=MockCloud()))
+    pulumi_mocks.set_mocks(monitor.mocks, project="goldenenv", stack="test", preview=False, monitor=monitor)
+    SETTINGS.rpc_manager.clear()
+    outputs: dict = {}
+
+    def run_it() -> None:
+        outputs.update(_sync_await(pulumi.Output.from_input(program()).future()) or {})
+
+    _sync_await(run_pulumi_func(run_it))
+    return {r.type: r for r in monitor.records}, outputs
+
+
+@pytest.mark.parametrize("hard_stop", [True, False])
+def test_budget_guard_is_a_timer_function_running_guard_py_alone(hard_stop):
+    args = budget.BudgetGuardArgs(project=PROJECT, stack=STACK, monthly_limit=400_000, currency="CNY",
+                                  thresholds=[80, 50, 100, 50], emails=["ml-infra@example.com"],
+                                  hard_stop=hard_stop, region=REGION, tags={"goldenenv:stack": STACK})
+    resources, outputs = planned(lambda: {"name": budget.BudgetGuard("b", args).function_name})
+    name = outputs["name"]
+    function = resources["alicloud:fc/v3Function:V3Function"].props
+    trigger = resources["alicloud:fc/v3Trigger:V3Trigger"].props
+    role = resources["alicloud:ram/role:Role"].props
+    policy = json.loads(resources["alicloud:ram/policy:Policy"].props["policyDocument"])
+
+    assert name == function["functionName"] == "goldenenv-llm-pretrain-alicloud-ebmgn8v-2node-budget-guard"
+    assert (function["runtime"], function["handler"]) == ("python3.10", "guard.handler")
+    archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(function["code"]["zipFile"])))
+    assert archive.namelist() == ["guard.py"]
+    assert archive.read("guard.py") == Path(guard.__file__).read_bytes()
+    assert resources["alicloud:fc/v3Function:V3Function"].outputs["role"] == \
+        f"acs:ram::0000000000000000:role/{role['roleName']}"
+    env = function["environmentVariables"]
+    assert env["GOLDENENV_THRESHOLDS"] == "50,80,100" and env["GOLDENENV_BSS_ENDPOINT"] == "business.aliyuncs.com"
+    assert env["GOLDENENV_HARD_STOP"] == str(hard_stop).lower() and env["GOLDENENV_MONTHLY_LIMIT"] == "400000.00"
+
+    assert trigger["triggerType"] == "timer" and trigger["qualifier"] == "LATEST"
+    assert json.loads(trigger["triggerConfig"]) == {"cronExpression": "@every 15m", "enable": True}
+    assert json.loads(role["assumeRolePolicyDocument"])["Statement"][0]["Principal"] == {"Service": ["fc.aliyuncs.com"]}
+
+    by_action = {a: s for s in policy["Statement"] for a in s["Action"]}
+    assert by_action["bssapi:DescribeSplitItemBill"]["Resource"] == "*"
+    owned = {"StringEquals": {"acs:ResourceTag/goldenenv:stack": STACK, "acs:ResourceTag/project": PROJECT}}
+    assert by_action["ecs:TagResources"]["Condition"] == owned
+    if hard_stop:
+        assert by_action["ecs:StopInstances"]["Condition"] == owned
+        assert by_action["ecs:StopInstances"]["Resource"] == f"acs:ecs:{REGION}:*:instance/*"
+    else:
+        assert "ecs:StopInstances" not in by_action
+    assert "dm:SingleSendMail" not in by_action  # no sender configured
+
+
+def test_the_code_archive_is_the_same_bytes_on_every_plan():
+    assert budget.code_zip() == budget.code_zip()
+
+
+@pytest.mark.parametrize("project,stack", [("p", "s"), ("P_roj ect", "dev"), ("x" * 80, "y" * 80)])
+def test_guard_names_fit_function_compute_and_ram(project, stack):
+    names = budget.resource_names(project, stack)
+    assert len(names["function"]) <= 64 and len(names["role"]) <= 64 and len(names["policy"]) <= 128
+    assert all(ch.isalnum() or ch == "-" for value in names.values() for ch in value)
+    assert names["function"][0].isalpha()
+
+
+def test_an_alert_without_a_sender_fails_the_run_rather_than_pass_silently():
+    cloud, mailed = Cloud(), []
+    notify = guard.direct_mail(lambda action, params: mailed.append(params) or {}, sender="", recipients=["a@x.io"])
+    report = guard.run(budget_of(400_000), bill=cloud.bill, ecs=cloud.ecs, notify=notify, now=NOW)
+    assert report.alerts and mailed == []
+    assert any("could not send the alert" in f and "no Direct Mail sender" in f for f in report.failed)
+
+
+def test_a_logstore_keeps_the_guards_output_and_only_it_may_be_written():
+    args = budget.BudgetGuardArgs(project=PROJECT, stack=STACK, monthly_limit=400_000, currency="CNY",
+                                  thresholds=[50], emails=["a@x.io"], hard_stop=False, region=REGION, tags={},
+                                  alert_sender="guard@mail.example.com", log_project="ops-logs",
+                                  log_store="budget-guard")
+    resources, _ = planned(lambda: {"name": budget.BudgetGuard("b", args).function_name})
+    function = resources["alicloud:fc/v3Function:V3Function"].props
+    assert function["logConfig"]["project"] == "ops-logs" and function["logConfig"]["logstore"] == "budget-guard"
+    policy = json.loads(resources["alicloud:ram/policy:Policy"].props["policyDocument"])
+    by_action = {a: s for s in policy["Statement"] for a in s["Action"]}
+    assert by_action["log:PostLogStoreLogs"]["Resource"] == f"acs:log:{REGION}:*:project/ops-logs/logstore/budget-guard"
+    assert by_action["dm:SingleSendMail"]["Resource"] == "*"
