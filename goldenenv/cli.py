@@ -153,8 +153,12 @@ def _describe(r, cloud) -> str:
 
 
 def _cost_table(p: Plan) -> Table:
+    from goldenenv.plan import money
+
+    currency = p.currency
     table = Table(title="cost (catalog prices)", title_justify="left")
-    for col in ("pool", "instance type", "nodes", "capacity", "$/hour", "price from"):
+    for col in ("pool", "instance type", "nodes", "capacity", "$/hour" if currency == "USD" else f"{currency}/hour",
+                "price from"):
         table.add_column(col)
     for c in p.costs:
         table.add_row(
@@ -164,9 +168,9 @@ def _cost_table(p: Plan) -> Table:
         )
     monthly = p.usd_per_hour * HOURS_PER_MONTH
     budget = p.spec.budget
-    table.caption = (f"total ${p.usd_per_hour:,.2f}/hour · ${monthly:,.0f}/month at full use"
-                     + (f" · budget ${budget.monthly_limit:,.0f}/month" + (" with hard stop" if budget.hard_stop else "")
-                        if budget else " · no budget"))
+    table.caption = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
+                     + (f" · budget {money(budget.monthly_limit, budget.currency)}/month"
+                        + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget"))
     return table
 
 

@@ -29,6 +29,9 @@ class Fabric:
     """The image layer's template under templates/image/."""
     lock_section: str
     """The lock's section that pins the fabric's software (efa: installer + plugin; erdma: packages)."""
+    boot_check: tuple[str, str] | None = None
+    """(systemd unit, script) under templates/node/ that checks the fabric on every boot before the golden
+    container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
 
     def env(self) -> dict[str, str]:
         """What NCCL needs on a node of this fabric (catalog fabric_env, each value sourced)."""
@@ -38,6 +41,12 @@ class Fabric:
         """The catalog's NCCL (and plugin) floors for this fabric: `*` rows hold for every instance type."""
         return [r for r in catalog.rows("fabric_min_nccl")
                 if r["fabric"] == self.name and r["instance_type"] == instance_type]
+
+    def mtu(self, cloud: str, instance_type: str) -> catalog.FabricMtu | None:
+        """The interfaces' MTU (and the NCCL protocols it allows) for this type: catalog fabric_mtu, by whether
+        catalog node_layout says the type runs jumbo frames; None when the fabric sets no MTU."""
+        layout = catalog.node_layout(cloud, instance_type)
+        return catalog.fabric_mtu(self.name, bool(layout and layout.jumbo_frames))
 
     def layout_function(self) -> Callable[..., list[Any]]:
         module, _, function = self.layout.partition(":")
@@ -55,8 +64,8 @@ class Fabric:
 
 FABRICS: dict[str, Fabric] = {
     "efa": Fabric("efa", "EFA", "aws", "goldenenv.clouds.aws.efa:interface_layout", "image/layer-efa.j2", "efa"),
-    "erdma": Fabric("erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.nodes:eri_layout",
-                    "image/layer-erdma.j2", "erdma"),
+    "erdma": Fabric("erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout",
+                    "image/layer-erdma.j2", "erdma", ("goldenenv-erdma.service", "erdma-check.sh")),
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv import catalog
+from goldenenv import catalog, fabrics
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -26,7 +26,6 @@ SCRIPT_DIR = "/usr/local/libexec/goldenenv"
 UNIT_DIR = "/etc/systemd/system"
 SCRATCH_UNIT = "goldenenv-scratch.service"
 CONTAINER_UNIT = "goldenenv-container.service"
-ERDMA_UNIT = "goldenenv-erdma.service"
 MASTER_PORT = 29500
 
 
@@ -79,10 +78,12 @@ class NodeBoot:
         """Fabric settings from the catalog, and where the storage tiers are on this node."""
         storage = self.spec.storage
         env = {"GOLDENENV_STACK": self.spec.stack, "GOLDENENV_POOL": self.pool}
-        if self.fabric != "none":
-            env.update(catalog.fabric_env(self.fabric))
-        if self.fabric == "erdma" and self._erdma_mtu().nccl_proto:
-            env["NCCL_PROTO"] = self._erdma_mtu().nccl_proto
+        fabric = fabrics.get(self.fabric)
+        if fabric:
+            env.update(fabric.env())
+            mtu = self._mtu(fabric)
+            if mtu and mtu.nccl_proto:
+                env["NCCL_PROTO"] = mtu.nccl_proto
         if storage.parallel_fs.enabled:
             env["GOLDENENV_DATASETS"] = self._fs_path(storage.parallel_fs.dataset_prefix)
             env["GOLDENENV_CHECKPOINTS"] = self._fs_path(storage.parallel_fs.checkpoint_prefix)
@@ -95,8 +96,8 @@ class NodeBoot:
     def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
         """The units a node runs on every boot, storage first: a stop/start wipes instance store and unmounts all.
 
-        On eRDMA nodes a check of the fabric (driver, devices, MTU) runs before the golden container, which
-        requires it like its mounts."""
+        Where the fabric has a boot check (eRDMA: driver, devices, MTU), it runs before the golden container,
+        which requires it like its mounts."""
         storage = self.spec.storage
         units = []
         if self.local_nvme and storage.local_nvme.raid0:
@@ -107,9 +108,14 @@ class NodeBoot:
                 "mount_point": fs.mount_point, **shared_fs.values,
                 "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix)],
             }))
-        if self.fabric == "erdma":
-            units.append(self._unit(ERDMA_UNIT, "erdma-check.sh", {
-                "mtu": self._erdma_mtu().mtu, "interfaces": self._instance_type().rdma_interfaces,
+        fabric = fabrics.get(self.fabric)
+        if fabric and fabric.boot_check:
+            unit, script = fabric.boot_check
+            mtu = self._mtu(fabric)
+            if mtu is None:
+                raise KeyError(f"catalog fabric_mtu.csv has no {fabric.name} row: the interfaces' MTU is unknown")
+            units.append(self._unit(unit, script, {
+                "mtu": mtu.mtu, "interfaces": self._instance_type().rdma_interfaces,
             }))
         if self.image_ref:
             mounts = [storage.local_nvme.mount_point]
@@ -125,13 +131,9 @@ class NodeBoot:
         pool = next(p for p in self.spec.nodes if p.name == self.pool)
         return catalog.instance_type(self.spec.cloud, pool.instance_type)
 
-    def _erdma_mtu(self) -> catalog.FabricMtu:
-        """The ERIs' MTU for this pool's type: 8500 where the catalog says it runs jumbo frames, else 1400."""
-        layout = catalog.node_layout(self.spec.cloud, self._instance_type().name)
-        mtu = catalog.fabric_mtu("erdma", bool(layout and layout.jumbo_frames))
-        if mtu is None:
-            raise KeyError("catalog fabric_mtu.csv has no erdma row: the ERIs' MTU is unknown")
-        return mtu
+    def _mtu(self, fabric: fabrics.Fabric) -> catalog.FabricMtu | None:
+        """The fabric interfaces' MTU for this pool's type (eRDMA: 8500 with jumbo frames, else 1400)."""
+        return fabric.mtu(self.spec.cloud, self._instance_type().name)
 
     @staticmethod
     def _unit(name: str, script: str, values: dict[str, Any], **unit_values: Any) -> BootUnit:

@@ -68,7 +68,12 @@ class Plan:
 
     @property
     def usd_per_hour(self) -> float:
+        """The stack's hourly cost in `currency` (USD on AWS; the name predates other currencies)."""
         return sum(c.usd_per_hour or 0.0 for c in self.costs)
+
+    @property
+    def currency(self) -> str:
+        return costs_currency(self.costs)
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -98,12 +103,17 @@ class Plan:
             ],
             "outputs": self.outputs,
             "cost": {
-                "usdPerHour": round(self.usd_per_hour, 2),
-                "usdPerMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
-                "budgetUsdPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None,
+                "currency": self.currency,
+                "perHour": round(self.usd_per_hour, 2),
+                "perMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
+                "budgetPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None,
+                **({"usdPerHour": round(self.usd_per_hour, 2),
+                    "usdPerMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
+                    "budgetUsdPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None}
+                   if self.currency == "USD" else {}),
                 "pools": [
                     {"pool": c.pool, "instanceType": c.instance_type, "count": c.count, "capacity": c.capacity,
-                     "usdPerHour": c.usd_per_hour,
+                     "perHour": c.usd_per_hour, "currency": c.price.currency if c.price else None,
                      "priceRegion": c.price.region if c.price else None,
                      "priceAsOf": c.price.as_of if c.price else None,
                      "priceSource": c.price.source if c.price else None}
@@ -337,6 +347,18 @@ class _PlanMocks(pulumi.runtime.Mocks):
         return (self.cloud.plan_call(args) if self.cloud is not None else None) or {}
 
 
+def costs_currency(costs: list[PoolCost]) -> str:
+    """The currency the stack's catalog prices are in (one per cloud); USD when nothing is priced."""
+    found = {c.price.currency for c in costs if c.price}
+    return found.pop() if len(found) == 1 else "USD"
+
+
+def money(amount: float, currency: str, digits: int = 0) -> str:
+    """$1,234 for USD, 1,234 CNY for any other currency."""
+    text = f"{amount:,.{digits}f}"
+    return f"${text}" if currency == "USD" else f"{text} {currency}"
+
+
 def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
     costs = []
     for pool in spec.nodes:
@@ -370,7 +392,8 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
         if days < HOURS_PER_MONTH / 24:
             then = ("the hard stop stops the nodes" + (" (and terminates the one-time spot ones)" if spot else "")
                     if spec.budget.hard_stop else "alerts fire but nothing stops")
-            notes.append(f"running all month costs ${hourly * HOURS_PER_MONTH:,.0f}; the budget lasts "
+            notes.append(f"running all month costs {money(hourly * HOURS_PER_MONTH, costs_currency(costs))}; "
+                         f"the budget lasts "
                          f"{days:.1f} days at full use, then {then}")
     cloud = clouds.get(spec.cloud)
     notes += cloud.plan_notes(spec, costs) if hasattr(cloud, "plan_notes") else []
@@ -391,7 +414,7 @@ def budget_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     if spec.budget is not None or (clouds.Capability.BUDGET not in billed and not priced):
         return []
     monthly = sum(c.usd_per_hour for c in priced) * HOURS_PER_MONTH
-    cost = f"${monthly:,.0f}/month at full use" if priced else "an unpriced amount"
+    cost = f"{money(monthly, costs_currency(costs))}/month at full use" if priced else "an unpriced amount"
     if spec.budget_opt_out:
         return [Finding(NO_BUDGET, Severity.WARNING, "",
                         f"budget: none - no alert and no stop watches this stack's spending ({cost}); "

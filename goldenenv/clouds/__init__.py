@@ -1,28 +1,32 @@
-"""Clouds by name. Each factory imports its provider SDK only when that cloud is used."""
+"""Clouds by name: every package under goldenenv/clouds/ is one cloud, found without a list to edit.
+
+A cloud package defines one class whose `name` is the package's name (AwsCloud in clouds/aws, ...). Each is
+imported only when its cloud is used, so a stack on one cloud never loads another cloud's provider SDK.
+"""
+
+import importlib
+import inspect
+import pkgutil
 
 from goldenenv.clouds.base import BuildContext, Capability, Cloud, get, names, register, validate
 
 
-def _aws() -> Cloud:
-    from goldenenv.clouds.aws import AwsCloud
+def _factory(package: str):
+    def make() -> Cloud:
+        module = importlib.import_module(f"{__name__}.{package}")
+        found = [c for _, c in inspect.getmembers(module, inspect.isclass)
+                 if c.__module__ == module.__name__ and getattr(c, "name", None) == package
+                 and hasattr(c, "build")]
+        if len(found) != 1:
+            raise RuntimeError(f"goldenenv/clouds/{package} must define one cloud class whose name is "
+                               f"{package!r}; found {len(found)}")
+        return found[0]()
 
-    return AwsCloud()
-
-
-def _alicloud() -> Cloud:
-    from goldenenv.clouds.alicloud import AlicloudCloud
-
-    return AlicloudCloud()
-
-
-def _local() -> Cloud:
-    from goldenenv.clouds.local import LocalCloud
-
-    return LocalCloud()
+    return make
 
 
-register("aws", _aws)
-register("alicloud", _alicloud)
-register("local", _local)
+for _info in pkgutil.iter_modules(__path__):
+    if _info.ispkg:
+        register(_info.name, _factory(_info.name))
 
 __all__ = ["BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]
