@@ -318,7 +318,19 @@ def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:
         found += _check_arch(lock, arch)
     found += _check_efa(lock, nccl)
     found += _fabric_nccl(lock, _fabric_rows(lock.fabric, "*"), nccl, "")
+    found += _fabric_cuda(lock)
     return found
+
+
+def _fabric_cuda(lock: Lock) -> list[Conflict]:
+    """The fabric's CUDA floor (catalog fabric_min_cuda: eRDMA needs CUDA >= 12.1)."""
+    fabric = fabrics.get(lock.fabric)
+    minimum = fabric.min_cuda() if fabric else None
+    if not minimum or not lock.cuda or _at_least(lock.cuda, minimum):
+        return []
+    return [Conflict("fabric-cuda", (f"fabric={lock.fabric}", f"cuda={lock.cuda}"),
+                     f"{fabric.label} needs CUDA >= {minimum} but cuda={lock.cuda}: raise cuda (and torchCuda) "
+                     f"to >= {minimum}")]
 
 
 def _check_fabric_match(lock: Lock, node: catalog.InstanceType) -> list[Conflict]:

@@ -3,7 +3,7 @@
 A fabric (EFA on AWS, eRDMA on Alibaba Cloud) brings four things: how its interfaces sit on a node's network cards
 (the cloud's layout function), the layer a golden image adds for it (a template under templates/image/ and the lock
 section that pins it), the environment NCCL needs on a node (catalog fabric_env), and the rules a lock must meet
-(catalog fabric_min_nccl, plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`.
+(catalog fabric_min_nccl and fabric_min_cuda, plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ class Fabric:
         """The catalog's NCCL (and plugin) floors for this fabric: `*` rows hold for every instance type."""
         return [r for r in catalog.rows("fabric_min_nccl")
                 if r["fabric"] == self.name and r["instance_type"] == instance_type]
+
+    def min_cuda(self) -> str | None:
+        """The fabric's CUDA floor (catalog fabric_min_cuda), or None when it has none."""
+        return next((r["min_cuda"] for r in catalog.rows("fabric_min_cuda") if r["fabric"] == self.name), None)
 
     def mtu(self, cloud: str, instance_type: str) -> catalog.FabricMtu | None:
         """The interfaces' MTU (and the NCCL protocols it allows) for this type: catalog fabric_mtu, by whether

@@ -199,6 +199,17 @@ def test_an_erdma_lock_with_nccl_2_18_is_refused_naming_nccl_and_the_minimum():
     assert "fabric-nccl" in rules(errors(compat.can_run(lock, "alicloud", node.name)))
 
 
+def test_an_erdma_lock_below_the_fabrics_cuda_floor_is_refused():
+    minimum = row("fabric_min_cuda", fabric="erdma")["min_cuda"]
+    assert minimum == "12.1"  # Alibaba PAI eRDMA doc (FACTS.md): eRDMA needs CUDA >= 12.1
+    lock = make_lock("cu118", fabric="erdma", erdma=erdma_section())
+    found = [c for c in compat.check_lock(lock) if c.rule == "fabric-cuda"]
+    assert [c.severity for c in found] == ["error"]
+    assert f"cuda={lock.cuda}" in found[0].message and minimum in found[0].message
+    assert not [c for c in compat.check_lock(make_lock("cu126", fabric="erdma", erdma=erdma_section()))
+                if c.rule == "fabric-cuda"]
+
+
 def _major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
