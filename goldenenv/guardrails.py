@@ -3,7 +3,12 @@
 Rules are plain functions over plain data (``PlannedResource``: type token plus input properties in engine
 form, camelCase), so the same rules serve ``goldenenv plan`` (resources recorded under Pulumi's mock runtime)
 and Pulumi CLI users (the policy pack in ``policy/``, through ``from_policy_resource``). This is the lowest
-layer: it imports nothing from the rest of goldenenv and does no work at import time.
+layer: it imports nothing from the rest of goldenenv at import time and does no work then.
+
+The rules are cloud-neutral. What they need to know of a provider - its security group types and how to read
+an ingress permission, how its disks, buckets and topics say they are encrypted, how a node gets a public IP,
+which resources hold data - is that provider's ``ProviderFacts``, written in its own folder
+(goldenenv/clouds/<cloud>/guardrail_facts.py) and found there on first use: a new cloud edits no rule.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import functools
 import importlib
 import inspect
 import ipaddress
-import json
 import keyword
+import os
+import pkgutil
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -63,6 +69,8 @@ class Finding:
 class Context:
     resources: Sequence[PlannedResource]
     required_tags: Mapping[str, str]
+    providers: Sequence[ProviderFacts] = field(default_factory=lambda: provider_facts())
+    """Every provider's guardrail facts; by default those of every cloud (``provider_facts``)."""
 
     def of_type(self, *types: str) -> Iterator[PlannedResource]:
         return (r for r in self.resources if r.type in types)
@@ -76,36 +84,6 @@ class Rule:
     check: Callable[[PlannedResource, Context], Iterable[str]]
 
 
-# Type tokens the rules read. Bridged providers name them "<pkg>:<module>/<lowerClass>:<Class>".
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-INSTANCE = "aws:ec2/instance:Instance"
-SUBNET = "aws:ec2/subnet:Subnet"
-SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
-SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-SECURITY_GROUP_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
-S3_PUBLIC_ACCESS_BLOCKS = (
-    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
-    "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock",
-)
-PUBLIC_ACCESS_BLOCK_SETTINGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
-EBS_VOLUME = "aws:ebs/volume:Volume"
-EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
-S3_BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
-S3_BUCKET_ENCRYPTION = (
-    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-    "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2",
-)
-SNS_TOPIC = "aws:sns/topic:Topic"
-LUSTRE_FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
-DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
-ALICLOUD_SECURITY_GROUP = "alicloud:ecs/securityGroup:SecurityGroup"
-ALICLOUD_SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
-ALICLOUD_INSTANCE = "alicloud:ecs/instance:Instance"
-ALICLOUD_OSS_BUCKET = "alicloud:oss/bucket:Bucket"
-
-# Launch templates must tag what they launch, or instances, disks and NICs escape cost allocation.
-LAUNCH_TEMPLATE_TAGGED_KINDS = ("instance", "volume", "network-interface")
 WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
 SSH_PORT = 22
 
@@ -212,6 +190,22 @@ def _port(value: Any) -> int | None:
         return None
 
 
+def _protocol(value: Any) -> str:
+    """An IP protocol by name: "-1" (every protocol) is "all", IANA numbers name tcp, udp and icmp."""
+    text = str(value).strip().lower()
+    return {"-1": "all", "6": "tcp", "17": "udp", "1": "icmp"}.get(text, text)
+
+
+def _sources(*values: Any) -> list[str]:
+    """The non-empty CIDR strings among values that are each one CIDR or a list of them."""
+    sources = []
+    for value in values:
+        for cidr in ([value] if isinstance(value, str) else _items(value)):
+            if isinstance(cidr, str) and cidr.strip():
+                sources.append(cidr.strip())
+    return sources
+
+
 def _label(resource: PlannedResource) -> str:
     """'Kind name' for messages, e.g. "LaunchTemplate 'gpu-nodes'"."""
     return f"{resource.type.rsplit(':', 1)[-1]} '{resource.name}'"
@@ -223,6 +217,118 @@ def _refers_to(resource: PlannedResource, prop: str, value: Any, target: Planned
     if isinstance(value, str) and value in {v for v in target_values if isinstance(v, str)}:
         return True
     return target.urn in resource.property_dependencies.get(prop, ())
+
+
+# ---------------------------------------------------------------- what each provider tells the rules
+
+@dataclass(frozen=True)
+class Ingress:
+    """One allowed inbound permission from a CIDR source; ports None = every port."""
+
+    protocol: str
+    from_port: int | None
+    to_port: int | None
+    source: str
+
+    def opens(self, port: int) -> bool:
+        if self.protocol == "all":
+            return True
+        if self.protocol != "tcp" or self.from_port is None or self.to_port is None:
+            return False
+        return self.from_port <= port <= self.to_port
+
+    def describe(self) -> str:
+        if self.protocol == "all":
+            return f"all traffic from {self.source}"
+        if self.from_port is None or self.to_port is None:
+            return f"{self.protocol} from {self.source}"
+        return f"{self.protocol} {self.from_port}-{self.to_port} from {self.source}"
+
+
+Messages = Callable[[PlannedResource, Context], Iterable[str]]
+"""A provider's check of one resource for one rule: a message per problem, nothing for types not its own."""
+
+
+def _no_messages(resource: PlannedResource, ctx: Context) -> Iterable[str]:
+    return ()
+
+
+def _no_ingress(resource: PlannedResource) -> Iterable[Ingress]:
+    return ()
+
+
+def _no_gap(resource: PlannedResource, ctx: Context) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ProviderFacts:
+    """What the cloud-neutral rules need to know of one provider's resources.
+
+    Each cloud writes one, as ``FACTS`` in goldenenv/clouds/<cloud>/guardrail_facts.py. Every hook is asked about
+    every planned resource and answers nothing for types that are not its provider's; what is left unset, the
+    provider does not have (or no rule reads yet).
+    """
+
+    name: str
+    security_groups: tuple[str, ...] = ()
+    """ssh-open-to-world / ingress-open-to-world: types of the groups whose rules decide who reaches a node."""
+    standalone_ingress_rules: tuple[str, ...] = ()
+    """Rule types that attach to a group (``group_property`` holds the group's id); a group's inline rules and
+    its standalone rules are judged together."""
+    group_property: str = "securityGroupId"
+    ingress: Callable[[PlannedResource], Iterable[Ingress]] = _no_ingress
+    """Every inbound permission a group or rule grants from a CIDR source (not from other groups)."""
+    launch_tags: Messages = _no_messages
+    """untagged-resource, beyond the resource's own tags: what a launcher (a launch template) fails to tag on
+    what it launches. Asked only about taggable custom resources."""
+    storage_encryption: Messages = _no_messages
+    """unencrypted-storage: disks, file systems and buckets not encrypted at rest."""
+    topic_encryption: Messages = _no_messages
+    """unencrypted-topic: notification topics not encrypted at rest."""
+    metadata: Messages = _no_messages
+    """imdsv1-allowed: nodes whose instance metadata service answers without a session token."""
+    public_ip: Messages = _no_messages
+    """public-ip-on-gpu-node: nodes, or the subnets they launch in, that give them a public address."""
+    data_stores: tuple[str, ...] = ()
+    """data-store-not-retained: types holding datasets and checkpoints, to be retained (and not forceDestroy)."""
+    final_backup_gap: Callable[[PlannedResource, Context], str | None] = _no_gap
+    """data-store-not-retained: for a file system `pulumi destroy` deletes without a final backup, what to do
+    instead ("link it to ..., set ..."); None for every other resource."""
+    public_data: Messages = _no_messages
+    """s3-public-access: bucket policies and public access settings that make stored data public."""
+
+
+FACTS_PACKAGE = "goldenenv.clouds"
+FACTS_MODULE = "guardrail_facts"
+"""Each cloud package under FACTS_PACKAGE may hold a FACTS_MODULE defining ``FACTS``, a ProviderFacts."""
+
+PROVIDERS: dict[str, ProviderFacts] = {}
+"""Provider name -> its facts: the clouds' own, found on first use, and any given to ``register_facts``."""
+_found = False
+
+
+def register_facts(facts: ProviderFacts) -> None:
+    """Apply a provider's facts in every rule (a provider living outside goldenenv/clouds/, or a test's)."""
+    PROVIDERS[facts.name] = facts
+
+
+def provider_facts() -> tuple[ProviderFacts, ...]:
+    """Every provider's facts. The first call imports each cloud's FACTS_MODULE (and so its package, with its
+    provider SDK), which this module never does at import time; registered facts of the same name win."""
+    global _found
+    if not _found:
+        clouds = importlib.import_module(FACTS_PACKAGE)
+        for cloud in pkgutil.iter_modules(clouds.__path__):
+            folder = os.path.join(getattr(cloud.module_finder, "path", ""), cloud.name)
+            if not cloud.ispkg or FACTS_MODULE not in {m.name for m in pkgutil.iter_modules([folder])}:
+                continue
+            facts = getattr(importlib.import_module(f"{FACTS_PACKAGE}.{cloud.name}.{FACTS_MODULE}"), "FACTS", None)
+            if not isinstance(facts, ProviderFacts):
+                raise TypeError(f"{FACTS_PACKAGE}.{cloud.name}.{FACTS_MODULE} must define FACTS, a ProviderFacts")
+            PROVIDERS.setdefault(facts.name, facts)
+        _found = True
+    return tuple(PROVIDERS.values())
 
 
 # ---------------------------------------------------------------- taggability, from the provider SDK
@@ -307,122 +413,56 @@ def _check_untagged(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     problem = _tag_problem(tags, ctx.required_tags)
     if problem:
         yield f"{_label(resource)} {problem}; set them in its tags."
-    if resource.type != LAUNCH_TEMPLATE:
-        return
-    specs = {_mapping(s).get("resourceType"): _mapping(_mapping(s).get("tags"))
-             for s in _items(resource.props.get("tagSpecifications"))}
-    for kind in LAUNCH_TEMPLATE_TAGGED_KINDS:
-        if kind not in specs:
-            yield (f"{_label(resource)} does not tag the {kind}s it launches; add a tagSpecifications entry "
-                   f"with resourceType '{kind}' carrying the required tags.")
-            continue
-        problem = _tag_problem(specs[kind], ctx.required_tags)
-        if problem:
-            yield f"{_label(resource)} tagSpecifications for '{kind}' {problem}."
+    for facts in ctx.providers:
+        yield from facts.launch_tags(resource, ctx)
 
 
 # ---------------------------------------------------------------- rules: ssh-open-to-world, ingress-open-to-world
 
-@dataclass(frozen=True)
-class _Ingress:
-    """One allowed inbound permission from the whole internet; ports None = every port."""
-
-    protocol: str
-    from_port: int | None
-    to_port: int | None
-    source: str
-
-    def opens(self, port: int) -> bool:
-        if self.protocol == "all":
-            return True
-        if self.protocol != "tcp" or self.from_port is None or self.to_port is None:
-            return False
-        return self.from_port <= port <= self.to_port
-
-    def describe(self) -> str:
-        if self.protocol == "all":
-            return f"all traffic from {self.source}"
-        if self.from_port is None or self.to_port is None:
-            return f"{self.protocol} from {self.source}"
-        return f"{self.protocol} {self.from_port}-{self.to_port} from {self.source}"
-
-
-def _protocol(value: Any) -> str:
-    text = str(value).strip().lower()
-    return {"-1": "all", "6": "tcp", "17": "udp", "1": "icmp"}.get(text, text)
-
-
-def _sources(*values: Any) -> list[str]:
-    sources = []
-    for value in values:
-        for cidr in ([value] if isinstance(value, str) else _items(value)):
-            if isinstance(cidr, str) and cidr.strip():
-                sources.append(cidr.strip())
-    return sources
-
-
-def _aws_permission(rule: Mapping[str, Any], protocol_key: str, *cidr_values: Any) -> list[_Ingress]:
-    protocol = _protocol(rule.get(protocol_key))
-    return [_Ingress(protocol, _port(rule.get("fromPort")), _port(rule.get("toPort")), source)
-            for source in _sources(*cidr_values)]
-
-
-def _alicloud_permission(props: Mapping[str, Any]) -> list[_Ingress]:
-    if str(props.get("policy") or "accept").lower() == "drop":
-        return []
-    low, _, high = str(props.get("portRange") or "-1/-1").partition("/")
-    from_port, to_port = _port(low), _port(high)
-    protocol = _protocol(props.get("ipProtocol"))
-    if from_port == -1:
-        from_port = to_port = None
-        protocol = "all" if protocol in ("all", "tcp") else protocol
-    return [_Ingress(protocol, from_port, to_port, source)
-            for source in _sources(props.get("cidrIp"), props.get("ipv6CidrIp"))]
-
-
-def _ingress(resource: PlannedResource) -> list[_Ingress]:
+def _ingress(resource: PlannedResource, ctx: Context) -> list[Ingress]:
     """Every inbound permission a resource grants from a CIDR source (not from other groups)."""
-    props = resource.props
-    if resource.type == SECURITY_GROUP:
-        return [p for rule in _items(props.get("ingress"))
-                for p in _aws_permission(_mapping(rule), "protocol",
-                                         _mapping(rule).get("cidrBlocks"), _mapping(rule).get("ipv6CidrBlocks"))]
-    if resource.type == SECURITY_GROUP_RULE and props.get("type") == "ingress":
-        return _aws_permission(props, "protocol", props.get("cidrBlocks"), props.get("ipv6CidrBlocks"))
-    if resource.type == SECURITY_GROUP_INGRESS_RULE:
-        return _aws_permission(props, "ipProtocol", props.get("cidrIpv4"), props.get("cidrIpv6"))
-    if resource.type == ALICLOUD_SECURITY_GROUP_RULE and props.get("type") == "ingress":
-        return _alicloud_permission(props)
-    return []
+    return [p for facts in ctx.providers for p in facts.ingress(resource)]
 
 
-def _world_ingress(resource: PlannedResource) -> list[_Ingress]:
-    return [p for p in _ingress(resource) if p.source in WORLD_CIDRS]
+def _world_ingress(resource: PlannedResource, ctx: Context) -> list[Ingress]:
+    return [p for p in _ingress(resource, ctx) if p.source in WORLD_CIDRS]
 
 
-_GROUPS = (SECURITY_GROUP, ALICLOUD_SECURITY_GROUP)
-_STANDALONE_RULES = (SECURITY_GROUP_RULE, SECURITY_GROUP_INGRESS_RULE, ALICLOUD_SECURITY_GROUP_RULE)
+def _groups(ctx: Context) -> tuple[str, ...]:
+    return tuple(t for facts in ctx.providers for t in facts.security_groups)
+
+
+def _standalone_rules(ctx: Context) -> tuple[str, ...]:
+    return tuple(t for facts in ctx.providers for t in facts.standalone_ingress_rules)
+
+
+def _group_reference(rule: PlannedResource, ctx: Context) -> tuple[str, Any]:
+    """The property of a standalone rule naming its group, and its value."""
+    prop = next((f.group_property for f in ctx.providers if rule.type in f.standalone_ingress_rules),
+                ProviderFacts.group_property)
+    return prop, rule.props.get(prop)
 
 
 def _group_of(rule: PlannedResource, ctx: Context) -> PlannedResource | None:
     """The planned security group a standalone rule attaches to, by id or by dependency; None if not planned."""
-    value = rule.props.get("securityGroupId")
-    return next((g for g in ctx.of_type(*_GROUPS)
-                 if _refers_to(rule, "securityGroupId", value, g, (g.id, g.props.get("id")))), None)
+    prop, value = _group_reference(rule, ctx)
+    return next((g for g in ctx.of_type(*_groups(ctx))
+                 if _refers_to(rule, prop, value, g, (g.id, g.props.get("id")))), None)
 
 
 def _ssh_members(resource: PlannedResource, ctx: Context) -> list[PlannedResource] | None:
     """The resources whose rules together decide who reaches SSH on ``resource``'s group, ``resource`` first;
     None when another resource speaks for the group (its planned group, or the first rule naming the same id)."""
-    if resource.type in _GROUPS:
-        return [resource] + [r for r in ctx.of_type(*_STANDALONE_RULES) if _group_of(r, ctx) is resource]
-    if resource.type not in _STANDALONE_RULES or _group_of(resource, ctx) is not None:
+    rules = _standalone_rules(ctx)
+    if resource.type in _groups(ctx):
+        return [resource] + [r for r in ctx.of_type(*rules) if _group_of(r, ctx) is resource]
+    if resource.type not in rules or _group_of(resource, ctx) is not None:
         return None
-    group_id = resource.props.get("securityGroupId")
+    group_id = _group_reference(resource, ctx)[1]
     if not isinstance(group_id, str) or not group_id:
         return [resource]  # its group is unknown: judged alone
-    siblings = [r for r in ctx.of_type(*_STANDALONE_RULES)
-                if r.props.get("securityGroupId") == group_id and _group_of(r, ctx) is None]
+    siblings = [r for r in ctx.of_type(*rules)
+                if _group_reference(r, ctx)[1] == group_id and _group_of(r, ctx) is None]
     return siblings if siblings[0] is resource else None
 
 
@@ -431,7 +471,7 @@ def _check_ssh_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     members = _ssh_members(resource, ctx)
     if not members:
         return
-    opening = [(member, p) for member in members for p in _ingress(member) if p.opens(SSH_PORT)]
+    opening = [(member, p) for member in members for p in _ingress(member, ctx) if p.opens(SSH_PORT)]
     why = describe_wide(p.source for _, p in opening)
     if why is None:
         return
@@ -452,141 +492,65 @@ def _overlaps(cidr: str, block: Network) -> bool:
 
 
 def _check_ingress_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for permission in _world_ingress(resource):
+    for permission in _world_ingress(resource, ctx):
         if not permission.opens(SSH_PORT):  # SSH exposure is reported, as an error, by ssh-open-to-world
             yield (f"{_label(resource)} allows {permission.describe()}; training nodes need no inbound traffic "
                    f"from the internet: narrow the source to a known CIDR or reach the service through a tunnel.")
 
 
-# ---------------------------------------------------------------- rules: unencrypted-storage, unencrypted-topic
-
-def _bucket_is_encrypted(bucket: PlannedResource, ctx: Context) -> bool:
-    if _items(_mapping(bucket.props.get("serverSideEncryptionConfiguration")).get("rules")):
-        return True
-    return any(_refers_to(config, "bucket", config.props.get("bucket"), bucket, (bucket.id, bucket.props.get("bucket")))
-               for config in ctx.of_type(*S3_BUCKET_ENCRYPTION))
-
+# ---------------------------------------------------------------- rules each provider judges alone
 
 def _check_unencrypted_storage(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    props, label = resource.props, _label(resource)
-    if resource.type == LAUNCH_TEMPLATE:
-        for index, mapping in enumerate(_items(props.get("blockDeviceMappings"))):
-            ebs = _mapping(mapping).get("ebs")
-            if isinstance(ebs, Mapping) and not _is_true(ebs.get("encrypted")):
-                device = _mapping(mapping).get("deviceName") or f"#{index}"
-                yield f"{label} block device {device} is not encrypted; set ebs.encrypted to \"true\"."
-    elif resource.type in (EBS_VOLUME, EFS_FILE_SYSTEM):
-        if not _is_true(props.get("encrypted")):
-            yield f"{label} is not encrypted at rest; set encrypted=True."
-    elif resource.type == INSTANCE:
-        root = props.get("rootBlockDevice")
-        if isinstance(root, Mapping) and not _is_true(root.get("encrypted")):
-            yield f"{label} root volume is not encrypted; set rootBlockDevice.encrypted=True."
-        for device in _items(props.get("ebsBlockDevices")):
-            if not _is_true(_mapping(device).get("encrypted")):
-                name = _mapping(device).get("deviceName") or "?"
-                yield f"{label} EBS volume {name} is not encrypted; set encrypted=True on it."
-    elif resource.type in S3_BUCKETS and not _bucket_is_encrypted(resource, ctx):
-        yield (f"{label} has no server-side encryption configuration; add a "
-               f"BucketServerSideEncryptionConfiguration whose bucket is this bucket (SSE-KMS or AES256).")
+    for facts in ctx.providers:
+        yield from facts.storage_encryption(resource, ctx)
 
 
 def _check_unencrypted_topic(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    if resource.type == SNS_TOPIC and not resource.props.get("kmsMasterKeyId"):
-        yield f"{_label(resource)} is not encrypted at rest; set kmsMasterKeyId (e.g. 'alias/aws/sns')."
+    for facts in ctx.providers:
+        yield from facts.topic_encryption(resource, ctx)
 
-
-# ---------------------------------------------------------------- rule: imdsv1-allowed
 
 def _check_imdsv1(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    if resource.type not in (LAUNCH_TEMPLATE, INSTANCE):
-        return
-    if resource.type == INSTANCE and resource.props.get("launchTemplate"):
-        return  # its launch template is checked
-    options = _mapping(resource.props.get("metadataOptions"))
-    if options.get("httpEndpoint") == "disabled" or options.get("httpTokens") == "required":
-        return
-    found = options.get("httpTokens") or "unset"
-    yield (f"{_label(resource)} allows IMDSv1 (metadataOptions.httpTokens is {found}); set httpTokens to "
-           f"\"required\" (and httpPutResponseHopLimit 2 for containers).")
-
-
-# ---------------------------------------------------------------- rule: public-ip-on-gpu-node
-
-def _subnet_users(subnet: PlannedResource, ctx: Context) -> list[str]:
-    users = []
-    for template in ctx.of_type(LAUNCH_TEMPLATE):
-        interfaces = _items(template.props.get("networkInterfaces"))
-        if any(_refers_to(template, "networkInterfaces", _mapping(i).get("subnetId"), subnet, (subnet.id,))
-               for i in interfaces):
-            users.append(_label(template))
-    for instance in ctx.of_type(INSTANCE):
-        if _refers_to(instance, "subnetId", instance.props.get("subnetId"), subnet, (subnet.id,)):
-            users.append(_label(instance))
-    return users
+    for facts in ctx.providers:
+        yield from facts.metadata(resource, ctx)
 
 
 def _check_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    props, label = resource.props, _label(resource)
-    if resource.type == LAUNCH_TEMPLATE:
-        for index, interface in enumerate(_items(props.get("networkInterfaces"))):
-            if _is_true(_mapping(interface).get("associatePublicIpAddress")):
-                yield (f"{label} network interface {_mapping(interface).get('deviceIndex', index)} gets a public IP; "
-                       f"set associatePublicIpAddress to \"false\" and reach nodes through a bastion, SSM or VPN.")
-    elif resource.type == INSTANCE and _is_true(props.get("associatePublicIpAddress")):
-        yield f"{label} gets a public IP; set associatePublicIpAddress=False and place it in a private subnet."
-    elif resource.type == ALICLOUD_INSTANCE and (_port(props.get("internetMaxBandwidthOut")) or 0) > 0:
-        yield f"{label} gets a public IP (internetMaxBandwidthOut > 0); set it to 0 and egress through a NAT gateway."
-    elif resource.type == SUBNET and _is_true(props.get("mapPublicIpOnLaunch")):
-        users = _subnet_users(resource, ctx)
-        if users:
-            yield (f"{label} maps public IPs on launch and nodes launch in it ({', '.join(users)}); "
-                   f"set mapPublicIpOnLaunch=False or move the nodes to a private subnet.")
+    for facts in ctx.providers:
+        yield from facts.public_ip(resource, ctx)
 
 
-# ---------------------------------------------------------------- rule: data-store-not-retained
-
-_DATA_STORES = (*S3_BUCKETS, ALICLOUD_OSS_BUCKET, EFS_FILE_SYSTEM)
-
-
-def _is_kept(resource: PlannedResource) -> bool:
-    return resource.retain_on_delete is True or resource.protect is True
+def _check_s3_public(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    for facts in ctx.providers:
+        yield from facts.public_data(resource, ctx)
 
 
-def _lustre_skips_final_backup(resource: PlannedResource) -> bool:
-    # Scratch file systems never take a final backup; persistent ones skip it unless skipFinalBackup is false.
-    props = resource.props
-    persistent = str(props.get("deploymentType") or "").upper().startswith("PERSISTENT")
-    return persistent and not _is_false(props.get("skipFinalBackup"))
+# ---------------------------------------------------------------- rules: data-store-not-retained, -retention-unverified
+
+def _is_data_store(resource: PlannedResource, ctx: Context) -> bool:
+    return any(resource.type in facts.data_stores for facts in ctx.providers)
 
 
-def _linked_to_bucket(fs: PlannedResource, ctx: Context) -> bool:
-    """A data repository association links the file system to S3 and exports to it automatically: the bucket,
-    retained, is the durable copy (and AWS cannot back up a linked file system anyway)."""
-    ids = (fs.id, fs.outputs.get("id"))
-    return any(
-        str(a.props.get("dataRepositoryPath") or "").startswith("s3://")
-        and _refers_to(a, "fileSystemId", a.props.get("fileSystemId"), fs, ids)
-        for a in ctx.of_type(DATA_REPOSITORY_ASSOCIATION)
-    )
+def _final_backup_gap(resource: PlannedResource, ctx: Context) -> str | None:
+    """What to do about a file system deleted without a final backup (from its provider's facts), or None."""
+    return next((gap for facts in ctx.providers if (gap := facts.final_backup_gap(resource, ctx))), None)
 
 
 def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     """Judges only what is known: an unknown retainOnDelete (a policy pack) is data-store-retention-unverified's."""
     props, label = resource.props, _label(resource)
-    if resource.type in _DATA_STORES:
+    if _is_data_store(resource, ctx):
         if resource.retain_on_delete is False and resource.protect is not True:
             yield (f"{label} would be deleted, with its data, on `pulumi destroy`; "
                    f"create it with ResourceOptions(retain_on_delete=True).")
         if _is_true(props.get("forceDestroy")):
             yield (f"{label} sets forceDestroy, so `pulumi destroy` empties it and its data is lost; "
                    f"remove forceDestroy (and keep retainOnDelete).")
-    elif resource.type == LUSTRE_FILE_SYSTEM:
-        if (_lustre_skips_final_backup(resource) and resource.retain_on_delete is False
-                and resource.protect is not True and not _linked_to_bucket(resource, ctx)):
+    elif resource.retain_on_delete is False and resource.protect is not True:
+        remedy = _final_backup_gap(resource, ctx)
+        if remedy:
             yield (f"{label} would be deleted without a final backup on `pulumi destroy`, and its data lost; "
-                   f"link it to a retained bucket (a data repository association), set skipFinalBackup=False, "
-                   f"or create it with ResourceOptions(retain_on_delete=True).")
+                   f"{remedy}, or create it with ResourceOptions(retain_on_delete=True).")
 
 
 def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iterator[str]:
@@ -595,56 +559,15 @@ def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iter
     instead of passing silently. `goldenenv plan` always knows the option and never reaches this."""
     if resource.retain_on_delete is not None or resource.protect is True:
         return
-    if resource.type in _DATA_STORES:
+    if _is_data_store(resource, ctx):
         why = "its data would be deleted with it"
-    elif (resource.type == LUSTRE_FILE_SYSTEM and _lustre_skips_final_backup(resource)
-          and not _linked_to_bucket(resource, ctx)):
+    elif _final_backup_gap(resource, ctx):
         why = "it takes no final backup, so its data would be lost"
     else:
         return
     yield (f"cannot verify that {_label(resource)} survives `pulumi destroy` ({why} unless retainOnDelete is "
            f"set): the policy engine does not report retainOnDelete. Check it with `goldenenv plan`, or also set "
            f"ResourceOptions(protect=True), which policies can see.")
-
-
-# ---------------------------------------------------------------- rule: s3-public-access
-
-def _policy_document(value: Any) -> Mapping[str, Any]:
-    """A bucket policy as a mapping: engine inputs carry it as JSON text; unknown or unreadable is empty."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return _mapping(value)
-
-
-def _is_everyone(principal: Any) -> bool:
-    """Principal "*" or {"AWS": "*"} (also in a list): anyone, signed or not, from any account."""
-    if isinstance(principal, str):
-        return principal.strip() == "*"
-    if isinstance(principal, Mapping):
-        return any(_is_everyone(p) for p in ([principal.get("AWS")] + _items(principal.get("AWS"))))
-    return any(_is_everyone(p) for p in _items(principal))
-
-
-def _check_s3_public(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    props, label = resource.props, _label(resource)
-    if resource.type == S3_BUCKET_POLICY or (resource.type in S3_BUCKETS and props.get("policy")):
-        statements = _policy_document(props.get("policy")).get("Statement")
-        statements = [statements] if isinstance(statements, Mapping) else _items(statements)
-        for index, statement in enumerate(_mapping(s) for s in statements):
-            if str(statement.get("Effect", "")).strip() == "Allow" and _is_everyone(statement.get("Principal")):
-                sid = statement.get("Sid") or f"#{index}"
-                action = statement.get("Action")
-                actions = ", ".join(map(str, _items(action))) if _items(action) else str(action or "actions")
-                yield (f"{label} statement {sid} allows {actions} to Principal \"*\" "
-                       f"(anyone on the internet); name the roles or accounts that need the data instead.")
-    elif resource.type in S3_PUBLIC_ACCESS_BLOCKS:
-        off = [key for key in PUBLIC_ACCESS_BLOCK_SETTINGS if not _is_true(props.get(key))]
-        if off:
-            yield (f"{label} leaves {', '.join(off)} off (unset is off), so a policy or ACL can make the data "
-                   f"public; set all four of {', '.join(PUBLIC_ACCESS_BLOCK_SETTINGS)} to true.")
 
 
 # ---------------------------------------------------------------- the rule set

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
 from goldenenv.clouds.base import ROLL_NODES_ENV
-from goldenenv.guardrails import INSTANCE, LAUNCH_TEMPLATE, PlannedResource
+from goldenenv.guardrails import PlannedResource
 
 TEMPLATE_REF = "launchTemplate"
 """The node input naming its launch template and version."""

@@ -685,3 +685,123 @@ def test_stack_validation_runs_on_the_policy_sdk_types():
 
 def test_is_taggable_reaches_sdk_modules_named_after_python_keywords():
     assert is_taggable("aws:lambda/function:Function")
+
+
+# ---------------------------------------------------------------- the cloud seam: each provider's facts
+
+ACME_GROUP = "acme:net/firewall:Firewall"
+ACME_RULE = "acme:net/firewallRule:FirewallRule"
+ACME_VM = "acme:compute/vm:Vm"
+ACME_BUCKET = "acme:storage/bucket:Bucket"
+
+
+def _acme_ingress(resource: PlannedResource) -> list[guardrails.Ingress]:
+    """A made-up provider: rules carry "allow": "tcp:22" and "from": [cidrs], inline or standalone."""
+    rules = resource.props.get("rules", []) if resource.type == ACME_GROUP else (
+        [resource.props] if resource.type == ACME_RULE else [])
+    permissions = []
+    for rule in rules:
+        protocol, _, port = rule["allow"].partition(":")
+        permissions += [guardrails.Ingress(protocol, int(port), int(port), cidr) for cidr in rule["from"]]
+    return permissions
+
+
+def _acme_public_ip(resource: PlannedResource, ctx) -> list[str]:
+    return [f"vm '{resource.name}' is public"] if resource.type == ACME_VM and resource.props.get("publicIp") else []
+
+
+def _acme_encryption(resource: PlannedResource, ctx) -> list[str]:
+    return [f"vm '{resource.name}' disk is plain"] if resource.type == ACME_VM and not resource.props.get(
+        "diskKey") else []
+
+
+ACME = guardrails.ProviderFacts(
+    name="acme", security_groups=(ACME_GROUP,), standalone_ingress_rules=(ACME_RULE,), group_property="firewallId",
+    ingress=_acme_ingress, public_ip=_acme_public_ip, storage_encryption=_acme_encryption,
+    data_stores=(ACME_BUCKET,),
+)
+
+
+@pytest.fixture
+def acme(monkeypatch):
+    """The made-up provider, registered for this test only."""
+    guardrails.provider_facts()  # the clouds' own facts first, as in any run
+    monkeypatch.setitem(guardrails.PROVIDERS, ACME.name, ACME)
+    return ACME
+
+
+def test_a_third_providers_facts_are_applied_by_the_generic_rules(acme):
+    world_ssh = res(ACME_GROUP, "nodes", {"rules": [{"allow": "tcp:22", "from": ["0.0.0.0/0"]}]})
+    jupyter = res(ACME_RULE, "jupyter", {"allow": "tcp:8888", "from": ["::/0"]})
+    vm = res(ACME_VM, "gpu-0", {"publicIp": True})
+    bucket = res(ACME_BUCKET, "checkpoints", {"forceDestroy": True}, retain_on_delete=False)
+    resources = [world_ssh, jupyter, vm, bucket]
+    [ssh] = findings(resources, "ssh-open-to-world")
+    assert ssh.urn == world_ssh.urn and "'nodes'" in ssh.message and "tcp 22-22 from 0.0.0.0/0" in ssh.message
+    [ingress] = findings(resources, "ingress-open-to-world")
+    assert ingress.urn == jupyter.urn and "tcp 8888-8888 from ::/0" in ingress.message
+    assert [f.message for f in findings(resources, "public-ip-on-gpu-node")] == ["vm 'gpu-0' is public"]
+    assert [f.message for f in findings(resources, "unencrypted-storage")] == ["vm 'gpu-0' disk is plain"]
+    kept = findings(resources, "data-store-not-retained")
+    assert [f.urn for f in kept] == [bucket.urn, bucket.urn]
+    assert "retain_on_delete=True" in kept[0].message and "forceDestroy" in kept[1].message
+
+
+def test_a_third_providers_standalone_rules_join_their_group_by_its_own_property(acme):
+    """2.0.0.0/8 and 3.0.0.0/8 each pass; a rule naming the group by the provider's property makes them a /7."""
+    group = res(ACME_GROUP, "nodes", {"rules": [{"allow": "tcp:22", "from": ["2.0.0.0/8"]}]})
+    joined = res(ACME_RULE, "admin-2", {"firewallId": "nodes-id", "allow": "tcp:22", "from": ["3.0.0.0/8"]})
+    [finding] = findings([group, joined], "ssh-open-to-world")
+    assert finding.urn == group.urn and "2.0.0.0/7" in finding.message and "'admin-2'" in finding.message
+    apart = res(ACME_RULE, "admin-3", {"securityGroupId": "nodes-id", "allow": "tcp:22", "from": ["3.0.0.0/8"]})
+    assert findings([group, apart], "ssh-open-to-world") == []
+
+
+def test_without_its_facts_a_providers_resources_are_not_judged():
+    world_ssh = res(ACME_GROUP, "nodes", {"rules": [{"allow": "tcp:22", "from": ["0.0.0.0/0"]}]})
+    assert findings([world_ssh], "ssh-open-to-world") == []
+
+
+def test_the_clouds_facts_are_found_in_their_folders():
+    found = {facts.name: facts for facts in guardrails.provider_facts()}
+    assert {"aws", "alicloud"} <= set(found)
+    assert "aws:ec2/securityGroup:SecurityGroup" in found["aws"].security_groups
+    assert "alicloud:oss/bucket:Bucket" in found["alicloud"].data_stores
+
+
+def test_a_new_clouds_facts_module_is_discovered_without_editing_the_rules(tmp_path, monkeypatch):
+    cloud = tmp_path / "someclouds" / "acme"
+    cloud.mkdir(parents=True)
+    (cloud.parent / "__init__.py").write_text("")
+    (cloud / "__init__.py").write_text("")
+    (tmp_path / "someclouds" / "nofacts").mkdir()
+    (tmp_path / "someclouds" / "nofacts" / "__init__.py").write_text("raise ImportError('not a facts cloud')\n")
+    (cloud / "guardrail_facts.py").write_text(textwrap.dedent("""
+        from goldenenv.guardrails import Ingress, ProviderFacts
+
+        def ingress(resource):
+            if resource.type != "acme:net/firewall:Firewall":
+                return []
+            return [Ingress("tcp", 22, 22, cidr) for cidr in resource.props.get("sshFrom", [])]
+
+        FACTS = ProviderFacts(name="acme", security_groups=("acme:net/firewall:Firewall",), ingress=ingress)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(guardrails, "FACTS_PACKAGE", "someclouds")
+    monkeypatch.setattr(guardrails, "PROVIDERS", {})
+    monkeypatch.setattr(guardrails, "_found", False)
+    assert [f.name for f in guardrails.provider_facts()] == ["acme"]
+    group = res(ACME_GROUP, "nodes", {"sshFrom": ["0.0.0.0/0"]})
+    assert [f.urn for f in findings([group], "ssh-open-to-world")] == [group.urn]
+    for name in [m for m in sys.modules if m == "someclouds" or m.startswith("someclouds.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_importing_the_rules_loads_no_cloud():
+    """The policy pack and spec.py import guardrails: no provider SDK, no cloud package until rules run."""
+    script = ("import sys, goldenenv.guardrails; "
+              "print(sorted(m for m in sys.modules if m.startswith(('pulumi', 'goldenenv.clouds'))))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
