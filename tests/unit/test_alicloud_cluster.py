@@ -370,14 +370,23 @@ def test_an_unknown_alibaba_type_suggests_the_api_name(tmp_path):
     assert EBMGN8V in line
 
 
-def test_capacity_reservations_and_lifecycle_are_clear_errors_on_alicloud():
+def test_capacity_reservations_and_an_idle_stop_are_clear_errors_on_alicloud():
     config = with_nodes(capacity="capacity-reservation", capacityReservationId="cr-0123456789abcdef0")
-    config["goldenenv:lifecycle"] = {"ttlHours": 8}
+    config["goldenenv:lifecycle"] = {"ttlHours": 8, "idleMinutes": 30}
     spec = stackconfig.load("x", *stackconfig.namespaced(config))
     with pytest.raises(Exception) as caught:
         clouds.validate(spec)
-    keys = {p.key for p in caught.value.problems}
-    assert {"goldenenv:nodes.capacity", "goldenenv:lifecycle.ttlHours"} <= keys
+    problems = {p.key: p.message for p in caught.value.problems}
+    assert {"goldenenv:nodes.capacity", "goldenenv:lifecycle.idleMinutes"} <= set(problems)
+    assert "goldenenv:lifecycle.ttlHours" not in problems  # Alibaba's auto-release time gives the TTL
+    assert "no idle stop" in problems["goldenenv:lifecycle.idleMinutes"]
+
+
+def test_an_idle_stop_is_one_line_naming_the_key(tmp_path):
+    config = example_config()
+    config["goldenenv:lifecycle"] = {"idleMinutes": 30}
+    line = problem_line(bad_plan(tmp_path, config), "goldenenv:lifecycle.idleMinutes")
+    assert "no idle stop" in line
 
 
 # ---------------------------------------------------------------- catalog and layout

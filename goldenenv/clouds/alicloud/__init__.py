@@ -1,27 +1,34 @@
-"""Alibaba Cloud: eRDMA GPU clusters in a low-latency deployment set, OSS + CPFS (or NAS), a budget guard."""
+"""Alibaba Cloud: eRDMA GPU clusters in a low-latency deployment set, OSS + CPFS (or NAS), a budget guard.
+
+Outside Pulumi, the cloud's lifecycle hooks: preflight (the caller's Alibaba credentials), before_up (find the
+retained bucket and image repository and give an adopted bucket the stack's tags), before_destroy (export CPFS to
+the bucket through its data flow and wait: dataflow.py), purge (the bucket and the image repository, by name).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv import catalog, compat
-from goldenenv.clouds.alicloud import limits, storage
+from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
 from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.alicloud.nodes import GpuNodePool, GpuNodePoolArgs, ram_name
+from goldenenv.clouds.alicloud.nodes import GpuNodePool, GpuNodePoolArgs, auto_release_time, ram_name
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, launch_outputs
-from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
+from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "alicloud"
 REGION = re.compile(r"^[a-z]{2}-[a-z]+(-\d{1,2})?$")
@@ -32,6 +39,17 @@ CURRENCIES = ("CNY", "USD")
 """What Alibaba bills in: CNY on the China site (aliyun.com), USD on the international site."""
 ZONES_TOKEN = "alicloud:index/getZones:getZones"
 RESOURCE_GROUP_NAME_MAX = 50
+TIER_KEY = "goldenenv:storage.parallelFs.throughputPerTib"
+CREDENTIALS_HELP = ("no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET "
+                    "(the names the Alibaba Cloud CLI and SDKs read; ALIBABA_CLOUD_SECURITY_TOKEN too for STS "
+                    "credentials), or ALICLOUD_ACCESS_KEY and ALICLOUD_SECRET_KEY (the names pulumi-alicloud reads). "
+                    "goldenenv's own calls (adoption, export, purge) read only these variables, not an `aliyun "
+                    "configure` profile")
+
+
+class StoreError(RuntimeError):
+    """A precondition on Alibaba Cloud is missing (credentials), or a retained store could not be prepared or
+    kept safe; the message says what to do."""
 
 
 class AlicloudCloud(PulumiCloud):
@@ -51,8 +69,10 @@ class AlicloudCloud(PulumiCloud):
                                            "httpTokens"),
         "alicloud:ram/policy:Policy": ("policyName",),
     }
-    data_bearing = {"Instance": "system disk erased", "FileSystem": "files its data flow has not written to OSS"}
-    store_kinds = ("Bucket", "Namespace", "Repo")
+    data_bearing = {"Instance": "system disk erased",
+                    "FileSystem": "CPFS after its export to the bucket; NAS extreme with its files"}
+    store_kinds = ("Bucket", "Repo")
+    """The namespace is kept too but shared by the project's stacks: purge leaves it, so plan does not list it."""
     placeholder_account = storage.PLACEHOLDER_ACCOUNT
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
@@ -67,12 +87,7 @@ class AlicloudCloud(PulumiCloud):
         if spec.zone and known and known.complete and spec.zone not in known.zones:
             problems.append(Problem("goldenenv:zone", f"'{spec.zone}' is not a zone of {spec.region}; valid: "
                                     f"{', '.join(known.zones)} (catalog zones.csv)"))
-        problems += self._currency(spec)
-        for key in ("ttl_hours", "idle_minutes"):
-            if getattr(spec.lifecycle, key) is not None:
-                alias = type(spec.lifecycle).model_fields[key].alias
-                problems.append(Problem(f"goldenenv:lifecycle.{alias}", f"{CLOUD} stacks have no {alias} yet: drop "
-                                        "it and end the run with destroy or budget.hardStop"))
+        problems += self._currency(spec) + _lifecycle_problems(spec) + _storage_problems(spec)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))
             it = catalog.instance_types(CLOUD).get(pool.instance_type)
@@ -164,10 +179,6 @@ class AlicloudCloud(PulumiCloud):
     def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
         """Billing lag and currency, spot behaviour, what the catalog cannot tell offline, and host image gaps."""
         notes = []
-        currencies = {c.price.currency for c in costs if c.price}
-        if currencies - {"USD"}:
-            notes.append(f"catalog prices for this stack are in {', '.join(sorted(currencies))}: the plan's cost and "
-                         "budget figures are in that currency, whatever sign they are printed with")
         if spec.budget:
             notes.append("Alibaba's billing data lags usage by one to two days (split bills, BSS "
                          "DescribeSplitItemBill): the budget guard acts on spend that old, so the stack can pass its "
@@ -202,14 +213,105 @@ class AlicloudCloud(PulumiCloud):
         if spec.network.egress == "endpoints":
             notes.append("network.egress endpoints: no NAT gateway; nodes reach OSS and ACR on their VPC-internal "
                          "endpoints, and nothing on the internet")
+        kind = shared_fs_kind(spec)
+        if kind == storage.NAS:
+            notes.append(f"the shared file system is NAS extreme ({spec.region} has no CPFS data flow to OSS): it is "
+                         "not linked to the bucket, and destroy deletes it with every file on it; write checkpoints "
+                         f"meant to outlive the stack to the bucket ({spec.storage.parallel_fs.checkpoint_prefix})")
+        ttl = spec.lifecycle.ttl_hours
+        if ttl:
+            notes.append(f"lifecycle.ttlHours: Alibaba releases (deletes) each node {ttl:g} h after up creates it "
+                         "(auto_release_time, set once when the node is created) - unlike AWS, where the reaper "
+                         "stops it - so its system disk goes with it: keep checkpoints in the bucket"
+                         + (" or on CPFS (destroy exports it to the bucket)" if kind == storage.CPFS else "")
+                         + "; the bucket, shared file system and network keep billing until destroy")
         return notes
 
     def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
-        """Nothing runs before the delete on Alibaba Cloud: say what the shared file system takes with it."""
-        if not spec.storage.parallel_fs.enabled:
-            return []
-        return [f"nothing is exported: the shared file system is deleted with the stack, and only what its OSS "
-                f"data flow has already written to oss://{outputs.get('bucket', '<bucket>')}/ stays"]
+        """What `goldenenv destroy` does before Pulumi deletes anything, and what NAS extreme takes with it."""
+        bucket = f"oss://{outputs.get('bucket') or '<bucket>'}/"
+        kind = shared_fs_kind(spec)
+        if kind == storage.CPFS:
+            return [f"export the CPFS fileset {storage.FILESET_PATH} to {bucket} (NAS data flow task Export, "
+                    "MetaAndData, on the stack's data flow) and wait; a failed export stops destroy before anything "
+                    "is deleted (--skip-export destroys without it, losing files not yet exported)"]
+        if kind == storage.NAS:
+            return [f"nothing is exported: NAS extreme is not linked to {bucket}, so destroy deletes it with every "
+                    "file on it; checkpoints belong in the bucket"]
+        return []
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        """The deploy-readiness rules (`plan --strict`): enum strings the provider does not check, a CPFS data flow
+        faster than its file system, auto-release times Alibaba refuses (readiness.py)."""
+        from goldenenv.clouds.alicloud import readiness
+
+        return readiness.evaluate(resources, required_tags)
+
+    def preflight(self, spec: ClusterSpec) -> None:
+        """Refuse, saying which variables to set, when the caller has no Alibaba Cloud credentials."""
+        _credentials()
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None],
+                  lookup: storage.AlicloudLookup | None = None,
+                  bucket_client: storage.BucketApi | None = None) -> RetainedStores:
+        """Find the retained stores this `up` adopts (never another stack's bucket) and give an adopted bucket the
+        stack's tags first, so Pulumi's import finds no difference."""
+        stores = RetainedStores.find(spec, lookup or storage.LiveLookup(spec.region))
+        if stores.adopt_bucket:
+            log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
+            wanted = storage.bucket_tags(f"{spec.stack}-data", spec.stack_tags,
+                                         data_flow=shared_fs_kind(spec) == storage.CPFS)
+            storage.align_bucket_tags(stores.adopt_bucket, wanted, spec.region, client=bucket_client, log=log)
+        namespace, repo = repository_names(spec.tags.project, spec.stack, spec.image.lock)
+        if stores.adopt_repo:
+            log(f"adopting retained image repository {namespace}/{repo}")
+        elif stores.adopt_namespace:
+            log(f"adopting the project's image namespace {namespace}")
+        return stores
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None], nas: guard.Call | None = None) -> None:
+        """Export CPFS to the bucket through the stack's data flow and wait (dataflow.export_fileset); a failed
+        export raises StoreError, which stops the destroy before anything is deleted."""
+        fs_id, flow_id = outputs.get("fileSystemId"), outputs.get("dataFlowId")
+        if not fs_id:
+            return
+        if not flow_id:
+            log(f"{fs_id} is NAS extreme, not linked to the bucket: destroy deletes it with its files; only what was "
+                "written to the bucket stays")
+            return
+        if skip_export:
+            log(f"not exporting {fs_id} (--skip-export): files written on CPFS and not yet exported to the bucket "
+                "are lost")
+            return
+        try:
+            dataflow.export_fileset(fs_id, flow_id, outputs.get("filesetPath") or storage.FILESET_PATH,
+                                    nas or dataflow.nas_client(spec.region, _credentials()), log)
+        except dataflow.ExportFailed as e:
+            raise StoreError(f"{e}. Nothing was destroyed: fix the export (the data flow must be Running and reach "
+                             "the bucket) and destroy again, or pass --skip-export to destroy without it (files not "
+                             "yet exported are lost)") from None
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None],
+              bucket_client: storage.BucketApi | None = None,
+              acr: storage.RepositoryApi | None = None) -> list[str]:
+        """Delete the retained stores by name (--purge-data): the bucket with every object version, and the stack's
+        image repository with its images (the project's namespace stays). Both SDKs are checked before anything
+        is deleted."""
+        bucket = outputs.get("bucket")
+        namespace, repo = repository_names(spec.tags.project, spec.stack, spec.image.lock)
+        if acr is None or (bucket and bucket_client is None):
+            credentials = _credentials()
+            acr = acr or storage.AcrApi(spec.region, credentials, "deleting the stack's ACR repository")
+            if bucket and bucket_client is None:
+                bucket_client = storage.oss_bucket(bucket, spec.region, credentials)
+        purged = []
+        if bucket:
+            storage.purge_bucket(bucket, spec.region, log, client=bucket_client)
+            purged.append(bucket)
+        if storage.purge_repository(namespace, repo, spec.region, log, client=acr):
+            purged.append(f"{namespace}/{repo}")
+        return purged
 
     def describe(self, resource: Any) -> list[str]:
         """Key properties, and a node's ERIs: how many, their queue pairs and network cards."""
@@ -250,12 +352,13 @@ class GpuCluster(pulumi.ComponentResource):
             admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=group.id, tags=tags,
         ), child)
 
-        fs = spec.storage.parallel_fs
+        fs, kind = spec.storage.parallel_fs, shared_fs_kind(spec)
         stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(spec.region))
         data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
             bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
-            parallel_fs=fs.enabled, fs_kind=storage.fs_kind_for(spec.region), fs_size_gib=fs.size_gib,
+            parallel_fs=fs.enabled, fs_kind=kind or storage.fs_kind_for(spec.region), fs_size_gib=fs.size_gib,
+            fs_throughput_per_tib=fs_throughput_per_tib(spec),
             region=spec.region, zone_id=zone, vpc_id=network.vpc_id, vswitch_id=network.vswitch_id,
             checkpoint_prefix=fs.checkpoint_prefix, resource_group_id=group.id, tags=tags,
         ), child)
@@ -266,6 +369,8 @@ class GpuCluster(pulumi.ComponentResource):
         ), child)
         image_ref = golden_image_ref(spec, repository.url)
 
+        ttl = spec.lifecycle.ttl_hours
+        release = auto_release_time(ttl, datetime.now(timezone.utc)) if ttl else None
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type(CLOUD, pool.instance_type)
@@ -285,8 +390,9 @@ class GpuCluster(pulumi.ComponentResource):
                 queue_pairs=layout.queue_pairs if layout else 0,
                 jumbo_frames=bool(layout and layout.jumbo_frames), capacity=pool.capacity.value,
                 system_disk_gib=pool.root_volume_gib, user_data=user_data, bucket_arn=data.bucket_arn,
-                mount_actions=storage.NODE_MOUNT_ACTIONS if fs.enabled else (),
+                mount_actions=storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else (),
                 role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=tags,
+                auto_release_time=release,
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
@@ -295,12 +401,12 @@ class GpuCluster(pulumi.ComponentResource):
 
         guard_name = None
         if spec.budget:
-            guard = BudgetGuard(f"{name}-budget", BudgetGuardArgs(
+            budget_guard = BudgetGuard(f"{name}-budget", BudgetGuardArgs(
                 project=spec.tags.project, stack=spec.stack, monthly_limit=spec.budget.monthly_limit,
                 currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
                 hard_stop=spec.budget.hard_stop, region=spec.region, resource_group_id=group.id, tags=tags,
             ), child)
-            guard_name = guard.function_name
+            guard_name = budget_guard.function_name
 
         self.outputs = {
             **launch_outputs(all_ips, slots),
@@ -309,6 +415,11 @@ class GpuCluster(pulumi.ComponentResource):
             "resourceGroup": group.id,
             "bucket": data.bucket_name,
             "sharedFs": data.fs_id if fs.enabled else None,
+            # what destroy's export needs (CPFS: the file system, its data flow and the fileset it links)
+            "fileSystemId": data.fs_id,
+            "dataFlowId": data.data_flow_id,
+            "filesetId": data.fileset_id,
+            "filesetPath": storage.FILESET_PATH if kind == storage.CPFS else None,
             "budgetGuard": guard_name,
             "imageRepository": repository.url,
             "imageRef": image_ref,
@@ -332,8 +443,63 @@ class RetainedStores:
         bucket = spec.storage.bucket.bucket_name or storage.bucket_name(
             project, spec.stack, lookup.account_id(), spec.region)
         namespace, repo = repository_names(project, spec.stack, spec.image.lock)
-        return cls(bucket, storage.adoptable(lookup.bucket(bucket), project, spec.stack),
+        return cls(bucket, storage.adoptable(lookup.bucket(bucket), project, spec.stack, storage.BUCKET_KEY, "bucket"),
                    lookup.namespace_exists(namespace), lookup.repository_exists(namespace, repo))
+
+
+def shared_fs_kind(spec: ClusterSpec) -> str | None:
+    """cpfs (linked to the bucket by a data flow) where the region offers CPFS, else nas (extreme, not linked);
+    None without a shared file system."""
+    return storage.fs_kind_for(spec.region) if spec.storage.parallel_fs.enabled else None
+
+
+def fs_throughput_per_tib(spec: ClusterSpec) -> int:
+    """The stack's parallelFs.throughputPerTib when it sets one, else Alibaba's default tier (the spec's own
+    default is FSx's)."""
+    fs = spec.storage.parallel_fs
+    return fs.throughput_per_tib if "throughput_per_tib" in fs.model_fields_set else storage.DEFAULT_THROUGHPUT_PER_TIB
+
+
+def _credentials() -> guard.Credentials:
+    try:
+        return storage.credentials_from_env()
+    except ConfigError:
+        raise StoreError(CREDENTIALS_HELP) from None
+
+
+def _lifecycle_problems(spec: ClusterSpec) -> list[Problem]:
+    """ttlHours is Alibaba's auto-release time, which must be well ahead of the nodes' creation; there is no idle
+    stop on Alibaba Cloud."""
+    problems = []
+    ttl = spec.lifecycle.ttl_hours
+    if ttl is not None and ttl < limits.TTL_MIN_HOURS:
+        problems.append(Problem("goldenenv:lifecycle.ttlHours", f"{ttl:g} h is too soon: Alibaba takes an "
+                                f"auto-release time at least {limits.AUTO_RELEASE_MIN_MINUTES.value} min ahead, and "
+                                f"the nodes are created minutes into up; set at least {limits.TTL_MIN_HOURS:g}"))
+    if spec.lifecycle.idle_minutes is not None:
+        problems.append(Problem("goldenenv:lifecycle.idleMinutes", f"{CLOUD} stacks have no idle stop: drop "
+                                "idleMinutes and end the run with lifecycle.ttlHours, budget.hardStop or destroy"))
+    return problems
+
+
+def _storage_problems(spec: ClusterSpec) -> list[Problem]:
+    """The bucket name OSS and a CPFS data flow take, and the throughput tiers CPFS and NAS extreme offer."""
+    problems = []
+    name = spec.storage.bucket.bucket_name
+    if name and not storage.valid_bucket_name(name):
+        problems.append(Problem(storage.BUCKET_KEY, f"{name!r} is not an OSS bucket name: 3 to 63 lowercase letters, "
+                                "digits and '-', starting and ending with a letter or digit (no dots)"))
+    if not spec.storage.parallel_fs.enabled:
+        return problems
+    tier = fs_throughput_per_tib(spec)
+    if tier not in storage.CPFS_STORAGE_TYPES:
+        offered = ", ".join(f"{rate} ({cpfs} on CPFS, {storage.EXTREME_STORAGE_TYPES[rate]} on NAS extreme)"
+                            for rate, cpfs in storage.CPFS_STORAGE_TYPES.items())
+        problems.append(Problem(TIER_KEY, f"{tier} MB/s per TiB is not a tier Alibaba offers; valid: {offered}"))
+    if shared_fs_kind(spec) == storage.CPFS and name and len(name) < storage.DATAFLOW_BUCKET_NAME_MIN:
+        problems.append(Problem(storage.BUCKET_KEY, f"a CPFS data flow takes a bucket name of "
+                                f"{storage.DATAFLOW_BUCKET_NAME_MIN} characters or more, not {name!r}"))
+    return problems
 
 
 def eri_count(pool: Any, it: catalog.InstanceType) -> int:

@@ -4,6 +4,10 @@ Placement comes from the catalog (node_layout.csv): a LowLatency deployment set 
 that way (at most 20 nodes, one zone), an E-HPC cluster for SCC types, nothing else for the rest. eRDMA needs no
 HPC cluster. Each node is pay-as-you-go (PostPaid), optionally spot at the pay-as-you-go ceiling, released when
 Alibaba reclaims it; its disks are encrypted and its metadata needs tokens.
+
+A time to live (lifecycle.ttlHours) is Alibaba's own: the instance's auto_release_time, fixed when the node is
+created (the node ignores later changes to it, so each `up` does not push the release back). Alibaba releases,
+that is deletes, the node then, with its system disk.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -29,6 +34,9 @@ SYSTEM_DISK = "cloud_essd"
 HTTP_TOKENS = "required"
 ECS_PRINCIPAL = "ecs.aliyuncs.com"
 RAM_NAME_MAX = 64
+AUTO_RELEASE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""ISO 8601 in UTC, yyyy-MM-ddTHH:mm:ssZ (pulumi-alicloud ecs.Instance auto_release_time)."""
+AUTO_RELEASE_INPUT = "autoReleaseTime"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +66,8 @@ class GpuNodePoolArgs:
     """Read-only NAS actions the shared file system's mount script calls at boot (storage.NODE_MOUNT_ACTIONS)."""
     role_name: str
     tags: dict[str, str]
+    auto_release_time: str | None = None
+    """When Alibaba releases (deletes) each node (auto_release_time, PostPaid only); None: never."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -123,7 +133,11 @@ class GpuNodePool(pulumi.ComponentResource):
                 user_data=user_data,
                 tags={**args.tags, "Name": f"{name}-{i}"},
                 volume_tags=args.tags,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+                auto_release_time=args.auto_release_time,
+                # the release time is set when the node is created: a later up computes a later one, ignored
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    delete_before_replace=True,
+                    ignore_changes=[AUTO_RELEASE_INPUT] if args.auto_release_time else None)),
                 **placement,
             )
             alicloud.ecs.RamRoleAttachment(
@@ -178,6 +192,15 @@ def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = ()) -> str:
              "Resource": [f"{bucket_arn}/*"]},
         ] + ([{"Effect": "Allow", "Action": list(mount_actions), "Resource": ["*"]}] if mount_actions else []),
     })
+
+
+def auto_release_time(ttl_hours: float, now: datetime) -> str:
+    """`now` (aware) + ttl_hours in UTC in Alibaba's format, rounded up to the whole minute (Alibaba drops the
+    seconds)."""
+    at = (now + timedelta(hours=ttl_hours)).astimezone(timezone.utc)
+    if at.second or at.microsecond:
+        at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return at.strftime(AUTO_RELEASE_FORMAT)
 
 
 def _market(capacity: str) -> dict[str, str]:

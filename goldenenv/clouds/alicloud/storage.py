@@ -5,7 +5,8 @@ blocked, retained on destroy, named the same on every `up` (bucket_name) and ado
 already exists (Pulumi import). The shared file system is a fast view for the nodes:
 
 - CPFS (general-purpose) where the region offers it: a file system, a fileset linked to the whole bucket by a data
-  flow (objects appear as files, loaded on demand; files written are exported by data flow tasks), and an NFS
+  flow (objects appear as files, loaded on demand; files written reach the bucket only through data flow export
+  tasks, which `destroy` runs first: dataflow.py), and an NFS
   protocol service whose export of the fileset the nodes mount (the CPFS-NFS client when the host image has it,
   else the kernel's NFSv3 client). The bucket carries the tag `cpfs-dataflow=true`, which a data flow requires.
 - elsewhere NAS extreme: a file system and a VPC mount target, mounted over NFSv3; not linked to the bucket, so
@@ -45,6 +46,8 @@ FS_KINDS = (CPFS, NAS)
 CPFS_FILE_SYSTEM_TYPE = CPFS_PROTOCOL_TYPE = "cpfs"
 CPFS_STORAGE_TYPES = {100: "advance_100", 200: "advance_200"}
 """MB/s per TiB of baseline throughput -> CPFS storage type (pulumi-alicloud nas.FileSystem storage_type)."""
+DEFAULT_THROUGHPUT_PER_TIB = 100
+"""What a stack gets when it does not set parallelFs.throughputPerTib (whose default, 250, is FSx's)."""
 EXTREME_FILE_SYSTEM_TYPE = "extreme"
 EXTREME_PROTOCOL_TYPE = "NFS"
 EXTREME_STORAGE_TYPES = {100: "standard", 200: "advance"}
@@ -52,6 +55,8 @@ EXTREME_ENCRYPT_TYPE = 1
 """NAS-managed key (encrypt_type 1 is offered for standard and extreme NAS; CPFS takes no encrypt_type)."""
 DATAFLOW_THROUGHPUTS = (600, 1200, 1500)
 """nas.DataFlow throughput, MB/s: the only values the API takes; it must stay below the file system's bandwidth."""
+DATAFLOW_BUCKET_NAME_MIN = 8
+"""A data flow's source bucket name has at least 8 characters (check_args)."""
 DATAFLOW_TAG = {"cpfs-dataflow": "true"}
 """A data flow reads only a bucket tagged so (CPFS "Manage dataflows", prerequisites)."""
 PROTOCOL_TYPE, PROTOCOL_SPEC = "NFS", "General"
@@ -236,14 +241,16 @@ class LiveLookup:
 
 
 class AcrApi:
-    """ACR personal edition lookups with its SDK (`alibabacloud-cr20160607`: GetNamespace, GetRepo)."""
+    """ACR personal edition calls with its SDK (`alibabacloud-cr20160607`: GetNamespace, GetRepo, DeleteRepo). The
+    2016-06-07 API is ROA (REST paths, a different signature), which guard.py's RPC signer does not speak."""
 
-    def __init__(self, region: str, credentials: guard.Credentials):
+    def __init__(self, region: str, credentials: guard.Credentials,
+                 purpose: str = "finding a retained ACR namespace or repository"):
         try:
             from alibabacloud_cr20160607.client import Client
             from alibabacloud_tea_openapi.models import Config
         except ImportError:
-            raise _missing(ACR_SDK, "finding a retained ACR namespace or repository") from None
+            raise _missing(ACR_SDK, purpose) from None
         self.client = Client(Config(access_key_id=credentials.access_key_id,
                                     access_key_secret=credentials.access_key_secret,
                                     security_token=credentials.security_token, region_id=region,
@@ -255,15 +262,37 @@ class AcrApi:
     def repository_exists(self, namespace: str, name: str) -> bool:
         return _found(lambda: self.client.get_repo(namespace, name))
 
+    def delete_repository(self, namespace: str, name: str) -> bool:
+        """DeleteRepo (DELETE /repos/{namespace}/{name}), which deletes its images too; False if it is gone."""
+        return _found(lambda: self.client.delete_repo(namespace, name))
+
 
 def _found(call: Callable[[], Any]) -> bool:
-    """Whether a Get call finds its object: a 404 or a *_NOT_EXIST code is absent, any other error is raised."""
+    """Whether a Get (or Delete) call finds its object: a 404 or a *_NOT_EXIST code is absent, any other error is
+    raised."""
     try:
         call()
     except Exception as e:  # noqa: BLE001 - Tea.exceptions.TeaException, imported with the SDK
         if getattr(e, "statusCode", None) == 404 or "NOT_EXIST" in str(getattr(e, "code", "") or "").upper():
             return False
         raise
+    return True
+
+
+class RepositoryApi(Protocol):
+    """The ACR call `destroy --purge-data` makes; AcrApi does it with the SDK."""
+
+    def delete_repository(self, namespace: str, name: str) -> bool: ...
+
+
+def purge_repository(namespace: str, name: str, region: str, log: Callable[[str], None] = print,
+                     client: RepositoryApi | None = None) -> bool:
+    """Delete the stack's retained image repository and its images, by name; False if it no longer exists. The
+    namespace stays: it is the project's, shared by its stacks."""
+    acr = client or AcrApi(region, credentials_from_env(), "deleting the stack's ACR repository")
+    if not acr.delete_repository(namespace, name):
+        return False
+    log(f"purged image repository {namespace}/{name}")
     return True
 
 
@@ -551,7 +580,7 @@ def check_args(args: DataStoreArgs) -> None:
                          f"{', '.join(map(str, CPFS_STORAGE_TYPES))}")
     if not valid_bucket_name(args.bucket_name):
         raise ValueError(f"{args.bucket_name!r} is not an OSS bucket name (3-63 lowercase letters, digits, '-')")
-    if args.parallel_fs and args.fs_kind == CPFS and len(args.bucket_name) < 8:
+    if args.parallel_fs and args.fs_kind == CPFS and len(args.bucket_name) < DATAFLOW_BUCKET_NAME_MIN:
         raise ValueError(f"a CPFS data flow needs a bucket name of 8 characters or more, not {args.bucket_name!r}")
 
 
