@@ -25,8 +25,7 @@ from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.alicloud.nodes import GpuNodePool, GpuNodePoolArgs, auto_release_time, ram_name
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
-from goldenenv.images import lock as image_lock
-from goldenenv.images import publish
+from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import NodeBoot, launch_outputs
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
@@ -521,20 +520,6 @@ def resource_group_name(project: str, stack: str) -> str:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{text[:RESOURCE_GROUP_NAME_MAX - 9].rstrip('-')}-{digest}"
-
-
-def golden_image_ref(spec: ClusterSpec, repository_url: pulumi.Output[str]) -> pulumi.Output[str | None]:
-    """What nodes pull, always by digest: the stack's image.ref, else the digest `image push` recorded for the
-    stack's repository and this exact lock; None until the image is pushed (plan warns, up refuses)."""
-    if spec.image.ref:
-        return pulumi.Output.from_input(spec.image.ref)
-    lock = image_lock.load(spec.image.lock)
-
-    def pushed(url: str) -> str | None:
-        entry = publish.latest(lock, url)
-        return entry.ref if entry else None
-
-    return repository_url.apply(pushed)
 
 
 def host_image_id(spec: ClusterSpec, pool: Any) -> str:

@@ -35,9 +35,11 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv.clouds.alicloud import budget, guard, registry
+from goldenenv.clouds import stores
 from goldenenv.clouds.base import stable_number
+from goldenenv.clouds.stores import Found
 from goldenenv.nodeboot import SharedFs
-from goldenenv.spec import STACK_TAG_KEY, ConfigError, Problem
+from goldenenv.spec import ConfigError, Problem
 
 # ---------------------------------------------------------------- the provider's enum strings, checked by tests
 
@@ -104,7 +106,6 @@ PLACEHOLDER_ACCOUNT = "0000000000000000"
 """The account the offline plan shows in names (Alibaba Cloud account ids are 16 digits); the real one is read
 at `up`."""
 BUCKET_KEY = "goldenenv:storage.bucket.bucketName"
-PROJECT_TAG_KEY = "project"
 OSS_NAME_MIN, OSS_NAME_MAX = 3, 63
 OSS_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
@@ -132,14 +133,6 @@ def bucket_name(project: str, stack: str, account: str, region: str) -> str:
 
 def valid_bucket_name(name: str) -> bool:
     return bool(OSS_NAME.fullmatch(name))
-
-
-@dataclass(frozen=True)
-class Found:
-    """A store that exists under the name the stack derives, with the tags it carries."""
-
-    name: str
-    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class AlicloudLookup(Protocol):
@@ -297,19 +290,8 @@ def purge_repository(namespace: str, name: str, region: str, log: Callable[[str]
 
 
 def adoptable(found: Found | None, project: str, stack: str, key: str = BUCKET_KEY, kind: str = "bucket") -> str | None:
-    """The id to import when `found` is this stack's retained store; None when there is nothing to adopt.
-
-    A store tagged for another project or stack is refused (ConfigError at `key`): adopting it would hand one
-    stack's checkpoints to another. An untagged store of that exact name is adopted (its tags are then set).
-    """
-    if found is None:
-        return None
-    owner = (found.tags.get(PROJECT_TAG_KEY), found.tags.get(STACK_TAG_KEY))
-    if any(owner) and owner != (project, stack):
-        raise ConfigError([Problem(key, f"{kind} {found.name} already exists and belongs to project {owner[0]!r} "
-                                   f"stack {owner[1]!r}, not {project!r} {stack!r}; give this stack another name "
-                                   f"with {key}")])
-    return found.name
+    """stores.adoptable, for the bucket by default."""
+    return stores.adoptable(found, project, stack, key, kind)
 
 
 # ---------------------------------------------------------------- the OSS calls outside Pulumi (SDK when installed)

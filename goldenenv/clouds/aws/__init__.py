@@ -19,7 +19,8 @@ from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, 
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
-from goldenenv.images import lock as image_lock
+from goldenenv.clouds import stores
+from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
@@ -368,8 +369,8 @@ class RetainedStores:
             project, spec.stack, lookup.account_id(), spec.region)
         repository = repository_name(project, spec.stack, spec.image.lock)
         return cls(
-            bucket, retained.adoptable(lookup.bucket(bucket), project, spec.stack, retained.BUCKET_KEY, "bucket"),
-            repository, retained.adoptable(lookup.repository(repository), project, spec.stack, "goldenenv:tags.project",
+            bucket, stores.adoptable(lookup.bucket(bucket), project, spec.stack, retained.BUCKET_KEY, "bucket"),
+            repository, stores.adoptable(lookup.repository(repository), project, spec.stack, "goldenenv:tags.project",
                                            "image repository"),
         )
 
@@ -410,20 +411,6 @@ def _ecr_url(name: str) -> str:
 def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:
     """The FSx for Lustre mount adapter: the file system's DNS name and mount name as Lustre's source path."""
     return SharedFs(FSX_UNIT, "fsx-mount.sh", {"source_path": f"{dns_name}@tcp:/{mount_name}"})
-
-
-def golden_image_ref(spec: ClusterSpec, repository_url: pulumi.Output[str]) -> pulumi.Output[str | None]:
-    """What nodes pull, always by digest: the stack's image.ref, else the digest `image push` recorded for the
-    stack's repository and this exact lock; None until the image is pushed (plan warns, up refuses)."""
-    if spec.image.ref:
-        return pulumi.Output.from_input(spec.image.ref)
-    lock = image_lock.load(spec.image.lock)
-
-    def pushed(url: str) -> str | None:
-        entry = publish.latest(lock, url)
-        return entry.ref if entry else None
-
-    return repository_url.apply(pushed)
 
 
 def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource) -> pulumi.Input[str]:

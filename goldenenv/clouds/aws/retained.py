@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from goldenenv.clouds.aws.limits import S3_BUCKET_NAME_MAX, S3_RESERVED_PREFIXES
-from goldenenv.spec import STACK_TAG_KEY, ConfigError, Problem
+from goldenenv.clouds.stores import Found
+from goldenenv.spec import ConfigError, Problem
 
 PLACEHOLDER_ACCOUNT = "000000000000"
 """The account the offline plan shows in names: the real one is the caller's, read at `up`."""
 
 BUCKET_KEY = "goldenenv:storage.bucket.bucketName"
-PROJECT_TAG_KEY = "project"
 
 
 def _slug(text: str) -> str:
@@ -50,14 +50,6 @@ def data_bucket_name(project: str, stack: str, account: str, region: str) -> str
     if head.startswith(S3_RESERVED_PREFIXES):
         head = f"data-{head}"[:room].rstrip("-")
     return head + tail
-
-
-@dataclass(frozen=True)
-class Found:
-    """A store that exists under the name the stack derives, with the tags it carries."""
-
-    name: str
-    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class AwsLookup(Protocol):
@@ -141,22 +133,6 @@ class LiveLookup:
             raise
         tags = {t["Key"]: t["Value"] for t in ecr.list_tags_for_resource(resourceArn=found["repositoryArn"])["tags"]}
         return Found(name, tags)
-
-
-def adoptable(found: Found | None, project: str, stack: str, key: str, kind: str) -> str | None:
-    """The id to import when `found` is this stack's retained store; None when there is nothing to adopt.
-
-    A store tagged for another project or stack is refused (ConfigError at `key`): adopting it would hand one
-    stack's checkpoints to another. An untagged store of that exact name is adopted (tags are then set).
-    """
-    if found is None:
-        return None
-    owner = (found.tags.get(PROJECT_TAG_KEY), found.tags.get(STACK_TAG_KEY))
-    if any(owner) and owner != (project, stack):
-        raise ConfigError([Problem(key, f"{kind} {found.name} already exists and belongs to project {owner[0]!r} "
-                                   f"stack {owner[1]!r}, not {project!r} {stack!r}; give this stack another name "
-                                   f"with {key}")])
-    return found.name
 
 
 # ---------------------------------------------------------------- before `up`: make the adoption match
