@@ -317,7 +317,8 @@ def validate_cmd(
     hosts: str = typer.Option(None, "--hosts", help="Cloud nodes as testinfra hosts (ssh://ubuntu@10.0.0.5,...); "
                               "default: the stack's nodePrivateIps through the Pulumi backend."),
     ssh_config: str = typer.Option(None, "--ssh-config", help="ssh config reaching the nodes (bastion or SSM ProxyCommand)."),
-    ssh_user: str = typer.Option("ubuntu", "--ssh-user"),
+    ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the host image's "
+                                 "(ubuntu on AWS, root on Alibaba Cloud)."),
     exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
     min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
 ) -> None:
@@ -332,7 +333,7 @@ def validate_cmd(
             result = lifecycle.validate(spec, log=_say)
         else:
             targets = hosts.split(",") if hosts else clouds.get(spec.cloud).node_hosts(
-                spec, automation.outputs(spec), ssh_user)
+                spec, automation.outputs(spec), ssh_user or clouds.get(spec.cloud).ssh_user)
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,

@@ -117,6 +117,8 @@ class Cloud(Protocol):
     """The account the offline plan writes in names, or None."""
     store_kinds: tuple[str, ...]
     """Kinds of the retained stores plan names as kept on destroy (bucket, repository, volume)."""
+    ssh_user: str
+    """The login of the cloud's host images, for `validate` over ssh://."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -142,6 +144,8 @@ class PulumiCloud:
     data_bearing: dict[str, str] = {}
     placeholder_account: str | None = None
     store_kinds: tuple[str, ...] = ()
+    ssh_user = "ubuntu"
+    """The login of the cloud's host images, for `validate` over ssh://."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []

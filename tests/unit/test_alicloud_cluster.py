@@ -424,3 +424,24 @@ def test_eri_layout_puts_the_second_eri_on_the_second_card_and_refuses_a_third()
         eri_layout(4, 3, 8)
     with pytest.raises(ValueError):
         eri_layout(2, 1, 0)
+
+
+def test_validate_reaches_alibaba_nodes_over_ssh_as_the_host_images_user(monkeypatch):
+    """`goldenenv validate -s <alicloud stack>` takes the same ssh:// path as AWS, with Alibaba's login."""
+    from typer.testing import CliRunner
+
+    from goldenenv import automation, lifecycle
+    from goldenenv.cli import app
+
+    seen = {}
+    monkeypatch.setattr(automation, "outputs", lambda spec: {"nodePrivateIps": ["10.42.0.10", "10.42.0.11"]})
+
+    def validate_hosts(lock, targets, *args, **kwargs):
+        seen.update(lock=lock, targets=targets, cloud=args[3])
+        raise automation.LifecycleError("stop here")
+
+    monkeypatch.setattr(lifecycle, "validate_hosts", validate_hosts)
+    result = CliRunner().invoke(app, ["validate", "-s", "alicloud-ebmgn8v-2node"])
+    assert result.exit_code == 1 and "stop here" in result.output
+    assert seen == {"lock": "alicloud-h100", "targets": ["ssh://root@10.42.0.10", "ssh://root@10.42.0.11"],
+                    "cloud": "alicloud"}

@@ -73,6 +73,8 @@ class AlicloudCloud(PulumiCloud):
     store_kinds = ("Bucket", "Repo")
     """The namespace is kept too but shared by the project's stacks: purge leaves it, so plan does not list it."""
     placeholder_account = storage.PLACEHOLDER_ACCOUNT
+    ssh_user = "root"
+    """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Region and zone names, the budget's currency, host images, and Alibaba's limits on placement and ERIs.
