@@ -21,16 +21,17 @@ class LifecycleError(RuntimeError):
     """A precondition is missing; the message says how to provide it."""
 
 
-def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None):
-    """The offline plan's verdict before Pulumi runs: guardrails, the deploy-readiness rules (plan --strict) and
-    the lock against every pool.
+def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None, allow_over_budget: bool = False):
+    """The offline plan's verdict before Pulumi runs: guardrails, the deploy-readiness rules (plan --strict), the
+    cost gate (a run over budget, unless allow_over_budget: `up --allow-over-budget`) and the lock against every
+    pool.
 
     `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock).
     """
     from goldenenv.guardrails import Severity
     from goldenenv.plan import STACKS, UNPUBLISHED, plan
 
-    result = plan(spec.stack, stacks_dir or STACKS, strict=True)
+    result = plan(spec.stack, stacks_dir or STACKS, strict=True, allow_over_budget=allow_over_budget)
     blocking = [f for f in result.findings
                 if f.severity is Severity.ERROR or (creating and f.rule == UNPUBLISHED)]
     if blocking:
@@ -75,13 +76,13 @@ def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
 
 
 def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[str] | None = None,
-       one_at_a_time: bool = True, target=None) -> dict:
+       one_at_a_time: bool = True, target=None, allow_over_budget: bool = False) -> dict:
     """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up`.
 
     Running nodes keep their launch template version; with roll_nodes (all, pool names or node names), the nodes
     named whose template has moved are then replaced onto it, one `up` per node unless one_at_a_time is False.
     """
-    guard(spec, creating=True)
+    guard(spec, creating=True, allow_over_budget=allow_over_budget)
     target = target or stack(spec)
     _before_up(spec, log)
     result = target.up(on_output=log)

@@ -34,6 +34,10 @@ def _fail(e: ConfigError, source: Path | None = None) -> None:
     raise typer.Exit(2)
 
 
+ALLOW_OVER_BUDGET = typer.Option(False, "--allow-over-budget", help="Go ahead with a run (goldenenv:run) or an "
+                                 "hour at full use that the monthly budget cannot pay: a warning, not an error.")
+
+
 @app.command("plan")
 def plan_cmd(
     stack: str = typer.Option(..., "--stack", "-s", help="Stack name: stacks/Pulumi.<stack>.yaml"),
@@ -41,6 +45,7 @@ def plan_cmd(
     stacks_dir: Path = typer.Option(STACKS, "--stacks-dir", help="Folder of stack files."),
     strict: bool = typer.Option(False, "--strict", help="Also the deploy-readiness rules up runs: provider limits "
                                 "and behaviour the offline mocks cannot see."),
+    allow_over_budget: bool = ALLOW_OVER_BUDGET,
 ) -> None:
     """Evaluate a stack offline (no credentials): resources, cost, guardrail findings."""
     from goldenenv import updates
@@ -48,7 +53,8 @@ def plan_cmd(
 
     prior, note = updates.last_deployment(stack)
     try:
-        result = plan(stack, stacks_dir, strict=strict, prior=prior, prior_note=note)
+        result = plan(stack, stacks_dir, strict=strict, prior=prior, prior_note=note,
+                      allow_over_budget=allow_over_budget)
     except ConfigError as e:
         _fail(e, stack_file(stack, stacks_dir))
     if as_json:
@@ -153,25 +159,39 @@ def _describe(r, cloud) -> str:
 
 
 def _cost_table(p: Plan) -> Table:
+    """Every cost line (compute per pool, storage, network, idle time), how it was computed and its price's date."""
     from goldenenv.plan import money
 
     currency = p.currency
     table = Table(title="cost (catalog prices)", title_justify="left")
-    for col in ("pool", "instance type", "nodes", "capacity", "$/hour" if currency == "USD" else f"{currency}/hour",
-                "price from"):
-        table.add_column(col)
-    for c in p.costs:
-        table.add_row(
-            c.pool, c.instance_type, str(c.count), c.capacity,
-            f"{c.usd_per_hour:,.2f}" if c.usd_per_hour is not None else "unknown",
-            f"{c.price.region} {c.price.as_of}" if c.price else "-",
-        )
+    for col in ("line", "amount", "per", "how", "price from"):
+        table.add_column(col, overflow="fold")
+    for line in p.lines:
+        amount = _amount(line.amount)
+        unverified = "" if line.verified else " [yellow](unverified)[/]"
+        table.add_row(escape(line.name), amount, f"{line.currency}/{line.per}", escape(line.basis),
+                      escape(_price_date(line.source)) + unverified)
     monthly = p.usd_per_hour * HOURS_PER_MONTH
     budget = p.spec.budget
+    run = (f" · run ({p.spec.run.hours:g} h) {money(p.run_cost or 0.0, currency, 2)}" if p.spec.run else "")
     table.caption = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
+                     + run
                      + (f" · budget {money(budget.monthly_limit, budget.currency)}/month"
                         + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget"))
     return table
+
+
+def _amount(amount: float | None) -> str:
+    """Two decimals, or four significant digits for the small lines (a NAT gateway's 0.045/hour)."""
+    if amount is None:
+        return "not counted"
+    return f"{amount:,.2f}" if amount >= 1 or amount == 0 else f"{amount:.4g}"
+
+
+def _price_date(source: str) -> str:
+    """The region and date a line's price is from (the tail of its source), else its source."""
+    tail = source.rsplit(" (", 1)[-1].rstrip(")") if source.endswith(")") and " (" in source else source
+    return tail
 
 
 CA_CERT = typer.Option(None, "--ca-cert", envvar="PIP_CERT", help="Extra CA bundle for pip in builder stages.")
@@ -232,7 +252,8 @@ def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDE
                                           "(gpu-0), comma separated. Without it a template change reaches no "
                                           "running node."),
            all_at_once: bool = typer.Option(False, "--all-at-once", help="Roll the nodes in one up (e.g. a stopped "
-                                            "cluster) instead of one node at a time.")) -> None:
+                                            "cluster) instead of one node at a time."),
+           allow_over_budget: bool = ALLOW_OVER_BUDGET) -> None:
     """Create the stack: local node containers, or the cloud stack through Pulumi."""
     from goldenenv import automation, lifecycle
 
@@ -245,7 +266,8 @@ def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDE
             outputs = lifecycle.up(spec, _options(ca_cert, pip_index_url, None, wheelhouse), log=_say)
         else:
             requested = [n.strip() for n in roll_nodes.split(",") if n.strip()] if roll_nodes is not None else None
-            outputs = automation.up(spec, log=_cloud_line, roll_nodes=requested, one_at_a_time=not all_at_once)
+            outputs = automation.up(spec, log=_cloud_line, roll_nodes=requested, one_at_a_time=not all_at_once,
+                                    allow_over_budget=allow_over_budget)
     except (automation.LifecycleError, ConfigError) as e:
         _lifecycle_failure(e)
     console.print_json(json.dumps(outputs, default=str))
@@ -613,6 +635,117 @@ def image_check(
     if not result.passed:
         raise typer.Exit(1)
     console.print(f"[bold green]{lock.tag} matches its lock[/]")
+
+@app.command("estimate")
+def estimate_cmd(
+    params: str = typer.Option(None, "--params", help="Parameters N, e.g. 13e9 (or --model)."),
+    tokens: str = typer.Option(None, "--tokens", help="Training tokens T, e.g. 1e8."),
+    method: str = typer.Option(None, "--method", help="full | lora | qlora (default full)."),
+    precision: str = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default bf16)."),
+    zero: str = typer.Option(None, "--zero", help="DeepSpeed ZeRO stage 0..3 (default 0)."),
+    offload: bool = typer.Option(None, "--offload", help="Offload the optimizer to CPU (ZeRO 1..3).", show_default=False),
+    offload_params: bool = typer.Option(None, "--offload-params", help="Also offload parameters (ZeRO 3).",
+                                        show_default=False),
+    seq_len: str = typer.Option(None, "--seq-len", help="Sequence length (default 4096)."),
+    micro_batch: str = typer.Option(None, "--micro-batch", help="Micro-batch per GPU (default 1)."),
+    layers: str = typer.Option(None, "--layers", help="Transformer layers (with --hidden)."),
+    hidden: str = typer.Option(None, "--hidden", help="Hidden size (with --layers)."),
+    heads: str = typer.Option(None, "--heads", help="Attention heads (default hidden/128)."),
+    model: str = typer.Option(None, "--model", help="A known shape: llama-7b, llama-13b, llama-70b."),
+    checkpointing: bool = typer.Option(None, "--checkpointing/--no-checkpointing",
+                                       help="Full activation checkpointing (default on).", show_default=False),
+    gpu: str = typer.Option(None, "--gpu", help="Catalog GPU for the time estimate, e.g. H100-80GB."),
+    gpus_per_node: str = typer.Option(None, "--gpus-per-node", help="GPUs per node (default 8)."),
+    nodes: str = typer.Option(None, "--nodes", help="Nodes (default 1)."),
+    mfu: str = typer.Option(None, "--mfu", help="Model FLOPs utilisation, 0..1 (default 0.4, an assumption)."),
+    deadline: str = typer.Option(None, "--deadline", help="Hours the run may take; the cheapest option meets it."),
+    trainable_fraction: str = typer.Option(None, "--trainable-fraction", help="LoRA/QLoRA adapters as a fraction "
+                                           "of N (default 0.01)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable estimate on stdout."),
+    spec: Path = typer.Option(None, "--spec", help="YAML run spec with the same keys (flags win)."),
+    plot: Path = typer.Option(None, "--plot", help="Write a PNG or SVG chart of memory and cost."),
+) -> None:
+    """Memory per GPU, training FLOPs, time and cost on every catalog instance type, before renting."""
+    import yaml
+
+    from goldenenv import estimate as est
+
+    given = {k: v for k, v in locals().items() if k in est.SPEC_KEYS}
+    problems: list[str] = []
+    if spec is not None:
+        try:
+            loaded = yaml.safe_load(spec.read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError("not a mapping of keys to values")
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            problems.append(f"--spec: {spec} cannot be read: {str(e).splitlines()[0]}")
+            loaded = {}
+        for key, value in loaded.items():
+            name = str(key).replace("-", "_")
+            if name not in est.SPEC_KEYS:
+                problems.append(f"--spec: unknown key {key!r}; valid: {', '.join(est.SPEC_KEYS)}")
+            elif given.get(name) is None:
+                given[name] = value
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+        problems.append(f"--plot: {plot} must end in .png or .svg")
+    request, invalid = est.request_from(given)
+    problems += invalid
+    if problems:
+        errors.print("[bold red]invalid estimate input[/]")
+        for p in problems:
+            key, _, message = p.partition(": ")
+            errors.print(f"  [red]{escape(key)}[/]: {escape(message)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    result = est.estimate(request)
+    if plot is not None:
+        result_figure = est.figure(result)
+        result_figure.savefig(plot, format=plot.suffix.lower().lstrip("."))
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    gib = est.GiB
+    m = result.memory
+    shape = request.model_shape
+    console.print(f"[bold]goldenenv estimate[/] {request.params:.3g} params · {request.tokens:.3g} tokens · "
+                  f"{request.method} {request.precision} · ZeRO-{request.zero}"
+                  f"{' offload' if request.offload else ''} · {result.gpus} GPUs ({request.nodes} nodes)", highlight=False)
+    console.print(f"shape: {shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads"
+                  f"{' (inferred from N, an assumption)' if shape.inferred else ''}; seq {request.seq_len}, "
+                  f"micro-batch {request.micro_batch}, checkpointing {'on' if request.checkpointing else 'off'}",
+                  highlight=False)
+    memory_table = Table(title="memory per GPU", title_justify="left")
+    memory_table.add_column("component")
+    memory_table.add_column("GiB", justify="right")
+    for label, value in (("weights", m.weights), ("gradients", m.gradients), ("optimizer", m.optimizer),
+                         ("model states", m.model_states), ("activations", m.activations),
+                         ("overhead", m.overhead), ("total", m.total)):
+        memory_table.add_row(label, f"{value / gib:,.2f}")
+    console.print(memory_table)
+    console.print("fits: " + ", ".join(f"{name} {'[green]yes[/]' if ok else '[red]no[/]'}"
+                                       for name, ok in result.fits.items()), highlight=False)
+    time = (f"{result.hours:,.1f} h on {request.gpu} ({result.gpu_hours:,.0f} GPU-hours)" if result.hours is not None
+            else "give --gpu for the time on your own configuration")
+    console.print(f"training FLOPs {result.training_flops:.3g} · MFU {result.mfu} · {time}", highlight=False)
+    options_table = Table(title="cost per option (smallest fleet that fits" +
+                          (f" and finishes within {request.deadline_hours:g} h)" if request.deadline_hours else ")"),
+                          title_justify="left")
+    for col in ("cloud", "instance type", "GPU", "capacity", "nodes", "hours", "price/hour", "cost"):
+        options_table.add_column(col)
+    for o in result.options:
+        late = " [red]late[/]" if o.meets_deadline is False else ""
+        options_table.add_row(
+            o.cloud, o.instance_type, o.gpu, o.capacity, str(o.nodes) if o.fits else "[red]does not fit[/]",
+            f"{o.hours:,.1f}{late}" if o.hours is not None else "-",
+            f"{o.price_per_hour:,.2f} {o.currency}" if o.price_per_hour is not None else "unpriced",
+            f"{o.cost:,.0f} {o.currency}" if o.cost is not None else "-")
+    console.print(options_table)
+    for currency, o in sorted(result.cheapest.items()):
+        console.print(f"[bold]cheapest ({currency})[/]: {o.cloud} {o.instance_type} x{o.nodes} {o.capacity}, "
+                      f"{o.hours:,.1f} h, {o.cost:,.0f} {currency}", highlight=False)
+    if not result.cheapest:
+        console.print("[yellow]no priced option fits and meets the deadline[/]")
+    for a in est.ASSUMPTIONS:
+        console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Offline plan: the stack's Pulumi program evaluated under Pulumi's mock runtime.
 
 No CLI, no credentials, nothing created. The same program `pulumi up` runs registers its
-resources with a recording monitor; the plan then prices the node pools from the catalog and
-runs the guardrails over what was recorded.
+resources with a recording monitor; the plan then prices the stack line by line (goldenenv.costs),
+judges the cost against the budget and runs the guardrails over what was recorded.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, coldstart, compat, guardrails, stackconfig, updates
+from goldenenv import catalog, clouds, coldstart, compat, costs, guardrails, stackconfig, updates
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
@@ -27,7 +27,7 @@ from goldenenv.spec import ClusterSpec
 
 PROJECT = "goldenenv"
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
-HOURS_PER_MONTH = 730
+HOURS_PER_MONTH = costs.HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class Plan:
     """What an `up` from the last deployment does to each node (empty without a prior deployment)."""
     update_notes: list[str] = field(default_factory=list)
     """Where the prior deployment came from, or how template changes reach nodes when there is none."""
+    lines: list[costs.Line] = field(default_factory=list)
+    """The stack's cost line by line (costs.stack_lines): per hour at full use, and idle time per run."""
 
     @property
     def failed(self) -> bool:
@@ -68,8 +70,20 @@ class Plan:
 
     @property
     def usd_per_hour(self) -> float:
-        """The stack's hourly cost in `currency` (USD on AWS; the name predates other currencies)."""
+        """The stack's hourly cost at full use in `currency`, every priced line (USD on AWS; the name predates
+        other currencies)."""
+        if self.lines:
+            return costs.total(self.lines, "hour")
         return sum(c.usd_per_hour or 0.0 for c in self.costs)
+
+    @property
+    def run_lines(self) -> list[costs.Line]:
+        """The projected cost of the stack's `goldenenv:run`, line by line; [] without one."""
+        return costs.run_lines(self.spec, self.lines)
+
+    @property
+    def run_cost(self) -> float | None:
+        return costs.total(self.run_lines, "run") if self.spec.run else None
 
     @property
     def currency(self) -> str:
@@ -111,6 +125,10 @@ class Plan:
                     "usdPerMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
                     "budgetUsdPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None}
                    if self.currency == "USD" else {}),
+                "lines": [line.to_json() for line in self.lines],
+                "run": ({"hours": self.spec.run.hours, "idleHours": self.spec.run.idle_hours,
+                         "total": round(self.run_cost or 0.0, 2),
+                         "lines": [line.to_json() for line in self.run_lines]} if self.spec.run else None),
                 "pools": [
                     {"pool": c.pool, "instanceType": c.instance_type, "count": c.count, "capacity": c.capacity,
                      "perHour": c.usd_per_hour, "currency": c.price.currency if c.price else None,
@@ -157,25 +175,29 @@ def plan(stack: str, stacks_dir: Path = STACKS, **options: Any) -> Plan:
 
 def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildContext | None = None,
                 prior: updates.Deployment | None = None, prior_note: str | None = None,
-                strict: bool = False) -> Plan:
+                strict: bool = False, allow_over_budget: bool = False) -> Plan:
     """The plan of a stack's configuration.
 
     context: the build context (the cloud's offline lookups, nodes to roll); by default nothing is known to exist
     and no node rolls. prior: the stack's last deployment (updates.Deployment), so the plan can say what an `up`
     would replace; prior_note says where it came from. strict: also run the cloud's deploy-readiness rules (provider limits and behaviour the mock
-    runtime cannot see); `up` always does.
+    runtime cannot see); `up` always does. allow_over_budget: a run (or an hour) the budget cannot pay is a warning,
+    not an error (`--allow-over-budget`).
     """
     values, unknown = stackconfig.namespaced(config)
     spec = stackconfig.load(stack, values, unknown)
     cloud = clouds.validate(spec)
     if getattr(cloud, "uses_pulumi", True):
         resources, outputs = run_program(stack, config, context or offline_context(spec), prior)
-        costs = pool_costs(spec)
+        pools = pool_costs(spec)
+        lines = costs.stack_lines(spec, resources)
     else:
         resources, outputs = cloud.planned_resources(spec), {}
-        costs = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
-    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, costs)
-    findings += budget_findings(spec, costs)
+        pools = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
+        lines = [costs.Line(f"compute {p.name}", 0.0, "USD", "hour", f"{p.count} × {p.instance_type} on this "
+                            "machine: no charge", "-") for p in spec.nodes]
+    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, pools, lines)
+    findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget)
     readiness = getattr(cloud, "readiness", None)
     if strict and readiness:
         findings += readiness(resources, spec.stack_tags)
@@ -188,8 +210,8 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     steps = getattr(cloud, "destroy_steps", None)
     changes = updates.node_changes(prior, resources) if prior else []
     notes = [n for n in [prior_note, updates.summarize(changes) if changes else updates.pinning_note(resources)] if n]
-    return Plan(stack, spec, resources, outputs, costs, findings, checked, cold,
-                steps(spec, outputs) if steps else [], changes, notes)
+    return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
+                steps(spec, outputs) if steps else [], changes, notes, lines)
 
 
 def physical_name(resource: PlannedResource) -> str:
@@ -360,19 +382,20 @@ def money(amount: float, currency: str, digits: int = 0) -> str:
 
 
 def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
-    costs = []
+    """Each pool's compute per hour: the spot snapshot for spot pools where the catalog has one (costs.compute_price)."""
+    found = []
     for pool in spec.nodes:
-        price = catalog.price(spec.cloud, pool.instance_type, spec.region)
-        costs.append(PoolCost(
+        price = costs.compute_price(spec.cloud, pool.instance_type, spec.region, pool.capacity.value)
+        found.append(PoolCost(
             pool.name, pool.instance_type, pool.count, pool.capacity.value,
             price.usd_per_hour * pool.count if price else None, price,
         ))
-    return costs
+    return found
 
 
-def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
-    """What a user should know before renting: price caveats, how long the budget lasts and what the hard stop
-    and the time to live do to each pool, and the account step the budget needs."""
+def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Line] = ()) -> list[Finding]:
+    """What a user should know before renting: price caveats (regions, unverified figures, spot snapshots, lines
+    not counted), what the hard stop and the time to live do to each pool, and the account step the budget needs."""
     notes = []
     for c in costs:
         if c.price is None:
@@ -381,23 +404,86 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
             continue
         if c.price.region != spec.region:
             notes.append(f"{c.instance_type} priced from {c.price.region}, not {spec.region}")
-        if not c.price.verified:
+        if c.capacity == "spot" and c.price.capacity == "spot":
+            notes.append(f"{c.pool}: priced at the catalog's spot snapshot of {c.price.as_of}"
+                         + ("" if c.price.verified else " (unverified)")
+                         + "; spot prices move by the hour and never pass the on-demand price")
+        elif c.capacity == "spot":
+            notes.append(f"{c.pool}: no spot snapshot in the catalog; the on-demand price is shown as its ceiling")
+        elif not c.price.verified:
             notes.append(f"{c.instance_type} price is unverified in the catalog ({c.price.as_of})")
-        if c.capacity == "spot":
-            notes.append(f"{c.pool}: spot price varies; the on-demand price is shown as its ceiling")
-    spot = [pool for pool in spec.nodes if pool.capacity.value == "spot"]
-    hourly = sum(c.usd_per_hour or 0.0 for c in costs)
-    if spec.budget and hourly > 0:
-        days = spec.budget.monthly_limit / hourly / 24
-        if days < HOURS_PER_MONTH / 24:
-            then = ("the hard stop stops the nodes" + (" (and terminates the one-time spot ones)" if spot else "")
-                    if spec.budget.hard_stop else "alerts fire but nothing stops")
-            notes.append(f"running all month costs {money(hourly * HOURS_PER_MONTH, costs_currency(costs))}; "
-                         f"the budget lasts "
-                         f"{days:.1f} days at full use, then {then}")
+    unpriced = [line.name for line in lines if line.amount is None and line.kind != "compute"]
+    if unpriced:
+        notes.append(f"not counted (no catalog price): {', '.join(unpriced)}")
+    unverified = [line.name for line in lines if line.amount and not line.verified and line.kind not in
+                  ("compute", "idle")]
+    if unverified:
+        notes.append(f"unverified catalog prices in: {', '.join(unverified)}")
     cloud = clouds.get(spec.cloud)
     notes += cloud.plan_notes(spec, costs) if hasattr(cloud, "plan_notes") else []
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]
+
+
+OVER_BUDGET = "cost:over-budget"
+BELOW_ONE_HOUR = "cost:budget-below-one-hour"
+RUNWAY = "cost:runway"
+RUN_COST = "cost:run"
+CURRENCY = "cost:currency"
+
+
+def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget: bool = False) -> list[Finding]:
+    """The cost gate. With a `goldenenv:run`, its projected cost against the monthly budget: an error over budget.
+    Without one, an error when the budget cannot pay one hour at full use, else the runway. --allow-over-budget
+    turns either error into a warning. Stacks with no priced line (local) or no budget are not judged here."""
+    hourly = costs.total(lines, "hour")
+    if spec.budget is None or hourly <= 0:
+        return []
+    budget = spec.budget
+    currency = next((line.currency for line in lines if line.amount), budget.currency)
+    if currency != budget.currency:
+        return [Finding(CURRENCY, Severity.WARNING, "",
+                        f"the budget is in {budget.currency} and the catalog prices this stack in {currency}: "
+                        "the cost gate cannot compare them; set budget.currency: " + currency)]
+    limit = money(budget.monthly_limit, currency, 2)
+    over = Severity.WARNING if allow_over_budget else Severity.ERROR
+    going_ahead = " (--allow-over-budget: going ahead)" if allow_over_budget else ""
+    then = _then(spec)
+    if spec.run is not None:
+        run = costs.total(costs.run_lines(spec, lines), "run")
+        run_hours = spec.run.hours + spec.run.idle_hours
+        how = (f"goldenenv:run.hours {spec.run.hours:g} h"
+               + (f" + idleHours {spec.run.idle_hours:g} h" if spec.run.idle_hours else "")
+               + f" at {money(hourly, currency, 2)}/hour, plus a month of the bucket")
+        if round(run, 2) > round(budget.monthly_limit, 2):
+            return [Finding(OVER_BUDGET, over, "",
+                            f"the run costs {money(run, currency, 2)} ({how}), over the monthly budget of {limit} by "
+                            f"{money(run - budget.monthly_limit, currency, 2)}: raise goldenenv:budget.monthlyLimit, "
+                            f"shorten goldenenv:run.hours, or pass --allow-over-budget{going_ahead}; then {then}")]
+        days = budget.monthly_limit / hourly / 24
+        return [Finding(RUN_COST, Severity.WARNING, "",
+                        f"the run costs {money(run, currency, 2)} ({how}), {100 * run / budget.monthly_limit:.0f} % "
+                        f"of the monthly budget of {limit}; the budget lasts {days:.1f} days at full use "
+                        f"({run_hours:g} h planned), then {then}")]
+    if hourly > budget.monthly_limit:
+        return [Finding(BELOW_ONE_HOUR, over, "",
+                        f"the budget of {limit}/month cannot pay one hour of this stack at full use "
+                        f"({money(hourly, currency, 2)}/hour): raise goldenenv:budget.monthlyLimit, shrink the "
+                        f"stack, or pass --allow-over-budget{going_ahead}; then {then}")]
+    hours = budget.monthly_limit / hourly
+    month = (f"running all month costs {money(hourly * HOURS_PER_MONTH, currency)}; " if hours < HOURS_PER_MONTH
+             else "the budget covers a whole month at full use; ")
+    return [Finding(RUNWAY, Severity.WARNING, "",
+                    f"{month}the budget lasts {hours / 24:.1f} days ({hours:,.0f} h) at full use "
+                    f"({money(hourly, currency, 2)}/hour), then {then}; a goldenenv:run section (hours) judges a "
+                    "run against it")]
+
+
+def _then(spec: ClusterSpec) -> str:
+    """What happens when the budget is spent."""
+    spot = any(pool.capacity.value == "spot" for pool in spec.nodes)
+    if spec.budget and spec.budget.hard_stop:
+        return "the hard stop stops the nodes" + (" (and terminates the one-time spot ones)" if spot else "")
+    return "alerts fire but nothing stops"
 
 
 NO_BUDGET = "no-budget"

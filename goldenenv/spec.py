@@ -313,6 +313,22 @@ class Lifecycle(Model):
     idle_minutes: int | None = Field(default=None, ge=10, le=24 * 60)
 
 
+class Run(Model):
+    """The training run the budget is judged against (`goldenenv:run`): plan and up price `hours` of the stack at
+    full use, idle development time and the run's data, and refuse a run the monthly budget cannot pay."""
+
+    hours: float = Field(gt=0, le=24 * 366, allow_inf_nan=False)
+    """Wall-clock hours the nodes run for training."""
+    idle_hours: float = Field(default=0, ge=0, le=24 * 366, allow_inf_nan=False)
+    """Hours the stack is up without training (development, debugging, waiting): billed like training hours."""
+    dataset_gb: float = Field(default=0, ge=0, le=100_000_000, allow_inf_nan=False)
+    """Dataset size kept in the bucket (GB): billed by the GB-month."""
+    checkpoint_gb: float = Field(default=0, ge=0, le=100_000_000, allow_inf_nan=False)
+    """Checkpoints kept in the bucket (GB): billed by the GB-month."""
+    estimate: dict | None = None
+    """An estimate spec (`goldenenv estimate`'s input), read by goldenenv.estimate."""
+
+
 class ImageRef(Model):
     lock: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Name of images/<lock>/lock.yaml."""
@@ -335,6 +351,8 @@ class ClusterSpec(Model):
     tags: Tags
     lifecycle: Lifecycle = Lifecycle()
     image: ImageRef
+    run: Run | None = None
+    """The training run the budget is judged against; None = judge one hour and the runway at full use."""
 
     @field_validator("nodes", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ what would be valid, with the closest valid value where there is one.
 from __future__ import annotations
 
 import difflib
+import re
 import json
 import types
 import typing
@@ -136,7 +137,7 @@ def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> C
         values["budgetOptOut"] = True
     shape = _shape_problems(values)
     problems += shape
-    problems += catalog_problems(values)
+    problems += catalog_problems(values) + lock_problems(values)
     spec = None
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
@@ -185,6 +186,18 @@ def _shape_problems(values: Mapping[str, Any]) -> list[Problem]:
 
 def _config_key(path: list) -> str:
     return f"{NAMESPACE}:" + dotted(path).removeprefix("(top level)")
+
+
+def lock_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """The image lock the stack names exists under images/ (its contents are the lock's own check)."""
+    from goldenenv.images.lock import lock_path, names
+
+    image = values.get("image")
+    lock = image.get("lock") if isinstance(image, dict) else None
+    if not isinstance(lock, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", lock) or lock_path(lock).exists():
+        return []  # a malformed name is the model's to report
+    return [Problem(f"{NAMESPACE}:image.lock", f"{shown(lock)} has no lock (images/{lock}/lock.yaml)"
+                    + _suggest(lock, names(), fallback_all=True))]
 
 
 def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:

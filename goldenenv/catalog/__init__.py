@@ -365,3 +365,66 @@ def local_shapes() -> dict[str, LocalShape]:
                                int(r["processes_per_node"]), r["source"])
         for r in _read("local_shapes")
     }
+
+
+@dataclass(frozen=True)
+class ServicePrice:
+    """A storage or network price (data/storage_prices.csv, data/network_prices.csv): `price` in `currency` per
+    `unit` (GB-month, hour, GB) of `item` at `tier` (a throughput in MB/s per TiB, a volume type, a class)."""
+
+    cloud: str
+    region: str
+    item: str
+    tier: str
+    unit: str
+    price: float
+    currency: str
+    as_of: str
+    source: str
+
+    @property
+    def verified(self) -> bool:
+        return UNVERIFIED not in self.source
+
+
+@functools.cache
+def _service_prices(table: str) -> tuple[ServicePrice, ...]:
+    return tuple(
+        ServicePrice(r["cloud"], r["region"], r["item"], r["tier"], r["unit"], float(r["price"]), r["currency"],
+                     r["as_of"], r["source"])
+        for r in _read(table)
+    )
+
+
+def service_price(table: str, cloud: str, item: str, region: str, tier: str = "") -> ServicePrice | None:
+    """The item's price in this region if the table has it, else the same item's price in another region."""
+    candidates = [p for p in _service_prices(table) if (p.cloud, p.item, p.tier) == (cloud, item, tier)]
+    exact = [p for p in candidates if p.region == region]
+    return (exact or candidates or [None])[0]
+
+
+def spot_price(cloud: str, instance_type: str, region: str) -> Price | None:
+    """A dated spot snapshot (data/spot_prices.csv) as a Price with capacity `spot` and `as_of` the snapshot's date;
+    None when the table has none for the type. Spot prices move by the hour: the row is a snapshot, not a quote."""
+    candidates = [
+        Price(r["cloud"], r["instance_type"], r["region"], "spot", float(r["usd_per_hour"]), r["snapshot"],
+              r["source"], r["currency"])
+        for r in _read("spot_prices") if (r["cloud"], r["instance_type"]) == (cloud, instance_type)
+    ]
+    exact = [p for p in candidates if p.region == region]
+    return (exact or candidates or [None])[0]
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    """A GPU's peak dense BF16 tensor throughput, the denominator of model FLOPs utilisation (MFU)."""
+
+    gpu: str
+    bf16_dense_tflops: float
+    source: str
+
+
+@functools.cache
+def gpu_peak_tflops() -> dict[str, GpuPeak]:
+    """data/gpu_peak_tflops.csv by catalog GPU name."""
+    return {r["gpu"]: GpuPeak(r["gpu"], float(r["bf16_dense_tflops"]), r["source"]) for r in _read("gpu_peak_tflops")}

@@ -271,7 +271,7 @@ def test_up_roll_nodes_replaces_the_named_stale_nodes_one_up_each(monkeypatch, t
 
     monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}")
     _stale_deployment(tmp_path, deployed, "gpu-0", "gpu-1")
-    monkeypatch.setattr(automation, "guard", lambda spec, creating: None)
+    monkeypatch.setattr(automation, "guard", lambda spec, creating, **_: None)
     monkeypatch.setattr(automation, "_before_up", lambda spec, log: None)
     target = UpStack({})
     automation.up(first_spec(), log=lambda line: None, roll_nodes=requested, target=target)
@@ -281,7 +281,7 @@ def test_up_roll_nodes_replaces_the_named_stale_nodes_one_up_each(monkeypatch, t
 def test_up_without_roll_nodes_runs_one_plain_up(monkeypatch):
     from goldenenv import automation
 
-    monkeypatch.setattr(automation, "guard", lambda spec, creating: None)
+    monkeypatch.setattr(automation, "guard", lambda spec, creating, **_: None)
     monkeypatch.setattr(automation, "_before_up", lambda spec, log: None)
     target = UpStack({})
     automation.up(first_spec(), log=lambda line: None, target=target)

@@ -35,8 +35,12 @@ def test_plan_json_prices_the_pools_from_the_catalog():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     price = catalog.price("aws", "p5.48xlarge", "us-east-1")
-    assert doc["cost"]["usdPerHour"] == pytest.approx(2 * price.usd_per_hour, abs=0.01)
-    assert doc["cost"]["usdPerMonth"] == pytest.approx(2 * price.usd_per_hour * 730, abs=1)
+    [compute] = [line for line in doc["cost"]["lines"] if line["kind"] == "compute"]
+    assert compute["amount"] == pytest.approx(2 * price.usd_per_hour, abs=0.01)
+    # the stack's cost is every line: compute, the parallel file system, volumes, the NAT gateway ...
+    hourly = sum(line["amount"] for line in doc["cost"]["lines"])
+    assert doc["cost"]["usdPerHour"] == pytest.approx(hourly, abs=0.01) and hourly > 2 * price.usd_per_hour + 1
+    assert doc["cost"]["usdPerMonth"] == pytest.approx(hourly * 730, abs=1)
     assert doc["cost"]["budgetUsdPerMonth"] == 40000
     assert doc["failed"] is False
     assert any("budget lasts" in f["message"] for f in doc["findings"])

@@ -1,0 +1,219 @@
+"""The cost model (goldenenv.costs) and the cost gate in `plan` / `up`, as a user meets them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from goldenenv import automation, catalog, costs, stackconfig
+from goldenenv.cli import app
+from goldenenv.guardrails import Severity
+from goldenenv.plan import STACKS, plan
+from goldenenv.spec import ConfigError
+
+runner = CliRunner()
+
+
+def _config(stack: str = "aws-p5-2node") -> dict:
+    return yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())
+
+
+def _write(tmp_path: Path, name: str, doc: dict) -> Path:
+    (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path
+
+
+def _spec(stack: str = "aws-p5-2node", **config):
+    doc = _config(stack)["config"]
+    doc.update({f"goldenenv:{k}": v for k, v in config.items()})
+    return stackconfig.load(stack, *stackconfig.namespaced(doc))
+
+
+# ---------------------------------------------------------------- literal anchors from public price tables
+
+@pytest.mark.parametrize(("table", "item", "tier", "unit", "price"), [
+    ("network_prices", "nat-gateway", "", "hour", 0.045),          # Amazon VPC pricing, us-east-1
+    ("network_prices", "nat-gateway-data", "", "GB", 0.045),
+    ("network_prices", "interface-endpoint", "", "hour", 0.01),    # AWS PrivateLink pricing, per AZ
+    ("storage_prices", "object-store", "standard", "GB-month", 0.023),  # S3 Standard, first 50 TB
+    ("storage_prices", "block-volume", "gp3", "GB-month", 0.08),
+    ("storage_prices", "parallel-fs", "125", "GB-month", 0.145),   # FSx for Lustre PERSISTENT_2 SSD
+    ("storage_prices", "parallel-fs", "250", "GB-month", 0.21),
+    ("storage_prices", "parallel-fs", "500", "GB-month", 0.29),
+    ("storage_prices", "parallel-fs", "1000", "GB-month", 0.42),
+])
+def test_us_east_1_list_prices_match_the_public_tables(table, item, tier, unit, price):
+    row = catalog.service_price(table, "aws", item, "us-east-1", tier)
+    assert row is not None and (row.region, row.unit, row.currency) == ("us-east-1", unit, "USD")
+    assert row.price == price
+    assert row.as_of and row.source.startswith(("Amazon", "AWS")) and catalog.UNVERIFIED not in row.source
+
+
+def test_every_service_price_row_has_a_date_a_currency_and_a_unit():
+    for table in ("storage_prices", "network_prices"):
+        for r in catalog.rows(table):
+            assert r["as_of"][:2] == "20" and len(r["currency"]) == 3 and r["unit"] in {"GB-month", "hour", "GB"}, r
+
+
+def test_spot_prices_are_a_dated_snapshot_never_above_on_demand():
+    for r in catalog.rows("spot_prices"):
+        assert "snapshot" in r["source"] and catalog.UNVERIFIED in r["source"], r
+        on_demand = catalog.price(r["cloud"], r["instance_type"], r["region"])
+        assert on_demand is not None and float(r["usd_per_hour"]) <= on_demand.usd_per_hour, r
+
+
+# ---------------------------------------------------------------- the model
+
+def test_spot_reads_the_snapshot_and_falls_back_to_on_demand_with_a_note():
+    spot = costs.compute_price("aws", "p4d.24xlarge", "us-west-2", "spot")
+    assert spot.capacity == "spot" and spot.as_of == catalog.rows("spot_prices")[0]["snapshot"]
+    assert costs.compute_price("aws", "g6e.48xlarge", "us-east-1", "spot").capacity == "on-demand"
+    line = costs.run_cost("aws", "g6e.48xlarge", "us-east-1", "spot", 1, 1)
+    assert "no spot snapshot" in line.basis and "ceiling" in line.basis
+
+
+def test_run_cost_is_hours_times_nodes_times_price_over_scaling_efficiency():
+    line = costs.run_cost("aws", "p5.48xlarge", "us-east-1", "on-demand", 2, 10, scaling_efficiency=0.8)
+    assert line.per == "run" and line.currency == "USD"
+    assert line.amount == pytest.approx(10 * 2 * 55.04 / 0.8)
+    assert "0.8 scaling efficiency" in line.basis and "2026-08-26" in line.source
+    with pytest.raises(ValueError):
+        costs.run_cost("aws", "p5.48xlarge", "us-east-1", "on-demand", 2, 10, scaling_efficiency=1.5)
+
+
+def test_every_line_is_there_for_aws_p5_2node():
+    p = plan("aws-p5-2node")
+    lines = {line.name: line for line in p.lines}
+    assert set(lines) == {"compute gpu", "object storage", "parallel file system", "block volumes",
+                          "NAT gateway", "NAT gateway data", "internet egress"}
+    assert all(line.per == "hour" and line.currency == "USD" and line.source for line in p.lines)
+    assert lines["compute gpu"].amount == pytest.approx(2 * 55.04)
+    assert lines["parallel file system"].amount == pytest.approx(4800 * 0.21 / 730)
+    assert lines["block volumes"].amount == pytest.approx(2 * 200 * 0.08 / 730)
+    assert lines["NAT gateway"].amount == pytest.approx(0.045)
+    assert lines["object storage"].amount == 0 and "assumed" in lines["object storage"].basis
+    assert p.usd_per_hour == pytest.approx(sum(line.amount for line in p.lines))
+
+    doc = json.loads(runner.invoke(app, ["plan", "-s", "aws-p5-2node", "--json"]).output)
+    assert [line["name"] for line in doc["cost"]["lines"]] == [line.name for line in p.lines]
+    shown = runner.invoke(app, ["plan", "-s", "aws-p5-2node"], env={"COLUMNS": "250"}).output
+    for name in lines:
+        assert name in shown
+    assert "0.045" in shown and "110.08" in shown
+
+
+def test_interface_endpoints_are_priced_per_endpoint_hour_when_egress_is_endpoints(tmp_path):
+    doc = _config()
+    doc["config"]["goldenenv:network"] = {"cidr": "10.42.0.0/16", "egress": "endpoints"}
+    p = plan("ep", _write(tmp_path, "ep", doc))
+    endpoints = next(line for line in p.lines if line.name == "interface endpoints")
+    created = sum(1 for r in p.resources if r.type.endswith("VpcEndpoint") and r.props.get("vpcEndpointType") == "Interface")
+    assert created and endpoints.amount == pytest.approx(created * 0.01)
+    assert not [line for line in p.lines if line.name.startswith("NAT")]
+
+
+def test_a_run_section_adds_dataset_storage_and_an_idle_line():
+    spec = _spec(run={"hours": 100, "idleHours": 10, "datasetGb": 1000, "checkpointGb": 460})
+    lines = {line.name: line for line in costs.stack_lines(spec)}
+    assert lines["object storage"].amount == pytest.approx(1460 * 0.023 / 730)
+    idle = lines["idle development time"]
+    assert idle.per == "run" and idle.kind == "idle" and "idleHours 10" in idle.basis
+    hourly_without_bucket = sum(line.amount for line in lines.values()
+                                if line.per == "hour" and line.name != "object storage")
+    assert idle.amount == pytest.approx(10 * hourly_without_bucket)
+
+
+# ---------------------------------------------------------------- the gate
+
+def _run_stack(tmp_path: Path, name: str, *, budget: float | None = None, hours: float | None = 100,
+               **overrides) -> Path:
+    doc = _config()
+    if budget is not None:
+        doc["config"]["goldenenv:budget"]["monthlyLimit"] = budget
+    if hours is not None:
+        doc["config"]["goldenenv:run"] = {"hours": hours}
+    doc["config"].update(overrides)
+    return _write(tmp_path, name, doc)
+
+
+def _gate(p) -> list:
+    return [f for f in p.findings if f.rule.startswith("cost:")]
+
+
+def test_the_gate_passes_a_budget_exactly_equal_to_the_run_and_refuses_a_cent_less(tmp_path):
+    cost = plan("r", _run_stack(tmp_path, "r")).run_cost
+    assert cost == pytest.approx(100 * 111.55, abs=1)
+
+    exact = plan("exact", _run_stack(tmp_path, "exact", budget=round(cost, 2)))
+    assert not exact.failed and [f.rule for f in _gate(exact)] == ["cost:run"]
+
+    short = plan("short", _run_stack(tmp_path, "short", budget=round(cost, 2) - 0.01))
+    [finding] = _gate(short)
+    assert short.failed and finding.rule == "cost:over-budget" and finding.severity is Severity.ERROR
+    assert f"{round(cost, 2):,.2f}" in finding.message and "--allow-over-budget" in finding.message
+
+    allowed = plan("short", tmp_path, allow_over_budget=True)
+    [finding] = _gate(allowed)
+    assert finding.severity is Severity.WARNING and not allowed.failed
+
+
+def test_plan_and_up_take_allow_over_budget(tmp_path, monkeypatch):
+    stacks = _run_stack(tmp_path, "over", budget=1000)
+    refused = runner.invoke(app, ["plan", "-s", "over", "--stacks-dir", str(stacks)], env={"COLUMNS": "250"})
+    assert refused.exit_code == 1 and "cost:over-budget" in refused.output
+    allowed = runner.invoke(app, ["plan", "-s", "over", "--stacks-dir", str(stacks), "--allow-over-budget", "--json"])
+    doc = json.loads(allowed.output)
+    assert allowed.exit_code == 0, allowed.output
+    assert [f["severity"] for f in doc["findings"] if f["rule"] == "cost:over-budget"] == ["warning"]
+    assert doc["cost"]["run"]["hours"] == 100 and doc["cost"]["run"]["total"] > 1000
+
+    spec = stackconfig.load("over", *stackconfig.namespaced(stackconfig.read_stack_file(stacks / "Pulumi.over.yaml")))
+    with pytest.raises(automation.LifecycleError, match="cost:over-budget"):
+        automation.guard(spec, creating=False, stacks_dir=stacks)
+    automation.guard(spec, creating=False, stacks_dir=stacks, allow_over_budget=True)
+
+    seen = {}
+    monkeypatch.setattr(automation, "up", lambda spec, **kw: seen.update(kw) or {})
+    runner.invoke(app, ["up", "-s", "aws-p5-2node", "--allow-over-budget"])
+    assert seen.get("allow_over_budget") is True
+
+
+def test_256_p5_on_a_1000_usd_budget_exits_1_naming_the_cost_and_the_budget(tmp_path):
+    stacks = _run_stack(tmp_path, "huge", budget=1000, hours=None,
+                        **{"goldenenv:nodes": {"instanceType": "p5.48xlarge", "count": 256}})
+    result = runner.invoke(app, ["plan", "-s", "huge", "--stacks-dir", str(stacks)], env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "cost:budget-below-one-hour" in result.output
+    assert "$1,000.00/month" in result.output
+    assert f"{256 * 55.04:,.2f}" in result.output  # the compute line: 256 × 55.04 USD/h
+    [message] = [line for line in result.output.splitlines() if "cost:budget-below-one-hour" in line]
+    assert "$1,000.00/month" in message and "$14,0" in message and "/hour" in message
+    assert "budget lasts 0.0 days" not in result.output
+
+
+def test_without_a_run_section_the_plan_warns_with_the_runway():
+    p = plan("aws-p5-2node")
+    [finding] = _gate(p)
+    assert finding.rule == "cost:runway" and finding.severity is Severity.WARNING
+    assert "budget lasts 14.9 days" in finding.message and "hard stop" in finding.message
+
+
+def test_local_stacks_are_not_judged():
+    assert _gate(plan("local")) == []
+
+
+@pytest.mark.parametrize(("run", "key"), [
+    ({"hours": -5}, "goldenenv:run.hours"),
+    ({"hours": 0}, "goldenenv:run.hours"),
+    ({"hours": 10, "idleHours": -1}, "goldenenv:run.idleHours"),
+    ({"hours": 10, "datasetGB": 5}, "goldenenv:run.datasetGB"),
+    ({"idleHours": 3}, "goldenenv:run.hours"),
+])
+def test_a_bad_run_section_names_the_key(run, key):
+    with pytest.raises(ConfigError) as e:
+        _spec(run=run)
+    assert key in [p.key for p in e.value.problems], [str(p) for p in e.value.problems]
