@@ -7,6 +7,11 @@ Rank 0 writes a checkpoint every K steps, atomically (temporary file, fsync, ren
 `latest` at it; on start every rank resumes from the checkpoint rank 0 chose, so a node lost to a
 spot interruption costs at most K steps. The checkpoint directory must be shared by all nodes.
 At the end rank 0 prints one JSON line with "event": "done".
+
+A spot notice costs nothing: on SIGUSR1 or SIGTERM (sent by goldenenv-spotwatch, or by torchrun when it is
+stopped) a rank finishes its current step; the ranks agree on the stop at the step boundary (the flag rides on
+the loss all-reduce), rank 0 checkpoints that last completed step, prints a JSON line with "event":
+"interrupted", and every rank exits 0. A restart resumes at the next step.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 import random
 import re
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -29,6 +35,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 CHECKPOINT = re.compile(r"^step-(\d{8})\.pt$")
 LATEST = "latest"
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 FEATURES = 16
 SAMPLES = 4096
 
@@ -149,6 +156,24 @@ def restore_rng(states: dict) -> None:
         torch.cuda.set_rng_state(states["cuda"].cpu())
 
 
+class StopRequest:
+    """Set by a stop signal; read only at step boundaries, so a step is never cut in half."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            # os.write, not print: a handler may run in the middle of another write to stderr
+            os.write(2, f"rank {os.environ.get('RANK', '?')}: {signal.Signals(signum).name}: "
+                        "checkpointing after the current step\n".encode())
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=200, help="total optimizer steps, counting resumed ones")
@@ -178,7 +203,7 @@ def resume_state(directory: Path, rank: int) -> tuple[str, dict] | None:
     return choice[0], found[1] if found else load_checkpoint(directory / choice[0])
 
 
-def train(args: argparse.Namespace) -> dict:
+def train(args: argparse.Namespace, stop: StopRequest | None = None) -> dict:
     rank, world_size = dist.get_rank(), dist.get_world_size()
     if torch.cuda.is_available():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -211,6 +236,7 @@ def train(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(sampler)} samples per rank")
     loss_fn = nn.MSELoss()
 
+    stop = stop or StopRequest()
     first_loss = last_loss = None
     step = resumed_from or 0
     epoch, order = None, []
@@ -230,21 +256,33 @@ def train(args: argparse.Namespace) -> dict:
         loss.backward()
         optimizer.step()
 
-        mean_loss = loss.detach().clone()
-        dist.all_reduce(mean_loss)
-        last_loss = mean_loss.item() / world_size
+        # one all-reduce carries the loss and whether any rank was asked to stop: every rank stops at this step
+        asked = torch.tensor(1.0 if stop.signum else 0.0, dtype=torch.float64, device=device)
+        reduced = torch.stack([loss.detach().double(), asked])
+        dist.all_reduce(reduced)
+        last_loss = reduced[0].item() / world_size
+        stopping = reduced[1].item() > 0
         if first_loss is None:
             first_loss = last_loss
         if rank == 0 and (step % args.log_every == 0 or step == args.steps):
             print(f"step {step} loss {last_loss:.5f}", flush=True)
 
-        if step % args.checkpoint_every == 0 or step == args.steps:
+        if step % args.checkpoint_every == 0 or step == args.steps or stopping:
             if rank == 0:
                 state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "rng": rng_states(), "world_size": world_size}
                 path = save_checkpoint(args.checkpoint_dir, step, state, keep=args.keep)
                 print(f"checkpoint {path.name}", flush=True)
             dist.barrier()
+        if stopping and step < args.steps:
+            cause = signal.Signals(stop.signum).name if stop.signum else "another rank's stop signal"
+            if rank == 0:
+                print(f"stopped by {cause} after step {step}: checkpoint "
+                      f"{args.checkpoint_dir / checkpoint_name(step)}; a restart resumes at step {step + 1}",
+                      flush=True)
+            return {"event": "interrupted", "cause": cause, "final_step": step,
+                    "checkpoint": str(args.checkpoint_dir / checkpoint_name(step)), "resumed_from": resumed_from,
+                    "first_loss": first_loss, "last_loss": last_loss, "world_size": world_size}
         if args.sleep_per_step:
             time.sleep(args.sleep_per_step)
 
@@ -254,12 +292,14 @@ def train(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stop = StopRequest()
+    stop.install()  # before the process group forms: a notice during start-up is kept for the first step
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend=backend, init_method="env://", timeout=timedelta(minutes=10))
     try:
-        summary = train(args)
+        summary = train(args, stop)
         if dist.get_rank() == 0:
             print(json.dumps(summary), flush=True)
     finally:

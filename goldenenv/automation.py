@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from goldenenv.spec import ClusterSpec
-
-ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".goldenenv" / "pulumi-state"
 
 
 class LifecycleError(RuntimeError):
@@ -29,9 +27,9 @@ def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None, all
     `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock).
     """
     from goldenenv.guardrails import Severity
-    from goldenenv.plan import STACKS, UNPUBLISHED, plan
+    from goldenenv.plan import UNPUBLISHED, plan
 
-    result = plan(spec.stack, stacks_dir or STACKS, strict=True, allow_over_budget=allow_over_budget)
+    result = plan(spec.stack, stacks_dir, strict=True, allow_over_budget=allow_over_budget)
     blocking = [f for f in result.findings
                 if f.severity is Severity.ERROR or (creating and f.rule == UNPUBLISHED)]
     if blocking:
@@ -55,13 +53,17 @@ def stack(spec: ClusterSpec):
     """The Automation API stack for this stack file, on the user's backend or a local file backend."""
     from pulumi import automation as auto
 
+    from goldenenv import project
+
     preflight(spec)
-    env = {}
+    here = project.current()
+    # A project without runtime.options.virtualenv runs the program with this Python, which has goldenenv.
+    env = {"PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD", sys.executable)}
     if not os.environ.get("PULUMI_BACKEND_URL"):
-        STATE.mkdir(parents=True, exist_ok=True)
-        env["PULUMI_BACKEND_URL"] = f"file://{STATE}"
+        here.state.mkdir(parents=True, exist_ok=True)
+        env["PULUMI_BACKEND_URL"] = f"file://{here.state}"
         env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
-    workspace = auto.LocalWorkspace(work_dir=str(ROOT), env_vars=env)
+    workspace = auto.LocalWorkspace(work_dir=str(here.root), env_vars=env)
     return auto.Stack.create_or_select(spec.stack, workspace)
 
 

@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from goldenenv.plan import HOURS_PER_MONTH, STACKS, Plan
+from goldenenv import project
+from goldenenv.plan import HOURS_PER_MONTH, Plan
 from goldenenv.spec import ConfigError
 
 app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False)
@@ -19,10 +20,47 @@ console = Console(emoji=False)
 errors = Console(stderr=True, emoji=False)
 
 
-@app.callback()
-def _group() -> None:
-    """Golden environments for GPU training clusters."""
+OUTSIDE_A_PROJECT = {"init", "estimate"}
+"""Commands that need no project: they create one, or read only goldenenv's catalog."""
 
+
+@app.callback()
+def _group(ctx: typer.Context, cwd: Path = typer.Option(
+        None, "--cwd", "-C", help="Run as if started in this folder: the project is the nearest one upward "
+        "holding Pulumi.yaml, as for the Pulumi CLI.")) -> None:
+    """Golden environments for GPU training clusters."""
+    import os
+
+    if cwd is not None:
+        if not cwd.is_dir():
+            errors.print(f"[bold red]--cwd {escape(str(cwd))}[/]: no such folder")
+            raise typer.Exit(2)
+        os.chdir(cwd)
+    if ctx.invoked_subcommand in OUTSIDE_A_PROJECT:
+        return
+    try:
+        project.use(project.find())
+    except project.NoProject as e:
+        errors.print(f"[bold red]not in a goldenenv project[/]: {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except ConfigError as e:
+        _fail(e)
+
+
+@app.command("init")
+def init_cmd(folder: Path = typer.Argument(..., help="New or empty folder for the project.")) -> None:
+    """Start a project: Pulumi.yaml, a local stack, an AWS and an Alibaba example stack, the cpu-dev lock."""
+    try:
+        written = project.init(folder)
+    except project.NotEmpty as e:
+        errors.print(f"[bold red]not created[/]: {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    root = folder.expanduser()
+    for path in written:
+        console.print(f"  [green]wrote[/] {escape(str(path.relative_to(root)))}", highlight=False)
+    console.print(f"[bold]project {escape(project.project_name(root))}[/] in {escape(str(root))}: "
+                  f"cd {escape(str(folder))} && goldenenv plan -s local, then goldenenv flow (Docker) "
+                  "or goldenenv plan -s aws-g5-dev", highlight=False, soft_wrap=True)
 
 
 def _fail(e: ConfigError, source: Path | None = None) -> None:
@@ -42,7 +80,8 @@ ALLOW_OVER_BUDGET = typer.Option(False, "--allow-over-budget", help="Go ahead wi
 def plan_cmd(
     stack: str = typer.Option(..., "--stack", "-s", help="Stack name: stacks/Pulumi.<stack>.yaml"),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable plan on stdout."),
-    stacks_dir: Path = typer.Option(STACKS, "--stacks-dir", help="Folder of stack files."),
+    stacks_dir: Path = typer.Option(None, "--stacks-dir", help="Folder of stack files (default: the project's "
+                                    "stackConfigDir)."),
     strict: bool = typer.Option(False, "--strict", help="Also the deploy-readiness rules up runs: provider limits "
                                 "and behaviour the offline mocks cannot see."),
     allow_over_budget: bool = ALLOW_OVER_BUDGET,
@@ -200,7 +239,11 @@ APT_MIRROR = typer.Option(None, "--apt-mirror", help="Distribution mirror for th
 WHEELHOUSE = typer.Option(None, "--wheelhouse", envvar="PIP_FIND_LINKS", help="Folder of local wheels (e.g. CPU torch).")
 DEFAULT_STACK = "local"
 STACK = typer.Option(DEFAULT_STACK, "--stack", "-s", help="Stack name (stacks/Pulumi.<stack>.yaml); local by default.")
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _examples() -> Path:
+    """The project's examples/, else the packaged ones: the training the drill and the flow run."""
+    return project.current().examples_folder()
 
 
 def _options(ca_cert, pip_index_url, apt_mirror, wheelhouse):
@@ -311,9 +354,26 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
-        None, "--code", help="Copy this folder to /data/code on the shared storage first.")) -> None:
-    """Run CMD on every node under torchrun (c10d rendezvous): goldenenv run -- python /data/code/train.py"""
-    from goldenenv import lifecycle
+        None, "--code", help="Copy this folder to the shared storage first: /data/code locally; on a cloud stack "
+        "<parallel FS>/code once (e.g. /fsx/code), else <local NVMe>/code on every node."),
+        hosts: str = typer.Option(None, "--hosts", help="Cloud stacks: the nodes (ssh://user@address[:port],...); "
+                                  "default: the stack's nodePrivateIps and launchEnv through the Pulumi backend."),
+        ssh_config: str = typer.Option(None, "--ssh-config", help="Cloud stacks: ssh config reaching the nodes "
+                                       "(bastion or SSM ProxyCommand, IdentityFile)."),
+        ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the host "
+                                     "image's (ubuntu on AWS, root on Alibaba Cloud)."),
+        exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="Cloud stacks: how to reach "
+                                        "the golden image on a node ('' when torch is on the host itself)."),
+        nproc_per_node: int = typer.Option(None, "--nproc-per-node", min=1, help="Cloud stacks: processes per node; "
+                                           "default: the launchEnv's NPROC_PER_NODE (the instance type's GPUs)."),
+        resume: bool = typer.Option(False, "--resume", help="Cloud stacks: tell the ranks (GOLDENENV_RESUME=1) to "
+                                    "resume; examples/train_ddp.py always resumes from the latest checkpoint in "
+                                    "its --checkpoint-dir ($GOLDENENV_CHECKPOINTS).")) -> None:
+    """Run CMD on every node under torchrun (c10d rendezvous): goldenenv run -- python /data/code/train.py
+
+    On a cloud stack over ssh, in every node's golden container: goldenenv run -s aws-p5-2node --ssh-config
+    ~/.ssh/goldenenv --code examples -- python /fsx/code/train_ddp.py"""
+    from goldenenv import automation, lifecycle, remote
 
     command = list(ctx.args)
     if not command:
@@ -321,14 +381,29 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
                      "python /data/code/train_ddp.py")
         raise typer.Exit(2)
     spec = _spec(stack)
+    cloud_only = {"--hosts": hosts, "--ssh-config": ssh_config, "--ssh-user": ssh_user, "--resume": resume,
+                  "--nproc-per-node": nproc_per_node}
     try:
-        result = lifecycle.run(spec, command, _print_line, code)
-    except ConfigError as e:
+        if _self_provisioned(spec):
+            given = [name for name, value in cloud_only.items() if value]
+            if given:
+                errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack} runs on local node containers")
+                raise typer.Exit(2)
+            result = lifecycle.run(spec, command, _print_line, code)
+            failure = result.first_failure and (f"a rank failed on {result.first_failure}; stopped the run on "
+                                                "every node. ")
+            summary = (failure or "") + "exit codes: " + ", ".join(
+                f"{n} {c}" for n, c in sorted(result.exit_codes.items()) if c)
+        else:
+            targets = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
+            outputs = None if targets else automation.outputs(spec)
+            result = lifecycle.run_remote(spec, command, _print_line, targets, outputs, ssh_config, exec_prefix,
+                                          code, resume, ssh_user, nproc_per_node, log=_say)
+            summary = result.describe_failure()
+    except (ConfigError, automation.LifecycleError, remote.RemoteError, ValueError) as e:
         _lifecycle_failure(e)
-    failed = {n: c for n, c in result.exit_codes.items() if c}
-    if failed:
-        first = f"a rank failed on {result.first_failure}; stopped the run on every node. " if result.first_failure else ""
-        errors.print(f"[bold red]{first}exit codes: {', '.join(f'{n} {c}' for n, c in sorted(failed.items()))}[/]")
+    if not result.ok:
+        errors.print(f"[bold red]{escape(summary)}[/]")
         raise typer.Exit(1)
     console.print(f"[green]done on {len(result.exit_codes)} nodes[/]")
 
@@ -386,7 +461,7 @@ def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
 
     spec = _spec(stack)
     try:
-        report = lifecycle.drill(spec, EXAMPLES, steps, interval, log=_say)
+        report = lifecycle.drill(spec, _examples(), steps, interval, log=_say)
     except (ConfigError, RuntimeError) as e:
         _lifecycle_failure(e)
     _show_drill(report)
@@ -409,7 +484,7 @@ def flow_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = IN
 
     spec = _spec(stack)
     try:
-        report = flow.run_flow(spec, _options(ca_cert, pip_index_url, None, wheelhouse), EXAMPLES, steps,
+        report = flow.run_flow(spec, _options(ca_cert, pip_index_url, None, wheelhouse), _examples(), steps,
                                destroy_after=not keep, console=console)
     except (ConfigError, RuntimeError) as e:
         _lifecycle_failure(e)

@@ -27,6 +27,7 @@ from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
+from goldenenv.nodeboot import MASTER_PORT
 from goldenenv.plan import stack_file
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
@@ -98,6 +99,71 @@ def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], Non
     outputs = cluster.outputs()
     return run_on_nodes(cluster.client, nodes, outputs["nodePrivateIps"], cluster.shape.processes_per_node,
                         command, cluster.env(), on_line)
+
+
+STORAGE_ENV = ("GOLDENENV_STACK", "GOLDENENV_DATASETS", "GOLDENENV_CHECKPOINTS", "GOLDENENV_SCRATCH")
+"""What a node's env file says about where the storage tiers are; a run passes it on, whatever the exec prefix."""
+
+
+def code_dir(spec: ClusterSpec) -> tuple[str, bool]:
+    """Where `run --code` puts the code on a cloud stack, and whether every node sees it there (the parallel FS)."""
+    storage = spec.storage
+    if storage.parallel_fs.enabled:
+        return f"{storage.parallel_fs.mount_point}/code", True
+    return f"{storage.local_nvme.mount_point}/code", False
+
+
+def run_remote(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None],
+               hosts: list[str] | None = None, outputs: dict | None = None, ssh_config: str | None = None,
+               exec_prefix: str = "docker exec goldenenv", code: Path | None = None, resume: bool = False,
+               ssh_user: str | None = None, procs: int | None = None, env: dict[str, str] | None = None,
+               identity: str | None = None, log: Log = print):
+    """Run CMD under torchrun on a cloud stack's nodes over ssh, the transport `validate` uses.
+
+    Hosts are given or come from the stack outputs (nodePrivateIps, with the cloud's ssh user); the rendezvous is
+    the outputs' launchEnv, else the nodes' own addresses. Checkpoints go where the node env puts them
+    (GOLDENENV_CHECKPOINTS: the parallel FS, which the stack exports to its bucket). With resume, the ranks see
+    GOLDENENV_RESUME=1; examples/train_ddp.py resumes from its latest checkpoint on every start anyway.
+    """
+    from goldenenv import remote
+    from goldenenv.nodeboot import NodeBoot
+
+    cloud = clouds.get(spec.cloud)
+    if not cloud.uses_pulumi:
+        raise ConfigError([Problem("goldenenv:cloud", f"{spec.stack} is on the local cloud: goldenenv run -s "
+                                   f"{spec.stack} without --hosts runs it on the node containers")])
+    outputs = outputs or {}
+    if not hosts:
+        hosts = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user)
+    if not hosts:
+        raise ConfigError([Problem(f"stack {spec.stack}", "no nodes in the stack outputs: goldenenv up first, "
+                                   "or name them with --hosts ssh://user@address,...")])
+    ssh = remote.Ssh(ssh_config, identity)
+    private = outputs.get("nodePrivateIps") or []
+    if len(private) != len(hosts):
+        log(f"asking {len(hosts)} nodes for their addresses")
+        private = remote.private_addresses(hosts, ssh, exec_prefix)
+    pool = spec.nodes[0]
+    launch_env = outputs.get("launchEnv") or {}
+    launch = remote.Launch(
+        private[0], int(launch_env.get("MASTER_PORT", MASTER_PORT)), len(hosts),
+        procs or int(launch_env.get("NPROC_PER_NODE") or catalog.instance_type(spec.cloud, pool.instance_type).gpu_count))
+    variables = {k: v for k, v in NodeBoot(spec, pool.name, "none", False).env().items() if k in STORAGE_ENV}
+    if code:
+        dest, shared = code_dir(spec)
+        written = remote.sync_code(code, hosts, dest, ssh, exec_prefix, shared)
+        log(f"code synced to {dest} ({'shared file system, via ' if shared else 'on '}{', '.join(written)})")
+        variables["GOLDENENV_CODE"] = dest
+    if resume:
+        variables["GOLDENENV_RESUME"] = "1"
+    for i, host in enumerate(hosts):
+        log(f"node-{i}: {host} ({private[i]})")
+    spot = any(p.capacity.value == "spot" for p in spec.nodes)
+    if spot:
+        log("spot nodes: torchrun runs under goldenenv-spotwatch, so an interruption notice makes every rank "
+            "checkpoint and exit 0; after the reclaim, goldenenv up brings the node back and run --resume continues")
+    return remote.run_job(hosts, command, launch, private, on_line, ssh, exec_prefix, {**variables, **(env or {})},
+                          spot_cloud=spec.cloud if spot else None)
 
 
 @dataclass

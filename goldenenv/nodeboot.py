@@ -105,7 +105,7 @@ class NodeBoot:
         if storage.parallel_fs.enabled and shared_fs:
             fs = storage.parallel_fs
             units.append(self._unit(shared_fs.unit, shared_fs.script, {
-                "mount_point": fs.mount_point, **shared_fs.values,
+                "mount_point": fs.mount_point, "owner": image_uid(), **shared_fs.values,
                 "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix)],
             }))
         fabric = fabrics.get(self.fabric)
@@ -162,6 +162,13 @@ class NodeBoot:
         steps = [f.path for f in files if f.path.startswith(f"{STEP_DIR}/")]
         return render("node/cloud-config.yaml.j2", stack=self.spec.stack, pool=self.pool,
                       files=files, commands=steps)
+
+
+def image_uid() -> int:
+    """The golden image's unprivileged user: it owns the shared folders it writes checkpoints and code to."""
+    from goldenenv.images.dockerfile import UID
+
+    return UID
 
 
 def hostfile(ips: list[str], slots: list[int]) -> str:

@@ -19,14 +19,13 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, coldstart, compat, costs, guardrails, stackconfig, updates
+from goldenenv import catalog, clouds, coldstart, compat, costs, guardrails, project, stackconfig, updates
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.spec import ClusterSpec
 
 PROJECT = "goldenenv"
-STACKS = Path(__file__).resolve().parent.parent / "stacks"
 HOURS_PER_MONTH = costs.HOURS_PER_MONTH
 
 
@@ -163,11 +162,19 @@ class Plan:
         }
 
 
-def stack_file(stack: str, stacks_dir: Path = STACKS) -> Path:
-    return stacks_dir / f"Pulumi.{stack}.yaml"
+def __getattr__(name: str) -> Path:
+    """STACKS: the current project's stack folder (Pulumi.yaml's stackConfigDir), looked up when read."""
+    if name == "STACKS":
+        return project.current().stacks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def plan(stack: str, stacks_dir: Path = STACKS, **options: Any) -> Plan:
+def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:
+    """The stack's file in `stacks_dir`, by default the current project's stack folder."""
+    return (stacks_dir or project.current().stacks) / f"Pulumi.{stack}.yaml"
+
+
+def plan(stack: str, stacks_dir: Path | None = None, **options: Any) -> Plan:
     """Evaluate a stack file offline; ConfigError if its configuration is invalid. Options: see plan_config."""
     config = stackconfig.read_stack_file(stack_file(stack, stacks_dir))
     return plan_config(stack, config, **options)

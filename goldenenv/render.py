@@ -1,5 +1,7 @@
 """One Jinja2 environment over templates/, for images and cloud-init alike.
 
+A template is the project's (templates/ of the user's folder) when it has one, else goldenenv's packaged copy.
+
 StrictUndefined: a value the caller forgot is an error, never an empty string. Templates
 only place values; which fragments and in what order is decided by the caller.
 """
@@ -13,7 +15,10 @@ from typing import Any
 
 import jinja2
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+from goldenenv import project
+
+TEMPLATES = project.packaged("templates")
+"""The packaged templates: the fallback for any template the project lacks."""
 
 
 def docker_quote(value: object) -> str:
@@ -33,10 +38,19 @@ def shell_quote(value: object) -> str:
     return shlex.quote(str(value))
 
 
-@functools.cache
+def folders() -> list[Path]:
+    """Where templates are looked up, first match wins: the current project's templates/, then TEMPLATES."""
+    return project.current().template_folders()
+
+
 def environment() -> jinja2.Environment:
+    return _environment(tuple(folders()))
+
+
+@functools.cache
+def _environment(searched: tuple[Path, ...]) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(list(searched)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

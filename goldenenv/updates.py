@@ -107,7 +107,7 @@ class Deployment:
 def last_deployment(stack: str, state_dir: Path | None = None) -> tuple[Deployment | None, str]:
     """The stack's last deployment where goldenenv keeps it, and a line saying where that came from.
 
-    goldenenv's automation keeps state in a local file backend (automation.STATE) unless PULUMI_BACKEND_URL
+    goldenenv's automation keeps state in the project's local file backend (project.Project.state) unless PULUMI_BACKEND_URL
     names another backend; a file:// one is read too, any other (Pulumi Cloud, S3 ...) is not read offline.
     """
     backend = os.environ.get("PULUMI_BACKEND_URL", "")
@@ -118,9 +118,9 @@ def last_deployment(stack: str, state_dir: Path | None = None) -> tuple[Deployme
         if backend:
             state_dir = Path(backend.removeprefix("file://")).expanduser()
         else:
-            from goldenenv import automation
+            from goldenenv import project
 
-            state_dir = automation.STATE
+            state_dir = project.current().state
     deployment = Deployment.load(stack, state_dir)
     if deployment is None:
         return None, f"stack {stack} was never deployed from {state_dir}: an up creates every node"

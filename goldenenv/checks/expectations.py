@@ -81,9 +81,22 @@ def expectations(lock: Lock) -> list[Expectation]:
     if lock.erdma:
         expect("erdma-provider", lambda p: None if p["erdma_provider"]
                else "eRDMA: no erdma verbs provider (liberdma) under /usr/lib/*/libibverbs")
+    expect("spotwatch", _spotwatch)
     for name, value in dockerfile.env(lock).items():
         expect(f"env-{name}", lambda p, name=name, value=value: _equal(f"environment {name}", value, p["env"].get(name)))
     return found
+
+
+def _spotwatch(probe: Probe) -> str | None:
+    """The spot-notice watcher is installed where nodes call it, and starts."""
+    found = probe.get("spotwatch")
+    if not found:
+        return f"spot watcher: {dockerfile.SPOTWATCH} is not on PATH"
+    if found["path"] != dockerfile.SPOTWATCH:
+        return f"spot watcher: expected {dockerfile.SPOTWATCH}, PATH finds {found['path']}"
+    if found["rc"] != 0 or "usage: goldenenv-spotwatch" not in found["out"]:
+        return f"spot watcher: {found['path']} --help fails (rc {found['rc']}): {found['out'].strip()[-300:]}"
+    return None
 
 
 def _unlocked(lock: Lock, probe: Probe) -> str | None:

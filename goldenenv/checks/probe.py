@@ -12,6 +12,7 @@ import os
 import platform
 import pwd
 import re
+import shutil
 import subprocess
 import sys
 
@@ -107,6 +108,12 @@ def command(args):
         return {"rc": None, "out": str(e)}
 
 
+def spotwatch():
+    """Where the spot-notice watcher is on PATH, and whether it starts (--help)."""
+    path = shutil.which("goldenenv-spotwatch")
+    return dict(command([path, "--help"]), path=path) if path else None
+
+
 def main():
     user = pwd.getpwuid(os.getuid())
     print(json.dumps({
@@ -128,6 +135,7 @@ def main():
             "/opt/amazon/efa/bin/fi_info") else None,
         "ofi_plugin": sorted(glob.glob("/opt/amazon/ofi-nccl/lib*/libnccl-net*.so*")),
         "erdma_provider": sorted(glob.glob("/usr/lib/*/libibverbs/liberdma*")),
+        "spotwatch": spotwatch(),
     }))
 
 

@@ -21,6 +21,10 @@ TOOL = "pip"
 """The builder stages install with the lock's own pip, so every lock pins it."""
 EFA_LIBRARIES = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib"
 LABEL_PREFIX = "dev.goldenenv"
+SPOTWATCH = "/usr/local/bin/goldenenv-spotwatch"
+"""The node-side spot-notice watcher (goldenenv/spotwatch.py), installed in every golden image."""
+NODE_TOOLS = {"spotwatch.py": (Path(__file__).resolve().parents[1] / "spotwatch.py", SPOTWATCH)}
+"""Build-context name → (source in this package, path in the image): stdlib-only scripts the nodes run."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         "pip_env": pip_env, "pip_args": ["PIP_INDEX_URL"] if options.pip_index_url else [],
         "python_layers": python_layers, "image_layers": image_layers,
         "env": env(lock), "labels": labels(lock),
+        "node_tools": [{"source": name, "target": target} for name, (_, target) in NODE_TOOLS.items()],
     }
 
 
@@ -159,6 +164,9 @@ def write_context(lock: Lock, base_ref: str, options: BuildOptions, directory: P
         if lock.group(group):
             (directory / f"requirements-{group}.txt").write_text(requirements(lock, group))
     (directory / "requirements-tool.txt").write_text(_requirement_line(lock, TOOL) + "\n")
+    for name, (source, _) in NODE_TOOLS.items():  # COPY keeps the mode: the classic builder has no --chmod
+        shutil.copyfile(source, directory / name)
+        (directory / name).chmod(0o755)
     build = directory / "build"
     build.mkdir(exist_ok=True)
     (build / "README").write_text("Build options only (extra CA, wheelhouse); used in builder stages.\n")

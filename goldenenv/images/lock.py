@@ -17,10 +17,13 @@ from typing import Annotated, Literal
 from packaging.utils import canonicalize_name
 from pydantic import Field, ValidationError, model_validator
 
+from goldenenv import project
 from goldenenv.spec import ConfigError, Model, Problem
 from goldenenv.userfile import clip, read_yaml
 
-IMAGES = Path(__file__).resolve().parents[2] / "images"
+IMAGES = project.packaged("images")
+"""The packaged locks, looked up after the project's images/. Set to another folder (tests, tools), that folder is
+looked up first and is where published.yaml is written."""
 Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 DebianPackage = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$")]
@@ -168,15 +171,27 @@ class Lock(Model):
         return {g: asked[g] + list(self.requirements.get(g, [])) for g in GROUPS}
 
 
-def lock_path(name: str, images_dir: Path = IMAGES) -> Path:
-    return images_dir / name / "lock.yaml"
+def folders(images_dir: Path | None = None) -> list[Path]:
+    """Where locks are read, first match wins: `images_dir` alone when given; else IMAGES when set to another
+    folder, the current project's images/, then the packaged ones. The first is where published.yaml is written."""
+    if images_dir is not None:
+        return [images_dir]
+    found = project.current().image_folders()
+    return found if IMAGES == project.packaged("images") else [IMAGES, *found]
 
 
-def names(images_dir: Path = IMAGES) -> list[str]:
-    return sorted(p.parent.name for p in images_dir.glob("*/lock.yaml"))
+def lock_path(name: str, images_dir: Path | None = None) -> Path:
+    """The lock's file in the first folder that has it (the project's path when none has it)."""
+    searched = folders(images_dir)
+    return next((f / name / "lock.yaml" for f in searched if (f / name / "lock.yaml").is_file()),
+                searched[0] / name / "lock.yaml")
 
 
-def load(name: str, images_dir: Path = IMAGES) -> Lock:
+def names(images_dir: Path | None = None) -> list[str]:
+    return sorted({p.parent.name for f in folders(images_dir) for p in f.glob("*/lock.yaml")})
+
+
+def load(name: str, images_dir: Path | None = None) -> Lock:
     """Read and validate a lock; ConfigError names the lock field and what would be valid.
 
     Locks are YAML written by people too: read with the stack files' reader (no aliases, text

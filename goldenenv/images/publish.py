@@ -42,7 +42,8 @@ class Published:
 
 
 def published_path(lock_name: str, images_dir: Path | None = None) -> Path:
-    return (images_dir or lockfile.IMAGES) / lock_name / PUBLISHED
+    """In the project's images/ (the first lock folder), also for a lock that comes from the package."""
+    return lockfile.folders(images_dir)[0] / lock_name / PUBLISHED
 
 
 def records(lock_name: str, images_dir: Path | None = None) -> list[Published]:
@@ -56,7 +57,7 @@ def records(lock_name: str, images_dir: Path | None = None) -> list[Published]:
 
 def all_records(images_dir: Path | None = None) -> list[Published]:
     """Every push of every lock."""
-    return [p for name in lockfile.names(images_dir or lockfile.IMAGES) for p in records(name, images_dir)]
+    return [p for name in lockfile.names(images_dir) for p in records(name, images_dir)]
 
 
 def latest(lock: Lock, repository: str | None = None, images_dir: Path | None = None) -> Published | None:
@@ -74,6 +75,7 @@ def record(lock: Lock, entry: Published, images_dir: Path | None = None) -> Path
     header = ("# Written by `goldenenv image push`: the digest nodes pull for each repository and lock hash.\n"
               "# Stacks without image.ref read it; commit it with the lock it belongs to.\n")
     body = yaml.safe_dump({"published": [asdict(p) for p in [*kept, entry]]}, sort_keys=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header + body, encoding="utf-8")
     return path
 

@@ -340,7 +340,7 @@ def test_mount_units_render_and_pass_bash_n(mount):
 
 
 def test_the_cpfs_script_looks_up_its_export_with_hardened_metadata_and_valid_python():
-    script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", directories=["/mnt/fsx/datasets"],
+    script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", owner=1000, directories=["/mnt/fsx/datasets"],
                     **storage.cpfs_mount("cn-wulanchabu", "cpfs-0123", "exp-0456").values)
     assert "export_id=exp-0456" in script and "nas_endpoint=nas-vpc.cn-wulanchabu.aliyuncs.com" in script
     assert "export_path=/share/goldenenv" in script and "mount -t \"$fs_type\"" in script
@@ -352,7 +352,7 @@ def test_the_cpfs_script_looks_up_its_export_with_hardened_metadata_and_valid_py
 
 def test_a_hostile_value_reaches_the_mount_script_as_data():
     hostile = "exp-1; touch /tmp/pwned"
-    script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", directories=[],
+    script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", owner=1000, directories=[],
                     **storage.cpfs_mount("cn-wulanchabu", "cpfs-1", hostile).values)
     bash_n(script)
     assert "export_id='exp-1; touch /tmp/pwned'" in script

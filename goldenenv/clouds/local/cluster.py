@@ -21,7 +21,6 @@ from goldenenv.spec import ClusterSpec
 STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
 DATA = "/data"
-STATE = Path(__file__).resolve().parents[3] / ".goldenenv" / "local"
 
 
 @dataclass(frozen=True)
@@ -45,12 +44,17 @@ class Names:
 
 
 class LocalCluster:
-    def __init__(self, spec: ClusterSpec, client: docker.DockerClient | None = None, state_dir: Path = STATE):
+    def __init__(self, spec: ClusterSpec, client: docker.DockerClient | None = None,
+                 state_dir: Path | None = None):
         self.spec = spec
         self.client = client or docker.from_env()
         self.names = Names(spec.stack)
         self.shape = catalog.local_shapes()[spec.nodes[0].instance_type]
         self.count = spec.nodes[0].count
+        if state_dir is None:
+            from goldenenv import project
+
+            state_dir = project.current().local_state
         self.state_file = state_dir / spec.stack / "outputs.json"
 
     @property

@@ -1,0 +1,5 @@
+"""The Pulumi program (Pulumi.yaml: main: program/): goldenenv's, from the installed package."""
+
+from goldenenv.program import main
+
+main()

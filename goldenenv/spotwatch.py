@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Turn a cloud's spot interruption notice into a checkpoint: watch the metadata endpoint, signal the training.
+
+Runs on a node, inside the golden image as `goldenenv-spotwatch` (stdlib only). As a wrapper:
+
+    goldenenv-spotwatch -- torchrun --nnodes 2 ... train_ddp.py --steps 1000
+
+it starts the command, polls the instance metadata every few seconds and, when a notice appears
+(AWS: spot/instance-action through IMDSv2; Alibaba Cloud: spot/termination-time), sends SIGUSR1 once
+to every process of the command's tree that catches it (the training ranks: torchrun does not forward
+SIGUSR1, and its workers run in sessions of their own). If none catches it, the command itself gets
+SIGTERM, which torchrun passes on to its workers, once --fallback-after seconds have passed without
+a handler (a notice may come while the ranks still import torch). It exits with the command's exit code.
+With --pid it watches a process tree started elsewhere instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+DEFAULT_METADATA_URL = "http://169.254.169.254"
+CLOUDS = ("aws", "alicloud")
+TOKEN_TTL_S = 21600
+HTTP_TIMEOUT_S = 2.0
+AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
+ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
+AWS_NOTICE = "/latest/meta-data/spot/instance-action"
+ALIYUN_NOTICE = "/latest/meta-data/instance/spot/termination-time"
+TOKEN_PATH = "/latest/api/token"
+VENDORS = {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud"}
+
+
+@dataclass(frozen=True)
+class Notice:
+    cloud: str
+    action: str
+    deadline: datetime | None
+    raw: str
+
+    def seconds_left(self, now: datetime | None = None) -> float | None:
+        if self.deadline is None:
+            return None
+        return (self.deadline - (now or datetime.now(timezone.utc))).total_seconds()
+
+
+class MetadataError(Exception):
+    """The endpoint could not be asked (refused, timed out, unexpected status): try again at the next poll."""
+
+
+def log(message: str) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"goldenenv-spotwatch {stamp}: {message}", file=sys.stderr, flush=True)
+
+
+def parse_time(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+class Metadata:
+    """One cloud's metadata endpoint, with its session token kept until it nearly expires."""
+
+    def __init__(self, cloud: str, base_url: str, timeout: float = HTTP_TIMEOUT_S) -> None:
+        self.cloud, self.base_url, self.timeout = cloud, base_url.rstrip("/"), timeout
+        self._token: str | None = None
+        self._token_expires = 0.0
+
+    def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
+        request = urllib.request.Request(self.base_url + path, method=method, headers=headers,
+                                         data=b"" if method == "PUT" else None)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - fixed scheme
+                return response.status, response.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, ""
+        except (urllib.error.URLError, OSError) as e:
+            raise MetadataError(f"{self.base_url}{path}: {getattr(e, 'reason', e)}") from None
+
+    def _token_headers(self) -> dict[str, str]:
+        """IMDSv2 (AWS) or hardened mode (Alibaba): a token when the endpoint gives one, none otherwise (v1)."""
+        ttl_header, token_header = (("X-aws-ec2-metadata-token-ttl-seconds", AWS_TOKEN_HEADER) if self.cloud == "aws"
+                                    else ("X-aliyun-ecs-metadata-token-ttl-seconds", ALIYUN_TOKEN_HEADER))
+        if self._token is None or time.monotonic() > self._token_expires:
+            status, body = self._request("PUT", TOKEN_PATH, {ttl_header: str(TOKEN_TTL_S)})
+            if status != 200 or not body.strip():
+                raise MetadataError(f"token refused: PUT {TOKEN_PATH} answered {status}")
+            self._token, self._token_expires = body.strip(), time.monotonic() + TOKEN_TTL_S - 60
+        return {token_header: self._token}
+
+    def _get(self, path: str) -> tuple[int, str]:
+        try:
+            headers = self._token_headers()
+        except MetadataError as e:
+            token_error = e
+            headers = {}
+        else:
+            token_error = None
+        status, body = self._request("GET", path, headers)
+        if status == 401 and headers:  # the token expired early: get a new one next time
+            self._token = None
+        if status not in (200, 404):
+            raise MetadataError(f"GET {path} answered {status}" + (f" ({token_error})" if token_error else ""))
+        return status, body
+
+    def notice(self) -> Notice | None:
+        """The pending interruption, or None; MetadataError when the endpoint could not say."""
+        path = AWS_NOTICE if self.cloud == "aws" else ALIYUN_NOTICE
+        status, body = self._get(path)
+        if status == 404:
+            return None
+        if self.cloud == "aws":
+            try:
+                action = json.loads(body)
+                return Notice("aws", str(action.get("action", "terminate")), parse_time(str(action.get("time", ""))),
+                              body.strip())
+            except (ValueError, AttributeError):
+                return Notice("aws", "terminate", None, body.strip())
+        return Notice("alicloud", "terminate", parse_time(body), body.strip())
+
+
+def detect_cloud() -> str | None:
+    """The cloud this machine runs on, from its DMI vendor (readable without privileges)."""
+    for name in ("sys_vendor", "board_vendor"):
+        try:
+            with open(f"/sys/class/dmi/id/{name}") as f:
+                vendor = f.read().strip()
+        except OSError:
+            continue
+        for prefix, cloud in VENDORS.items():
+            if vendor.startswith(prefix):
+                return cloud
+    return None
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, whatever session they started (torchrun's workers have their own)."""
+    tree, found, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(tree.get(pid, []))
+    return found
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process installed a handler for `signum` (SigCgt in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def signal_catchers(root: int, signum: int) -> list[int]:
+    """Send `signum` to each process under `root` that catches it (a process without a handler would die)."""
+    sent = []
+    for pid in process_tree(root):
+        if catches(pid, signum):
+            try:
+                os.kill(pid, signum)
+                sent.append(pid)
+            except ProcessLookupError:
+                pass
+    return sent
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watch(metadata: Metadata, root: int, finished, interval: float, signum: int, fallback: int,
+          fallback_after: float) -> Notice | None:
+    """Poll until `finished()` is true; signal the tree under `root` once when a notice appears."""
+    noticed: Notice | None = None
+    signalled, noticed_at, failing = False, 0.0, False
+    name = signal.Signals(signum).name
+    while not finished():
+        if noticed is not None and not signalled:
+            sent = signal_catchers(root, signum)
+            if sent:
+                signalled = True
+                log(f"sent {name} to {', '.join(map(str, sent))}; waiting for the checkpoint")
+            elif time.monotonic() - noticed_at >= fallback_after:
+                signalled = True
+                try:
+                    os.kill(root, fallback)
+                except ProcessLookupError:
+                    pass
+                log(f"no process under {root} catches {name} after {fallback_after:g} s: "
+                    f"sent {signal.Signals(fallback).name} to {root}")
+        if noticed is None:
+            try:
+                found = metadata.notice()
+            except MetadataError as e:
+                if not failing:
+                    log(f"metadata endpoint: {e}; still polling every {interval:g} s")
+                failing = True
+            else:
+                if failing:
+                    log("metadata endpoint answers again")
+                failing = False
+                if found is not None:
+                    noticed, noticed_at = found, time.monotonic()
+                    left = found.seconds_left()
+                    deadline = found.deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if found.deadline else "unknown"
+                    log(f"{found.cloud} spot notice: {found.action} at {deadline}"
+                        + (f" ({left:.0f} s left)" if left is not None else "") + f" [{found.raw}]")
+                    continue  # signal at once
+        end = time.monotonic() + (interval if noticed is None or signalled else min(interval, 0.5))
+        while not finished() and time.monotonic() < end:
+            time.sleep(min(0.1, interval))
+    return noticed
+
+
+def _signal_number(name: str) -> int:
+    name = name.upper()
+    try:
+        return int(getattr(signal, name if name.startswith("SIG") else f"SIG{name}"))
+    except AttributeError:
+        raise argparse.ArgumentTypeError(f"unknown signal {name}") from None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="goldenenv-spotwatch", description=__doc__.split("\n\n")[0],
+        epilog="example: goldenenv-spotwatch -- torchrun --nproc-per-node 8 train_ddp.py --checkpoint-every 50")
+    parser.add_argument("--cloud", choices=CLOUDS, default=os.environ.get("GOLDENENV_CLOUD") or None,
+                        help="whose notice to poll (env GOLDENENV_CLOUD; default: from the machine's DMI vendor)")
+    parser.add_argument("--metadata-url", default=os.environ.get("GOLDENENV_METADATA_URL", DEFAULT_METADATA_URL),
+                        help="metadata endpoint (env GOLDENENV_METADATA_URL; default %(default)s)")
+    parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="poll period (default 5)")
+    parser.add_argument("--signal", type=_signal_number, default=signal.SIGUSR1, metavar="NAME",
+                        help="sent to the processes that catch it (default USR1)")
+    parser.add_argument("--fallback-signal", type=_signal_number, default=signal.SIGTERM, metavar="NAME",
+                        help="sent to the command when no process catches --signal (default TERM)")
+    parser.add_argument("--fallback-after", type=float, default=20.0, metavar="SECONDS",
+                        help="how long to wait for a process to catch --signal before the fallback (default 20)")
+    parser.add_argument("--pid", type=int, help="watch this running process tree instead of starting a command")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...: the training to start")
+    args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if bool(args.command) == (args.pid is not None):
+        parser.error("give either a command after -- or --pid")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cloud = args.cloud or detect_cloud()
+    if cloud is None:
+        log("not on a known cloud (no AWS or Alibaba DMI vendor) and no --cloud: polling AWS's endpoint")
+        cloud = "aws"
+    metadata = Metadata(cloud, args.metadata_url)
+    if args.pid is not None:
+        log(f"watching {cloud} spot notices at {args.metadata_url} for process {args.pid}")
+        watch(metadata, args.pid, lambda: not _alive(args.pid), args.interval, args.signal, args.fallback_signal,
+              args.fallback_after)
+        return 0
+
+    child = subprocess.Popen(args.command)
+    for forwarded in (signal.SIGTERM, signal.SIGINT):  # a wrapper must not swallow a stop meant for the command
+        signal.signal(forwarded, lambda signum, frame: child.send_signal(signum))
+    log(f"watching {cloud} spot notices at {args.metadata_url} for process {child.pid} ({args.command[0]})")
+    noticed = watch(metadata, child.pid, lambda: child.poll() is not None, args.interval, args.signal,
+                    args.fallback_signal, args.fallback_after)
+    code = child.wait()
+    if noticed is not None:
+        left = noticed.seconds_left()
+        log(f"{args.command[0]} exited with {code} after the notice"
+            + (f", {left:.0f} s before the deadline" if left is not None else ""))
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The spot watcher against a fake metadata endpoint: it signals the training once per notice, and never crashes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from goldenenv import spotwatch
+from goldenenv.images.dockerfile import SPOTWATCH, dockerfile, write_context
+from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.images.lock import load
+
+WATCHER = Path(spotwatch.__file__)
+
+TRAINING = """
+import os, signal, sys, time
+time.sleep(float(sys.argv[3]))  # importing torch takes a while
+signals = []
+signal.signal(signal.SIGUSR1, lambda s, f: signals.append(s))
+open(sys.argv[1], "w").write("ready")
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline and not signals:
+    time.sleep(0.02)
+time.sleep(0.5)  # a second signal would arrive here
+print("signals", len(signals), flush=True)
+sys.exit(0 if signals else 3)
+"""
+"""A stand-in for a training rank: ARGV ready-file wait-seconds start-delay; catches SIGUSR1, exits 0 after it
+(3 if none came in time)."""
+
+
+class FakeMetadata:
+    """IMDS-like endpoint: answers from the fields below, records every request."""
+
+    def __init__(self) -> None:
+        self.token: str | None = "tok-1"  # None: PUT /latest/api/token is refused (403)
+        self.require_token = True
+        self.aws_action: dict | None = None
+        self.aliyun_time: str | None = None
+        self.fail_with: int | None = None  # every request answers this status
+        self.requests: list[tuple[str, str, dict]] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: str = "") -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self):
+                fake.requests.append(("PUT", self.path, {k.lower(): v for k, v in self.headers.items()}))
+                if fake.fail_with:
+                    return self._answer(fake.fail_with)
+                ttl = (self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                       or self.headers.get("X-aliyun-ecs-metadata-token-ttl-seconds"))
+                if self.path != "/latest/api/token" or not ttl or fake.token is None:
+                    return self._answer(403)
+                self._answer(200, fake.token)
+
+            def do_GET(self):
+                fake.requests.append(("GET", self.path, {k.lower(): v for k, v in self.headers.items()}))
+                if fake.fail_with:
+                    return self._answer(fake.fail_with)
+                token = (self.headers.get("X-aws-ec2-metadata-token")
+                         or self.headers.get("X-aliyun-ecs-metadata-token"))
+                if fake.require_token and (token is None or token != fake.token):
+                    return self._answer(401)
+                if self.path == "/latest/meta-data/spot/instance-action" and fake.aws_action:
+                    return self._answer(200, json.dumps(fake.aws_action))
+                if self.path == "/latest/meta-data/instance/spot/termination-time" and fake.aliyun_time:
+                    return self._answer(200, fake.aliyun_time)
+                self._answer(404)
+
+        return Handler
+
+    def gets(self, path: str) -> list[dict]:
+        return [headers for method, p, headers in self.requests if method == "GET" and p == path]
+
+
+@pytest.fixture
+def metadata():
+    fake = FakeMetadata()
+    fake.thread.start()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+def in_two_minutes() -> str:
+    return (datetime.now(timezone.utc) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def watched(tmp_path: Path, metadata: FakeMetadata, cloud: str, wait_s: float, start_delay: float = 0.0):
+    return subprocess.Popen(
+        [sys.executable, str(WATCHER), "--cloud", cloud, "--metadata-url", metadata.url, "--interval", "0.2",
+         "--", sys.executable, "-c", TRAINING, str(tmp_path / "ready"), str(wait_s), str(start_delay)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def start_watched(tmp_path: Path, metadata: FakeMetadata, cloud: str, wait_s: float):
+    ready = tmp_path / "ready"
+    watcher = watched(tmp_path, metadata, cloud, wait_s)
+    deadline = time.monotonic() + 10
+    while not ready.exists():
+        assert watcher.poll() is None and time.monotonic() < deadline, watcher.communicate()
+        time.sleep(0.02)
+    return watcher
+
+
+def test_no_notice_means_no_signal_and_the_command_exit_code_comes_through(tmp_path, metadata):
+    watcher = start_watched(tmp_path, metadata, "aws", 1.5)
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 3, err
+    assert "signals 0" in out
+    assert "spot notice:" not in err
+    polls = metadata.gets("/latest/meta-data/spot/instance-action")
+    assert len(polls) >= 3, "it keeps polling while the command runs"
+    assert all(h.get("x-aws-ec2-metadata-token") == "tok-1" for h in polls)
+
+
+def test_an_aws_notice_through_imdsv2_signals_the_training_once_and_logs_the_deadline(tmp_path, metadata):
+    watcher = start_watched(tmp_path, metadata, "aws", 15)
+    time.sleep(0.5)
+    deadline = in_two_minutes()
+    metadata.aws_action = {"action": "terminate", "time": deadline}
+    started = time.monotonic()
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert time.monotonic() - started < 3, "noticed within a few poll periods"
+    assert "signals 1" in out, "one signal, not one per poll"
+    assert f"aws spot notice: terminate at {deadline}" in err
+    assert "s left" in err and "sent SIGUSR1" in err
+    tokens = [headers for method, path, headers in metadata.requests if method == "PUT"]
+    assert tokens and tokens[0]["x-aws-ec2-metadata-token-ttl-seconds"] == "21600"
+    assert len(tokens) == 1, "the session token is reused until it expires"
+
+
+def test_an_alibaba_termination_time_in_hardened_mode_signals_the_training(tmp_path, metadata):
+    watcher = start_watched(tmp_path, metadata, "alicloud", 15)
+    deadline = in_two_minutes()
+    metadata.aliyun_time = deadline
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert "signals 1" in out
+    assert f"alicloud spot notice: terminate at {deadline}" in err
+    polls = metadata.gets("/latest/meta-data/instance/spot/termination-time")
+    assert polls and all(h.get("x-aliyun-ecs-metadata-token") == "tok-1" for h in polls)
+    assert not metadata.gets("/latest/meta-data/spot/instance-action")
+
+
+def test_alibaba_in_normal_mode_needs_no_token(tmp_path, metadata):
+    metadata.token, metadata.require_token = None, False
+    metadata.aliyun_time = in_two_minutes()
+    watcher = start_watched(tmp_path, metadata, "alicloud", 15)
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert "signals 1" in out
+
+
+def test_a_refused_token_or_failing_endpoint_is_logged_once_and_polling_goes_on(tmp_path, metadata):
+    metadata.token = None  # IMDSv2 required but no token given: every GET answers 401
+    watcher = start_watched(tmp_path, metadata, "aws", 15)
+    time.sleep(0.7)
+    metadata.token, metadata.fail_with = None, 500
+    time.sleep(0.5)
+    metadata.fail_with = None
+    metadata.token = "tok-2"
+    metadata.aws_action = {"action": "stop", "time": in_two_minutes()}
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert "signals 1" in out
+    assert "token refused" in err and "still polling" in err
+    assert err.count("still polling") == 1, "an endpoint that keeps failing is logged once, not every poll"
+    assert "metadata endpoint answers again" in err
+    assert "aws spot notice: stop at" in err
+    assert "Traceback" not in err
+
+
+def test_an_unreachable_endpoint_never_crashes_the_watcher(tmp_path, metadata):
+    metadata.server.shutdown()
+    metadata.server.server_close()
+    watcher = start_watched(tmp_path, metadata, "aws", 1.0)
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 3, "the command's own exit code"
+    assert "still polling" in err and "Traceback" not in err
+
+
+def test_a_command_that_catches_nothing_gets_the_fallback_signal(tmp_path, metadata):
+    metadata.aws_action = {"action": "terminate", "time": in_two_minutes()}
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), "--cloud", "aws", "--metadata-url", metadata.url, "--interval", "0.2",
+         "--fallback-after", "0.5", "--", "sleep", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 128 + 15, err
+    assert "no process under" in err and "sent SIGTERM" in err
+
+
+def test_a_notice_before_the_training_catches_the_signal_waits_for_its_handler(tmp_path, metadata):
+    metadata.aws_action = {"action": "terminate", "time": in_two_minutes()}
+    watcher = watched(tmp_path, metadata, "aws", 15, start_delay=1.0)
+    out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, err
+    assert "signals 1" in out, "signalled once its handler was there, not killed before"
+
+
+def test_notice_bodies_parse_into_an_action_and_a_deadline(metadata):
+    metadata.aws_action = {"action": "terminate", "time": "2017-09-18T08:22:00Z"}
+    notice = spotwatch.Metadata("aws", metadata.url).notice()
+    assert (notice.action, notice.deadline) == ("terminate", datetime(2017, 9, 18, 8, 22, tzinfo=timezone.utc))
+    metadata.aliyun_time = "2015-01-05T18:02:00Z"
+    notice = spotwatch.Metadata("alicloud", metadata.url).notice()
+    assert notice.deadline == datetime(2015, 1, 5, 18, 2, tzinfo=timezone.utc)
+    metadata.aws_action = None
+    assert spotwatch.Metadata("aws", metadata.url).notice() is None
+
+
+def test_the_watcher_is_copied_into_every_golden_image(tmp_path):
+    for name in ("cpu-dev", "cuda-slim"):
+        assert f"COPY spotwatch.py {SPOTWATCH}\n" in dockerfile(load(name), "base:1")
+    context = write_context(load("cpu-dev"), "base:1", BuildOptions(), tmp_path)
+    copied = context / "spotwatch.py"
+    assert copied.read_bytes() == WATCHER.read_bytes()
+    assert copied.stat().st_mode & 0o755 == 0o755
+    assert copied.read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_the_watcher_imports_nothing_but_the_standard_library():
+    imported = subprocess.run(
+        [sys.executable, "-I", "-c", "import runpy, sys; sys.argv = ['w', '--help'];"
+         f"runpy.run_path({str(WATCHER)!r}, run_name='__main__')"], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert "usage: goldenenv-spotwatch" in imported.stdout
+    source = WATCHER.read_text()
+    assert "goldenenv." not in source.replace("goldenenv-spotwatch", "")
