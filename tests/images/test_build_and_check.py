@@ -128,7 +128,7 @@ def test_rebuild_after_bumping_one_project_pin_reuses_every_earlier_layer(client
         before = client.images.get(cpu_dev.tag).attrs["RootFS"]["Layers"]
         after = client.images.get(rebuilt.tag).attrs["RootFS"]["Layers"]
         shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), len(before))
-        # base, user + venv and torch layers are reused; only the project layer (the last one) is new
+        # base, node tools, user + venv and torch layers are reused; only the project layer (the last one) is new
         assert len(after) == len(before) and shared == len(before) - 1, (before, after)
         assert rebuilt.cached_steps > 0
         result = check_image(bumped, lock_file=lock_file, client=client)
