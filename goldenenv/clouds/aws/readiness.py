@@ -16,16 +16,15 @@ from typing import Any
 
 from goldenenv import reaper
 from goldenenv.clouds.aws import limits
+from goldenenv.clouds.aws.guardrail_facts import (
+    DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
+)
 from goldenenv.guardrails import Context, Finding, PlannedResource, Rule, Severity, check_rule, is_taggable
 from goldenenv.spec import STACK_TAG_KEY
 
 BUDGET = "aws:budgets/budget:Budget"
 BUDGET_ACTION = "aws:budgets/budgetAction:BudgetAction"
 AWS_PROVIDER = "pulumi:providers:aws"
-INSTANCE = "aws:ec2/instance:Instance"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-LUSTRE_FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
-DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 METRIC_ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 POLICY_DOCUMENTS = {
     "aws:iam/rolePolicy:RolePolicy": "policy",
