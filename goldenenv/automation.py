@@ -81,8 +81,9 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
        one_at_a_time: bool = True, target=None, allow_over_budget: bool = False) -> dict:
     """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up`.
 
-    Running nodes keep their launch template version; with roll_nodes (all, pool names or node names), the nodes
-    named whose template has moved are then replaced onto it, one `up` per node unless one_at_a_time is False.
+    Running nodes keep what they booted with (AWS: their launch template version; Alibaba: their boot script); with
+    roll_nodes (all, pool names or node names), the nodes named whose template or script has moved are then
+    replaced onto it, one `up` per node unless one_at_a_time is False.
     """
     guard(spec, creating=True, allow_over_budget=allow_over_budget)
     target = target or stack(spec)
@@ -98,10 +99,10 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
 
 
 def roll_targets(spec: ClusterSpec, requested: list[str], deployment) -> list[str]:
-    """The nodes to replace: those named (all, a pool, pool-index) whose launch template has moved on.
+    """The nodes to replace: those named (all, a pool, pool-index) whose boot template or script has moved on.
 
     Without the deployment (a backend plan cannot read), the named nodes are rolled as named: a node already on
-    its template's version is left alone by Pulumi anyway.
+    its current template or script is left alone by Pulumi anyway.
     """
     from goldenenv import updates
 

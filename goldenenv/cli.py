@@ -291,8 +291,8 @@ def _lifecycle_failure(e: Exception) -> None:
 @app.command("up")
 def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
            roll_nodes: str = typer.Option(None, "--roll-nodes", help="Replace these nodes onto their pool's current "
-                                          "launch template (erases their local NVMe): all, pool names or nodes "
-                                          "(gpu-0), comma separated. Without it a template change reaches no "
+                                          "boot template or script (erases their local NVMe): all, pool names or "
+                                          "nodes (gpu-0), comma separated. Without it a boot change reaches no "
                                           "running node."),
            all_at_once: bool = typer.Option(False, "--all-at-once", help="Roll the nodes in one up (e.g. a stopped "
                                             "cluster) instead of one node at a time."),
@@ -580,6 +580,10 @@ def image_pin(name: str, wheelhouse: str = WHEELHOUSE, pip_index_url: str = INDE
     from goldenenv.images.lock import lock_path
 
     lock = _lock(name)
+    if lock.extends:
+        errors.print(f"{name}/lock.yaml: extends: {name} takes its pins from {lock.extends}; "
+                     f"run goldenenv image pin {lock.extends}")
+        raise typer.Exit(2)
     folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
     with console.status(f"resolving {name} for Python {lock.python}"):
         try:

@@ -319,7 +319,20 @@ def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:
     found += _check_efa(lock, nccl)
     found += _fabric_nccl(lock, _fabric_rows(lock.fabric, "*"), nccl, "")
     found += _fabric_cuda(lock)
+    found += _check_deepspeed_ops(lock)
     return found
+
+
+def _check_deepspeed_ops(lock: Lock) -> list[Conflict]:
+    """DeepSpeed on a CUDA torch prebuilds its ops (deepspeedOps), or every node compiles them: a warning."""
+    if not lock.deepspeed or lock.torch_cuda in (None, "cpu"):
+        return []
+    if not lock.deepspeed_ops:
+        return [Conflict("deepspeed-jit", (f"deepspeed={lock.deepspeed}",),
+                         f"deepspeed={lock.deepspeed} without deepspeedOps: every node compiles DeepSpeed's ops just "
+                         "in time, which needs nvcc (not in the image) and minutes per cold start; list the ops in "
+                         "deepspeedOps.prebuilt", WARNING)]
+    return []
 
 
 def _fabric_cuda(lock: Lock) -> list[Conflict]:

@@ -8,7 +8,7 @@ judges the cost against the budget and runs the guardrails over what was recorde
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -215,8 +215,10 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
                                parallel_fs=spec.storage.parallel_fs.enabled)
     steps = getattr(cloud, "destroy_steps", None)
-    changes = updates.node_changes(prior, resources) if prior else []
-    notes = [n for n in [prior_note, updates.summarize(changes) if changes else updates.pinning_note(resources)] if n]
+    nodes = getattr(cloud, "node_updates", None)
+    changes = updates.node_changes(prior, resources, nodes) if prior and nodes else []
+    pinning = updates.pinning_note(resources, nodes) if nodes else ""
+    notes = [n for n in [prior_note, updates.summarize(changes) if changes else pinning] if n]
     return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
                 steps(spec, outputs) if steps else [], changes, notes, lines)
 
@@ -335,6 +337,16 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+    def RegisterResourceOutputs(self, request):  # noqa: N802 (gRPC method name)
+        """A component's register_outputs: the checkpoint keeps them (a node pool's boot scripts), so the plan
+        records them as the component's outputs."""
+        registered = rpc.deserialize_properties(request.outputs) if request.HasField("outputs") else {}
+        for i, record in enumerate(self.records):
+            if record.urn == request.urn and not record.custom:
+                self.records[i] = replace(record, outputs=registered)
+        return super().RegisterResourceOutputs(request)
+
+
 def _is_stack(urn: str) -> bool:
     return not urn or urn.split("::")[2].split("$")[-1] == "pulumi:pulumi:Stack"
 
@@ -356,11 +368,14 @@ class _PlanMocks(pulumi.runtime.Mocks):
         # an update, as the cloud answers it: same id, computed values (addresses, names, DNS) as deployed,
         # the program's inputs as given now
         state = {**state, **{k: v for k, v in before.outputs.items() if k not in args.inputs}, **args.inputs}
-        if args.typ.rsplit(":", 1)[-1] == "LaunchTemplate":
+        nodes = getattr(self.cloud, "node_updates", None)
+        template = nodes.template if nodes else None
+        if template is not None and args.typ == template.type:
+            # the cloud adds a template version when the template's inputs change
             from goldenenv import updates
 
-            version = int(before.outputs.get("latestVersion") or 1)
-            state["latestVersion"] = version + (1 if updates.input_changes(before.inputs, args.inputs) else 0)
+            version = int(before.outputs.get(template.version_output) or 1)
+            state[template.version_output] = version + (1 if updates.input_changes(before.inputs, args.inputs) else 0)
         return before.id or resource_id, state
 
     def _created(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:

@@ -1,6 +1,8 @@
 """Benchmark golden image builds on this machine's Docker engine (classic builder).
 
 Run: .venv/bin/python scripts/bench_images.py [--images cpu-dev,cuda-slim]
+     .venv/bin/python scripts/bench_images.py --sizes   (no builds: every image built here from its current lock,
+     with its margin to the lock's maxCompressedGb; exit 1 when one is over)
 
 Figures, all measured in this run:
   1. base bootstrap (debootstrap + docker import) of the first image's bootstrap base, into a scratch tag
@@ -42,7 +44,7 @@ from goldenenv.images import pin, size
 from goldenenv.images.base import bootstrap, ensure_base
 from goldenenv.images.build import STEP, Built, build, builder_images
 from goldenenv.images.dockerfile import BuildOptions, dockerfile
-from goldenenv.images.lock import IMAGES, Lock, load
+from goldenenv.images.lock import IMAGES, Lock, load, names
 
 MB = 1e6
 NEW_ID = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
@@ -245,13 +247,54 @@ def steps(b: Built) -> str:
     return f"{b.cached_steps}/{b.steps}"
 
 
+def report_sizes(client: docker.DockerClient, images: list[str]) -> int:
+    """Size of every image built on this engine from the current locks (no build): uncompressed, gzip-1, the
+    margin to the lock's limit, the largest layers, and for a lock that extends a stem the bytes it shares."""
+    started = time.monotonic()
+    print(f"{'image':<14} {'size MB':>8} {'gzip-1 MB':>9} {'ratio':>6} {'gzip s':>6}  limit (lock maxCompressedGb)")
+    over = 0
+    for name in images:
+        lock = load(name)
+        try:
+            image = client.images.get(lock.tag)
+        except ImageNotFound:
+            print(f"{name:<14} not built on this engine: goldenenv image build {name}")
+            continue
+        measured = sizes(client, lock.tag, dockerfile(lock, "base:ref"), largest=4)
+        over += bool(lock.max_compressed_gb and measured["gz"] > lock.max_compressed_gb * 1e9)
+        print(f"{name:<14} {measured['bytes'] / MB:>8.0f} {measured['gz'] / MB:>9.0f} "
+              f"{ratio(measured['bytes'], measured['gz']):>6} {measured['gz_s']:>6.1f}  "
+              f"{size.over_limit(measured['gz'], lock.max_compressed_gb)}")
+        for i, layer in enumerate(measured["layers"], 1):
+            print(f"  largest layer {i}: {layer.size / MB:>7.0f} MB ({100 * layer.size / measured['bytes']:.0f}%) "
+                  f"{layer.step[:100]}")
+        if lock.extends:
+            try:
+                stem = client.images.get(load(lock.extends).tag)
+            except ImageNotFound:
+                print(f"  extends {lock.extends}, which is not built here: shared bytes not measured")
+                continue
+            shared = size.shared_bytes(image, stem)
+            print(f"  {shared / MB:.0f} MB ({100 * shared / measured['bytes']:.1f}%) are {lock.extends}'s layers; "
+                  f"its own layers: {(measured['bytes'] - shared) / MB:.0f} MB")
+    print(f"total {time.monotonic() - started:.0f}s (size = uncompressed, as `docker images`; gzip-1 = "
+          "`docker save | gzip -1`, streamed through zlib level 1, what a registry push and a node's pull move; "
+          "GB = 10^9 bytes)")
+    return 1 if over else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", default="cpu-dev,cuda-slim")
+    parser.add_argument("--sizes", action="store_true",
+                        help="only measure the images already built from every lock (or --images): no builds")
     args = parser.parse_args(argv)
     images = [n.strip() for n in args.images.split(",") if n.strip()]
     started = time.monotonic()
     client = docker.from_env()
+    if args.sizes:
+        chosen = images if "--images" in (argv if argv is not None else sys.argv) else names()
+        return report_sizes(client, chosen)
     options = BuildOptions.from_environment()
 
     first = load(images[0])

@@ -428,3 +428,22 @@ class GpuPeak:
 def gpu_peak_tflops() -> dict[str, GpuPeak]:
     """data/gpu_peak_tflops.csv by catalog GPU name."""
     return {r["gpu"]: GpuPeak(r["gpu"], float(r["bf16_dense_tflops"]), r["source"]) for r in _read("gpu_peak_tflops")}
+
+
+@dataclass(frozen=True)
+class DeepspeedOp:
+    op: str
+    build_var: str
+    """setup.py pre-compiles the op when this variable is 1 (DS_BUILD_FUSED_ADAM ...)."""
+    kind: str
+    """cuda (nvcc, for the lock's archs) | cpu (the host C++ compiler, for the lock's cpuArch)"""
+    module: str
+    """The compiled extension DeepSpeed imports when the op was pre-built."""
+    source: str
+
+
+@functools.cache
+def deepspeed_ops() -> dict[str, DeepspeedOp]:
+    """DeepSpeed's ops that an image can pre-build, by the name ds_report shows."""
+    return {r["op"]: DeepspeedOp(**r) for r in _read("deepspeed_ops")}
+

@@ -7,10 +7,13 @@ values come from the lock (and the catalog through it), never from a test file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from goldenenv import catalog
+from goldenenv.checks.gpu import has_kernels
 from goldenenv.images import dockerfile
 from goldenenv.images.lock import Lock
 
@@ -52,7 +55,9 @@ def expectations(lock: Lock) -> list[Expectation]:
             f"package {name}", pin.version, p["packages"].get(name, "not installed")))
 
     if lock.torch:
-        expect("torch", lambda p: _equal("torch", lock.torch, (p["torch"] or {}).get("version", "not importable")))
+        # torch.__version__ carries the CUDA variant (2.7.0+cu126) even where the wheel's metadata says 2.7.0
+        runtime = lock.torch if "+" in lock.torch else f"{lock.torch}+{lock.torch_cuda}"
+        expect("torch", lambda p: _equal("torch", runtime, (p["torch"] or {}).get("version", "not importable")))
         cuda = _major_minor(lock.cuda) if lock.cuda and lock.torch_cuda != "cpu" else None
         expect("torch-cuda", lambda p: _equal("torch.version.cuda", cuda, (p["torch"] or {}).get("cuda")))
         if lock.nccl and cuda:
@@ -60,15 +65,26 @@ def expectations(lock: Lock) -> list[Expectation]:
         if lock.cudnn and cuda:
             expect("torch-cudnn", lambda p: _equal(
                 "cuDNN loaded by torch", ".".join(lock.cudnn.split(".")[:3]), (p["torch"] or {}).get("cudnn")))
+        if cuda and lock.gpu_archs:
+            expect("torch-archs", lambda p: _archs(lock, p))
     if lock.cuda:
         expect("cuda-runtime", lambda p: _equal("CUDA runtime", _major_minor(lock.cuda), p["cuda_runtime"]))
     if lock.nccl:
         expect("nccl", lambda p: _equal("NCCL", lock.nccl, p["nccl"]))
-        expect("one-libnccl", lambda p: None if len(p["libnccl_files"]) == 1
-               else f"NCCL: exactly one libnccl must be visible, found {len(p['libnccl_files'])}: "
-                    + (", ".join(p["libnccl_files"]) or "none"))
     if lock.cudnn:
         expect("cudnn", lambda p: _equal("cuDNN", ".".join(lock.cudnn.split(".")[:3]), p["cudnn"]))
+    for library, pinned in (("libnccl", lock.nccl), ("libcudart", lock.cuda), ("libcudnn", lock.cudnn),
+                            ("libcublas", lock.torch_cuda not in (None, "cpu"))):
+        if pinned:  # one copy of CUDA: the libraries torch loads, never a second toolkit's
+            expect(f"one-{library}", lambda p, library=library: _one_copy(library, p))
+    if lock.cuda:
+        expect("no-cuda-compiler", _no_cuda_compiler)
+    if lock.deepspeed_ops:
+        expect("no-builder-compiler", lambda p: _no_builder_packages(lock, p))
+        ops = catalog.deepspeed_ops()
+        for op in lock.deepspeed_ops.prebuilt:
+            expect(f"deepspeed-op-{op}", lambda p, op=op: _ds_report_op(op, p))
+            expect(f"deepspeed-op-{op}-imports", lambda p, op=op: _op_imports(op, ops[op].module, p))
     if lock.efa:
         efa = lock.efa
         expect("efa-installer", lambda p: None if p["efa_installed"] and efa.installer in p["efa_installed"]
@@ -102,3 +118,69 @@ def _spotwatch(probe: Probe) -> str | None:
 def _unlocked(lock: Lock, probe: Probe) -> str | None:
     extra = sorted(set(probe["packages"]) - set(lock.packages))
     return f"packages not in the lock: {', '.join(extra)}" if extra else None
+
+
+def _archs(lock: Lock, probe: Probe) -> str | None:
+    """torch carries kernels for every arch of the lock (read from its build, so no GPU is needed)."""
+    flags = (probe["torch"] or {}).get("arch_flags") or []
+    missing = [a for a in lock.gpu_archs if not has_kernels(flags, a)]
+    return (f"torch archs: lock's gpuArchs {', '.join(missing)} not among torch's ({' '.join(flags) or 'none'})"
+            if missing else None)
+
+
+def _one_copy(library: str, probe: Probe) -> str | None:
+    files = probe["library_files"][f"{library}.so"]
+    return None if len(files) == 1 else \
+        f"{library}: exactly one copy must be in the image, found {len(files)}: {', '.join(files) or 'none'}"
+
+
+def _no_cuda_compiler(probe: Probe) -> str | None:
+    """The CUDA compiler and toolkits stay out of the image: no nvcc file anywhere, no /usr/local/cuda*."""
+    found = probe["compilers"]["nvcc"] + probe["cuda_toolkits"]
+    return f"CUDA compiler in the image (it belongs to the builder stage): {', '.join(found)}" if found else None
+
+
+def _no_builder_packages(lock: Lock, probe: Probe) -> str | None:
+    """The builder's toolkit and compiler packages stay out of the image, unless the lock's base asks for them."""
+    base = set(lock.base.bootstrap.packages if lock.base.bootstrap else lock.base.os_packages)
+    leaked = [p for p in lock.deepspeed_ops.compiler_packages if p in probe["os_packages"] and p not in base]
+    return f"builder compiler packages in the image: {', '.join(leaked)}" if leaked else None
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+DS_REPORT_OP = re.compile(r"^(?P<op>[a-z][a-z0-9_]*) \.+ \[(?P<installed>[A-Z]+)\] \.+ \[(?P<compatible>[A-Z]+)\]")
+
+
+def ds_report_ops(output: str) -> dict[str, tuple[str, str]]:
+    """op → (installed, compatible) as `ds_report` prints them: `fused_adam ..... [YES] ...... [OKAY]`."""
+    found = {}
+    for line in ANSI.sub("", output).splitlines():
+        match = DS_REPORT_OP.match(line.strip())
+        if match:
+            found[match["op"]] = (match["installed"], match["compatible"])
+    return found
+
+
+def _ds_report_op(op: str, probe: Probe) -> str | None:
+    report = (probe.get("deepspeed") or {}).get("report")
+    if not report:
+        return f"DeepSpeed op {op}: no ds_report in the image (is deepspeed installed?)"
+    if report["rc"] != 0:
+        return f"DeepSpeed op {op}: ds_report fails (rc {report['rc']}): {report['out'].strip()[-300:]}"
+    installed, compatible = ds_report_ops(report["out"]).get(op, ("not listed", "not listed"))
+    if (installed, compatible) != ("YES", "OKAY"):
+        return f"DeepSpeed op {op}: lock prebuilds it, ds_report says installed {installed}, compatible {compatible}"
+    return None
+
+
+def _op_imports(op: str, module: str, probe: Probe) -> str | None:
+    done = ((probe.get("deepspeed") or {}).get("imports") or {}).get(module)
+    if done is None:
+        return f"DeepSpeed op {op}: {module} was not tried"
+    return None if done["rc"] == 0 else f"DeepSpeed op {op}: import {module} fails: {done['out'].strip()[-300:]}"
+
+
+def probe_arguments(lock: Lock) -> list[str]:
+    """What the probe is asked to import: the compiled module of every op the lock prebuilds."""
+    ops = catalog.deepspeed_ops()
+    return [ops[op].module for op in lock.deepspeed_ops.prebuilt] if lock.deepspeed_ops else []

@@ -245,7 +245,7 @@ def check_torch_gpu(probe: dict, expected_gpus: int, gpu_archs: list[str]) -> li
     findings = [HostFinding("torch-gpus", seen == expected_gpus, message)]
     arch_list = probe["arch_list"] or []
     for arch in gpu_archs:
-        if _has_kernels(arch_list, arch):
+        if has_kernels(arch_list, arch):
             findings.append(HostFinding(f"torch-arch-{arch}", True, f"{arch} is in {build}'s get_arch_list()"))
         else:
             findings.append(HostFinding(
@@ -255,7 +255,7 @@ def check_torch_gpu(probe: dict, expected_gpus: int, gpu_archs: list[str]) -> li
     return findings
 
 
-def _has_kernels(arch_list: list[str], arch: str) -> bool:
+def has_kernels(arch_list: list[str], arch: str) -> bool:
     """sm_90 is served by sm_90 or the arch-specific sm_90a / sm_90f cubins."""
     return any(re.fullmatch(rf"{re.escape(arch)}[af]?", entry) for entry in arch_list)
 
@@ -379,6 +379,62 @@ if __name__ == "__main__":
 {"world_size", "ok", "seconds", "busbw_gbps", ...}; bandwidths in GB/s (10^9 bytes), as nccl-tests prints them."""
 
 _BUSBW_TOLERANCE = 0.01
+
+
+FUSED_ADAM_PROBE = '''\
+import json
+import time
+
+import torch
+
+result = {"ok": False}
+try:
+    from deepspeed.git_version_info import installed_ops
+    from deepspeed.ops.adam import FusedAdam
+
+    result["prebuilt"] = bool(installed_ops.get("fused_adam"))
+    torch.manual_seed(0)
+    start = [torch.randn(1 << 20, device="cuda") for _ in range(4)]
+    grads = [torch.randn_like(p) for p in start]
+    fused = [torch.nn.Parameter(p.clone()) for p in start]
+    plain = [torch.nn.Parameter(p.clone()) for p in start]
+    for params in (fused, plain):
+        for param, grad in zip(params, grads):
+            param.grad = grad.clone()
+    began = time.perf_counter()
+    FusedAdam(fused, lr=1e-3, adam_w_mode=True, weight_decay=0.01).step()
+    torch.cuda.synchronize()
+    result["seconds"] = time.perf_counter() - began
+    torch.optim.AdamW(plain, lr=1e-3, weight_decay=0.01, foreach=False).step()
+    result["max_abs_diff"] = max((a - b).abs().max().item() for a, b in zip(fused, plain))
+    result["moved"] = min((a - p).abs().max().item() for a, p in zip(fused, start))
+    result["device"] = torch.cuda.get_device_name(0)
+    result["ok"] = result["max_abs_diff"] < 1e-5 and result["moved"] > 0
+except Exception as e:  # reported, not raised: the check says what failed
+    result["error"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(result))
+'''
+"""`python -c FUSED_ADAM_PROBE`: one DeepSpeed FusedAdam step on GPU 0, compared with torch's AdamW on the same
+parameters and gradients. Prints {"ok", "prebuilt", "max_abs_diff", "moved", "seconds", "device"} or an "error"."""
+
+FUSED_ADAM_TOLERANCE = 1e-5
+
+
+def check_fused_adam(stdout: str) -> HostFinding:
+    """FusedAdam ran on the GPU from the image's prebuilt op and agrees with AdamW; a JIT build is a failure too."""
+    result = _last_json_object(stdout, "FusedAdam probe")
+    if "error" in result:
+        return HostFinding("fused-adam", False, f"DeepSpeed FusedAdam step failed: {result['error']}")
+    if not result.get("prebuilt"):
+        return HostFinding("fused-adam", False, "DeepSpeed FusedAdam is not prebuilt in the image: every cold start "
+                                                "would compile it with nvcc")
+    if not result.get("ok"):
+        return HostFinding("fused-adam", False, f"DeepSpeed FusedAdam step differs from torch AdamW by "
+                                                f"{result.get('max_abs_diff')} (tolerance {FUSED_ADAM_TOLERANCE}) "
+                                                f"or left the parameters unchanged")
+    return HostFinding("fused-adam", True, f"DeepSpeed FusedAdam step on {result.get('device')} in "
+                                           f"{result.get('seconds', 0) * 1000:.1f} ms, within "
+                                           f"{result['max_abs_diff']:.1e} of AdamW")
 
 
 def allreduce_busbw(nbytes: int, seconds: float, ranks: int) -> float:

@@ -53,7 +53,8 @@ def probe(host, request: pytest.FixtureRequest) -> dict:
     """The host's probe report, taken once per host."""
     key = host.backend.get_hostname() + request.config.getoption("--exec-prefix")
     if key not in _PROBES:
-        done = run_python(host, request.config, PROBE_SOURCE.read_text())
+        arguments = expectations.probe_arguments(lock_from(request.config))
+        done = run_python(host, request.config, PROBE_SOURCE.read_text(), *arguments)
         assert done.rc == 0, f"probe failed on {key}: {done.stderr.strip()[-500:]}"
         _PROBES[key] = json.loads(done.stdout)
     return _PROBES[key]

@@ -71,8 +71,10 @@ def torch_facts():
         import torch
     except ImportError:
         return None
-    facts = {"version": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "cudnn": None}
+    facts = {"version": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "cudnn": None, "arch_flags": None}
     if torch.version.cuda:
+        # the archs torch was compiled for; torch.cuda.get_arch_list() says [] where no GPU is visible
+        facts["arch_flags"] = torch._C._cuda_getArchFlags().split()
         try:
             facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -82,15 +84,58 @@ def torch_facts():
     return facts
 
 
-def files_named(prefix):
-    found = set()
+LIBRARIES = ("libnccl.so", "libcudart.so", "libcublas.so", "libcudnn.so")
+"""Libraries an image must carry once: each name's files, by the path they resolve to."""
+COMPILERS = ("nvcc",)
+"""Programs no image carries (the CUDA compiler lives in a builder stage)."""
+
+
+def files_named():
+    """One walk of the file system: the copies of each library in LIBRARIES and every file named in COMPILERS."""
+    found = {name: set() for name in LIBRARIES + COMPILERS}
     for root, dirs, files in os.walk("/"):
         dirs[:] = [d for d in dirs if os.path.join(root, d) not in SKIP]
         for name in files:
-            if name.startswith(prefix):
-                found.add(os.path.realpath(os.path.join(root, name)))
-    return sorted(found)
+            for wanted in LIBRARIES:
+                if name.startswith(wanted):
+                    found[wanted].add(os.path.realpath(os.path.join(root, name)))
+            if name in COMPILERS:
+                found[name].add(os.path.join(root, name))
+    return {name: sorted(paths) for name, paths in found.items()}
 
+
+def os_packages():
+    """Debian packages installed (dpkg's status file), by name."""
+    try:
+        with open("/var/lib/dpkg/status") as f:
+            entries = f.read().split("\n\n")
+    except OSError:
+        return []
+    return sorted(e.split("\n", 1)[0][len("Package: "):] for e in entries
+                  if e.startswith("Package: ") and "Status: install ok installed" in e)
+
+
+NO_GPU_PRELUDE = """import os, sys
+if not os.path.exists("/dev/nvidiactl"):
+    sys.modules["triton"] = None
+"""
+"""Importing DeepSpeed with its CUDA accelerator starts Triton's GPU driver when Triton is installed, which fails
+where no GPU is: there, Triton is hidden from DeepSpeed (its Triton kernels serve inference only). On a GPU node
+nothing is hidden."""
+
+
+def deepspeed_facts(modules):
+    """DeepSpeed's own report (ds_report) and, for each compiled op's module, whether it imports on this host."""
+    try:
+        importlib.metadata.version("deepspeed")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    report = NO_GPU_PRELUDE + "from deepspeed.env_report import cli_main\nsys.argv = ['ds_report']\ncli_main()\n"
+    imports = {m: command([sys.executable, "-c", NO_GPU_PRELUDE + "import importlib, torch\n"
+                                                                  "importlib.import_module(%r)\n" % m])
+               for m in modules}
+    return {"report": command([sys.executable, "-c", report]), "imports": imports,
+            "triton_hidden": not os.path.exists("/dev/nvidiactl")}
 
 def efa_installed():
     try:
@@ -114,8 +159,10 @@ def spotwatch():
     return dict(command([path, "--help"]), path=path) if path else None
 
 
-def main():
+def main(argv):
+    """argv: the compiled extension modules the lock's DeepSpeed ops must provide."""
     user = pwd.getpwuid(os.getuid())
+    files = files_named()
     print(json.dumps({
         "os_release": os_release(),
         "python": platform.python_version(),
@@ -129,7 +176,11 @@ def main():
                                         lambda v: "%d.%d" % (v // 1000, v % 1000 // 10)),
         "cudnn": library_version("libcudnn.so.*", "cudnnGetVersion",
                                  lambda v: "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100), returns_value=True),
-        "libnccl_files": files_named("libnccl.so"),
+        "library_files": {name: files[name] for name in LIBRARIES},
+        "compilers": {name: files[name] for name in COMPILERS},
+        "cuda_toolkits": sorted(glob.glob("/usr/local/cuda*")),
+        "os_packages": os_packages(),
+        "deepspeed": deepspeed_facts(argv),
         "efa_installed": efa_installed(),
         "libfabric": command(["/opt/amazon/efa/bin/fi_info", "--version"]) if os.path.exists(
             "/opt/amazon/efa/bin/fi_info") else None,
@@ -140,4 +191,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

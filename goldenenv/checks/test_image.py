@@ -1,7 +1,7 @@
 """The golden-image suite: run by `goldenenv image check` on docker://IMAGE, and on nodes with ssh://.
 
-One case per pinned component of the lock (see expectations.py), and a GPU-host part
-(driver, GPU model and count, torch on every GPU, target archs, an all-reduce) with --gpu;
+One case per pinned component of the lock (see expectations.py), and a GPU-host part with --gpu
+(driver, GPU model and count, torch on every GPU, target archs, an all-reduce, a DeepSpeed FusedAdam step);
 with --host-driver, every GPU must report the driver the node's host image pins.
 """
 
@@ -62,3 +62,11 @@ def test_allreduce_over_local_gpus(host, gpu_host, request):
     assert done.rc == 0, done.stderr[-1000:]
     result = gpu.parse_allreduce(done.stdout)
     assert result["ok"], result
+
+
+def test_deepspeed_fused_adam_steps_on_the_gpu(host, gpu_host, request):
+    if not gpu_host.deepspeed:
+        pytest.skip(f"{gpu_host.name} pins no DeepSpeed")
+    done = run_python(host, request.config, gpu.FUSED_ADAM_PROBE)
+    assert done.rc == 0, done.stderr[-1000:]
+    _assert_findings([gpu.check_fused_adam(done.stdout)])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Protocol
 
@@ -28,8 +29,9 @@ class Capability(str, Enum):
 
 
 ROLL_NODES_ENV = "GOLDENENV_ROLL_NODES"
-"""Nodes to replace onto their pool's current launch template: `all`, pool names or node names (gpu-0), comma
-separated. `goldenenv up --roll-nodes` sets it; `GOLDENENV_ROLL_NODES=all pulumi up` does the same by hand."""
+"""Nodes to replace onto what their pool declares now (AWS: its launch template's current version; Alibaba: the
+boot script the program now gives them): `all`, pool names or node names (gpu-0), comma separated.
+`goldenenv up --roll-nodes` sets it; `GOLDENENV_ROLL_NODES=all pulumi up` does the same by hand."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class BuildContext:
     lookup: Any = None
     """The cloud's lookups (e.g. which retained stores exist); None = live, with the caller's credentials."""
     roll_nodes: frozenset[str] = frozenset()
-    """`all`, pool names or node names (pool-index) to replace onto the current launch template."""
+    """`all`, pool names or node names (pool-index) to replace onto their pool's current template or boot script."""
 
     @classmethod
     def from_env(cls) -> BuildContext:
@@ -51,8 +53,110 @@ class BuildContext:
         return cls(roll_nodes=frozenset(part.strip() for part in text.split(",") if part.strip()))
 
     def rolls(self, pool: str, node: str) -> bool:
-        """Whether this node (pool-index) is to be replaced onto its pool's current launch template."""
+        """Whether this node (pool-index) is to be replaced onto its pool's current template or boot script."""
         return bool({"all", pool, node} & self.roll_nodes)
+
+
+@dataclass(frozen=True)
+class NodeTemplate:
+    """The template a cloud's GPU nodes are launched from and pin a version of (AWS: the EC2 launch template)."""
+
+    type: str
+    """Its type token."""
+    ref: str
+    """The node input naming the template's id and the version the node pins (`{id, version}`)."""
+    version_output: str
+    """The template output holding its current version: what a new or rolled node pins."""
+    symbolic_versions: tuple[str, ...] = ()
+    """Versions that name no fixed version ($Default): a node on one counts as behind its template."""
+    word: str = "template"
+    """What the plan calls it ("launch template")."""
+
+
+@dataclass(frozen=True)
+class NodeScript:
+    """The boot script nodes carry themselves where they pin no template (Alibaba: the instance's user data).
+
+    The nodes ignore changes to it unless rolled (a running node keeps the script it booted; a rolled one is replaced
+    and the new node runs the new script). The engine then keeps the old script in the node's state, so the program
+    records the script it would give each node now in a component output: a node is behind when the two differ.
+    """
+
+    input: str
+    """The node input holding the script (engine name: userData)."""
+    wanted_type: str
+    """Type token of the component recording the scripts the program gives its nodes now (the node pool)."""
+    wanted_output: str
+    """That component's output: node resource name -> script_digest of the script the program gives it now."""
+    news: Callable[[Any, Any], str] | None = None
+    """What changed between two scripts (deployed, planned), in words ("the golden image moved: a -> b"); None or
+    "" says only that the script changed."""
+    word: str = "boot script"
+    """What the plan calls it."""
+
+
+def script_digest(value: Any) -> str | None:
+    """The digest a NodeScript's wanted output records for a script (as the node input holds it); None for no
+    script or one the state holds encrypted."""
+    if not isinstance(value, str) or not value:
+        return None
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NodeUpdates:
+    """How a cloud's GPU nodes take a change on `up`, as the shared code (goldenenv.updates) needs it to say per
+    node create / keep / update / replace and why, which nodes are behind their template or boot script, and what
+    rolling does.
+    Provider facts: each cloud writes down where its lists come from."""
+
+    node_types: tuple[str, ...]
+    """Type tokens of the GPU node resources (one resource per node, named <stack>-<pool>-<index>)."""
+    template: NodeTemplate | None = None
+    """The template the nodes pin, or None: the nodes carry their boot script and image themselves."""
+    script: NodeScript | None = None
+    """The boot script nodes without a template carry themselves and take only when rolled, or None."""
+    replacing: frozenset[str] = frozenset()
+    """Node inputs (engine names) the provider cannot change on a running node: a change replaces it (ForceNew)."""
+    restarting: Mapping[str, str] = field(default_factory=dict)
+    """Node inputs the provider changes in place by stopping and starting the node -> what that does, in words."""
+    meaning: Mapping[str, str] = field(default_factory=dict)
+    """Input -> the words plan uses for it (userData -> "userData (boot script)")."""
+    erased: str = "its disks"
+    """What a replacement erases ("its instance store (local NVMe scratch) and root volume")."""
+    note: str = ""
+    """For a plan without a prior deployment: how later changes reach running nodes."""
+
+    def words(self, inputs: Iterable[str]) -> str:
+        return ", ".join(self.meaning.get(k, k) for k in inputs)
+
+
+COMPONENT_PACKAGE = "goldenenv"
+"""goldenenv's components are typed goldenenv:<cloud>:<Kind> (goldenenv:aws:GpuCluster): the cloud is in the token."""
+
+
+def cloud_of(type_tokens: Iterable[str]) -> str | None:
+    """The registered cloud these type tokens (a plan's or a checkpoint's) come from, or None: the one its
+    components name (goldenenv:<cloud>:<Kind>), else a cloud named like a provider package among them
+    (aws:ec2/instance:Instance, pulumi:providers:aws)."""
+    tokens = list(type_tokens)
+    for token in tokens:
+        package, _, rest = token.partition(":")
+        if package == COMPONENT_PACKAGE and rest.partition(":")[0] in _REGISTRY:
+            return rest.partition(":")[0]
+    for token in tokens:
+        package, _, rest = token.partition(":")
+        name = rest.rpartition(":")[2] if token.startswith("pulumi:providers:") else package
+        if name in _REGISTRY and name != COMPONENT_PACKAGE:
+            return name
+    return None
+
+
+def node_updates(cloud: str | None) -> NodeUpdates | None:
+    """The named cloud's node update facts; None for no cloud, an unknown one, or one without GPU node resources."""
+    if not cloud or cloud not in _REGISTRY:
+        return None
+    return getattr(get(cloud), "node_updates", None)
 
 
 class Cloud(Protocol):
@@ -119,6 +223,8 @@ class Cloud(Protocol):
     """Kinds of the retained stores plan names as kept on destroy (bucket, repository, volume)."""
     ssh_user: str
     """The login of the cloud's host images, for `validate` over ssh://."""
+    node_updates: NodeUpdates | None
+    """How its GPU nodes take a change on `up` (what plan says an up keeps, updates or replaces), or None."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -146,6 +252,8 @@ class PulumiCloud:
     store_kinds: tuple[str, ...] = ()
     ssh_user = "ubuntu"
     """The login of the cloud's host images, for `validate` over ssh://."""
+    node_updates: NodeUpdates | None = None
+    """How its GPU nodes take a change on `up`; None: plan says nothing per node."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []

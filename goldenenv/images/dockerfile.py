@@ -25,6 +25,12 @@ SPOTWATCH = "/usr/local/bin/goldenenv-spotwatch"
 """The node-side spot-notice watcher (goldenenv/spotwatch.py), installed in every golden image."""
 NODE_TOOLS = {"spotwatch.py": (Path(__file__).resolve().parents[1] / "spotwatch.py", SPOTWATCH)}
 """Build-context name → (source in this package, path in the image): stdlib-only scripts the nodes run."""
+TOOLCHAIN = "toolchain"
+"""The builder stage with the CUDA toolkit and host compiler that compile DeepSpeed's ops: never part of the image."""
+CXX_WRAPPER = "/usr/local/bin/goldenenv-cxx"
+SIMD = {"x86-64-v4": "__AVX512__", "x86-64-v3": "__AVX256__", "x86-64-v2": "__SCALAR__"}
+"""The SIMD switch of DeepSpeed's CPU ops (csrc/includes/simd.h) that each x86-64 level can run: v4 has AVX-512F,
+v3 has AVX2 and FMA, v2 neither."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,9 @@ class BuildOptions:
 
 def requirements(lock: Lock, group: str) -> str:
     """The layer's requirements file: every distribution pinned to one version and its hashes."""
-    lines = [f"# {lock.name}: {group} layer"]  # no lock hash here: another layer's pin must not bust this cache
+    # neither the lock's name nor its hash here: the locks that extend it share this layer, and another layer's
+    # pin must not bust this cache
+    lines = [f"# {group} layer"]
     lines += [_requirement_line(lock, name) for name in lock.group(group)]
     return "\n".join(lines) + "\n"
 
@@ -83,6 +91,22 @@ def env(lock: Lock) -> dict[str, str]:
         values.update(catalog.fabric_env(lock.fabric, versions))
     if lock.fabric == "efa":
         values["LD_LIBRARY_PATH"] = EFA_LIBRARIES
+    if lock.deepspeed and lock.torch_cuda not in (None, "cpu"):
+        values["DS_ACCELERATOR"] = "cuda"  # a GPU image never falls back to DeepSpeed's CPU accelerator unnoticed
+    return values
+
+
+def ops_build_env(lock: Lock) -> dict[str, str]:
+    """The project layer's build environment when DeepSpeed's ops are compiled at build time: the host compiler
+    (through the wrapper that applies the lock's cpuArch, and as nvcc's), one DS_BUILD_<OP> per prebuilt op
+    (catalog), the CUDA accelerator (no GPU is visible to a build) and the lock's archs."""
+    if not lock.deepspeed_ops:
+        return {}
+    ops = catalog.deepspeed_ops()
+    values = {"CXX": CXX_WRAPPER, "NVCC_PREPEND_FLAGS": f"-ccbin /usr/bin/{lock.deepspeed_ops.compiler}",
+              "DS_ACCELERATOR": "cuda", "DS_BUILD_OPS": "0"}
+    values.update({ops[op].build_var: "1" for op in lock.deepspeed_ops.prebuilt})
+    values["TORCH_CUDA_ARCH_LIST"] = lock.cuda_arch_list
     return values
 
 
@@ -112,14 +136,19 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
     groups = [g for g in GROUPS if lock.group(g)]
     python_layers = [
         {"group": g, "stage": f"layer-{g}", "parent": "pip" if i == 0 else f"layer-{groups[i - 1]}",
-         "template": "image/layer-python.j2"}
+         "template": "image/layer-python.j2", "toolchain": None, "build_env": {}}
         for i, g in enumerate(groups)
     ]
+    if lock.deepspeed_ops and python_layers[-1]["group"] == "project":  # the ops build where DeepSpeed installs
+        project_layer = python_layers[-1]
+        project_layer["toolchain"] = {
+            "stage": TOOLCHAIN, "parent": project_layer["parent"], "packages": lock.deepspeed_ops.compiler_packages,
+            "components": lock.deepspeed_ops.compiler_components, "wrapper": CXX_WRAPPER}
+        project_layer["parent"], project_layer["build_env"] = TOOLCHAIN, ops_build_env(lock)
     image_layers = list(python_layers)
     fabric = _fabric_layer(lock)
-    if fabric:
-        after_cuda = 1 if groups[:1] == ["cuda"] else 0
-        image_layers.insert(after_cuda, fabric)
+    if fabric:  # last: the image without it is the stem every fabric shares (a lock that extends another)
+        image_layers.append(fabric)
     pip_env = {"PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     if options.ca_cert:
         pip_env["PIP_CERT"] = "/tmp/goldenenv-build/ca-bundle.pem"
@@ -163,6 +192,11 @@ def write_context(lock: Lock, base_ref: str, options: BuildOptions, directory: P
     for group in GROUPS:
         if lock.group(group):
             (directory / f"requirements-{group}.txt").write_text(requirements(lock, group))
+    if lock.deepspeed_ops:
+        ops = lock.deepspeed_ops
+        (directory / "goldenenv-cxx").write_text(render("image/goldenenv-cxx.j2", compiler=ops.compiler,
+                                                        cpu_arch=ops.cpu_arch, simd=SIMD[ops.cpu_arch]))
+        (directory / "goldenenv-cxx").chmod(0o755)
     (directory / "requirements-tool.txt").write_text(_requirement_line(lock, TOOL) + "\n")
     for name, (source, _) in NODE_TOOLS.items():  # COPY keeps the mode: the classic builder has no --chmod
         shutil.copyfile(source, directory / name)

@@ -86,10 +86,29 @@ GROUPS: tuple[str, ...] = ("cuda", "torch", "project")
 """Python layers, rarely changing first: bumping a project pin reuses the CUDA and torch layers."""
 
 
+class DeepspeedOps(Model):
+    """DeepSpeed ops compiled at image build time, so no node compiles them just in time (which needs nvcc)."""
+
+    prebuilt: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]] = Field(min_length=1)
+    """Op names as DeepSpeed's `ds_report` lists them (catalog deepspeed_ops.csv): fused_adam, cpu_adam, ..."""
+    cpu_arch: Literal["x86-64-v2", "x86-64-v3", "x86-64-v4"] = "x86-64-v3"
+    """What the CPU ops are compiled for, in place of DeepSpeed's -march=native (the build machine's CPU)."""
+    compiler_packages: list[DebianPackage] = Field(min_length=1)
+    """The CUDA toolkit (nvcc) and host C++ compiler, installed in the builder stage only, from the base's release."""
+    compiler_components: list[Annotated[str, Field(pattern=r"^[a-z][a-z-]*$")]] = []
+    """Archive components the builder stage adds to the base's apt source for them (Debian's CUDA is in non-free)."""
+    compiler: str = Field(default="g++", pattern=r"^[a-z0-9][a-z0-9+.-]*$")
+    """The host C++ compiler (one the CUDA toolkit supports): for the C++ sources and as nvcc's -ccbin."""
+
+
 class Pin(Model):
     version: str = Field(pattern=r"^[0-9][0-9A-Za-z.+!-]*$")
     sha256: list[Sha256] = Field(min_length=1)
     group: Group = "project"
+
+
+IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb")
+"""Fields that are part of a lock's identity only when set: a lock that does not use them keeps its tag."""
 
 
 class Lock(Model):
@@ -109,6 +128,11 @@ class Lock(Model):
     efa: Efa | None = None
     erdma: Erdma | None = None
     gpu_archs: list[Annotated[str, Field(pattern=r"^sm_\d+$")]] = []
+    deepspeed_ops: DeepspeedOps | None = None
+    extends: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """Another lock whose pins and layers this one takes whole, adding only its fabric layer on top."""
+    max_compressed_gb: float | None = Field(default=None, gt=0)
+    """The image's size limit as nodes pull it (`docker save | gzip -1`, GB = 10^9 bytes); the build test holds it."""
     requirements: dict[Group, list[Requirement]] = {}
     """Extra top-level requirements per layer, beyond the pins above (e.g. project: [numpy==2.2.6])."""
     packages: dict[DistName, Pin] = {}
@@ -133,6 +157,16 @@ class Lock(Model):
             problems.append(f"torchCuda {self.torch_cuda} needs cuda and gpuArchs")
         if (self.fabric == "efa") != (self.efa is not None) or (self.fabric == "erdma") != (self.erdma is not None):
             problems.append(f"fabric {self.fabric} needs exactly its own section (efa or erdma)")
+        if self.deepspeed_ops and not (self.deepspeed and self.torch_cuda not in (None, "cpu")):
+            problems.append("deepspeedOps needs deepspeed and a CUDA torch (torchCuda cu126, ...)")
+        if self.deepspeed_ops:
+            from goldenenv import catalog
+
+            known = catalog.deepspeed_ops()
+            unknown = [op for op in self.deepspeed_ops.prebuilt if op not in known]
+            if unknown:
+                problems.append(f"deepspeedOps.prebuilt: {', '.join(unknown)} not DeepSpeed ops; valid: "
+                                + ", ".join(sorted(known)))
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -140,7 +174,8 @@ class Lock(Model):
     @property
     def content_hash(self) -> str:
         """Identity of the image: changes with any pin, not with build options."""
-        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        unset = {name for name in IDENTITY_IF_SET if getattr(self, name) is None}
+        canonical = json.dumps(self.model_dump(mode="json", by_alias=True, exclude=unset), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     @property
@@ -169,6 +204,11 @@ class Lock(Model):
             "project": [f"deepspeed=={self.deepspeed}"] * bool(self.deepspeed),
         }
         return {g: asked[g] + list(self.requirements.get(g, [])) for g in GROUPS}
+
+    @property
+    def cuda_arch_list(self) -> str:
+        """gpuArchs as TORCH_CUDA_ARCH_LIST writes them: [sm_80, sm_90] → '8.0;9.0'."""
+        return ";".join(f"{a[3:-1]}.{a[-1]}" for a in self.gpu_archs)
 
 
 def folders(images_dir: Path | None = None) -> list[Path]:
@@ -202,12 +242,41 @@ def load(name: str, images_dir: Path | None = None) -> Lock:
         known = ", ".join(names(images_dir)) or "none"
         raise ConfigError([Problem(f"image {name!r}", f"no {path}; images with a lock: {known}")])
     doc = read_yaml(path, f"{path.parent.name}/lock.yaml", "lock file")
+    if isinstance(doc, dict) and doc.get("extends") is not None:
+        doc = _extended(path, doc, images_dir)
     try:
         return Lock.model_validate(doc)
     except ValidationError as e:
         raise ConfigError([_problem(path, err, doc) for err in e.errors()]) from None
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ConfigError([Problem(f"{path.parent.name}/lock.yaml", f"cannot be read: {clip(e)}")]) from None
+
+
+EXTENDING_KEYS = ("name", "description", "extends", "fabric", "efa", "erdma")
+"""What a lock that extends another may say: everything else (base, versions, archs, ops, packages) is the other's."""
+
+
+def _extended(path: Path, doc: dict, images_dir: Path | None) -> dict:
+    """The stem lock's fields with this lock's name, description and fabric on top: the stem's layers, plus one."""
+    where = f"{path.parent.name}/lock.yaml"
+    stem_name = doc["extends"]
+    problems = [Problem(f"{where}: {key}", f"set in {stem_name} (extends): a lock that extends another adds only "
+                                           f"its fabric; it may set {', '.join(EXTENDING_KEYS)}")
+                for key in doc if key not in EXTENDING_KEYS]
+    named = isinstance(stem_name, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", stem_name) is not None
+    stem_path = lock_path(stem_name, images_dir) if named else None
+    if stem_path is None or not stem_path.is_file() or stem_name == path.parent.name:
+        known = ", ".join(n for n in names(images_dir) if n != path.parent.name) or "none"
+        raise ConfigError([Problem(f"{where}: extends", f"{clip(stem_name)!r} is not another image's lock; images: "
+                                                       f"{known}")])
+    stem = read_yaml(stem_path, f"{stem_name}/lock.yaml", "lock file")
+    if not isinstance(stem, dict):
+        raise ConfigError([Problem(f"{stem_name}/lock.yaml", "must be a mapping of lock fields")])
+    if stem.get("extends") is not None or stem.get("fabric", "none") != "none":
+        problems.append(Problem(f"{where}: extends", f"{stem_name} must be a stem: no fabric and no extends of its own"))
+    if problems:
+        raise ConfigError(problems)
+    return {**{k: v for k, v in stem.items() if k not in EXTENDING_KEYS}, **doc}
 
 
 def _problem(path: Path, err: dict, doc: object = None) -> Problem:

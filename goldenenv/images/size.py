@@ -15,6 +15,8 @@ import docker
 GZIP_LEVEL = 1
 """`gzip -1`: about what a registry push costs in CPU, and close to the layer blobs a node downloads."""
 CHUNK = 4 * 1024 * 1024
+SAVE_TIMEOUT = 1800
+"""Seconds the engine may take between two chunks of `docker save` (a GPU image's first chunk takes minutes)."""
 SHELL_PREFIX = re.compile(r"^(\|\d+ (\S+=\S* )*)?/bin/sh -c ")
 NOP = "#(nop) "
 
@@ -45,7 +47,28 @@ def compressed_bytes(client: docker.DockerClient, tag: str, level: int = GZIP_LE
     """Bytes of `docker save TAG | gzip -1`, streamed from the engine: no archive is written anywhere."""
     image = client.images.get(tag)
     named = tag if tag in image.tags else False
-    return gzip_bytes(image.save(chunk_size=CHUNK, named=named), level)
+    timeout, client.api.timeout = client.api.timeout, max(client.api.timeout or 0, SAVE_TIMEOUT)
+    try:  # the engine assembles a multi-GB archive before its first byte: longer than the SDK's 60 s default
+        return gzip_bytes(image.save(chunk_size=CHUNK, named=named), level)
+    finally:
+        client.api.timeout = timeout
+
+
+def shared_bytes(image: docker.models.images.Image, stem: docker.models.images.Image) -> int:
+    """Bytes of `image`'s layers that are `stem`'s own (the same build steps on this engine): what a node that
+    already holds the stem does not pull again."""
+    stem_ids = {entry["Id"] for entry in stem.history() if entry.get("Id") not in (None, "<missing>")}
+    return sum(int(entry.get("Size", 0)) for entry in image.history() if entry.get("Id") in stem_ids)
+
+
+def over_limit(compressed: int, limit_gb: float | None) -> str:
+    """`2.09 GB (35%) under its 6 GB limit` / `0.40 GB over ...`, GB = 10^9 bytes as the lock's maxCompressedGb."""
+    if limit_gb is None:
+        return "no size limit in its lock"
+    limit = limit_gb * 1e9
+    margin = limit - compressed
+    side = "under" if margin >= 0 else "over"
+    return f"{abs(margin) / 1e9:.2f} GB ({100 * abs(margin) / limit:.0f}%) {side} its {limit_gb:g} GB limit"
 
 
 def step_of(created_by: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -74,18 +75,24 @@ FIELDS = [  # (id, lock to start from, how the payload goes in, the key the erro
     ("os-packages", "cpu-dev", _os_package, "base.osPackages.1"),
     ("base-image", "cpu-dev", _image_base, "base.image"),
     ("python", "cpu-dev", _set("python"), "python"),
-    ("cuda", "aws-h100", _set("cuda"), "cuda"),
-    ("cudnn", "aws-h100", _set("cudnn"), "cudnn"),
-    ("nccl", "aws-h100", _set("nccl"), "nccl"),
+    ("cuda", "h100-torch", _set("cuda"), "cuda"),
+    ("cudnn", "h100-torch", _set("cudnn"), "cudnn"),
+    ("nccl", "h100-torch", _set("nccl"), "nccl"),
     ("torch", "cpu-dev", _set("torch"), "torch"),
-    ("torch-cuda", "aws-h100", _set("torchCuda"), "torchCuda"),
-    ("deepspeed", "aws-h100", _set("deepspeed"), "deepspeed"),
+    ("torch-cuda", "h100-torch", _set("torchCuda"), "torchCuda"),
+    ("deepspeed", "h100-torch", _set("deepspeed"), "deepspeed"),
+    ("deepspeed-ops", "h100-torch", _set("deepspeedOps.prebuilt.0"), "deepspeedOps.prebuilt.0"),
+    ("compiler-packages", "h100-torch", _set("deepspeedOps.compilerPackages.0"), "deepspeedOps.compilerPackages.0"),
+    ("compiler-components", "h100-torch", _set("deepspeedOps.compilerComponents.0"),
+     "deepspeedOps.compilerComponents.0"),
+    ("compiler", "h100-torch", _set("deepspeedOps.compiler"), "deepspeedOps.compiler"),
+    ("extends", "aws-h100", _set("extends"), "extends"),
     ("fabric", "aws-h100", _set("fabric"), "fabric"),
     ("efa-installer", "aws-h100", _set("efa.installer"), "efa.installer"),
     ("efa-installer-sha256", "aws-h100", _set("efa.installerSha256"), "efa.installerSha256"),
     ("efa-aws-ofi-nccl", "aws-h100", _set("efa.awsOfiNccl"), "efa.awsOfiNccl"),
     ("erdma-packages", "alicloud-h100", _set("erdma.packages.0"), "erdma.packages.0"),
-    ("gpu-archs", "aws-h100", _set("gpuArchs.0"), "gpuArchs.0"),
+    ("gpu-archs", "h100-torch", _set("gpuArchs.0"), "gpuArchs.0"),
     ("requirements", "cpu-dev", _requirement, "requirements.project"),
     ("package-name", "cpu-dev", _set("packages.{}"), "packages."),
     ("package-version", "cpu-dev", _set("packages.numpy.version"), "packages.numpy.version"),
@@ -121,6 +128,10 @@ def docker_words(text: str) -> list[str]:
 def write_lock(tmp_path: Path, doc: dict) -> str:
     folder = tmp_path / "hostile"
     folder.mkdir(exist_ok=True)
+    stem = doc.get("extends")
+    if isinstance(stem, str) and (IMAGES / stem / "lock.yaml").is_file():  # the stem it extends, beside it
+        (tmp_path / stem).mkdir(exist_ok=True)
+        shutil.copyfile(IMAGES / stem / "lock.yaml", tmp_path / stem / "lock.yaml")
     (folder / "lock.yaml").write_text(yaml.safe_dump(doc))
     return "hostile"
 

@@ -22,7 +22,7 @@ from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
 from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.alicloud.nodes import GpuNodePool, GpuNodePoolArgs, auto_release_time, ram_name
+from goldenenv.clouds.alicloud.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, ram_name
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.clouds.stores import golden_image_ref
@@ -73,6 +73,7 @@ class AlicloudCloud(PulumiCloud):
     store_kinds = ("Bucket", "Repo")
     """The namespace is kept too but shared by the project's stacks: purge leaves it, so plan does not list it."""
     placeholder_account = storage.PLACEHOLDER_ACCOUNT
+    node_updates = NODE_UPDATES
     ssh_user = "root"
     """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
 
@@ -394,6 +395,7 @@ class GpuCluster(pulumi.ComponentResource):
                 mount_actions=storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else (),
                 role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=tags,
                 auto_release_time=release,
+                rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))

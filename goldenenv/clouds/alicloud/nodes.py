@@ -8,6 +8,15 @@ Alibaba reclaims it; its disks are encrypted and its metadata needs tokens.
 A time to live (lifecycle.ttlHours) is Alibaba's own: the instance's auto_release_time, fixed when the node is
 created (the node ignores later changes to it, so each `up` does not push the release back). Alibaba releases,
 that is deletes, the node then, with its system disk.
+
+Update semantics, explicit as on AWS. A node carries its boot script (user data, which names the golden image by
+digest) itself. The provider would write a new one in place by stopping and starting the node, and cloud-init
+would not run it there (it runs once per instance): every image push would restart every node mid-run for nothing.
+So a node ignores changes to its user data and keeps the script it booted, until the user rolls it
+(`goldenenv up --roll-nodes`, or GOLDENENV_ROLL_NODES): a rolled node replaces on a new script, and the new node
+runs it. The pool records the script it would give each node now (its `boot_scripts` output), so `goldenenv
+plan` and `up --roll-nodes` see which nodes are behind from the last deployment alone. Changes the user asks
+of the node itself (type, vSwitch, host image, zone ...) are not held: plan says what they do.
 """
 
 from __future__ import annotations
@@ -16,13 +25,19 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import PurePosixPath
+from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
+import yaml
 
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, eri_layout
+from goldenenv.clouds.alicloud.guardrail_facts import INSTANCE
+from goldenenv.clouds.base import NodeScript, NodeUpdates, script_digest
 
 POST_PAID = "PostPaid"
 SPOT_STRATEGY = "SpotAsPriceGo"
@@ -37,6 +52,130 @@ RAM_NAME_MAX = 64
 AUTO_RELEASE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 """ISO 8601 in UTC, yyyy-MM-ddTHH:mm:ssZ (pulumi-alicloud ecs.Instance auto_release_time)."""
 AUTO_RELEASE_INPUT = "autoReleaseTime"
+USER_DATA_INPUT = "userData"
+NODE_POOL = "goldenenv:alicloud:GpuNodePool"
+BOOT_SCRIPTS_OUTPUT = "boot_scripts"
+"""GpuNodePool's output: node resource name -> script_digest of the user data the program gives it now."""
+GOLDEN_IMAGE_SCRIPT = "golden-image.sh"
+"""The boot file naming the golden image (templates/node/golden-image.sh.j2: `image=<ref>`)."""
+
+# How an `up` changes a running node, from terraform-provider-alicloud, which pulumi-alicloud bridges:
+# alicloud/resource_alicloud_instance.go (aliyun/terraform-provider-alicloud at 4c76bef5, provider 1.289).
+# ForceNew in its schema: the inputs below; the nested `network_interfaces` and `data_disks` are ForceNew as a
+# whole (pulumi-alicloud 4.0.0 ecs/instance.py: "immutable after resource creation"). Everything else is
+# updated in place; these in place changes stop and start the instance (resourceAliyunInstanceUpdate stops it
+# when modifyInstanceImage, modifyVpcAttribute, modifyInstanceAttribute (reboot), modifyInstanceType or
+# modifyInstanceAttributeNeedStopped have work, then starts it): user_data ("From version 1.60.0, it can be
+# updated in-place. If updated, the instance will reboot"), image_id (ReplaceSystemDisk: a new system disk from
+# the image; only the provider setting features.ecs_instance.replace_on_image_update, which goldenenv leaves
+# unset, makes it ForceNew through the resource's CustomizeDiff), instance_type, vswitch_id / private_ip ("changed
+# in the same availability zone"), host_name, password, key_name, cpu_options. Tags, security groups, the deployment
+# set, jumbo frames, metadata options and the system disk's size change without a restart.
+REPLACING_INPUTS = frozenset({
+    "availabilityZone", "networkInterfaceId", "networkInterfaceTrafficMode", "networkCardIndex", "queuePairNumber",
+    "sourceDestCheck", "networkInterfaces", "dataDisks", "imageOptions", "systemDiskCategory", "systemDiskEncrypted",
+    "systemDiskKmsKeyId", "systemDiskEncryptAlgorithm", "systemDiskStorageClusterId", "spotStrategy",
+    "spotPriceLimit", "spotInterruptionBehavior", "securityEnhancementStrategy", "hpcClusterId",
+    "httpPutResponseHopLimit", "ipv6AddressCount", "dedicatedHostId", "launchTemplateId", "launchTemplateName",
+    "launchTemplateVersion",
+})
+_RESTART = "Alibaba stops the node and starts it again for the change (its running jobs end)"
+RESTARTING_INPUTS = {
+    # goldenenv's boot script is cloud-init write_files and runcmd, which run once per instance (templates/node/
+    # cloud-config.yaml.j2): a restarted node keeps what its first boot set up
+    # GpuNodePool therefore ignores user data changes unless the node is rolled, which replaces it
+    "userData": "Alibaba stops the node, writes the new user data and starts it again (its running jobs end); "
+                "cloud-init runs the boot script once per instance, so the node does not run the new one: only a "
+                "new node does (`goldenenv up --roll-nodes`, which erases its system disk)",
+    "imageId": "Alibaba stops the node, replaces its system disk with a new one from the new image (erasing the "
+               "disk; the node keeps its ID and private IP) and starts it again (its running jobs end)",
+    "instanceType": "Alibaba stops the node, changes its type and starts it again (its running jobs end)",
+    "vswitchId": "Alibaba stops the node, moves it to the new vSwitch (within its zone only) and starts it again "
+                 "(its running jobs end)",
+    "privateIp": "Alibaba stops the node, gives it the new private IP and starts it again (its running jobs end)",
+    "hostName": _RESTART,
+    "password": _RESTART,
+    "keyName": _RESTART,
+    "cpuOptions": _RESTART,
+}
+
+
+def boot_script_news(before: Any, now: Any) -> str:
+    """What differs between two nodes' user data (base64 cloud-config, as GpuNodePool gives it): the golden image
+    they pull, and which boot files changed otherwise; "" when either cannot be read."""
+    old, new = _boot_files(before), _boot_files(now)
+    if old is None or new is None:
+        return ""
+    parts = []
+    was, will = _golden_image(old), _golden_image(new)
+    if was != will:
+        if was and will:
+            same_repo = was.split("@")[0] == will.split("@")[0]
+            parts.append(f"the golden image moved from {_short_ref(was, same_repo)} to {_short_ref(will, same_repo)}")
+        else:
+            parts.append(f"the golden image is now {_short_ref(will)} (none before)" if will
+                         else f"no golden image any more (was {_short_ref(was)})")
+    files = sorted(p for p in old.keys() | new.keys() if _without_image(old.get(p)) != _without_image(new.get(p)))
+    if files:
+        parts.append("changed " + ", ".join(PurePosixPath(p).name for p in files))
+    return "; ".join(parts)
+
+
+def _boot_files(user_data: Any) -> dict[str, str] | None:
+    """The files a cloud-config user data writes: path -> content; None when it is not one (or encrypted)."""
+    if not isinstance(user_data, str):
+        return None
+    try:
+        config = yaml.safe_load(base64.b64decode(user_data, validate=True).decode())
+    except (ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    return {str(f.get("path")): str(f.get("content") or "") for f in config.get("write_files") or []
+            if isinstance(f, dict)}
+
+
+def _golden_image(files: dict[str, str]) -> str | None:
+    for path, content in files.items():
+        if PurePosixPath(path).name == GOLDEN_IMAGE_SCRIPT:
+            found = re.search(r"^image=(.+)$", content, re.M)
+            if found:
+                words = shlex.split(found.group(1))
+                return words[0] if words else None
+    return None
+
+
+def _without_image(content: str | None) -> str | None:
+    return None if content is None else re.sub(r"^image=.*$", "image=", content, flags=re.M)
+
+
+def _short_ref(ref: str | None, digest_only: bool = False) -> str:
+    """repository@sha256:<12 hex>, or sha256:<12 hex> alone."""
+    if not ref:
+        return "none"
+    repo, _, digest = ref.partition("@")
+    short = digest[:len("sha256:") + 12] if digest.startswith("sha256:") else digest
+    return short if digest_only and short else f"{repo}@{short}" if short else repo
+
+
+NODE_UPDATES = NodeUpdates(
+    node_types=(INSTANCE,),
+    script=NodeScript(input=USER_DATA_INPUT, wanted_type=NODE_POOL, wanted_output=BOOT_SCRIPTS_OUTPUT,
+                      news=boot_script_news),
+    replacing=REPLACING_INPUTS,
+    restarting=RESTARTING_INPUTS,
+    meaning={"userData": "userData (boot script)", "imageId": "imageId (host image)",
+             "availabilityZone": "availabilityZone (zone)", "networkInterfaces": "networkInterfaces (secondary ERI)",
+             "queuePairNumber": "queuePairNumber (ERI queue pairs)"},
+    erased="its system disk",
+    note="nodes pin no launch template, each carries its boot script and host image itself: a later boot script "
+         "(a new golden image push included) reaches running nodes only with `goldenenv up --roll-nodes`, which "
+         "replaces them (erasing their system disks); a new host image replaces their system disks in place and a "
+         "new instance type or vSwitch is applied by restarting them; a new zone, eRDMA layout, system disk "
+         "category or spot setting replaces the nodes (erasing their system disks)",
+)
+"""How GpuNodePool's nodes take a change: no template; the boot script is held until rolled, every other change
+is applied to the instance itself."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,17 +207,27 @@ class GpuNodePoolArgs:
     tags: dict[str, str]
     auto_release_time: str | None = None
     """When Alibaba releases (deletes) each node (auto_release_time, PostPaid only); None: never."""
+    rolled: frozenset[int] = frozenset()
+    """Indexes of the nodes to replace onto the current boot script (the user asked to roll them)."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
-    """The pool's placement, its RAM role, and its nodes, each with the role attached."""
+    """The pool's placement, its RAM role, and its nodes, each with the role attached.
+
+    A node ignores changes to its user data (ignore_changes), so a new boot script (a golden image push) neither
+    restarts nor replaces it. Pulumi's ignoreChanges keeps the state's value for replacements too, so a rolled
+    node drops the ignore and replaces on a user data change instead (replace_on_changes): the new node boots the
+    new script. Nodes are deleted before their replacement is created (the deployment set and the stack's ERI
+    and quota limits do not take a double). `boot_scripts` records the script each node would get now.
+    """
 
     instance_ids: pulumi.Output[list[str]]
     private_ips: pulumi.Output[list[str]]
     deployment_set: pulumi.Output[str] | None
+    boot_scripts: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("goldenenv:alicloud:GpuNodePool", name, None, opts)
+        super().__init__(NODE_POOL, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
         placement: dict[str, pulumi.Input[str]] = {}
@@ -134,10 +283,13 @@ class GpuNodePool(pulumi.ComponentResource):
                 tags={**args.tags, "Name": f"{name}-{i}"},
                 volume_tags=args.tags,
                 auto_release_time=args.auto_release_time,
-                # the release time is set when the node is created: a later up computes a later one, ignored
+                # the release time is set when the node is created: a later up computes a later one, ignored;
+                # the boot script reaches a node only when it is rolled, by replacing it
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     delete_before_replace=True,
-                    ignore_changes=[AUTO_RELEASE_INPUT] if args.auto_release_time else None)),
+                    ignore_changes=([] if i in args.rolled else [USER_DATA_INPUT])
+                    + ([AUTO_RELEASE_INPUT] if args.auto_release_time else []),
+                    replace_on_changes=[USER_DATA_INPUT] if i in args.rolled else None)),
                 **placement,
             )
             alicloud.ecs.RamRoleAttachment(
@@ -148,9 +300,11 @@ class GpuNodePool(pulumi.ComponentResource):
         self.instance_ids = pulumi.Output.all(*[n.id for n in nodes])
         self.private_ips = pulumi.Output.all(*[n.private_ip for n in nodes])
         self.deployment_set = deployment_set.id if deployment_set else None
+        self.boot_scripts = user_data.apply(
+            lambda text: {f"{name}-{i}": script_digest(text) for i in range(args.count)})
         self.register_outputs({
             "instance_ids": self.instance_ids, "private_ips": self.private_ips,
-            "deployment_set": self.deployment_set,
+            "deployment_set": self.deployment_set, BOOT_SCRIPTS_OUTPUT: self.boot_scripts,
         })
 
     @staticmethod

@@ -13,7 +13,7 @@ import pulumi_aws as aws
 from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.aws.nodes import GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.aws.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
@@ -58,6 +58,7 @@ class AwsCloud(PulumiCloud):
     store_kinds = ("Bucket", "Repository")
     """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
     placeholder_account = retained.PLACEHOLDER_ACCOUNT
+    node_updates = NODE_UPDATES
 
     def preflight(self, spec: ClusterSpec) -> None:
         import boto3

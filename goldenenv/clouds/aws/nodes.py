@@ -18,13 +18,35 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv.clouds.aws.efa import interface_layout
+from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
 from goldenenv.clouds.aws.iam import assumed_by
+from goldenenv.clouds.base import NodeTemplate, NodeUpdates
 
 NODE_MANAGED_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+
+NODE_UPDATES = NodeUpdates(
+    node_types=(INSTANCE,),
+    template=NodeTemplate(
+        type=LAUNCH_TEMPLATE,
+        ref="launchTemplate",
+        # update_default_version makes the latest version the default too
+        version_output="latestVersion",
+        symbolic_versions=("$Default", "$Latest"),
+        word="launch template",
+    ),
+    # inputs EC2 cannot change on a running instance: ForceNew in terraform-provider-aws (resource_aws_instance)
+    replacing=frozenset({"ami", "availabilityZone", "subnetId", "placementGroup", "privateIp", "keyName", "tenancy"}),
+    meaning={"userData": "userData (boot script)", "imageId": "imageId (host AMI)",
+             "tagSpecifications": "tagSpecifications (launch tags)"},
+    erased="its instance store (local NVMe scratch) and root volume",
+    note="a later template change (boot script, tags, host AMI) reaches running nodes only with `goldenenv up "
+         "--roll-nodes`, which replaces them (erasing their local NVMe scratch)",
+)
+"""How GpuNodePool's nodes take a change: they pin a launch template version and ignore template changes."""
 
 
 @dataclass(frozen=True, kw_only=True)
