@@ -401,41 +401,16 @@ def test_up_roll_nodes_replaces_the_named_nodes_behind_their_boot_script_one_up_
     assert target.seen == [None] + rolled  # the plain up first: it restarts and replaces no node
 
 
-def test_plan_against_the_last_deployment_says_which_alibaba_nodes_an_up_replaces(monkeypatch, tmp_path, first):
-    import yaml
-    from typer.testing import CliRunner
-
-    from goldenenv.cli import app
-
-    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}")
-    path = tmp_path / ".pulumi" / "stacks" / "goldenenv" / f"{STACK}.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(checkpoint(first, STACK)))  # what the last up left
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": changed(zone="cn-wulanchabu-a")}))
-    result = CliRunner().invoke(app, ["plan", "-s", STACK, "--json", "--stacks-dir", str(stacks)])
-    doc = json.loads(result.output)
+def test_plan_against_the_last_deployment_says_which_alibaba_nodes_an_up_replaces(plan_after_up, tmp_path, first):
+    doc = json.loads(plan_after_up(STACK, checkpoint(first, STACK), changed(zone="cn-wulanchabu-a"), "--json"))
     assert str(tmp_path) in doc["updateNotes"][0] and doc["updateNotes"][1] == "2 to replace"
     assert [(n["node"], n["action"]) for n in doc["nodes"]] == [("gpu-0", "replace"), ("gpu-1", "replace")]
     assert all("availabilityZone" in n["reason"] and n["version"] is None for n in doc["nodes"])
 
 
-def test_plan_after_an_image_push_says_every_alibaba_node_keeps_its_boot_script(monkeypatch, tmp_path, on_image_a):
-    import yaml
-    from typer.testing import CliRunner
-
-    from goldenenv.cli import app
-
-    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}")
-    path = tmp_path / ".pulumi" / "stacks" / "goldenenv" / f"{STACK}.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(checkpoint(on_image_a, STACK)))  # what the last up left
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": pushed(IMAGE_B)}))
-    result = CliRunner().invoke(app, ["plan", "-s", STACK, "--stacks-dir", str(stacks)])
-    shown = " ".join(result.output.split())  # as read, whatever the terminal's width
+def test_plan_after_an_image_push_says_every_alibaba_node_keeps_its_boot_script(plan_after_up, on_image_a):
+    output = plan_after_up(STACK, checkpoint(on_image_a, STACK), pushed(IMAGE_B))
+    shown = " ".join(output.split())  # as read, whatever the terminal's width
     assert "nodes: 2 to keep" in shown
     assert ("keep gpu-0: keeps its boot script (a newer one is planned: the golden image moved from "
             "sha256:aaaaaaaaaaaa to sha256:bbbbbbbbbbbb)") in shown

@@ -295,22 +295,8 @@ def test_roll_nodes_names_a_node_the_stack_does_not_have(deployed):
         automation.roll_targets(first_spec(), ["gpu-7"], deployed)
 
 
-def test_plan_against_the_last_deployment_says_which_nodes_an_up_replaces(monkeypatch, tmp_path, deployed):
-    from typer.testing import CliRunner
-
-    from goldenenv.cli import app
-
-    import yaml
-
-    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}")
-    path = tmp_path / ".pulumi" / "stacks" / "goldenenv" / f"{STACK}.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(checkpoint(deployed, STACK)))  # what the last up left
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config(mountPoint="/nvme")}))
-    result = CliRunner().invoke(app, ["plan", "-s", STACK, "--json", "--stacks-dir", str(stacks)])
-    doc = json.loads(result.output)
+def test_plan_against_the_last_deployment_says_which_nodes_an_up_replaces(plan_after_up, tmp_path, deployed):
+    doc = json.loads(plan_after_up(STACK, checkpoint(deployed, STACK), config(mountPoint="/nvme"), "--json"))
     assert str(tmp_path) in doc["updateNotes"][0] and doc["updateNotes"][1] == "2 to keep"
     assert [n["action"] for n in doc["nodes"]] == ["keep", "keep"]
     assert all("userData" in n["reason"] and "--roll-nodes gpu-" in n["reason"] for n in doc["nodes"])
