@@ -500,29 +500,22 @@ def _check_ingress_open(resource: PlannedResource, ctx: Context) -> Iterator[str
 
 # ---------------------------------------------------------------- rules each provider judges alone
 
-def _check_unencrypted_storage(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for facts in ctx.providers:
-        yield from facts.storage_encryption(resource, ctx)
+def _each_provider(hook: str) -> Messages:
+    """A rule each provider judges alone: what every provider's ``hook`` (a ProviderFacts field) says of the
+    resource, in provider order."""
+
+    def check(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+        for facts in ctx.providers:
+            yield from getattr(facts, hook)(resource, ctx)
+
+    return check
 
 
-def _check_unencrypted_topic(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for facts in ctx.providers:
-        yield from facts.topic_encryption(resource, ctx)
-
-
-def _check_imdsv1(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for facts in ctx.providers:
-        yield from facts.metadata(resource, ctx)
-
-
-def _check_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for facts in ctx.providers:
-        yield from facts.public_ip(resource, ctx)
-
-
-def _check_s3_public(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for facts in ctx.providers:
-        yield from facts.public_data(resource, ctx)
+_check_unencrypted_storage = _each_provider("storage_encryption")
+_check_unencrypted_topic = _each_provider("topic_encryption")
+_check_imdsv1 = _each_provider("metadata")
+_check_public_ip = _each_provider("public_ip")
+_check_s3_public = _each_provider("public_data")
 
 
 # ---------------------------------------------------------------- rules: data-store-not-retained, -retention-unverified

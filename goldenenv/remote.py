@@ -10,7 +10,6 @@ every straggler with the marker. Stopping happens on the node (through the same 
 from __future__ import annotations
 
 import io
-import queue
 import shlex
 import subprocess
 import tarfile
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from goldenenv.clouds.local.run import RUN_MARKER, WORKER_FAILED, Line, RunResult
+from goldenenv.streams import RUN_MARKER, Job, Line, RunResult, stream_until_first_failure
 
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4")
 """Never prompt (a run has no terminal); notice a node that went away within a minute."""
@@ -163,53 +162,45 @@ def stream(jobs: dict[str, list[str]], on_line: Line, stop: Callable[[], None], 
            stop_wait_s: float = 60.0) -> RunResult:
     """Start every node's job at once, pass on its lines, and on the first failure (a non-zero exit, or a worker
     that torch elastic reports failed) stop every node; jobs still streaming `stop_wait_s` later are cut locally."""
-    lines: queue.Queue = queue.Queue()
-    codes: dict[str, int] = {}
     processes = {node: spawn(argv) for node, argv in jobs.items()}
+    stopper = threading.Thread(target=stop, daemon=True)
+    deadline: float | None = None
 
-    def read(node: str, process) -> None:
-        for text in process.stdout:
-            lines.put((node, text.rstrip("\n")))
-        codes[node] = exit_code(process.wait())
-        lines.put((node, None))
+    def stop_everywhere() -> None:
+        nonlocal deadline
+        stopper.start()
+        deadline = time.monotonic() + stop_wait_s
 
-    readers = [threading.Thread(target=read, args=item, daemon=True) for item in processes.items()]
-    for reader in readers:
-        reader.start()
-    finished, stopped, stopper, deadline = 0, None, None, None
+    def cut_after_deadline() -> None:
+        nonlocal deadline
+        if deadline and time.monotonic() > deadline:
+            for process in processes.values():
+                if process.poll() is None:
+                    process.kill()
+            deadline = None
+
     try:
-        while finished < len(processes):
-            try:
-                node, text = lines.get(timeout=0.5)
-            except queue.Empty:
-                if deadline and time.monotonic() > deadline:
-                    for process in processes.values():
-                        if process.poll() is None:
-                            process.kill()
-                    deadline = None
-                continue
-            if text is None:
-                finished += 1
-                failed = bool(codes.get(node))
-            else:
-                on_line(node, text)
-                failed = WORKER_FAILED in text
-            if failed and not stopped:
-                # fail fast: a failed rank leaves the other agents waiting out torchrun's 300 s exit barrier
-                stopped = node
-                stopper = threading.Thread(target=stop, daemon=True)
-                stopper.start()
-                deadline = time.monotonic() + stop_wait_s
+        result = stream_until_first_failure({node: _output(process) for node, process in processes.items()},
+                                            on_line, stop_everywhere, idle=cut_after_deadline)
     except KeyboardInterrupt:
         stop()
         for process in processes.values():
             process.kill()
         raise
-    for reader in readers:
-        reader.join()
-    if stopper:
+    if result.first_failure:
         stopper.join(timeout=REMOTE_TIMEOUT_S)
-    return RunResult(codes, stopped)
+    return result
+
+
+def _output(process: subprocess.Popen) -> Job:
+    """One node's part of the run: the local ssh's output line by line, then its exit code."""
+
+    def read(emit) -> int:
+        for text in process.stdout:
+            emit(text.rstrip("\n"))
+        return exit_code(process.wait())
+
+    return read
 
 
 def run_job(hosts: list[str], command: list[str], launch: Launch, addresses: list[str], on_line: Line,

@@ -805,3 +805,22 @@ def test_importing_the_rules_loads_no_cloud():
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+PROVIDER_ALONE_RULES = {"unencrypted-storage": "storage_encryption", "unencrypted-topic": "topic_encryption",
+                        "imdsv1-allowed": "metadata", "public-ip-on-gpu-node": "public_ip",
+                        "s3-public-access": "public_data"}
+
+
+def test_each_provider_alone_rule_asks_its_own_hook_of_every_provider_in_order():
+    def speaking(provider: str) -> guardrails.ProviderFacts:
+        hooks = {hook: (lambda hook: lambda resource, ctx: [f"{provider} {hook} {resource.name}"])(hook)
+                 for hook in PROVIDER_ALONE_RULES.values()}
+        return guardrails.ProviderFacts(name=provider, **hooks)
+
+    vm = res(ACME_VM, "gpu-0")
+    ctx = guardrails.Context((vm,), {}, providers=(speaking("first"), speaking("second")))
+    rules = {rule.id: rule for rule in guardrails.RULES}
+    for rule_id, hook in PROVIDER_ALONE_RULES.items():
+        assert [(f.urn, f.message) for f in guardrails.check_rule(rules[rule_id], ctx)] == [
+            (vm.urn, f"first {hook} gpu-0"), (vm.urn, f"second {hook} gpu-0")], rule_id

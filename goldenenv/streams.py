@@ -1,0 +1,67 @@
+"""One distributed run, seen from here: every node's output streamed with its name, and the first failure stopping
+every node. Shared by the local cluster (`docker exec` into node containers) and cloud nodes (`ssh`)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+RUN_MARKER = "GOLDENENV_RUN"
+"""Every process of a run carries RUN_MARKER=<run id> in its environment, so stopping a node can find them all."""
+WORKER_FAILED = "failed (exitcode:"
+"""What torch elastic logs when a worker exits non-zero."""
+
+Line = Callable[[str, str], None]
+"""on_line(node, text)"""
+Job = Callable[[Callable[[str], None]], int]
+"""One node's part of a run: job(emit) passes each output line to emit, and returns the exit code."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_codes: dict[str, int]
+    first_failure: str | None = None
+    """The node where a rank failed first; the run was then stopped everywhere."""
+
+    @property
+    def ok(self) -> bool:
+        return all(code == 0 for code in self.exit_codes.values())
+
+
+def stream_until_first_failure(jobs: dict[str, Job], on_line: Line, stop: Callable[[], None],
+                               idle: Callable[[], None] | None = None, idle_s: float = 0.5) -> RunResult:
+    """Run every node's job at once, pass on its lines as they come, and at the first failure (a non-zero exit, or
+    a worker that torch elastic reports failed) call `stop` once; wait for every job to end. `idle`, when given, is
+    called whenever no line came for `idle_s` seconds."""
+    lines: queue.Queue = queue.Queue()
+    codes: dict[str, int] = {}
+
+    def run(node: str, job: Job) -> None:
+        codes[node] = job(lambda text: lines.put((node, text)))
+        lines.put((node, None))
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in jobs.items()]
+    for thread in threads:
+        thread.start()
+    finished, stopped = 0, None
+    while finished < len(threads):
+        try:
+            node, text = lines.get(timeout=idle_s if idle else None)
+        except queue.Empty:
+            idle()
+            continue
+        if text is None:
+            finished += 1
+            failed = bool(codes.get(node))
+        else:
+            on_line(node, text)
+            failed = WORKER_FAILED in text
+        if failed and not stopped:
+            # fail fast: a failed rank leaves the other agents waiting out torchrun's 300 s exit barrier
+            stopped = node
+            stop()
+    for thread in threads:
+        thread.join()
+    return RunResult(codes, stopped)
