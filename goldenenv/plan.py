@@ -286,17 +286,24 @@ def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext
         except Exception:  # noqa: BLE001 - a config the program itself will refuse: it needs no lookups
             context = clouds.BuildContext()
 
-    monitor = _RecordingMonitor(_PlanMocks(prior, _cloud_of(config)))
-    pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items() if v is not None}
     )
+    return record(lambda: program.build(context), _cloud_of(config), stack, prior)
+
+
+def record(build: Any, cloud: Any, stack: str = "test",
+           prior: Any = None) -> tuple[list[PlannedResource], dict[str, Any]]:
+    """Run `build` (a Pulumi program returning its outputs) against the recording mock monitor, with `cloud`'s plan
+    mocks: the resources it declares and its outputs, as an offline plan sees them."""
+    monitor = _RecordingMonitor(_PlanMocks(prior, cloud))
+    pulumi_mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
     outputs: dict[str, Any] = {}
 
     def run() -> None:
-        declared = {k: v for k, v in program.build(context).items() if v is not None}
+        declared = {k: v for k, v in build().items() if v is not None}
         outputs.update(_sync_await(pulumi.Output.from_input(declared).future()) or {})
 
     _sync_await(run_pulumi_func(run))

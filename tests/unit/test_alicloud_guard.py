@@ -21,7 +21,6 @@ import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pulumi
 import pytest
 
 from goldenenv import spec
@@ -334,23 +333,10 @@ class MockCloud:
 
 def planned(program) -> tuple[dict, dict]:
     """Run `program` (returns outputs) under the offline plan's recording monitor: (resources by type, outputs)."""
-    from pulumi.runtime import mocks as pulumi_mocks
-    from pulumi.runtime.settings import SETTINGS
-    from pulumi.runtime.stack import run_pulumi_func
-    from pulumi.runtime.sync_await import _sync_await
-
     from goldenenv import plan
 
-    monitor = plan._RecordingMonitor(plan._PlanMocks(cloud=MockCloud()))
-    pulumi_mocks.set_mocks(monitor.mocks, project="goldenenv", stack="test", preview=False, monitor=monitor)
-    SETTINGS.rpc_manager.clear()
-    outputs: dict = {}
-
-    def run_it() -> None:
-        outputs.update(_sync_await(pulumi.Output.from_input(program()).future()) or {})
-
-    _sync_await(run_pulumi_func(run_it))
-    return {r.type: r for r in monitor.records}, outputs
+    records, outputs = plan.record(program, MockCloud())
+    return {r.type: r for r in records}, outputs
 
 
 @pytest.mark.parametrize("hard_stop", [True, False])

@@ -208,23 +208,10 @@ class MockCloud:
 
 def run_program(program):
     """Run `program` under the offline plan's recording monitor and storage.plan_mock: (records, outputs)."""
-    from pulumi.runtime import mocks as pulumi_mocks
-    from pulumi.runtime.settings import SETTINGS
-    from pulumi.runtime.stack import run_pulumi_func
-    from pulumi.runtime.sync_await import _sync_await
-
     from goldenenv import plan
 
-    monitor = plan._RecordingMonitor(plan._PlanMocks(cloud=MockCloud()))
-    pulumi_mocks.set_mocks(monitor.mocks, project="goldenenv", stack="test", preview=False, monitor=monitor)
-    SETTINGS.rpc_manager.clear()
-    outputs: dict = {}
-
-    def run_it() -> None:
-        outputs.update(_sync_await(pulumi.Output.from_input(program()).future()) or {})
-
-    _sync_await(run_pulumi_func(run_it))
-    return monitor.records, outputs
+    records, outputs = plan.record(program, MockCloud())
+    return records, outputs
 
 
 def data_store(region: str, parallel_fs: bool = True, fs_kind: str | None = None, **more) -> storage.DataStore:
