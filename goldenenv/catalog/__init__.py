@@ -221,6 +221,11 @@ class HostImage:
     lustre_client: str
     container_toolkit: str
     docker: str
+    instance_store_unit: str
+    """The host image's own service that claims the instance-store disks at boot (the DLAMI's dlami-nvme.service);
+    empty: the disks are left bare and goldenenv stripes them itself."""
+    instance_store_mount: str
+    """Where that service mounts the instance store (/opt/dlami/nvme); empty with no such service."""
     source: str
 
 
