@@ -27,6 +27,15 @@ UNIT_DIR = "/etc/systemd/system"
 SCRATCH_UNIT = "goldenenv-scratch.service"
 CONTAINER_UNIT = "goldenenv-container.service"
 MASTER_PORT = 29500
+READY_DIR = "/run/goldenenv"
+"""Where each boot unit marks itself done; /run is emptied on every boot, so a marker never outlives it."""
+CODE_FOLDER = "code"
+"""The folder on the shared file system `goldenenv run --code` copies code to."""
+
+
+def ready_marker(unit: str) -> str:
+    """The file a boot unit writes when its step is done; the golden container starts only when all are there."""
+    return f"{READY_DIR}/{unit.removesuffix('.service')}.ready"
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,14 @@ class SharedFs:
     """the mount script's template name under templates/node/ (without .j2), e.g. fsx-mount.sh"""
     values: dict[str, Any]
     """what the script needs besides mount_point and directories (e.g. source_path)"""
+
+
+@dataclass(frozen=True)
+class HostStore:
+    """A host image's own service that claims the instance-store disks at boot, and where it mounts them."""
+
+    unit: str
+    mount: str
 
 
 @dataclass(frozen=True)
@@ -96,17 +113,30 @@ class NodeBoot:
     def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
         """The units a node runs on every boot, storage first: a stop/start wipes instance store and unmounts all.
 
-        Where the fabric has a boot check (eRDMA: driver, devices, MTU), it runs before the golden container,
-        which requires it like its mounts."""
+        Scratch is always a unit: the host image's own instance-store volume reused (the DLAMI's), the bare disks
+        striped, or a folder on the root volume; each way the image user owns it, so the golden container never
+        gets a bind source Docker made as root. Where the fabric has a boot check (eRDMA: driver, devices, MTU), it
+        runs before the golden container. The container waits for every one of them (their ready markers), so it
+        never runs without its mounts; each of these units retries until it succeeds."""
         storage = self.spec.storage
+        scratch = storage.local_nvme.mount_point
+        owner = image_uid()
         units = []
-        if self.local_nvme and storage.local_nvme.raid0:
-            units.append(self._unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": storage.local_nvme.mount_point}))
+        host_store = self.host_store()
+        if self.local_nvme and host_store:
+            units.append(self._unit(SCRATCH_UNIT, "scratch-host-volume.sh", {
+                "mount_point": scratch, "owner": owner, "source": host_store.mount, "service": host_store.unit,
+            }, after=[host_store.unit]))
+        elif self.local_nvme and storage.local_nvme.raid0:
+            units.append(self._unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": scratch, "owner": owner}))
+        else:
+            units.append(self._unit(SCRATCH_UNIT, "scratch-root.sh", {"mount_point": scratch, "owner": owner}))
         if storage.parallel_fs.enabled and shared_fs:
             fs = storage.parallel_fs
             units.append(self._unit(shared_fs.unit, shared_fs.script, {
-                "mount_point": fs.mount_point, "owner": image_uid(), **shared_fs.values,
-                "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix)],
+                "mount_point": fs.mount_point, "owner": owner, **shared_fs.values,
+                "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix),
+                                self._fs_path(CODE_FOLDER)],
             }))
         fabric = fabrics.get(self.fabric)
         if fabric and fabric.boot_check:
@@ -118,14 +148,26 @@ class NodeBoot:
                 "mtu": mtu.mtu, "interfaces": self._instance_type().rdma_interfaces,
             }))
         if self.image_ref:
-            mounts = [storage.local_nvme.mount_point]
+            mounts = [scratch]
             if storage.parallel_fs.enabled:
                 mounts.append(storage.parallel_fs.mount_point)
+            before = [u.name for u in units]
             units.append(self._unit(CONTAINER_UNIT, "golden-image.sh", {
                 "image_ref": self.image_ref, "env_file": ENV_FILE, "mounts": mounts,
-                "registry_login": self.registry_login,
-            }, storage_units=[u.name for u in units]))
+                "registry_login": self.registry_login, "wait_for": [ready_marker(u) for u in before],
+            }, storage_units=before))
         return units
+
+    def host_store(self) -> HostStore | None:
+        """The host image's own instance-store volume (catalog host_images: the DLAMI's dlami-nvme.service at
+        /opt/dlami/nvme), or None: a bare host, or an image the stack brings itself ({id, driver})."""
+        pool = next(p for p in self.spec.nodes if p.name == self.pool)
+        if pool.host_image is not None and not isinstance(pool.host_image, str):
+            return None
+        image = catalog.host_image(self.spec.cloud, self.spec.region, pool.host_image)
+        if image is None or not image.instance_store_unit:
+            return None
+        return HostStore(image.instance_store_unit, image.instance_store_mount)
 
     def _instance_type(self) -> catalog.InstanceType:
         pool = next(p for p in self.spec.nodes if p.name == self.pool)
@@ -136,13 +178,14 @@ class NodeBoot:
         return fabric.mtu(self.spec.cloud, self._instance_type().name)
 
     @staticmethod
-    def _unit(name: str, script: str, values: dict[str, Any], **unit_values: Any) -> BootUnit:
+    def _unit(name: str, script: str, values: dict[str, Any], after: list[str] | None = None,
+              **unit_values: Any) -> BootUnit:
         path = f"{SCRIPT_DIR}/{script}"
         return BootUnit(
             name=name,
-            script=BootFile(path, "0755", render(f"node/{script}.j2", **values)),
+            script=BootFile(path, "0755", render(f"node/{script}.j2", ready=ready_marker(name), **values)),
             unit=BootFile(f"{UNIT_DIR}/{name}", "0644", render(
-                f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, **unit_values,
+                f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, after=after or [], **unit_values,
             )),
         )
 
