@@ -1,0 +1,163 @@
+"""An emulated cloud node: a container with Debian 12's systemd as PID 1, cloud-init given the exact user data the
+plan renders for that node through a NoCloud seed, sshd, and the stand-ins of tests/nodeboot/stand_ins.py.
+
+Its boot is the node's: cloud-init writes the boot files and enables the units once; systemd runs them on every
+boot. A stop/start of the node is a stop/start of the container (systemd shuts down, /run empties, the bound
+volumes are gone until a unit binds them again).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import yaml
+
+import stand_ins
+
+HOST_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      systemd systemd-sysv dbus cloud-init openssh-server docker.io locales sudo iproute2 util-linux kmod procps \\
+      python3 ca-certificates \\
+ && rm -rf /var/lib/apt/lists/* \\
+ && (groupmod -g {docker_gid} docker || groupadd -g {docker_gid} docker) \\
+ && systemctl mask docker.socket containerd.service systemd-udevd.service systemd-udevd-kernel.socket \\
+      systemd-udevd-control.socket getty.target console-getty.service systemd-resolved.service \\
+ && printf 'datasource_list: [NoCloud]\\nnetwork: {{config: disabled}}\\n' > /etc/cloud/cloud.cfg.d/90-emulated.cfg
+STOPSIGNAL SIGRTMIN+3
+CMD ["/sbin/init"]
+"""
+LOGINS = {
+    # the cloud's host image: who gets the instance's key pair (AWS Ubuntu images: ubuntu; Alibaba: root)
+    "ubuntu": "system_info:\n  default_user:\n    name: ubuntu\n    groups: [docker]\n    shell: /bin/bash\n"
+              "    sudo: ['ALL=(ALL) NOPASSWD:ALL']\n    lock_passwd: true\n",
+    "root": "disable_root: false\nusers: []\n",
+}
+
+
+def host_image(client: docker.DockerClient, base: str) -> str:
+    """The emulated host's image, built once on the engine (a tag per base and socket group)."""
+    gid = Path("/var/run/docker.sock").stat().st_gid
+    tag = f"goldenenv-test/emulated-host:{base.rsplit(':', 1)[-1]}-{gid}"
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        text = HOST_DOCKERFILE.format(base=base, docker_gid=gid)
+        client.images.build(fileobj=io.BytesIO(text.encode()), tag=tag, rm=True, forcerm=True)
+    return tag
+
+
+def tar_of(files: dict[str, tuple[str | bytes, int]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, (content, mode) in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            if isinstance(content, str) and content.startswith("->"):
+                info.type, info.linkname = tarfile.SYMTYPE, content[2:]
+                tar.addfile(info)
+                continue
+            data = content.encode() if isinstance(content, str) else content
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@dataclass
+class Host:
+    """One emulated node on a network of its stack."""
+
+    client: docker.DockerClient
+    name: str
+    container: docker.models.containers.Container
+    login: str
+    key: Path
+    log: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
+               public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
+               nvme: str | None, erdma: int, nvidia_smi: str) -> Host:
+        volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"},
+                   "/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
+                   **{path: {"bind": path, "mode": "rw"} for path in shares}}
+        container = client.containers.create(
+            image, name=name, hostname=name, detach=True, network=networks[0], environment={"container": "docker"},
+            tmpfs={"/run": "rw,exec", "/run/lock": "rw", "/tmp": "rw,exec"}, volumes=volumes,
+            cap_add=["SYS_ADMIN", "NET_ADMIN"], labels={"goldenenv.test": "emulated-host"})
+        for extra in networks[1:]:
+            client.networks.get(extra).connect(container)
+        container.reload()
+        rootfs = container.attrs["GraphDriver"]["Data"]["MergedDir"]
+        seed = {
+            "/var/lib/cloud/seed/nocloud/user-data": (user_data, 0o600),
+            "/var/lib/cloud/seed/nocloud/meta-data": (yaml.safe_dump({
+                "instance-id": f"i-{name}", "local-hostname": name, "public-keys": [public_key]}), 0o600),
+            "/etc/cloud/cloud.cfg.d/91-login.cfg": (LOGINS[login], 0o644),
+        }
+        fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma,
+                                   nvidia_smi=nvidia_smi)
+        container.put_archive("/", tar_of({**fakes, **seed}))
+        container.start()
+        return cls(client, name, container, login, key)
+
+    @property
+    def address(self) -> str:
+        self.container.reload()
+        return next(iter(self.container.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+
+    @property
+    def ssh_host(self) -> str:
+        return f"ssh://{self.login}@{self.address}"
+
+    def sh(self, command: str, user: str = "root") -> tuple[int, str]:
+        done = self.container.exec_run(["sh", "-c", command], user=user)
+        return done.exit_code, done.output.decode(errors="replace")
+
+    def ssh(self, command: str, config: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", "-F", str(config), "-i", str(self.key), f"{self.login}@{self.address}",
+                               command], capture_output=True, text=True, timeout=120)
+
+    def wait_for(self, what: str, check, timeout: float = 150) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: {what} not within {timeout:.0f} s\n{self.diagnose()}")
+            time.sleep(1)
+
+    def units_state(self, units: list[str]) -> dict[str, str]:
+        _, out = self.sh("systemctl is-active " + " ".join(units) + " || true")
+        return dict(zip(units, out.split(), strict=False))
+
+    def golden(self) -> docker.models.containers.Container | None:
+        found = self.client.containers.list(filters={"name": f"^{self.name}-goldenenv$"})
+        return found[0] if found else None
+
+    def restart(self) -> None:
+        """A stop/start: systemd shuts down (the golden container stops with its unit), then boots again."""
+        self.container.stop(timeout=60)
+        self.container.start()
+
+    def diagnose(self) -> str:
+        _, out = self.sh("systemctl --no-pager list-units 'goldenenv-*' 'dlami*' 'docker*' cloud-final.service; "
+                         "journalctl --no-pager -n 60 -u 'goldenenv-*' -u cloud-final -u dlami-nvme; "
+                         "tail -n 30 /var/log/cloud-init-output.log")
+        return out
+
+    def remove(self) -> None:
+        for leftover in self.client.containers.list(all=True, filters={"label": f"goldenenv-emulated={self.name}"}):
+            leftover.remove(force=True)
+        self.container.remove(force=True)
+
+
+def user_data_of(resources, cloud: str) -> str:
+    """The first GPU node's user data as plan renders it (AWS: the launch template's; Alibaba: the instance's)."""
+    kind = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance"}[cloud]
+    node = next(r for r in resources if r.type == kind)
+    return base64.b64decode(node.props["userData"]).decode()
