@@ -73,13 +73,19 @@ def outputs(spec: ClusterSpec) -> dict:
 
 
 def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
+    """`pulumi preview --refresh`: what an `up` would do against the cloud as it is now (see `up`)."""
     guard(spec, creating=False)
-    return stack(spec).preview(on_output=log)
+    return stack(spec).preview(on_output=log, refresh=True)
 
 
 def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[str] | None = None,
        one_at_a_time: bool = True, target=None, allow_over_budget: bool = False) -> dict:
-    """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up`.
+    """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up --refresh`.
+
+    The refresh first reads every resource back from the cloud, so a node that is gone (a one-time spot node
+    reclaimed or terminated by the budget's hard stop, an Alibaba spot node released) leaves the state and the
+    same `up` creates it again; without it Pulumi trusts its state and reports no changes. A plain `pulumi up`
+    refreshes too: the project file says `options: refresh: always`.
 
     Running nodes keep what they booted with (AWS: their launch template version; Alibaba: their boot script); with
     roll_nodes (all, pool names or node names), the nodes named whose template or script has moved are then
@@ -88,7 +94,7 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
     guard(spec, creating=True, allow_over_budget=allow_over_budget)
     target = target or stack(spec)
     _before_up(spec, log)
-    result = target.up(on_output=log)
+    result = target.up(on_output=log, refresh=True)
     if roll_nodes is not None:
         from goldenenv import updates
 

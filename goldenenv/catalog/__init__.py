@@ -452,3 +452,40 @@ def deepspeed_ops() -> dict[str, DeepspeedOp]:
     """DeepSpeed's ops that an image can pre-build, by the name ds_report shows."""
     return {r["op"]: DeepspeedOp(**r) for r in _read("deepspeed_ops")}
 
+
+@dataclass(frozen=True)
+class VcpuQuota:
+    """The EC2 Service Quotas quota an instance family's vCPUs count against (data/aws_vcpu_quotas.csv): EC2
+    limits running On-Demand and requested Spot capacity in vCPUs per family group, per region."""
+
+    family: str
+    """The instance type's family letters: p for p5.48xlarge, g for g6e.48xlarge, vt for vt1.3xlarge."""
+    market: str
+    """on-demand | spot"""
+    name: str
+    code: str
+    """The Service Quotas quota code (service code ec2), e.g. L-417A185B."""
+    source: str
+
+    @property
+    def verified(self) -> bool:
+        return UNVERIFIED not in self.source
+
+
+def instance_family(instance_type: str) -> str:
+    """The family letters EC2's vCPU quotas group by: `p` for p5.48xlarge and p6-b200.48xlarge, `vt` for vt1."""
+    match = re.match(r"[a-z]+", instance_type.lower())
+    return match.group(0) if match else ""
+
+
+@functools.cache
+def _vcpu_quotas() -> dict[tuple[str, str], VcpuQuota]:
+    return {(r["family"], r["market"]): VcpuQuota(r["family"], r["market"], r["quota_name"], r["quota_code"],
+                                                  r["source"])
+            for r in _read("aws_vcpu_quotas")}
+
+
+def vcpu_quota(instance_type: str, market: str) -> VcpuQuota | None:
+    """The vCPU quota an EC2 instance type counts against when run `market` (on-demand, spot); None when the
+    catalog has no row for its family."""
+    return _vcpu_quotas().get((instance_family(instance_type), market))

@@ -362,7 +362,7 @@ class UpStack:
     def outputs(self):
         return {"nodePrivateIps": type("Out", (), {"value": ["10.42.0.10", "10.42.0.11"]})()}
 
-    def up(self, on_output=None):
+    def up(self, on_output=None, **options):
         from goldenenv.clouds.base import ROLL_NODES_ENV
 
         self.seen.append(self.workspace.env_vars.get(ROLL_NODES_ENV))

@@ -154,7 +154,8 @@ def test_live_lookup_finds_the_retained_bucket_and_repository(aws_env):
     s3.create_bucket(Bucket="kept-data")
     s3.put_bucket_tagging(Bucket="kept-data", Tagging={"TagSet": [{"Key": STACK_TAG_KEY, "Value": "dev"}]})
     boto3.client("ecr", region_name="us-east-1").create_repository(
-        repositoryName="goldenenv/p/dev/cpu", tags=[{"Key": "project", "Value": "p"}])
+        repositoryName="goldenenv/p/dev/cpu", tags=[{"Key": "project", "Value": "p"}],
+        encryptionConfiguration={"encryptionType": "KMS"})
     assert lookup.bucket("kept-data") == Found("kept-data", {STACK_TAG_KEY: "dev"})
     assert lookup.repository("goldenenv/p/dev/cpu") == Found("goldenenv/p/dev/cpu", {"project": "p"})
 
@@ -171,7 +172,9 @@ def test_before_up_adopts_retained_stores_and_aligns_their_tags(aws_env):
     old = {**spec.stack_tags, "owner": "someone-who-left"}
     s3.create_bucket(Bucket=first.bucket)
     s3.put_bucket_tagging(Bucket=first.bucket, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in old.items()]})
-    ecr.create_repository(repositoryName=first.repository, tags=[{"Key": k, "Value": v} for k, v in old.items()])
+    ecr.create_repository(repositoryName=first.repository, tags=[{"Key": k, "Value": v} for k, v in old.items()],
+                          encryptionConfiguration={"encryptionType": "KMS"}, imageTagMutability="IMMUTABLE",
+                          imageScanningConfiguration={"scanOnPush": True})
     lines: list[str] = []
     again = cloud.before_up(spec, log=lines.append)
     assert (again.adopt_bucket, again.adopt_repository) == (first.bucket, first.repository)

@@ -245,7 +245,7 @@ class UpStack(FakeStack):
     def outputs(self):
         return {"nodePrivateIps": type("Out", (), {"value": ["10.42.0.10", "10.42.0.11"]})()}
 
-    def up(self, on_output=None):
+    def up(self, on_output=None, **options):
         super().up(on_output)
         return type("Result", (), {"outputs": self.outputs()})()
 

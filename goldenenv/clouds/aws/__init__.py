@@ -23,7 +23,7 @@ from goldenenv.clouds import stores
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
-from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
@@ -132,8 +132,15 @@ class AwsCloud(PulumiCloud):
         return None, state
 
     def plan_call(self, args: Any) -> dict[str, Any] | None:
-        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            return {"names": ["mock-az-a", "mock-az-b"], "zoneIds": ["mock-az1", "mock-az2"]}
+        if args.token == ZONES_TOKEN:
+            return {"names": list(MOCK_ZONES), "zoneIds": [f"mock-az{i}" for i in range(1, len(MOCK_ZONES) + 1)]}
+        if args.token == OFFERINGS_TOKEN:
+            # which zones sell a type is the account's answer: offline, every mock zone sells every type asked for
+            types = [v for f in args.args.get("filters", []) if f.get("name") == "instance-type"
+                     for v in f.get("values", [])]
+            sold = [(t, zone) for zone in MOCK_ZONES for t in types]
+            return {"instanceTypes": [t for t, _ in sold], "locations": [z for _, z in sold],
+                    "locationTypes": ["availability-zone"] * len(sold)}
         if args.token == "aws:ec2/getAmi:getAmi":
             names = [v for f in args.args.get("filters", []) if f.get("name") == "name" for v in f.get("values", [])]
             return {"id": MOCK_AMI, "name": names[0] if names else "", "owners": args.args.get("owners", [])}
@@ -143,6 +150,10 @@ class AwsCloud(PulumiCloud):
         """What the hard stop, the time to live and idleness do to each pool on EC2, and the account step the
         budget's tag filter needs."""
         notes: list[str] = []
+        if spec.zone is None:
+            notes.append(f"no zone set: up takes the first zone of {spec.region}, in name order, where EC2 sells "
+                         f"{', '.join(pool_types(spec))} (DescribeInstanceTypeOfferings, the account's answer); the "
+                         "plan shows a mock zone. Set goldenenv:zone to choose it")
         spot = [pool for pool in spec.nodes if pool.capacity.value == "spot"]
         if spec.budget and spec.budget.hard_stop:
             for pool in spot:
@@ -228,6 +239,8 @@ class AwsCloud(PulumiCloud):
             log(f"adopting retained image repository {stores.adopt_repository}")
             retained.align_repository_tags(stores.adopt_repository, spec.stack_tags, spec.region,
                                            client=clients.get("ecr"), log=log)
+            retained.align_repository_settings(stores.adopt_repository, spec.region, client=clients.get("ecr"),
+                                               log=log)
         return stores
 
     def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
@@ -258,16 +271,15 @@ class GpuCluster(pulumi.ComponentResource):
         super().__init__("goldenenv:aws:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = spec.stack_tags
-        zone = spec.zone or aws.get_availability_zones_output(
-            state="available", opts=pulumi.InvokeOutputOptions(parent=self)
-        ).names[0]
+        # the retained stores first: a store that cannot be adopted is refused before any cloud resource is declared
+        stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
+        zone = spec.zone or default_zone(spec, self)
 
         network = GpuNetwork(name, GpuNetworkArgs(
             region=spec.region, zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
             admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
         ), child)
         fs = spec.storage.parallel_fs
-        stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
         data = DataStore(f"{name}-data", DataStoreArgs(
             bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
@@ -396,6 +408,53 @@ def lustre_problems(spec: ClusterSpec) -> list[Problem]:
         problems.append(Problem("goldenenv:storage.parallelFs.throughputPerTib", f"{fs.throughput_per_tib} is not "
                                 f"offered; use one of {', '.join(map(str, LUSTRE_THROUGHPUTS))} MB/s per TiB"))
     return problems
+ZONES_TOKEN = "aws:index/getAvailabilityZones:getAvailabilityZones"
+OFFERINGS_TOKEN = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+MOCK_ZONES = ("mock-az-a", "mock-az-b")
+"""The zones the offline plan answers with: the real ones are the account's, read at `up`."""
+
+
+def pool_types(spec: ClusterSpec) -> list[str]:
+    """Every pool's instance type, once each, in name order."""
+    return sorted({catalog.instance_type("aws", pool.instance_type).name for pool in spec.nodes})
+
+
+def default_zone(spec: ClusterSpec, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The stack's zone when it names none: the first of the region's zones, in name order, that sells every
+    pool's type. Not every zone sells a GPU type (p4d in us-west-2, g5.xlarge in us-east-1), and the pools share
+    one subnet, so the first zone the region lists may have none of them."""
+    types = pool_types(spec)
+    opts = pulumi.InvokeOutputOptions(parent=parent)
+    zones = aws.get_availability_zones_output(
+        state="available", filters=[{"name": "zone-type", "values": ["availability-zone"]}], opts=opts)
+    offerings = aws.ec2.get_instance_type_offerings_output(
+        location_type="availability-zone", filters=[{"name": "instance-type", "values": types}], opts=opts)
+    return pulumi.Output.all(zones.names, offerings.instance_types, offerings.locations).apply(
+        lambda found: zone_selling(spec.region, types, found[0], list(zip(found[1], found[2], strict=True))))
+
+
+def zone_selling(region: str, types: list[str], zones: list[str], offerings: list[tuple[str, str]]) -> str:
+    """The first zone (name order) among `zones` where every type in `types` is offered; `offerings` are
+    (instance type, zone) pairs as DescribeInstanceTypeOfferings lists them. ConfigError at goldenenv:zone when
+    no zone sells them all."""
+    sold: dict[str, set[str]] = {}
+    for instance_type, zone in offerings:
+        sold.setdefault(zone, set()).add(instance_type)
+    for zone in sorted(zones):
+        if set(types) <= sold.get(zone, set()):
+            return zone
+    asked = "EC2 DescribeInstanceTypeOfferings, for this account"
+    if len(types) == 1:
+        message = (f"no availability zone of {region} sells {types[0]} ({asked}): choose a region that offers it, "
+                   "or another instance type")
+    else:
+        where = "; ".join(f"{t} in {', '.join(sorted(z for z in zones if t in sold.get(z, ()))) or 'no zone'}"
+                          for t in types)
+        message = (f"no availability zone of {region} sells all of {', '.join(types)} ({asked}), and the pools "
+                   f"share one zone: {where}. Give the pools types one zone sells, or choose another region")
+    raise ConfigError([Problem("goldenenv:zone", message)])
+
+
 MOCK_AMI = "ami-00000000000000000"
 """What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
 

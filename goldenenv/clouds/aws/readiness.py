@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from goldenenv import reaper
+from goldenenv import catalog, reaper
 from goldenenv.clouds.aws import limits
 from goldenenv.clouds.aws.guardrail_facts import (
     DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
@@ -381,6 +381,46 @@ def _check_arns(resource: PlannedResource, ctx: Context) -> Iterator[str]:
                     yield f"{_label(resource)} {key} {_shown(arn, 120)} {problem}."
 
 
+# ---------------------------------------------------------------- strict:vcpu-quota
+
+def _pool_name(pool: PlannedResource, ctx: Context) -> str:
+    stack = ctx.required_tags.get(STACK_TAG_KEY)
+    return pool.name[len(stack) + 1:] if stack and pool.name.startswith(f"{stack}-") else pool.name
+
+
+def _region(ctx: Context) -> str | None:
+    regions = {p.props.get("region") for p in ctx.of_type(AWS_PROVIDER)} - {None}
+    return regions.pop() if len(regions) == 1 else None
+
+
+def _check_vcpu_quota(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """EC2 counts running On-Demand and requested Spot capacity in vCPUs against one quota per family group, per
+    region, and a new account's GPU quotas are often 0: the first `up` fails at the nodes. Said per pool, with the
+    quota's code to read it."""
+    if resource.type != POOL_COMPONENT:
+        return
+    children = [r for r in ctx.resources if r.parent_urn == resource.urn]
+    templates = [r for r in children if r.type == LAUNCH_TEMPLATE]
+    count = sum(r.type == INSTANCE for r in children)
+    if not templates or not count:
+        return
+    instance_type = templates[0].props.get("instanceType")
+    options = _mapping(templates[0].props.get("instanceMarketOptions"))
+    market = "spot" if options.get("marketType") == "spot" else "on-demand"
+    pool = _pool_name(resource, ctx)
+    it = catalog.instance_types("aws").get(instance_type) if isinstance(instance_type, str) else None
+    quota = catalog.vcpu_quota(instance_type, market) if it else None
+    if it is None or quota is None:
+        yield (f"{pool}: the catalog has no {market} vCPU quota for {instance_type} (catalog aws_vcpu_quotas.csv): "
+               "check the EC2 quotas of its family in the Service Quotas console before up")
+        return
+    region = _region(ctx)
+    where = f" --region {region}" if region else ""
+    code = quota.code if quota.verified else f"{quota.code}, unverified"
+    yield (f"{pool}: {count} x {it.name} needs {count * it.vcpus} vCPU of {quota.name} ({code}); check with "
+           f"`aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code}{where}`")
+
+
 # ---------------------------------------------------------------- the rule set
 
 RULES: tuple[Rule, ...] = (
@@ -405,6 +445,9 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:iam-arn", "ARNs in IAM policy documents (Resource, NotResource) and alarm actions are well "
          "formed: six fields, a known partition, an account where the service has one and none where it has "
          "not.", Severity.ERROR, _check_arns),
+    Rule("strict:vcpu-quota", "Each pool's nodes need that many vCPUs of their family's EC2 On-Demand or Spot "
+         "quota in the region (often 0 for GPU families on a new account): said per pool with the quota code, "
+         "to check before up.", Severity.WARNING, _check_vcpu_quota),
 )
 
 

@@ -15,6 +15,12 @@ import pulumi_aws as aws
 
 KEEP_IMAGES = 10
 """Images kept in the repository; older ones expire (a stack pins one digest at a time)."""
+TAG_MUTABILITY = "IMMUTABLE"
+SCAN_ON_PUSH = True
+ENCRYPTION = "KMS"
+"""The repository's settings: what the first `up` creates, what a retained repository is aligned to before it is
+adopted (retained.align_repository_settings), and, for the encryption ECR cannot change, what it must already have
+(retained.LiveLookup.repository)."""
 
 
 def repository_name(project: str, stack: str, lock: str) -> str:
@@ -45,11 +51,12 @@ class ImageRepository(pulumi.ComponentResource):
     def __init__(self, name: str, args: ImageRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:ImageRepository", name, None, opts)
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        # No force_delete: Pulumi never deletes the repository (retained), `destroy --purge-data` deletes it by
+        # name, and ECR does not store the flag, so an import could not read it back and would differ from it.
         repository = aws.ecr.Repository(
-            f"{name}-repo", name=args.name, image_tag_mutability="IMMUTABLE",
-            image_scanning_configuration={"scan_on_push": True},
-            encryption_configurations=[{"encryption_type": "KMS"}],
-            force_delete=False,  # kept with its images; `destroy --purge-data` deletes it by name
+            f"{name}-repo", name=args.name, image_tag_mutability=TAG_MUTABILITY,
+            image_scanning_configuration={"scan_on_push": SCAN_ON_PUSH},
+            encryption_configurations=[{"encryption_type": ENCRYPTION}],
             tags=args.tags,
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(import_=args.adopt)),
         )

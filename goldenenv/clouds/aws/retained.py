@@ -8,6 +8,15 @@ never adopted: that is a configuration error naming the key that picks another n
 
 Lookups are the only AWS calls a build makes outside Pulumi. `pulumi up` makes them live, with the caller's
 credentials (`LiveLookup`); the offline plan answers from `OfflineLookup`, which by default knows of nothing.
+
+An adoption must be right whichever way Pulumi imports: older engines refuse an import whose inputs differ from
+the live store, current ones (pulumi/pulumi#19339) import and then update it. So the program declares for an
+adopted store exactly what the first `up` created, and only what the cloud stores (no provider-only flag such as
+force_destroy an import cannot read back); `before_up` aligns what can be changed in place (tags, the repository's
+tag mutability and scanning) first; and a store that differs in what cannot change without replacing it (a bucket
+in another region, a repository with another encryption) is refused here, before `up`. Every retained store is
+`retain_on_delete`, so no destroy and no replacement ever deletes one; they are not `protect`ed, which would make
+every `pulumi destroy` of the stack fail.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from goldenenv.clouds.aws.limits import S3_BUCKET_NAME_MAX, S3_RESERVED_PREFIXES
+from goldenenv.clouds.aws.registry import ENCRYPTION, SCAN_ON_PUSH, TAG_MUTABILITY
 from goldenenv.clouds.stores import Found
 from goldenenv.spec import ConfigError, Problem
 
@@ -27,6 +37,8 @@ PLACEHOLDER_ACCOUNT = "000000000000"
 """The account the offline plan shows in names: the real one is the caller's, read at `up`."""
 
 BUCKET_KEY = "goldenenv:storage.bucket.bucketName"
+REPOSITORY_KEY = "goldenenv:tags.project"
+"""The key that names the image repository (goldenenv/<project>/<stack>/<lock>) apart from another's."""
 
 
 def _slug(text: str) -> str:
@@ -104,7 +116,7 @@ class LiveLookup:
 
         s3 = self.session.client("s3", region_name=self.region)
         try:
-            s3.head_bucket(Bucket=name)
+            head = s3.head_bucket(Bucket=name)
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchBucket", "NotFound"):
@@ -113,6 +125,13 @@ class LiveLookup:
                 raise ConfigError([Problem(BUCKET_KEY, f"bucket {name} exists but this account cannot read it "
                                            "(another account owns the name); set bucketName to another name")])
             raise
+        where = head.get("BucketRegion") or head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get(
+            "x-amz-bucket-region")
+        if where and where != self.region:
+            raise ConfigError([Problem(BUCKET_KEY, f"bucket {name} is in {where}, the stack in {self.region}: a "
+                                       "bucket cannot move, and the stack's provider would replace it rather than "
+                                       "adopt it; set bucketName to a bucket in the stack's region, or another "
+                                       "name")])
         try:
             tags = {t["Key"]: t["Value"] for t in s3.get_bucket_tagging(Bucket=name).get("TagSet", [])}
         except ClientError as e:
@@ -131,6 +150,14 @@ class LiveLookup:
             if e.response.get("Error", {}).get("Code") == "RepositoryNotFoundException":
                 return None
             raise
+        encryption = found.get("encryptionConfiguration", {}).get("encryptionType", "AES256")
+        if encryption != ENCRYPTION:
+            raise ConfigError([Problem(REPOSITORY_KEY, f"image repository {name} exists with {encryption} "
+                                       f"encryption, the stack's is {ENCRYPTION}: ECR cannot change a repository's "
+                                       "encryption, so adopting it would replace it (and fail on its name). Move "
+                                       "its images elsewhere and delete it (`aws ecr delete-repository "
+                                       f"--repository-name {name} --force --region {self.region}`), or give the "
+                                       "stack another name (the repository is goldenenv/<project>/<stack>/<lock>)")])
         tags = {t["Key"]: t["Value"] for t in ecr.list_tags_for_resource(resourceArn=found["repositoryArn"])["tags"]}
         return Found(name, tags)
 
@@ -141,9 +168,9 @@ def align_tags(bucket: str, wanted: Mapping[str, str], region: str, client=None,
                log: Callable[[str], None] = print) -> bool:
     """Give an adopted bucket the tags the stack declares, so Pulumi's import finds no difference.
 
-    Pulumi refuses an import whose inputs differ from the live resource; a retained bucket keeps the tags of
-    the stack that made it, so a tag changed since (an owner, a cost center) would stop the next `up` halfway.
-    Returns whether the tags were changed.
+    Older Pulumi engines refuse an import whose inputs differ from the live resource (newer ones update it after
+    the import); a retained bucket keeps the tags of the stack that made it, so a tag changed since (an owner, a
+    cost center) would stop the next `up` halfway. Returns whether the tags were changed.
     """
     import boto3
     from botocore.exceptions import ClientError
@@ -178,6 +205,28 @@ def align_repository_tags(repository: str, wanted: Mapping[str, str], region: st
     ecr.tag_resource(resourceArn=arn, tags=[{"Key": k, "Value": v} for k, v in wanted.items()])
     log(f"retagged retained image repository {repository} to the stack's tags before adopting it")
     return True
+
+
+def align_repository_settings(repository: str, region: str, client=None,
+                              log: Callable[[str], None] = print) -> list[str]:
+    """Give an adopted image repository the tag mutability and scan-on-push the stack declares (both change in
+    place), so the import finds no difference. Returns the settings changed."""
+    import boto3
+
+    ecr = client or boto3.client("ecr", region_name=region)
+    found = ecr.describe_repositories(repositoryNames=[repository])["repositories"][0]
+    changed = []
+    if found.get("imageTagMutability") != TAG_MUTABILITY:
+        ecr.put_image_tag_mutability(repositoryName=repository, imageTagMutability=TAG_MUTABILITY)
+        changed.append(f"imageTagMutability {found.get('imageTagMutability')} -> {TAG_MUTABILITY}")
+    if bool(found.get("imageScanningConfiguration", {}).get("scanOnPush")) != SCAN_ON_PUSH:
+        ecr.put_image_scanning_configuration(repositoryName=repository,
+                                             imageScanningConfiguration={"scanOnPush": SCAN_ON_PUSH})
+        changed.append(f"scanOnPush -> {SCAN_ON_PUSH}")
+    if changed:
+        log(f"set retained image repository {repository} to the stack's settings before adopting it: "
+            + ", ".join(changed))
+    return changed
 
 
 # ---------------------------------------------------------------- `destroy`: export first, purge only by name

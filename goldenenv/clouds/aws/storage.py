@@ -45,9 +45,11 @@ class DataStore(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
 
-        # import of an id already in the stack's state is a no-op, so the option may stay on every later up
+        # import of an id already in the stack's state is a no-op, so the option may stay on every later up.
+        # No force_destroy: the provider's default (false) is what it means, and an import cannot read the flag back
+        # (S3 does not store it), so an adopted bucket declares only what S3 holds.
         bucket = aws.s3.Bucket(
-            f"{name}-bucket", bucket=args.bucket_name, force_destroy=False,
+            f"{name}-bucket", bucket=args.bucket_name,
             tags=bucket_tags(name, args.tags),
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(import_=args.adopt_bucket)),
         )
