@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import emulated_host
+import stand_ins
 from goldenenv import catalog, lifecycle, plan, stackconfig
 from goldenenv.images import publish
 from goldenenv.images.base import ensure_base
@@ -106,6 +107,18 @@ def stack_config(stack: str, golden_ref: str) -> dict:
     return config
 
 
+def script_values(user_data: str, script: str) -> dict[str, str]:
+    """The `name=value` assignments at the top of a boot script the user data writes ({} if it writes none)."""
+    import shlex
+
+    for f in yaml.safe_load(user_data)["write_files"]:
+        if Path(f["path"]).name == script:
+            pairs = (line.split("=", 1) for line in f["content"].splitlines()
+                     if "=" in line and line.split("=", 1)[0].isidentifier())
+            return {k: (shlex.split(v) or [""])[0] for k, v in pairs}
+    return {}
+
+
 class Booted:
     """A shipped stack's first node, booted on an emulated host from the user data plan renders for it."""
 
@@ -149,13 +162,23 @@ def boot(client, host_image, golden_ref, stack_key, tmp_path_factory):
             network = client.networks.create(f"{name}-net{i}", driver="bridge", labels={"goldenenv.test": "node"})
             networks.append(network)
             nets.append(network.name)
+        extra_files, extra_hosts = {}, {}
+        cpfs = script_values(user_data, "cpfs-mount.sh")
+        if cpfs:
+            role = next(r for r in resources if r.type == "alicloud:ram/role:Role").props["roleName"]
+            ca, server = stand_ins.tls_pair(cpfs["nas_endpoint"])
+            extra_files = stand_ins.alibaba_files(
+                role=role, file_system_id=cpfs["file_system_id"], export_id=cpfs["export_id"],
+                domain=f"{cpfs['file_system_id']}.{spec.region}.cpfs.aliyuncs.com", ca_pem=ca, server_pem=server)
+            extra_hosts = {cpfs["nas_endpoint"]: stand_ins.NAS_ADDRESS}
         capture = CAPTURES / f"nvidia_smi_{it.name}.csv"
         host = emulated_host.Host.create(
             client, host_image, name=name, networks=nets, user_data=user_data, public_key=stack_key["public"],
             login=lifecycle.clouds.get(spec.cloud).ssh_user, key=stack_key["key"], shares=list(shares.values()),
             sharedfs=shares.get("sharedfs"), nvme=shares.get("nvme"),
             erdma=it.rdma_interfaces if it.rdma == "erdma" else 0,
-            nvidia_smi=capture.read_text() if capture.exists() else "")
+            nvidia_smi=capture.read_text() if capture.exists() else "", extra_files=extra_files,
+            extra_hosts=extra_hosts)
         booted[stack] = Booted(client, stack, host, user_data, spec, shares)
         return booted[stack]
 

@@ -83,14 +83,16 @@ class Host:
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
                public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
-               nvme: str | None, erdma: int, nvidia_smi: str) -> Host:
+               nvme: str | None, erdma: int, nvidia_smi: str, extra_files: dict | None = None,
+               extra_hosts: dict[str, str] | None = None) -> Host:
         volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"},
                    "/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
                    **{path: {"bind": path, "mode": "rw"} for path in shares}}
         container = client.containers.create(
             image, name=name, hostname=name, detach=True, network=networks[0], environment={"container": "docker"},
             tmpfs={"/run": "rw,exec", "/run/lock": "rw", "/tmp": "rw,exec"}, volumes=volumes,
-            cap_add=["SYS_ADMIN", "NET_ADMIN"], labels={"goldenenv.test": "emulated-host"})
+            cap_add=["SYS_ADMIN", "NET_ADMIN"], labels={"goldenenv.test": "emulated-host"},
+            extra_hosts=extra_hosts or {})
         for extra in networks[1:]:
             client.networks.get(extra).connect(container)
         container.reload()
@@ -103,7 +105,7 @@ class Host:
         }
         fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma,
                                    nvidia_smi=nvidia_smi)
-        container.put_archive("/", tar_of({**fakes, **seed}))
+        container.put_archive("/", tar_of({**fakes, **(extra_files or {}), **seed}))
         container.start()
         return cls(client, name, container, login, key)
 

@@ -22,6 +22,8 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
 
 from __future__ import annotations
 
+import json
+
 CONFIG = "/etc/goldenenv-emulated"
 """Per-host facts the stand-ins read: name, rootfs, sharedfs, nvme, erdma."""
 BINDS = "/run/goldenenv-emulated/binds"
@@ -249,3 +251,142 @@ def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erd
         out["/etc/systemd/system/dlami-nvme.service"] = (DLAMI_UNIT, 0o644)
         out["/etc/systemd/system/multi-user.target.wants/dlami-nvme.service"] = ("->/etc/systemd/system/dlami-nvme.service", 0)
     return out
+
+ALIBABA_METADATA = "100.100.100.200"
+"""Alibaba's metadata server address; on the host it is bound to the host's own loopback."""
+NAS_ADDRESS = "127.0.0.2"
+"""Where the host resolves the region's NAS API endpoint (/etc/hosts): the stand-in below, on the host's loopback."""
+
+ALIBABA_CLOUD = r'''#!/usr/bin/python3
+"""Alibaba's metadata server in hardened mode and the NAS API's DescribeProtocolMountTarget, on the host itself.
+
+Metadata (ECS docs, "Instance metadata", hardened mode): PUT /latest/api/token with
+X-aliyun-ecs-metadata-token-ttl-seconds gives a token; every read needs it as X-aliyun-ecs-metadata-token, else
+403; ram/security-credentials/ names the instance's RAM role, ram/security-credentials/<role> gives its STS
+credentials as JSON (AccessKeyId, AccessKeySecret, SecurityToken, Expiration). The NAS API (RPC style, signature
+version 1.0): the request must carry those credentials and a valid HMAC-SHA1 signature, else the API's error.
+"""
+import base64, hashlib, hmac, json, secrets, ssl, sys, threading, urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CONFIG = json.load(open("%(config)s/alibaba.json"))
+TOKENS = set()
+CREDENTIALS = {"AccessKeyId": "STS.emulated" + secrets.token_hex(4), "AccessKeySecret": secrets.token_hex(16),
+               "SecurityToken": secrets.token_hex(32), "Expiration": "2099-01-01T00:00:00Z", "Code": "Success"}
+
+
+class Metadata(BaseHTTPRequestHandler):
+    def answer(self, code, body, kind="text/plain"):
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_PUT(self):
+        if self.path != "/latest/api/token" or not self.headers.get("X-aliyun-ecs-metadata-token-ttl-seconds"):
+            return self.answer(400, "Bad Request")
+        token = secrets.token_urlsafe(24)
+        TOKENS.add(token)
+        self.answer(200, token)
+
+    def do_GET(self):
+        if self.headers.get("X-aliyun-ecs-metadata-token") not in TOKENS:
+            return self.answer(403, "Forbidden")  # hardened mode: no token, no metadata
+        role = CONFIG["role"]
+        if self.path == "/latest/meta-data/ram/security-credentials/":
+            return self.answer(200, role)
+        if self.path == "/latest/meta-data/ram/security-credentials/" + role:
+            return self.answer(200, json.dumps(CREDENTIALS), "application/json")
+        self.answer(404, "Not Found")
+
+    def log_message(self, *args):
+        pass
+
+
+def encode(value):
+    return urllib.parse.quote(str(value), safe="~")
+
+
+class Nas(Metadata):
+    def do_GET(self):
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        signature = query.pop("Signature", "")
+        canonical = "&".join(encode(k) + "=" + encode(query[k]) for k in sorted(query))
+        expected = base64.b64encode(hmac.new((CREDENTIALS["AccessKeySecret"] + "&").encode(),
+                                             ("GET&%%2F&" + encode(canonical)).encode(), hashlib.sha1).digest()).decode()
+        if query.get("AccessKeyId") != CREDENTIALS["AccessKeyId"] or \
+                query.get("SecurityToken") != CREDENTIALS["SecurityToken"]:
+            return self.answer(403, json.dumps({"Code": "InvalidAccessKeyId.NotFound"}), "application/json")
+        if not hmac.compare_digest(signature, expected):
+            return self.answer(400, json.dumps({"Code": "IncompleteSignature"}), "application/json")
+        if query.get("Action") != "DescribeProtocolMountTarget" or query.get("FileSystemId") != CONFIG["file_system_id"]:
+            return self.answer(404, json.dumps({"Code": "InvalidFileSystem.NotFound"}), "application/json")
+        self.answer(200, json.dumps({"RequestId": secrets.token_hex(8), "ProtocolMountTargets": [
+            {"ExportId": CONFIG["export_id"], "ProtocolMountTargetDomain": CONFIG["domain"], "Path": "/"}]}),
+            "application/json")
+
+
+metadata = ThreadingHTTPServer(("%(metadata)s", 80), Metadata)
+nas = ThreadingHTTPServer(("%(nas)s", 443), Nas)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("%(config)s/nas.pem")
+nas.socket = context.wrap_socket(nas.socket, server_side=True)
+threading.Thread(target=metadata.serve_forever, daemon=True).start()
+nas.serve_forever()
+''' % {"config": CONFIG, "metadata": ALIBABA_METADATA, "nas": NAS_ADDRESS}
+
+ALIBABA_CLOUD_UNIT = """[Unit]
+Description=Alibaba Cloud services of this node (emulated: metadata in hardened mode, the NAS API)
+Before=goldenenv-sharedfs.service network-online.target
+[Service]
+ExecStartPre=-/usr/sbin/ip addr add %(metadata)s/32 dev lo
+ExecStartPre=-/usr/sbin/ip addr add %(nas)s/32 dev lo
+ExecStartPre=/usr/sbin/update-ca-certificates
+ExecStart=/usr/local/libexec/emulated/alibaba-cloud
+Restart=always
+[Install]
+WantedBy=multi-user.target
+""" % {"metadata": ALIBABA_METADATA, "nas": NAS_ADDRESS}
+
+
+def alibaba_files(*, role: str, file_system_id: str, export_id: str, domain: str, ca_pem: str, server_pem: str) -> dict[str, tuple[str, int]]:
+    """The metadata server and the NAS API for a node of a CPFS stack: its role, its export, TLS the host trusts."""
+    return {
+        "/usr/local/libexec/emulated/alibaba-cloud": (ALIBABA_CLOUD, 0o755),
+        "/etc/systemd/system/emulated-alibaba-cloud.service": (ALIBABA_CLOUD_UNIT, 0o644),
+        "/etc/systemd/system/multi-user.target.wants/emulated-alibaba-cloud.service":
+            ("->/etc/systemd/system/emulated-alibaba-cloud.service", 0),
+        f"{CONFIG}/alibaba.json": (json.dumps({"role": role, "file_system_id": file_system_id,
+                                               "export_id": export_id, "domain": domain}), 0o600),
+        f"{CONFIG}/nas.pem": (server_pem, 0o600),
+        "/usr/local/share/ca-certificates/emulated-alibaba.crt": (ca_pem, 0o644),
+    }
+
+
+def tls_pair(hostname: str) -> tuple[str, str]:
+    """A CA (PEM) and a server certificate for hostname signed by it, with its key (PEM): made here, per run."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "goldenenv emulated cloud CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    server = cert.public_bytes(pem) + key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                        serialization.NoEncryption())
+    return ca.public_bytes(pem).decode(), server.decode()
