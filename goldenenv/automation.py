@@ -179,8 +179,9 @@ def registry_auth(spec: ClusterSpec, registry: str) -> dict | None:
 def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print,
             skip_export: bool = False, target=None) -> list[str]:
     """Destroy the stack: first the cloud's own step (AWS: export the parallel file system to the bucket and
-    wait; a failed export stops here, before anything is deleted), then `pulumi destroy`. The retained stores
-    stay unless the data is purged by name."""
+    wait; a failed export stops here, before anything is deleted or purged), then `pulumi destroy`. The retained
+    stores stay unless the data is purged by name; asked for so, they are purged even when `pulumi destroy` fails
+    part way, and the failure is then raised saying what was purged, what is left and how to finish."""
     from goldenenv import clouds
 
     cloud = clouds.get(spec.cloud)
@@ -189,10 +190,55 @@ def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], No
     before = getattr(cloud, "before_destroy", None)
     if before:
         _cloud_step(before, spec, outputs, skip_export, log)
-    target.destroy(on_output=log)
+    try:
+        target.destroy(on_output=log)
+    except Exception as e:  # noqa: BLE001 - auto.CommandError and whatever the backend raises: said, then raised
+        raise _destroy_failed(spec, cloud, outputs, target, e, purge_data, log) from e
     if purge_data:
         return _cloud_step(cloud.purge, spec, outputs, log)
     if outputs.get("bucket"):
         log(f"kept bucket {outputs['bucket']} (datasets and checkpoints) and the image repository: the next up "
             "adopts them; delete them with --purge-data")
     return []
+
+
+def _destroy_failed(spec: ClusterSpec, cloud, outputs: dict, target, error: Exception, purge_data: bool,
+                    log: Callable[[str], None]) -> LifecycleError:
+    """What a `pulumi destroy` that failed part way leaves, after purging the retained stores if they were asked
+    for by name (--purge-data): the user's request does not depend on the rest of the teardown."""
+    lines = [f"pulumi destroy of {spec.stack} failed part way: {_tail(str(error)) or type(error).__name__}"]
+    again = f"goldenenv destroy -s {spec.stack}"
+    if purge_data:
+        try:
+            purged = _cloud_step(cloud.purge, spec, outputs, log)
+            lines.append("--purge-data deleted the retained stores all the same, as asked: "
+                         + (", ".join(purged) if purged else "none was left to delete"))
+            if spec.storage.parallel_fs.enabled:
+                again += " --skip-export"  # the bucket the parallel file system would export to is gone
+        except Exception as e:  # noqa: BLE001 - the destroy's error must still reach the user
+            lines.append(f"--purge-data could not delete the retained stores ({e}): they are still there")
+            again += " --purge-data"
+    elif outputs.get("bucket"):
+        lines.append(f"the retained stores are kept (bucket {outputs['bucket']} and the image repository)")
+    lines.append(f"still in the stack: {_left_in_state(target, spec)}")
+    hints = getattr(cloud, "destroy_hints", None)
+    lines += hints(spec, outputs, str(error)) if hints else []
+    lines.append(f"fix the cause above, then run `{again}` to finish")
+    return LifecycleError("\n".join(lines))
+
+
+def _tail(text: str, lines: int = 6, limit: int = 800) -> str:
+    """The end of a Pulumi error, where the provider's message is."""
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " / ".join(kept)[-limit:]
+
+
+def _left_in_state(target, spec: ClusterSpec) -> str:
+    """The resources the stack's state still holds after a failed destroy, from its export."""
+    try:
+        resources = target.export_stack().deployment.get("resources") or []
+    except Exception:  # noqa: BLE001 - a backend that cannot export: say where to look instead
+        return f"see `pulumi stack -s {spec.stack}`"
+    left = [f"{r.get('type', '').rsplit(':', 1)[-1]} {r.get('id') or r.get('urn', '').rsplit('::', 1)[-1]}"
+            for r in resources if r.get("custom") and not str(r.get("type", "")).startswith("pulumi:")]
+    return ", ".join(left) if left else "nothing"

@@ -464,7 +464,63 @@ def node_host(cloud: str, region: str, host_image: object) -> NodeHost:
     image = catalog.host_image(cloud, region, host_image)
     if image is None:
         return NodeHost("no pinned host image in the catalog", None)
-    return NodeHost(f"host image {image.name} (driver {image.nvidia_driver})", image.nvidia_driver or None, image)
+    driver = f"driver {image.nvidia_driver}" if image.nvidia_driver else "no NVIDIA driver"
+    return NodeHost(f"host image {image.name} ({driver})", image.nvidia_driver or None, image)
+
+
+ABSENT = "none"
+"""What host_images.csv writes in its docker and container_toolkit columns for an image that carries none (a
+version, or `installed` when a source says it is there without one); an empty cell there means the catalog does
+not know. An empty nvidia_driver means the image has no driver the lock can be checked against: a GPU pool
+refuses it."""
+HOST_IMAGE = "host-image"
+"""The rule: a GPU pool's catalog host image lacks what the node's boot units run on (up refuses it)."""
+
+
+def host_image_gaps(host: NodeHost) -> tuple[list[str], list[str]]:
+    """What the node's boot units need (the NVIDIA driver, Docker, the NVIDIA Container Toolkit that gives the golden
+    container its GPUs) that the catalog says the host image lacks, and what it does not say.
+
+    A stack's own hostImage {id, driver} is its statement that the image has the driver and Docker: nothing to
+    check. Without a catalog image (none pinned for the region) there is nothing to judge either."""
+    image = host.image
+    if image is None or host.override_id:
+        return [], []
+    lacks = [what for what, value in (("NVIDIA driver", image.nvidia_driver or ABSENT), ("Docker", image.docker),
+                                      ("NVIDIA Container Toolkit", image.container_toolkit)) if value == ABSENT]
+    unknown = [what for what, value in (("Docker", image.docker), ("NVIDIA Container Toolkit",
+                                                                    image.container_toolkit)) if not value]
+    return lacks, unknown
+
+
+def _either(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _check_host_image(lock: Lock, cloud: str, instance_type: str, host: NodeHost, key: str) -> list[Conflict]:
+    """A GPU pool refuses a catalog host image without the driver or Docker: its nodes would boot, bill, and run
+    nothing. The fix is a stack key: hostImage {id, driver} naming an image that has them."""
+    node = catalog.instance_types(cloud).get(instance_type)
+    if node is None or node.gpu_count == 0:
+        return []
+    lacks, unknown = host_image_gaps(host)
+    if not lacks and not unknown:
+        return []
+    pins = (f"hostImage={host.image.name}" if host.image else "hostImage", f"instance={instance_type}")
+    driver = "<its NVIDIA driver>"
+    if lock.cuda:
+        try:
+            driver = f"<its NVIDIA driver, >= {min_driver(lock.cuda)} for cuda={lock.cuda}>"
+        except KeyError:
+            pass
+    fix = f"set {key}.hostImage to an image of yours that has them: {{id: <image id>, driver: {driver}}}"
+    if lacks:
+        return [Conflict(HOST_IMAGE, pins, f"host image {host.image.name} has no {_either(lacks)} (catalog "
+                         f"host_images.csv), so the golden container and the node's boot units cannot run on "
+                         f"{instance_type} and up refuses the pool; {fix}")]
+    return [Conflict(HOST_IMAGE, pins, f"the catalog does not say whether host image {host.image.name} has "
+                     f"{_either(unknown)} (host_images.csv), which the golden container needs; check the image, "
+                     f"or {fix}", WARNING)]
 
 
 @dataclass(frozen=True)
@@ -492,7 +548,8 @@ def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: lis
     for key, pool in zip(pool_keys, pools, strict=True):
         host = node_host(cloud, region, pool.host_image)
         found = can_run(lock, cloud, pool.instance_type, host.driver, wheelhouse=wheelhouse)
-        if host.driver is None:
+        found += _check_host_image(lock, cloud, pool.instance_type, host, key)
+        if host.driver is None and not any(c.rule == HOST_IMAGE and c.severity == ERROR for c in found):
             found.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
                                   f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "
                                   "against it; pin a catalog host image or set hostImage {id, driver}", WARNING))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from goldenenv.clouds.alicloud import registry, storage
 from goldenenv.clouds.alicloud.storage import Found, OfflineLookup
 from goldenenv.clouds.base import BuildContext
-from goldenenv.nodeboot import NodeBoot, SharedFs
+from goldenenv.nodeboot import NodeBoot, SharedFs, ready_marker
 from goldenenv.plan import plan_config, stack_file
 from goldenenv.render import render
 from goldenenv.spec import STACK_TAG_KEY, ConfigError
@@ -322,12 +322,18 @@ def test_mount_units_render_and_pass_bash_n(mount):
     assert "Before=docker.service goldenenv-container.service" in unit
     assert f"ExecStart=/usr/local/libexec/goldenenv/{mount.script}" in unit
     container = files["/etc/systemd/system/goldenenv-container.service"].content
-    assert f"Requires=docker.service {storage.SHAREDFS_UNIT}" in container
-    bash_n(files["/usr/local/libexec/goldenenv/golden-image.sh"].content)
+    ordered = {line.split("=", 1)[0]: line.split("=", 1)[1].split() for line in container.splitlines()
+               if line.startswith(("After=", "Wants=", "Requires="))}
+    assert storage.SHAREDFS_UNIT in ordered["After"] and storage.SHAREDFS_UNIT in ordered["Wants"]
+    assert "Requires" not in ordered, "the container waits for the mount's ready marker, retried; never Requires="
+    golden = files["/usr/local/libexec/goldenenv/golden-image.sh"].content
+    bash_n(golden)
+    assert ready_marker(storage.SHAREDFS_UNIT) in golden and ready_marker(storage.SHAREDFS_UNIT) in script
 
 
 def test_the_cpfs_script_looks_up_its_export_with_hardened_metadata_and_valid_python():
     script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", owner=1000, directories=["/mnt/fsx/datasets"],
+                    ready=ready_marker(storage.SHAREDFS_UNIT),
                     **storage.cpfs_mount("cn-wulanchabu", "cpfs-0123", "exp-0456").values)
     assert "export_id=exp-0456" in script and "nas_endpoint=nas-vpc.cn-wulanchabu.aliyuncs.com" in script
     assert "export_path=/share/goldenenv" in script and "mount -t \"$fs_type\"" in script
@@ -340,6 +346,7 @@ def test_the_cpfs_script_looks_up_its_export_with_hardened_metadata_and_valid_py
 def test_a_hostile_value_reaches_the_mount_script_as_data():
     hostile = "exp-1; touch /tmp/pwned"
     script = render("node/cpfs-mount.sh.j2", mount_point="/mnt/fsx", owner=1000, directories=[],
+                    ready=ready_marker(storage.SHAREDFS_UNIT),
                     **storage.cpfs_mount("cn-wulanchabu", "cpfs-1", hostile).values)
     bash_n(script)
     assert "export_id='exp-1; touch /tmp/pwned'" in script

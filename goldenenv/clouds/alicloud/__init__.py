@@ -26,6 +26,7 @@ from goldenenv.clouds.alicloud.nodes import NODE_UPDATES, GpuNodePool, GpuNodePo
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.clouds.stores import golden_image_ref
+from goldenenv.guardrails import Finding, Severity
 from goldenenv.nodeboot import NodeBoot, launch_outputs
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
@@ -208,10 +209,12 @@ class AlicloudCloud(PulumiCloud):
                     notes.append(f"{pool.name}: Alibaba's low-latency deployment sets do not take {it.name}, so its "
                                  "nodes are placed by the zone alone")
             host = compat.node_host(CLOUD, spec.region, pool.host_image)
-            if host.image is not None and not host.image.nvidia_driver:
-                notes.append(f"{pool.name}: host image {host.image.name} carries no NVIDIA driver, eRDMA driver or "
-                             "Docker (catalog host_images.csv): the golden container and the eRDMA check fail on "
-                             "its nodes until hostImage names an image with them ({id: m-..., driver: ...})")
+            if it and eri_count(pool, it) and host.image is not None and not host.image.nvidia_driver:
+                notes.append(f"{pool.name}: the image hostImage names must carry the eRDMA driver too, which "
+                             f"{host.image.name} lacks (catalog host_images.csv): without it the eRDMA check "
+                             "fails at boot")
+        notes.append(f"the bucket stays in {storage.RETAINED_GROUP}, not in the stack's resource group: destroy "
+                     "deletes that group, and Alibaba deletes no resource group that still holds a resource")
         if spec.network.egress == "endpoints":
             notes.append("network.egress endpoints: no NAT gateway; nodes reach OSS and ACR on their VPC-internal "
                          "endpoints, and nothing on the internet")
@@ -244,10 +247,24 @@ class AlicloudCloud(PulumiCloud):
 
     def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
         """The deploy-readiness rules (`plan --strict`): enum strings the provider does not check, a CPFS data flow
-        faster than its file system, auto-release times Alibaba refuses (readiness.py)."""
+        faster than its file system, auto-release times Alibaba refuses (readiness.py), and a retained store
+        inside a resource group destroy deletes (retained_in_deleted_group)."""
         from goldenenv.clouds.alicloud import readiness
 
-        return readiness.evaluate(resources, required_tags)
+        return readiness.evaluate(resources, required_tags) + retained_in_deleted_group(resources)
+
+    def destroy_hints(self, spec: ClusterSpec, outputs: dict[str, Any], error: str) -> list[str]:
+        """What to do when `pulumi destroy` failed on something Alibaba refuses: a resource group that still holds
+        a resource, which a bucket made before the bucket left the stack's resource group still does."""
+        if RESOURCE_GROUP_CONFLICT not in error:
+            return []
+        group = outputs.get("resourceGroup") or resource_group_name(spec.tags.project, spec.stack)
+        bucket = outputs.get("bucket") or "the stack's bucket"
+        return [f"Alibaba refuses to delete resource group {group} while it holds a resource "
+                f"({RESOURCE_GROUP_CONFLICT}): a bucket made by an earlier goldenenv ({bucket}) sits in it; goldenenv "
+                f"now keeps the bucket in {storage.RETAINED_GROUP}. Move the bucket there (Resource Management "
+                "console, as its guide 'Transfer resources across resource groups' says), which loses none of its "
+                "data, and destroy again"]
 
     def preflight(self, spec: ClusterSpec) -> None:
         """Refuse, saying which variables to set, when the caller has no Alibaba Cloud credentials."""
@@ -515,6 +532,27 @@ def instance_eris(props: dict[str, Any]) -> list[dict[str, Any]]:
     interfaces = [props] + ([props["networkInterfaces"]] if isinstance(props.get("networkInterfaces"), dict) else [])
     return [{"networkCardIndex": i.get("networkCardIndex"), "queuePairNumber": i.get("queuePairNumber")}
             for i in interfaces if i.get("networkInterfaceTrafficMode") == HIGH_PERFORMANCE]
+
+
+RESOURCE_GROUP_TYPE = "alicloud:resourcemanager/resourceGroup:ResourceGroup"
+RESOURCE_GROUP_CONFLICT = "DeleteConflict.ResourceGroup.Resource"
+"""DeleteResourceGroup's error for a group that still holds a resource (terraform-provider-alicloud retries it,
+aliyun/terraform-provider-alicloud#6109, then fails the destroy)."""
+RETAINED_IN_GROUP = "strict:retained-in-deleted-group"
+
+
+def retained_in_deleted_group(resources: list) -> list[Finding]:
+    """A resource destroy keeps (retain_on_delete) placed in a resource group destroy deletes: Alibaba deletes no
+    resource group that still holds a resource, so every destroy of the stack would fail at its end."""
+    groups = {r.id: r for r in resources
+              if r.type == RESOURCE_GROUP_TYPE and r.custom and not r.retain_on_delete and r.id}
+    return [Finding(RETAINED_IN_GROUP, Severity.ERROR, r.urn,
+                    f"{r.name} is kept on destroy but sits in resource group "
+                    f"{groups[r.props['resourceGroupId']].name}, which destroy deletes: Alibaba refuses to delete a resource group that still holds a resource "
+                    f"({RESOURCE_GROUP_CONFLICT}), so destroy would fail; leave resource_group_id unset on what "
+                    f"outlives the stack ({storage.RETAINED_GROUP})")
+            for r in resources
+            if r.custom and r.retain_on_delete and r.props.get("resourceGroupId") in groups]
 
 
 def resource_group_name(project: str, stack: str) -> str:

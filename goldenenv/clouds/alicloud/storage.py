@@ -12,6 +12,14 @@ already exists (Pulumi import). The shared file system is a fast view for the no
 - elsewhere NAS extreme: a file system and a VPC mount target, mounted over NFSv3; not linked to the bucket, so
   checkpoints meant to outlive the stack are written to the bucket.
 
+The bucket is kept out of the stack's resource group: destroy deletes that group, and Alibaba deletes no resource
+group that still holds a resource (DeleteResourceGroup: "Before you delete a resource group, you must delete all
+the resources in it"; error DeleteConflict.ResourceGroup.Resource, which terraform-provider-alicloud retries,
+aliyun/terraform-provider-alicloud#6109), so a retained bucket in it would make every destroy fail. It goes to the
+account's default resource group, which cannot be deleted (Resource Management, "Delete a resource group"); the
+stack's tags still name it, and the budget guard's split bill reads tags, not groups. The ACR namespace and
+repository take no resource group.
+
 pulumi-alicloud 4.0.0 gives no domain for a CPFS export (nas.ProtocolMountTarget outputs only its export id), so
 the node resolves it at boot from the NAS API with its instance RAM role (templates/node/cpfs-mount.sh.j2): the
 node's role needs NODE_MOUNT_ACTIONS.
@@ -106,6 +114,8 @@ PLACEHOLDER_ACCOUNT = "0000000000000000"
 """The account the offline plan shows in names (Alibaba Cloud account ids are 16 digits); the real one is read
 at `up`."""
 BUCKET_KEY = "goldenenv:storage.bucket.bucketName"
+RETAINED_GROUP = "the account's default resource group"
+"""Where the retained bucket lives: outside the stack's resource group, which destroy deletes (module docstring)."""
 OSS_NAME_MIN, OSS_NAME_MAX = 3, 63
 OSS_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
@@ -417,6 +427,7 @@ class DataStoreArgs:
     vswitch_id: pulumi.Input[str]
     checkpoint_prefix: str
     resource_group_id: pulumi.Input[str] | None = None
+    """The stack's resource group, for the shared file system (deleted with the stack); never the bucket's."""
     region: str | None = None
     """The stack's region: checked against CPFS_REGIONS when given; the nodes' NAS endpoint otherwise comes
     from the file system's own region."""
@@ -467,7 +478,8 @@ class DataStore(pulumi.ComponentResource):
                 {"id": "abort-incomplete-uploads", "enabled": True, "prefix": "",
                  "abort_multipart_uploads": [{"days": ABORT_MULTIPART_DAYS}]},
             ],
-            resource_group_id=args.resource_group_id,
+            # no resource_group_id: the bucket outlives the stack, so it stays in the account's default resource
+            # group (RETAINED_GROUP), never in the stack's, which destroy deletes
             tags=bucket_tags(name, args.tags, data_flow),
             # import of an id already in the stack's state is a no-op, so the option may stay on every later up;
             # the settings the sub-resources below own are ignored here, as the provider's docs require: else a
