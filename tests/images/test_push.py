@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
+import docker
 import pytest
 from typer.testing import CliRunner
 
@@ -79,17 +80,51 @@ def test_push_records_the_digest_the_registry_serves_and_nodes_can_pull_by_it(cl
     entry = publish.push(lock, f"{url}/goldenenv", client, auth=registry, log=lambda m: None, images_dir=tmp_path)
 
     assert entry.repository == f"{url}/goldenenv/cuda-slim" and entry.lock_hash == lock.content_hash
-    basic = base64.b64encode(f"{registry['username']}:{registry['password']}".encode()).decode()
-    request = urllib.request.Request(f"http://{url}/v2/goldenenv/cuda-slim/manifests/{lock.content_hash}",
-                                     headers={"Accept": MANIFEST_TYPES, "Authorization": f"Basic {basic}"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        assert answer.headers["Docker-Content-Digest"] == entry.digest
+    assert entry.tag == publish.build_tag(lock, client.images.get(lock.tag).id)
+    assert served_digest(registry, "goldenenv/cuda-slim", entry.tag) == entry.digest
     assert publish.latest(lock, entry.repository, tmp_path) == entry
     assert f"digest: {entry.digest}" in (tmp_path / lock.name / "published.yaml").read_text()
 
-    client.images.remove(f"{entry.repository}:{lock.content_hash}")
+    client.images.remove(f"{entry.repository}:{entry.tag}")
     pulled = client.images.pull(entry.ref, auth_config=registry)
     assert pulled.id == client.images.get(lock.tag).id
+
+
+def served_digest(registry: dict, name: str, tag: str) -> str:
+    """The digest the registry serves for name:tag (Docker-Content-Digest of the manifest)."""
+    basic = base64.b64encode(f"{registry['username']}:{registry['password']}".encode()).decode()
+    request = urllib.request.Request(f"http://{registry['registry']}/v2/{name}/manifests/{tag}",
+                                     headers={"Accept": MANIFEST_TYPES, "Authorization": f"Basic {basic}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.headers["Docker-Content-Digest"]
+
+
+def test_two_builds_of_one_lock_are_two_tags_both_still_pullable(client, registry, tmp_path):
+    """A rebuild elsewhere (a new image id) pushes beside the first build, not over it: ECR's immutable tags would
+    refuse a push under the tag the first build holds (tests/unit/test_image_push.py has ECR's refusal)."""
+    from goldenenv.images.base import ensure_base
+
+    lock = load("cuda-slim").model_copy(update={"description": f"two builds {secrets.token_hex(4)}"})
+    (tmp_path / lock.name).mkdir()
+    base = ensure_base(client, load("cuda-slim").base, log=lambda m: None)
+    url = f"{registry['registry']}/goldenenv"
+    entries = []
+    try:
+        for build in ("here", "there"):
+            client.images.build(fileobj=io.BytesIO(f"FROM {base}\nLABEL build={build}\n".encode()),
+                                           tag=lock.tag, rm=True)
+            entries.append(publish.push(lock, url, client, auth=registry, log=lambda m: None, images_dir=tmp_path))
+        first, second = entries
+        assert first.tag != second.tag and first.digest != second.digest
+        for entry in entries:
+            assert served_digest(registry, "goldenenv/cuda-slim", entry.tag) == entry.digest
+        assert publish.latest(lock, first.repository, tmp_path) == second
+    finally:
+        for tag in [lock.tag] + [f"{e.repository}:{e.tag}" for e in entries]:
+            try:
+                client.images.remove(tag)
+            except docker.errors.ImageNotFound:
+                pass
 
 
 def test_push_of_an_unbuilt_lock_or_to_a_malformed_registry_says_what_to_do(client, tmp_path):
