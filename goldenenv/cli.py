@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from goldenenv import project
+from goldenenv.clouds.base import HOST_OUTPUTS, HostsBy
 from goldenenv.plan import HOURS_PER_MONTH, Plan
-from goldenenv.spec import ConfigError
+from goldenenv.spec import ConfigError, Problem
 
 app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False)
 console = Console(emoji=False)
@@ -352,6 +353,37 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
         _lifecycle_failure(e)
 
 
+HOSTS_BY = typer.Option(
+    None, "--hosts-by", case_sensitive=False, help="Cloud stacks: address the nodes by their private IPs (the stack's "
+    "nodePrivateIps; the default: from the VPC, a VPN or adminCidrs) or by instance id (instanceIds), for an ssh "
+    "config whose ProxyCommand takes one, e.g. on AWS 'Host i-*' with 'ProxyCommand aws ssm start-session --target "
+    "%h --document-name AWS-StartSSHSession --parameters portNumber=%p'.")
+
+
+def _cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
+                   ssh_user: str | None) -> tuple[list[str], dict | None]:
+    """The nodes validate and run log in to, and the stack outputs when they were read: --hosts as given, else the
+    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or the host image's login."""
+    from goldenenv import automation, clouds
+
+    if hosts and hosts_by:
+        errors.print("--hosts names the nodes itself, --hosts-by picks them from the stack outputs: give one")
+        raise typer.Exit(2)
+    if hosts:
+        return [h.strip() for h in hosts.split(",") if h.strip()], None
+    if not any(pool.ssh_public_key for pool in spec.nodes):
+        _say("no pool sets nodes.sshPublicKey, so the nodes took no SSH key from goldenenv: ssh logs in only with "
+             "a key the host image brings (plan says how else to reach them)")
+    cloud = clouds.get(spec.cloud)
+    by = hosts_by or HostsBy.PRIVATE_IP
+    outputs = automation.outputs(spec)
+    targets = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user, by)
+    if not targets:
+        raise ConfigError([Problem(f"stack {spec.stack}", f"no nodes in the stack output {HOST_OUTPUTS[by]}: "
+                                   "goldenenv up first, or name them with --hosts ssh://user@address,...")])
+    return targets, outputs
+
+
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
         None, "--code", help="Copy this folder to the shared storage first: /data/code locally; on a cloud stack "
@@ -362,6 +394,7 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
                                        "(bastion or SSM ProxyCommand, IdentityFile)."),
         ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the host "
                                      "image's (ubuntu on AWS, root on Alibaba Cloud)."),
+        hosts_by: HostsBy = HOSTS_BY,
         exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="Cloud stacks: how to reach "
                                         "the golden image on a node ('' when torch is on the host itself)."),
         nproc_per_node: int = typer.Option(None, "--nproc-per-node", min=1, help="Cloud stacks: processes per node; "
@@ -381,8 +414,8 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
                      "python /data/code/train_ddp.py")
         raise typer.Exit(2)
     spec = _spec(stack)
-    cloud_only = {"--hosts": hosts, "--ssh-config": ssh_config, "--ssh-user": ssh_user, "--resume": resume,
-                  "--nproc-per-node": nproc_per_node}
+    cloud_only = {"--hosts": hosts, "--hosts-by": hosts_by, "--ssh-config": ssh_config, "--ssh-user": ssh_user,
+                  "--resume": resume, "--nproc-per-node": nproc_per_node}
     try:
         if _self_provisioned(spec):
             given = [name for name, value in cloud_only.items() if value]
@@ -395,8 +428,7 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
             summary = (failure or "") + "exit codes: " + ", ".join(
                 f"{n} {c}" for n, c in sorted(result.exit_codes.items()) if c)
         else:
-            targets = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
-            outputs = None if targets else automation.outputs(spec)
+            targets, outputs = _cloud_targets(spec, hosts, hosts_by, ssh_user)
             result = lifecycle.run_remote(spec, command, _print_line, targets, outputs, ssh_config, exec_prefix,
                                           code, resume, ssh_user, nproc_per_node, log=_say)
             summary = result.describe_failure()
@@ -416,21 +448,24 @@ def validate_cmd(
     ssh_config: str = typer.Option(None, "--ssh-config", help="ssh config reaching the nodes (bastion or SSM ProxyCommand)."),
     ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the host image's "
                                  "(ubuntu on AWS, root on Alibaba Cloud)."),
+    hosts_by: HostsBy = HOSTS_BY,
     exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
     min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
 ) -> None:
     """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
 
     On clouds, every node's driver is also compared with the one its pinned host image carries."""
-    from goldenenv import automation, clouds, compat, lifecycle
+    from goldenenv import automation, compat, lifecycle
 
     spec = _spec(stack)
     try:
         if _self_provisioned(spec):
+            if hosts_by:
+                errors.print(f"--hosts-by: for cloud stacks; {spec.stack} validates its local node containers")
+                raise typer.Exit(2)
             result = lifecycle.validate(spec, log=_say)
         else:
-            targets = hosts.split(",") if hosts else clouds.get(spec.cloud).node_hosts(
-                spec, automation.outputs(spec), ssh_user or clouds.get(spec.cloud).ssh_user)
+            targets, _ = _cloud_targets(spec, hosts, hosts_by, ssh_user)
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
@@ -647,7 +682,8 @@ def image_prune(name: str = typer.Argument(None, help="One image's builder cache
 @image_app.command("push")
 def image_push(
     name: str,
-    registry: str = typer.Option(None, "--registry", help="host[:port][/path]: pushes <registry>/<name>:<lock hash>."),
+    registry: str = typer.Option(None, "--registry", help="host[:port][/path]: pushes "
+                                 "<registry>/<name>:<lock hash>-<image id>."),
     stack: str = typer.Option(None, "--stack", "-s", help="Push to this cloud stack's own repository "
                               "(created first if needed; needs the Pulumi CLI and credentials)."),
 ) -> None:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from goldenenv import sshkeys
 from goldenenv.guardrails import describe_wide
 
 STACK_TAG_KEY = "goldenenv:stack"
@@ -115,6 +116,10 @@ class NodePool(Model):
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
     host_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")] | HostImageOverride | None = None
     """A host image from the catalog by name, or {id, driver}; None = the catalog's newest for the cloud."""
+    ssh_public_key: str | None = None
+    """The OpenSSH public key (one .pub line: ssh-ed25519 AAAA... comment) the pool's nodes take for ssh logins, as
+    the cloud's key pair; None = no key, the nodes are reached through the cloud's session service only (SSM,
+    Cloud Assistant). Which types a cloud imports is its check; messages never quote the value (goldenenv.sshkeys)."""
 
     _rdma_key: str = PrivateAttr(default="rdma")
 
@@ -132,6 +137,16 @@ class NodePool(Model):
     def rdma_key(self) -> str:
         """The pool's RDMA key as its stack file writes it (`rdma`, or the older `efa`): messages name it."""
         return self._rdma_key
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _openssh_public_key(cls, v: str | None) -> str | None:
+        return None if v is None else sshkeys.parse(v).line
+
+    @property
+    def ssh_key(self) -> sshkeys.PublicKey | None:
+        """The pool's public key, read (its type and fingerprint name it in messages), or None."""
+        return sshkeys.parse(self.ssh_public_key) if self.ssh_public_key else None
 
     @field_validator("capacity_reservation_id")
     @classmethod

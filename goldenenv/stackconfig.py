@@ -33,9 +33,9 @@ def keys() -> list[str]:
 _INTERNAL_FIELDS = ("stack", "budget_opt_out")
 """Spec fields set by goldenenv, not written in a stack file (`budget: none` sets budgetOptOut)."""
 NO_BUDGET = "none"
+"""`goldenenv:budget: none`: a stack that says it runs without a budget, unlike one that forgot it."""
 RDMA_KEYS = ("rdma", "efa")
 """A pool's RDMA switch, by its name and its first name (spec.NodePool.rdma)."""
-"""`goldenenv:budget: none`: a stack that says it runs without a budget, unlike one that forgot it."""
 
 
 def from_pulumi() -> ClusterSpec:
@@ -65,6 +65,9 @@ def _decode(raw: str) -> Any:
 
 MAX_VALUE_CHARS = 1024
 """One goldenenv value (a name, an id, a CIDR, an address): longer is a mistake, and is never echoed whole."""
+UNECHOED_KEYS = ("sshPublicKey",)
+"""Values no message quotes, even clipped: a private key pasted there by mistake must not reach a terminal or a
+log (spec.NodePool.ssh_public_key; goldenenv.sshkeys says what is wrong without the text)."""
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
@@ -167,6 +170,8 @@ def _shape_problems(values: Mapping[str, Any]) -> list[Problem]:
     def walk(node: Any, path: list) -> None:
         if len(path) > MAX_DEPTH:
             problems.append(Problem(_config_key(path[:MAX_DEPTH]), f"nested deeper than {MAX_DEPTH} levels"))
+        elif path and path[-1] in UNECHOED_KEYS and isinstance(node, str):
+            return  # its model judges it, length included, and never quotes it
         elif isinstance(node, str) and len(node) > MAX_VALUE_CHARS:
             problems.append(Problem(_config_key(path),
                                     f"{shown(node)} is too long; at most {MAX_VALUE_CHARS:,} characters"))

@@ -28,6 +28,19 @@ class Capability(str, Enum):
     HARD_STOP = "hard-stop"
 
 
+class HostsBy(str, Enum):
+    """How `validate` and `run` address a cloud stack's nodes, each from a stack output (HOST_OUTPUTS)."""
+
+    PRIVATE_IP = "private-ip"
+    """Their private addresses: reached from the VPC, a VPN or network.adminCidrs, or a jump host's ProxyJump."""
+    INSTANCE_ID = "instance-id"
+    """Their instance ids: for an ssh config whose ProxyCommand takes one (AWS: SSM's AWS-StartSSHSession)."""
+
+
+HOST_OUTPUTS = {HostsBy.PRIVATE_IP: "nodePrivateIps", HostsBy.INSTANCE_ID: "instanceIds"}
+"""The stack output each way of addressing reads, the same on every Pulumi cloud."""
+
+
 ROLL_NODES_ENV = "GOLDENENV_ROLL_NODES"
 """Nodes to replace onto what their pool declares now (AWS: its launch template's current version; Alibaba: the
 boot script the program now gives them): `all`, pool names or node names (gpu-0), comma separated.
@@ -209,8 +222,9 @@ class Cloud(Protocol):
     def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
         """Delete the retained stores by name (--purge-data); return their names."""
 
-    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str) -> list[str]:
-        """testinfra hosts (ssh://user@address) of the stack's nodes, from its outputs."""
+    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
+                   by: HostsBy = HostsBy.PRIVATE_IP) -> list[str]:
+        """testinfra hosts (ssh://user@address) of the stack's nodes, from its outputs, addressed `by`."""
 
     def describe(self, resource: Any) -> list[str]:
         """The words the plan tree shows for one planned resource: key properties, RDMA interfaces ..."""
@@ -289,8 +303,11 @@ class PulumiCloud:
     def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
         return []
 
-    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str) -> list[str]:
-        return [f"ssh://{user}@{ip}" for ip in outputs.get("nodePrivateIps") or []]
+    def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
+                   by: HostsBy = HostsBy.PRIVATE_IP) -> list[str]:
+        """ssh://user@<private IP> or ssh://user@<instance id>, one per node in output order (node-0 first): the
+        one place a cloud stack's hosts are named for validate and run."""
+        return [f"ssh://{user}@{address}" for address in outputs.get(HOST_OUTPUTS[HostsBy(by)]) or []]
 
     def describe(self, resource: Any) -> list[str]:
         return key_words(resource, self.key_props)

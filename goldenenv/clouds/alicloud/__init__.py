@@ -22,7 +22,10 @@ from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
 from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.alicloud.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, ram_name
+from goldenenv.clouds.alicloud.nodes import (
+    NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, login_notes, ram_name, ssh_key_problems,
+)
+from goldenenv.clouds.access import node_key
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.clouds.stores import golden_image_ref
@@ -109,7 +112,7 @@ class AlicloudCloud(PulumiCloud):
             if layout and layout.placement == "low-latency-set" and pool.count > limit.value:
                 problems.append(Problem(f"{at}.count", f"{pool.count} nodes of {it.name} in one LowLatency deployment "
                                         f"set; at most {limit.value} ({limit.source})"))
-        return problems
+        return problems + ssh_key_problems(spec)
 
     @staticmethod
     def _currency(spec: ClusterSpec) -> list[Problem]:
@@ -230,7 +233,7 @@ class AlicloudCloud(PulumiCloud):
                          "stops it - so its system disk goes with it: keep checkpoints in the bucket"
                          + (" or on CPFS (destroy exports it to the bucket)" if kind == storage.CPFS else "")
                          + "; the bucket, shared file system and network keep billing until destroy")
-        return notes
+        return notes + login_notes(spec, self.ssh_user)
 
     def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
         """What `goldenenv destroy` does before Pulumi deletes anything, and what NAS extreme takes with it."""
@@ -413,6 +416,7 @@ class GpuCluster(pulumi.ComponentResource):
                 role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=tags,
                 auto_release_time=release,
                 rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
+                ssh_key=node_key(spec, pool),
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))

@@ -35,9 +35,12 @@ import pulumi
 import pulumi_alicloud as alicloud
 import yaml
 
+from goldenenv import sshkeys
+from goldenenv.clouds import access
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, eri_layout
 from goldenenv.clouds.alicloud.guardrail_facts import INSTANCE
 from goldenenv.clouds.base import NodeScript, NodeUpdates, script_digest
+from goldenenv.spec import ClusterSpec, Problem
 
 POST_PAID = "PostPaid"
 SPOT_STRATEGY = "SpotAsPriceGo"
@@ -58,6 +61,9 @@ BOOT_SCRIPTS_OUTPUT = "boot_scripts"
 """GpuNodePool's output: node resource name -> script_digest of the user data the program gives it now."""
 GOLDEN_IMAGE_SCRIPT = "golden-image.sh"
 """The boot file naming the golden image (templates/node/golden-image.sh.j2: `image=<ref>`)."""
+SSH_KEY_TYPES = (sshkeys.RSA, *sshkeys.ECDSA_CURVES)
+"""What ECS imports: rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys (ECS API reference 2014-05-26, ImportKeyPair), less
+DSA, which goldenenv does not take; no ED25519."""
 
 # How an `up` changes a running node, from terraform-provider-alicloud, which pulumi-alicloud bridges:
 # alicloud/resource_alicloud_instance.go (aliyun/terraform-provider-alicloud at 4c76bef5, provider 1.289).
@@ -209,6 +215,8 @@ class GpuNodePoolArgs:
     """When Alibaba releases (deletes) each node (auto_release_time, PostPaid only); None: never."""
     rolled: frozenset[int] = frozenset()
     """Indexes of the nodes to replace onto the current boot script (the user asked to roll them)."""
+    ssh_key: access.NodeKey | None = None
+    """The key pair the nodes take for ssh logins (the instance's key_name); None: none, Cloud Assistant only."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -245,6 +253,12 @@ class GpuNodePool(pulumi.ComponentResource):
             placement["hpc_cluster_id"] = cluster.id
 
         role = self._role(name, args, child)
+        key_pair = None
+        if args.ssh_key:
+            key_pair = alicloud.ecs.EcsKeyPair(
+                f"{name}-key", key_pair_name=args.ssh_key.name, public_key=args.ssh_key.public_key,
+                resource_group_id=args.resource_group_id, tags=args.tags, opts=child,
+            )
         slots = eri_layout(args.network_cards, args.eri_count, args.queue_pairs)
         primary = [s for s in slots if s.primary]
         secondary = [s for s in slots if not s.primary]
@@ -280,6 +294,7 @@ class GpuNodePool(pulumi.ComponentResource):
                     "security_group_ids": [args.security_group_id],
                 } if secondary else None,
                 user_data=user_data,
+                key_name=key_pair.key_pair_name if key_pair else None,
                 tags={**args.tags, "Name": f"{name}-{i}"},
                 volume_tags=args.tags,
                 auto_release_time=args.auto_release_time,
@@ -332,6 +347,22 @@ class GpuNodePool(pulumi.ComponentResource):
             opts=child,
         )
         return role
+
+
+def ssh_key_problems(spec: ClusterSpec) -> list[Problem]:
+    """A pool key ECS would refuse at `up` (an ED25519 key)."""
+    return access.key_type_problems(spec, SSH_KEY_TYPES, "Alibaba ECS (ImportKeyPair takes RSA and ECDSA keys)")
+
+
+def login_notes(spec: ClusterSpec, user: str) -> list[str]:
+    """How a user reaches the nodes, which have no public address: a VPN or jump host, or Cloud Assistant."""
+    with_key = ("The nodes have no public address: reach them at their private IPs from network.adminCidrs (a VPN "
+                "or a jump host in the VPC; `--ssh-config FILE` with its ProxyJump), as `goldenenv validate|run -s "
+                f"{spec.stack}` does by default")
+    shell_only = ("Reach them through Cloud Assistant (Workbench in the ECS console, or `aliyun ecs RunCommand`); "
+                  "validate and run log in over ssh and need a key: set sshPublicKey to your .pub line (a new key "
+                  "restarts running nodes to take it)")
+    return access.login_notes(spec, user, with_key, shell_only)
 
 
 def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = ()) -> str:

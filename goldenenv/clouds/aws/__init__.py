@@ -13,13 +13,14 @@ import pulumi_aws as aws
 from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.aws.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.aws.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, login_notes, ssh_key_problems
 from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.clouds import stores
+from goldenenv.clouds.access import node_key
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
 from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
@@ -107,7 +108,7 @@ class AwsCloud(PulumiCloud):
             elif pool.host_image is not None and not isinstance(pool.host_image, str) \
                     and not AMI.fullmatch(pool.host_image.id):
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
-        return problems + lustre_problems(spec) + limits.check_spec(spec)
+        return problems + lustre_problems(spec) + limits.check_spec(spec) + ssh_key_problems(spec)
 
     def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
         """What the offline plan knows of the account: nothing exists, the account is a placeholder."""
@@ -185,7 +186,7 @@ class AwsCloud(PulumiCloud):
                 notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
                              f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                              f"is {100 * it.gpu_count / it.vcpus:.1f} %")
-        return notes
+        return notes + login_notes(spec, self.ssh_user)
 
     def describe(self, resource: Any) -> list[str]:
         """Key properties, and a launch template's interfaces: EFA-only ones and ENA ones."""
@@ -313,6 +314,7 @@ class GpuCluster(pulumi.ComponentResource):
                 root_volume_gib=pool.root_volume_gib, user_data=user_data,
                 bucket_arn=data.bucket_arn, tags=node_tags,
                 rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
+                ssh_key=node_key(spec, pool),
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))

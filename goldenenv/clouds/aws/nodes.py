@@ -17,16 +17,26 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from goldenenv import sshkeys
+from goldenenv.clouds import access
 from goldenenv.clouds.aws.efa import interface_layout
 from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.base import NodeTemplate, NodeUpdates
+from goldenenv.spec import ClusterSpec, Problem
 
 NODE_MANAGED_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+SSH_KEY_TYPES = (sshkeys.ED25519, sshkeys.RSA)
+"""What EC2 imports: "the public key from an RSA or ED25519 key pair" (EC2 API reference, ImportKeyPair); no ECDSA."""
+SSM_SSH_CONFIG = ("Host i-*",
+                  "ProxyCommand aws ssm start-session --target %h --document-name AWS-StartSSHSession "
+                  "--parameters portNumber=%p")
+"""The ssh config entry that reaches a node by its instance id through Session Manager (SSM user guide, "Allow
+and control permissions for SSH connections through Session Manager"); the nodes' role has SSM's managed policy."""
 
 NODE_UPDATES = NodeUpdates(
     node_types=(INSTANCE,),
@@ -43,8 +53,8 @@ NODE_UPDATES = NodeUpdates(
     meaning={"userData": "userData (boot script)", "imageId": "imageId (host AMI)",
              "tagSpecifications": "tagSpecifications (launch tags)"},
     erased="its instance store (local NVMe scratch) and root volume",
-    note="a later template change (boot script, tags, host AMI) reaches running nodes only with `goldenenv up "
-         "--roll-nodes`, which replaces them (erasing their local NVMe scratch)",
+    note="a later template change (boot script, tags, host AMI, SSH key) reaches running nodes only with "
+         "`goldenenv up --roll-nodes`, which replaces them (erasing their local NVMe scratch)",
 )
 """How GpuNodePool's nodes take a change: they pin a launch template version and ignore template changes."""
 
@@ -70,6 +80,8 @@ class GpuNodePoolArgs:
     tags: dict[str, str]
     rolled: frozenset[int] = frozenset()
     """Indexes of the nodes to replace onto the template's current version (the user asked to roll them)."""
+    ssh_key: access.NodeKey | None = None
+    """The key pair the nodes take for ssh logins (launch template key_name); None: none, SSM sessions only."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -93,6 +105,12 @@ class GpuNodePool(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         profile = self._instance_profile(name, args, child)
+        key_pair = None
+        if args.ssh_key:
+            key_pair = aws.ec2.KeyPair(
+                f"{name}-key", key_name=args.ssh_key.name, public_key=args.ssh_key.public_key, tags=args.tags,
+                opts=child,
+            )
         placement = None
         if args.efa_interfaces:
             placement = aws.ec2.PlacementGroup(
@@ -103,6 +121,7 @@ class GpuNodePool(pulumi.ComponentResource):
             description=f"goldenenv {name}: {args.instance_type}, {args.efa_interfaces} EFA",
             image_id=args.image_id,
             instance_type=args.instance_type,
+            key_name=key_pair.key_name if key_pair else None,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={
                 "http_endpoint": "enabled", "http_tokens": "required",
@@ -172,6 +191,25 @@ class GpuNodePool(pulumi.ComponentResource):
             opts=child,
         )
         return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=args.tags, opts=child)
+
+
+def ssh_key_problems(spec: ClusterSpec) -> list[Problem]:
+    """A pool key EC2 would refuse at `up` (an ECDSA key)."""
+    return access.key_type_problems(spec, SSH_KEY_TYPES, "EC2 (ImportKeyPair takes RSA and ED25519 keys only)")
+
+
+def login_notes(spec: ClusterSpec, user: str) -> list[str]:
+    """How a user reaches the nodes, which have no public address: SSM, by instance id, with or without ssh."""
+    stack = spec.stack
+    through_ssm = ("The nodes have no public address: reach them by instance id through Session Manager (the AWS "
+                   "CLI with its Session Manager plugin), with an ssh config (--ssh-config FILE, or ~/.ssh/config) "
+                   f"holding `{SSM_SSH_CONFIG[0]}` and `{SSM_SSH_CONFIG[1]}` (and an IdentityFile line for your "
+                   f"private key), then `goldenenv validate|run -s {stack} --hosts-by instance-id`; or from "
+                   "network.adminCidrs (a VPN) at their private IPs, the default")
+    shell_only = (f"Log in with `aws ssm start-session --region {spec.region} --target <instance id>` (stack "
+                  "output ssmConnect); validate and run log in over ssh and need a key: set sshPublicKey to your "
+                  ".pub line (a new key reaches running nodes with `goldenenv up --roll-nodes`)")
+    return access.login_notes(spec, user, through_ssm, shell_only)
 
 
 def _bucket_policy(bucket_arn: str) -> str:

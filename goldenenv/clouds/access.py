@@ -1,0 +1,75 @@
+"""How a user logs in to a cloud stack's nodes: the pool's SSH key as the cloud's key pair, shared by the clouds.
+
+Each cloud says which key types it imports and how its nodes are reached (clouds/<name>/nodes.py); this module
+names the key pair and words the check and the plan's note the same way on every cloud.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from goldenenv.spec import ClusterSpec, NodePool, Problem, pool_key
+
+KEY_PAIR_NAME_MAX = 128
+"""Alibaba's limit (ImportKeyPair KeyPairName: 2 to 128, a letter first, letters, digits, `:`, `_`, `-`); EC2's
+is 255 ASCII characters, so one name fits both."""
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """A pool's key pair: its name in the cloud and the public key line it imports."""
+
+    name: str
+    public_key: str
+
+
+def node_key(spec: ClusterSpec, pool: NodePool) -> NodeKey | None:
+    """The pool's key pair, or None when the pool gives no sshPublicKey.
+
+    The name carries the key's digest, so a new key is a new key pair (created before the old one is deleted, no
+    name clash) and the nodes' reference to it changes, which plan then reports per node."""
+    key = pool.ssh_key
+    if key is None:
+        return None
+    digest = hashlib.sha256(key.blob).hexdigest()[:8]
+    return NodeKey(key_pair_name("goldenenv", spec.tags.project, spec.stack, pool.name, digest), key.line)
+
+
+def key_pair_name(*parts: str) -> str:
+    """The parts joined by `-`, other characters made `-`, shortened with a hash past KEY_PAIR_NAME_MAX."""
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-")
+    if len(text) <= KEY_PAIR_NAME_MAX:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[:KEY_PAIR_NAME_MAX - 9].rstrip('-')}-{digest}"
+
+
+def key_type_problems(spec: ClusterSpec, accepted: tuple[str, ...], importer: str) -> list[Problem]:
+    """A pool key of a type the cloud does not import, at its key (importer: who refuses it, with the source)."""
+    problems = []
+    for i, pool in enumerate(spec.nodes):
+        key = pool.ssh_key
+        if key is not None and key.type not in accepted:
+            problems.append(Problem(
+                f"{pool_key(i, len(spec.nodes))}.sshPublicKey",
+                f"{key.type} keys are not imported by {importer}; use one of {', '.join(accepted)} "
+                f"(e.g. `ssh-keygen -t {'ed25519' if 'ssh-ed25519' in accepted else 'rsa -b 4096'}`)",
+            ))
+    return problems
+
+
+def login_notes(spec: ClusterSpec, user: str, with_key: str, without_key: str) -> list[str]:
+    """What plan says about logging in: which pools take which key (by fingerprint, never the key), how the nodes
+    are reached with it (with_key), and what pools without a key leave (without_key)."""
+    keyed = [(pool, pool.ssh_key) for pool in spec.nodes if pool.ssh_key is not None]
+    bare = [pool.name for pool in spec.nodes if pool.ssh_key is None]
+    notes = []
+    if keyed:
+        takes = "; ".join(f"{pool.name} takes {key.type} {key.fingerprint}" + (f" ({key.comment})" if key.comment
+                                                                               else "") for pool, key in keyed)
+        notes.append(f"ssh logins as {user} with your key: {takes}. {with_key}")
+    if bare:
+        notes.append(f"{', '.join(bare)}: no nodes.sshPublicKey, so the nodes take no SSH key. {without_key}")
+    return notes
