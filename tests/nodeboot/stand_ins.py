@@ -52,20 +52,31 @@ def scoped(name):
     return name if name.startswith(HOST + "-") else HOST + "-" + name
 
 
+def mount_of(path):
+    """(device, root within it, mount point) of the mount holding path (/proc/self/mountinfo)."""
+    best = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[4].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and (best is None or len(point) >= len(best[2])):
+                best = (fields[2], fields[3], point)
+    return best
+
+
 def machine_path(path):
-    """The machine's path of a host path: a bind a stand-in made, else the host's root file system."""
+    """The machine's path of a host path: inside a bind a stand-in made (or a bind of one, as scratch binds the
+    DLAMI's volume), else on the host's root file system."""
     path = os.path.realpath(path)
-    best = ("", "")
+    device, root, point = mount_of(path)
     try:
         with open(BINDS) as f:
-            for line in f:
-                inside, _, outside = line.strip().partition(" ")
-                if (path == inside or path.startswith(inside.rstrip("/") + "/")) and len(inside) > len(best[0]):
-                    best = (inside, outside)
+            binds = [line.strip().split(" ", 1) for line in f if line.strip()]
     except FileNotFoundError:
-        pass
-    if best[0]:
-        return best[1] + path[len(best[0]):]
+        binds = []
+    for inside, outside in binds:
+        if mount_of(inside)[:2] == (device, root):
+            return outside + path[len(point.rstrip("/")):] if point != "/" else outside + path
     return fact("rootfs") + path
 
 
@@ -169,6 +180,9 @@ MOUNT_LUSTRE = r'''#!/bin/bash
 set -euo pipefail
 if ! [[ $1 =~ ^[A-Za-z0-9.-]+@tcp:/[A-Za-z0-9]+$ ]]; then
   echo "mount.lustre: $1: not a Lustre source (mgsnode@tcp:/fsname)" >&2; exit 22
+fi
+if [ -e %(config)s/lustre-down ]; then  # the file system is still being created: its MGS does not answer
+  echo "mount.lustre: mount $1 at $2 failed: Input/output error" >&2; exit 5
 fi
 exec /usr/local/libexec/emulated/bind "$(cat %(config)s/sharedfs)" "$2"
 ''' % {"config": CONFIG}
