@@ -474,7 +474,10 @@ version, or `installed` when a source says it is there without one); an empty ce
 not know. An empty nvidia_driver means the image has no driver the lock can be checked against: a GPU pool
 refuses it."""
 HOST_IMAGE = "host-image"
-"""The rule: a GPU pool's catalog host image lacks what the node's boot units run on (up refuses it)."""
+"""The rule: a GPU pool's catalog host image lacks what the node's boot units run on. plan shows it (a warning: the
+stack plans, priced, with what to write) and `up` refuses it before renting anything (automation.guard)."""
+HOST_IMAGE_UNKNOWN = "host-image-unknown"
+"""The catalog does not say whether the host image has what the boot units need: a warning only."""
 
 
 def host_image_gaps(host: NodeHost) -> tuple[list[str], list[str]]:
@@ -517,8 +520,8 @@ def _check_host_image(lock: Lock, cloud: str, instance_type: str, host: NodeHost
     if lacks:
         return [Conflict(HOST_IMAGE, pins, f"host image {host.image.name} has no {_either(lacks)} (catalog "
                          f"host_images.csv), so the golden container and the node's boot units cannot run on "
-                         f"{instance_type} and up refuses the pool; {fix}")]
-    return [Conflict(HOST_IMAGE, pins, f"the catalog does not say whether host image {host.image.name} has "
+                         f"{instance_type} and up refuses the pool; {fix}", WARNING)]
+    return [Conflict(HOST_IMAGE_UNKNOWN, pins, f"the catalog does not say whether host image {host.image.name} has "
                      f"{_either(unknown)} (host_images.csv), which the golden container needs; check the image, "
                      f"or {fix}", WARNING)]
 
@@ -549,7 +552,7 @@ def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: lis
         host = node_host(cloud, region, pool.host_image)
         found = can_run(lock, cloud, pool.instance_type, host.driver, wheelhouse=wheelhouse)
         found += _check_host_image(lock, cloud, pool.instance_type, host, key)
-        if host.driver is None and not any(c.rule == HOST_IMAGE and c.severity == ERROR for c in found):
+        if host.driver is None and not any(c.rule == HOST_IMAGE for c in found):
             found.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
                                   f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "
                                   "against it; pin a catalog host image or set hostImage {id, driver}", WARNING))

@@ -90,21 +90,25 @@ def golden_ref(client, golden_base, tmp_path_factory) -> str:
 def stack_key(tmp_path_factory) -> dict:
     """The stack's key pair (made here) and an ssh config that trusts the emulated nodes' fresh host keys."""
     folder = tmp_path_factory.mktemp("stack-key")
-    key = folder / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "goldenenv-test", "-f", str(key)],
+    key = folder / "id_rsa"
+    # RSA: the one type both clouds import (AWS: ed25519 or RSA; Alibaba: RSA or ECDSA)
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "3072", "-N", "", "-C", "goldenenv-test", "-f", str(key)],
                    check=True)
     config = folder / "ssh_config"
     config.write_text(f"Host *\n  IdentityFile {key}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
                       "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 10\n")
-    return {"key": key, "public": (folder / "id_ed25519.pub").read_text().strip(), "config": config}
+    return {"key": key, "public": (folder / "id_rsa.pub").read_text().strip(), "config": config}
 
 
-def stack_config(stack: str, golden_ref: str) -> dict:
-    """The shipped stack file, with the golden image the emulated nodes pull."""
+def stack_config(stack: str, golden_ref: str, public_key: str) -> dict:
+    """The shipped stack file, with the golden image the emulated nodes pull and the team's key."""
     config = stackconfig.read_stack_file(plan.stack_file(stack))
-    image = dict(config.get("goldenenv:image") or {})
-    config["goldenenv:image"] = {**image, "ref": golden_ref}
+    config["goldenenv:image"] = {**(config.get("goldenenv:image") or {}), "ref": golden_ref}
+    config["goldenenv:nodes"] = {**config["goldenenv:nodes"], "sshPublicKey": public_key}
     return config
+
+
+KEY_PAIRS = {"aws": "aws:ec2/keyPair:KeyPair", "alicloud": "alicloud:ecs/ecsKeyPair:EcsKeyPair"}
 
 
 def script_values(user_data: str, script: str) -> dict[str, str]:
@@ -142,9 +146,11 @@ def boot(client, host_image, golden_ref, stack_key, tmp_path_factory):
     def start(stack: str) -> Booted:
         if stack in booted:
             return booted[stack]
-        config = stack_config(stack, golden_ref)
+        config = stack_config(stack, golden_ref, stack_key["public"])
         spec = stackconfig.load(stack, *stackconfig.namespaced(config))
         resources, _ = plan.run_program(stack, config)
+        # the cloud hands the node its key pair through the metadata service; cloud-init installs it for the login
+        public_key = next(r for r in resources if r.type == KEY_PAIRS[spec.cloud]).props["publicKey"]
         user_data = emulated_host.user_data_of(resources, spec.cloud)
         pool = spec.nodes[0]
         it = catalog.instance_type(spec.cloud, pool.instance_type)
@@ -173,7 +179,7 @@ def boot(client, host_image, golden_ref, stack_key, tmp_path_factory):
             extra_hosts = {cpfs["nas_endpoint"]: stand_ins.NAS_ADDRESS}
         capture = CAPTURES / f"nvidia_smi_{it.name}.csv"
         host = emulated_host.Host.create(
-            client, host_image, name=name, networks=nets, user_data=user_data, public_key=stack_key["public"],
+            client, host_image, name=name, networks=nets, user_data=user_data, public_key=public_key,
             login=lifecycle.clouds.get(spec.cloud).ssh_user, key=stack_key["key"], shares=list(shares.values()),
             sharedfs=shares.get("sharedfs"), nvme=shares.get("nvme"),
             erdma=it.rdma_interfaces if it.rdma == "erdma" else 0,

@@ -113,9 +113,9 @@ def test_plan_command_shows_two_nodes_with_two_eris_the_set_cpfs_budget_and_cost
 @pytest.mark.parametrize("stack", EXAMPLES)
 def test_example_stacks_plan_without_failed_guardrails(stack):
     result = plan(stack)
-    errors = [f for f in result.findings if f.severity.value == "error"]
-    # only the public host image, which up refuses until hostImage names an image with a driver and Docker
-    assert [f.rule for f in errors] == ["compat:host-image"], [f.message for f in errors]
+    assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
+    # the public host image: a warning plan shows, which up refuses until hostImage names an image of one's own
+    assert "compat:host-image" in [f.rule for f in result.findings if f.severity.value == "warning"]
     assert len(result.of_type(INSTANCE)) == sum(pool.count for pool in result.spec.nodes)
 
 

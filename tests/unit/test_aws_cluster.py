@@ -220,7 +220,10 @@ def test_user_data_mounts_storage_and_writes_the_fabric_env(p5):
     mount = next(c for p, c in files.items() if p.endswith("fsx-mount.sh"))
     lustre_source = p5.outputs["fsxMount"].split(" on ")[0]
     assert f"source_path={lustre_source}\n" in mount
-    assert any(p.endswith("nvme-raid0.sh") for p in files)
+    # the DLAMI stripes the instance store itself (catalog host_images): scratch reuses its volume, no RAID0 of ours
+    scratch = files["/etc/systemd/system/goldenenv-scratch.service"]
+    assert "After=local-fs.target dlami-nvme.service" in scratch and "scratch-host-volume.sh" in scratch
+    assert not any(p.endswith("nvme-raid0.sh") for p in files)
     assert doc["runcmd"] == sorted(p for p in files if p.startswith("/usr/local/lib/goldenenv/"))
 
 

@@ -58,6 +58,7 @@ def test_a_stack_naming_its_own_image_is_no_longer_refused_for_it(stack, tmp_pat
     (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
     result = plan(stack, tmp_path, strict=True)
     assert not result.failed and [c.ok for c in result.compat] == [True]
+    assert not [f for f in result.findings if f.rule == RULE]
     with pytest.raises(automation.LifecycleError) as refused:  # up still wants the pushed golden image
         automation.guard(load_spec(stack, tmp_path), creating=True, stacks_dir=tmp_path)
     assert RULE not in str(refused.value) and "image-unpublished" in str(refused.value)
@@ -72,15 +73,16 @@ def test_aws_stacks_boot_an_image_with_driver_docker_and_toolkit(stack):
 
 @pytest.mark.parametrize("stack", ALIBABA)
 def test_plan_shows_the_refusal_with_what_to_write(stack):
+    """plan passes (a warning: the stack plans, priced, and says what to write); up is what refuses it."""
     result = plan(stack)
     (finding,) = [f for f in result.findings if f.rule == RULE]
-    assert finding.severity.value == "error" and result.failed
+    assert finding.severity.value == "warning" and not result.failed and "up refuses the pool" in finding.message
     assert "has no NVIDIA driver, Docker or NVIDIA Container Toolkit (catalog host_images.csv)" in finding.message
     lock = load(result.spec.image.lock)
     assert f">= {compat.min_driver(lock.cuda)} for cuda={lock.cuda}" in finding.message
     assert result.resources and result.lines  # the rest of the plan is all there
     (pool,) = result.compat
-    assert not pool.ok and "no NVIDIA driver" in pool.host.label
+    assert "no NVIDIA driver" in pool.host.label
 
 
 # ---------------------------------------------------------------- the rule, pool by pool
@@ -96,7 +98,7 @@ def pools(stack: str, *host_images):
 def test_each_pool_is_judged_on_its_own_image_and_named_by_its_key():
     public, own = pools("alicloud-ebmgn8v-2node", None, HostImageOverride(**OWN_IMAGE))
     (conflict,) = [c for c in public.conflicts if c.rule == "host-image"]
-    assert conflict.severity == compat.ERROR and "set goldenenv:nodes[0].hostImage to" in conflict.message
+    assert conflict.severity == compat.WARNING and "set goldenenv:nodes[0].hostImage to" in conflict.message
     assert conflict.pins == ("hostImage=ubuntu-2204-uefi-20240807", "instance=ecs.ebmgn8v.48xlarge")
     assert own.ok and not [c for c in own.conflicts if c.rule == "host-image"]
     assert not [c for c in public.conflicts if c.rule == "host-driver-unknown"]  # said once, as the error
@@ -107,13 +109,14 @@ def test_an_image_the_catalog_says_nothing_about_is_a_warning_not_a_refusal(monk
     unknown = dataclasses.replace(dlami, docker="")
     monkeypatch.setattr(catalog, "host_image", lambda cloud, region, name=None: unknown)
     (checked,) = pools("aws-p5-2node", None)
-    (conflict,) = [c for c in checked.conflicts if c.rule == "host-image"]
+    (conflict,) = [c for c in checked.conflicts if c.rule == "host-image-unknown"]
     assert conflict.severity == compat.WARNING and checked.ok
     assert "does not say whether host image" in conflict.message and "Docker" in conflict.message
     missing = dataclasses.replace(dlami, container_toolkit="none")
     monkeypatch.setattr(catalog, "host_image", lambda cloud, region, name=None: missing)
     (checked,) = pools("aws-p5-2node", None)
-    assert not checked.ok and "has no NVIDIA Container Toolkit" in checked.conflicts[-1].message
+    assert [c.rule for c in checked.conflicts][-1] == "host-image"
+    assert "has no NVIDIA Container Toolkit" in checked.conflicts[-1].message
 
 
 # ---------------------------------------------------------------- the catalog rows (literal anchors)

@@ -152,15 +152,13 @@ def test_init_writes_a_project_that_plans(tmp_path):
     assert pulumi_yaml["stackConfigDir"] == "stacks"
     assert (target / "images/cpu-dev/lock.yaml").read_bytes() == (REPO / "images/cpu-dev/lock.yaml").read_bytes()
     assert ".goldenenv/" in (target / ".gitignore").read_text().splitlines()
-    for stack in ("local", "aws-g5-dev"):
+    for stack in ("local", "aws-g5-dev", "alicloud-gn7i-dev"):
         planned = runner.invoke(app, ["--cwd", str(target), "plan", "-s", stack], env={"COLUMNS": "200"})
         assert planned.exit_code == 0, f"{stack}: {planned.output}"
-    # the Alibaba example plans in full and names the one thing to write before up: its own host image
-    # (Alibaba's public image has no driver or Docker: test_plan_cli.REFUSED_AT_UP)
+    # the Alibaba example names the one thing to write before up: its own host image (a warning; up refuses)
     planned = runner.invoke(app, ["--cwd", str(target), "plan", "-s", "alicloud-gn7i-dev", "--json"])
-    errors = [f for f in json.loads(planned.output)["findings"] if f["severity"] == "error"]
-    assert planned.exit_code == 1 and [f["rule"] for f in errors] == ["compat:host-image"], planned.output
-    assert "goldenenv:nodes.hostImage" in errors[0]["message"]
+    warned = [f for f in json.loads(planned.output)["findings"] if f["rule"] == "compat:host-image"]
+    assert warned and "goldenenv:nodes.hostImage" in warned[0]["message"]
     assert project.current().root == target.resolve()
 
 
