@@ -348,3 +348,12 @@ def test_plan_of_a_stack_holding_a_private_key_refuses_it_without_printing_it(ow
     assert result.exit_code == 2
     assert "sshPublicKey" in result.output and "private key" in result.output
     assert "BEGIN" not in result.output and _FILLER[40:60] not in result.output
+
+
+def test_the_local_cloud_refuses_a_key_it_would_not_use(tmp_path):
+    """A key on the local stack would be silently ignored: it is bad input, named by its key."""
+    doc = yaml.safe_load(stack_file("local").read_text())
+    doc["config"]["goldenenv:nodes"]["sshPublicKey"] = ED25519
+    (tmp_path / "Pulumi.local.yaml").write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(app, ["plan", "-s", "local", "--stacks-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "goldenenv:nodes.sshPublicKey" in result.output, result.output

@@ -41,6 +41,10 @@ class LocalCloud:
                 hint = f" — did you mean {close[0]}?" if close else f"; local shapes: {', '.join(shapes)}"
                 problems.append(Problem(f"{pool_key(i, len(spec.nodes))}.instanceType",
                                         f"{pool.instance_type!r} is not a local node shape{hint}"))
+            if pool.ssh_public_key:
+                problems.append(Problem(f"{pool_key(i, len(spec.nodes))}.sshPublicKey",
+                                        "the local cluster's nodes are containers on this machine, reached without "
+                                        "ssh: drop sshPublicKey (it is for cloud nodes)"))
         if len(spec.nodes) > 1:
             problems.append(Problem("goldenenv:nodes", "the local cloud runs one pool; give a single mapping"))
         return problems
