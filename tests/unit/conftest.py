@@ -19,6 +19,16 @@ def ec2(monkeypatch):
 
 
 @pytest.fixture
+def aws_env(monkeypatch):
+    """moto's AWS in us-east-1, with fake credentials (for code that makes its own boto3 clients)."""
+    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": MOTO_REGION}.items():
+        monkeypatch.setenv(var, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
 def plan_after_up(monkeypatch, tmp_path):
     """`goldenenv plan` of a stack whose last up left `last_up` (a checkpoint) in a local file backend, with the
     stack file now holding `config`: returns the command's output."""

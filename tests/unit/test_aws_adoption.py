@@ -13,7 +13,6 @@ from __future__ import annotations
 import boto3
 import pytest
 import yaml
-from moto import mock_aws
 
 from goldenenv.clouds.aws import AwsCloud, retained
 from goldenenv.clouds.aws.retained import Found, OfflineLookup
@@ -102,15 +101,6 @@ def test_the_bucket_settings_and_repository_policy_are_the_stores_own():
 
 
 # ---------------------------------------------------------------- what cannot be adopted unchanged: refused first
-
-@pytest.fixture
-def aws_env(monkeypatch):
-    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(var, value)
-    with mock_aws():
-        yield
-
 
 @pytest.fixture
 def spec():

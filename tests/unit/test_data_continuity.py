@@ -17,7 +17,6 @@ import yaml
 from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from goldenenv import automation
 from goldenenv.clouds.aws import AwsCloud, StoreError, retained
@@ -136,15 +135,6 @@ def test_without_a_parallel_fs_destroy_has_nothing_to_export():
 
 
 # ---------------------------------------------------------------- the live lookups and adoption, against moto
-
-@pytest.fixture
-def aws_env(monkeypatch):
-    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(var, value)
-    with mock_aws():
-        yield
-
 
 def test_live_lookup_finds_the_retained_bucket_and_repository(aws_env):
     lookup = retained.LiveLookup("us-east-1")
