@@ -37,12 +37,6 @@ CMD ["/usr/bin/docker-registry", "serve", "/etc/docker/registry/anonymous.yml"]
 CAPTURES = Path(__file__).resolve().parents[1] / "unit" / "captures"
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "nodeboot" in str(item.fspath):
-            item.add_marker(pytest.mark.node_boot)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

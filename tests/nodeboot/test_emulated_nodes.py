@@ -14,6 +14,8 @@ import stand_ins
 from goldenenv import catalog, fabrics, lifecycle
 from goldenenv.images.dockerfile import UID
 
+pytestmark = pytest.mark.node_boot
+
 CLOUD_STACKS = ["aws-g5-dev", "aws-p5-2node", "aws-p4d-4node-spot", "alicloud-gn7i-dev", "alicloud-ebmgn8v-2node"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GOLDEN_LOCK = "cpu-dev"
