@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import emulated_stack
 import stand_ins
 
 from goldenenv import catalog, fabrics, lifecycle
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.node_boot
 
 CLOUD_STACKS = ["aws-g5-dev", "aws-p5-2node", "aws-p4d-4node-spot", "alicloud-gn7i-dev", "alicloud-ebmgn8v-2node"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-GOLDEN_LOCK = "cpu-dev"
+GOLDEN_LOCK = emulated_stack.GOLDEN_LOCK
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +30,7 @@ def nodes(boot):
 
 def up(booted) -> None:
     """Every goldenenv unit active and the golden container running."""
-    host = booted.host
-    host.wait_for("every goldenenv unit active and the golden container running", lambda: (
-        set(host.units_state(booted.units).values()) == {"active"} and host.golden() is not None))
+    booted.up()
 
 
 def in_golden(booted, command: str) -> tuple[int, str]:
