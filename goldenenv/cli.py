@@ -682,7 +682,7 @@ def image_prune(name: str = typer.Argument(None, help="One image's builder cache
 @image_app.command("push")
 def image_push(
     name: str,
-    registry: str = typer.Option(None, "--registry", help="host[:port][/path]: pushes "
+    registry: str = typer.Option(None, "--registry", help="HOST, HOST:PORT or HOST:PORT/PATH: pushes "
                                  "<registry>/<name>:<lock hash>-<image id>."),
     stack: str = typer.Option(None, "--stack", "-s", help="Push to this cloud stack's own repository "
                               "(created first if needed; needs the Pulumi CLI and credentials)."),
