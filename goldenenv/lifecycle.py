@@ -27,7 +27,7 @@ from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
-from goldenenv.nodeboot import MASTER_PORT
+from goldenenv.nodeboot import CODE_FOLDER, MASTER_PORT
 from goldenenv.plan import stack_file
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
@@ -109,8 +109,8 @@ def code_dir(spec: ClusterSpec) -> tuple[str, bool]:
     """Where `run --code` puts the code on a cloud stack, and whether every node sees it there (the parallel FS)."""
     storage = spec.storage
     if storage.parallel_fs.enabled:
-        return f"{storage.parallel_fs.mount_point}/code", True
-    return f"{storage.local_nvme.mount_point}/code", False
+        return f"{storage.parallel_fs.mount_point}/{CODE_FOLDER}", True
+    return f"{storage.local_nvme.mount_point}/{CODE_FOLDER}", False
 
 
 def run_remote(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None],
