@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv import catalog, fabrics
+from goldenenv import catalog, compat, fabrics
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -154,24 +154,23 @@ class NodeBoot:
             before = [u.name for u in units]
             units.append(self._unit(CONTAINER_UNIT, "golden-image.sh", {
                 "image_ref": self.image_ref, "env_file": ENV_FILE, "mounts": mounts,
-                "registry_login": self.registry_login, "wait_for": [ready_marker(u) for u in before],
+                "registry_login": self.registry_login, "wait_for": [(u, ready_marker(u)) for u in before],
             }, storage_units=before))
         return units
 
     def host_store(self) -> HostStore | None:
         """The host image's own instance-store volume (catalog host_images: the DLAMI's dlami-nvme.service at
         /opt/dlami/nvme), or None: a bare host, or an image the stack brings itself ({id, driver})."""
-        pool = next(p for p in self.spec.nodes if p.name == self.pool)
-        if pool.host_image is not None and not isinstance(pool.host_image, str):
-            return None
-        image = catalog.host_image(self.spec.cloud, self.spec.region, pool.host_image)
+        image = compat.node_host(self.spec.cloud, self.spec.region, self._pool().host_image).image
         if image is None or not image.instance_store_unit:
             return None
         return HostStore(image.instance_store_unit, image.instance_store_mount)
 
+    def _pool(self):
+        return next(p for p in self.spec.nodes if p.name == self.pool)
+
     def _instance_type(self) -> catalog.InstanceType:
-        pool = next(p for p in self.spec.nodes if p.name == self.pool)
-        return catalog.instance_type(self.spec.cloud, pool.instance_type)
+        return catalog.instance_type(self.spec.cloud, self._pool().instance_type)
 
     def _mtu(self, fabric: fabrics.Fabric) -> catalog.FabricMtu | None:
         """The fabric interfaces' MTU for this pool's type (eRDMA: 8500 with jumbo frames, else 1400)."""

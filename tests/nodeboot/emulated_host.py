@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import base64
 import io
-import subprocess
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -78,7 +77,6 @@ class Host:
     container: docker.models.containers.Container
     login: str
     key: Path
-    log: list[str] = field(default_factory=list)
 
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
@@ -121,10 +119,6 @@ class Host:
     def sh(self, command: str, user: str = "root") -> tuple[int, str]:
         done = self.container.exec_run(["sh", "-c", command], user=user)
         return done.exit_code, done.output.decode(errors="replace")
-
-    def ssh(self, command: str, config: Path) -> subprocess.CompletedProcess:
-        return subprocess.run(["ssh", "-F", str(config), "-i", str(self.key), f"{self.login}@{self.address}",
-                               command], capture_output=True, text=True, timeout=120)
 
     def wait_for(self, what: str, check, timeout: float = 150) -> None:
         deadline = time.monotonic() + timeout

@@ -25,8 +25,8 @@ from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.alicloud.nodes import (
     NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, login_notes, ram_name, ssh_key_problems,
 )
-from goldenenv.clouds.access import node_key
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
+from goldenenv.clouds.access import node_key
 from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.guardrails import Finding, Severity
@@ -552,9 +552,9 @@ def retained_in_deleted_group(resources: list) -> list[Finding]:
               if r.type == RESOURCE_GROUP_TYPE and r.custom and not r.retain_on_delete and r.id}
     return [Finding(RETAINED_IN_GROUP, Severity.ERROR, r.urn,
                     f"{r.name} is kept on destroy but sits in resource group "
-                    f"{groups[r.props['resourceGroupId']].name}, which destroy deletes: Alibaba refuses to delete a resource group that still holds a resource "
-                    f"({RESOURCE_GROUP_CONFLICT}), so destroy would fail; leave resource_group_id unset on what "
-                    f"outlives the stack ({storage.RETAINED_GROUP})")
+                    f"{groups[r.props['resourceGroupId']].name}, which destroy deletes: Alibaba refuses to delete a "
+                    f"resource group that still holds a resource ({RESOURCE_GROUP_CONFLICT}), so destroy would fail; "
+                    f"leave resource_group_id unset on what outlives the stack ({storage.RETAINED_GROUP})")
             for r in resources
             if r.custom and r.retain_on_delete and r.props.get("resourceGroupId") in groups]
 

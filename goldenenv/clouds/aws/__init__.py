@@ -410,6 +410,8 @@ def lustre_problems(spec: ClusterSpec) -> list[Problem]:
         problems.append(Problem("goldenenv:storage.parallelFs.throughputPerTib", f"{fs.throughput_per_tib} is not "
                                 f"offered; use one of {', '.join(map(str, LUSTRE_THROUGHPUTS))} MB/s per TiB"))
     return problems
+
+
 ZONES_TOKEN = "aws:index/getAvailabilityZones:getAvailabilityZones"
 OFFERINGS_TOKEN = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 MOCK_ZONES = ("mock-az-a", "mock-az-b")
