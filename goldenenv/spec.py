@@ -328,6 +328,14 @@ class Lifecycle(Model):
     idle_minutes: int | None = Field(default=None, ge=10, le=24 * 60)
 
 
+class Head(Model):
+    """The Slurm head node (`goldenenv:head`): slurmctld from the stack's golden image, on a small on-demand CPU
+    instance in the private subnet, never spot."""
+
+    instance_type: InstanceType | None = None
+    """None: the cloud's default head type (Cloud.head_instance_type)."""
+
+
 class Run(Model):
     """The training run the budget is judged against (`goldenenv:run`): plan and up price `hours` of the stack at
     full use, idle development time and the run's data, and refuse a run the monthly budget cannot pay."""
@@ -368,6 +376,10 @@ class ClusterSpec(Model):
     image: ImageRef
     run: Run | None = None
     """The training run the budget is judged against; None = judge one hour and the runway at full use."""
+    scheduler: Literal["slurm", "none"] = "slurm"
+    """slurm: a head node runs slurmctld and every node slurmd in its golden container (submit, jobs, requeue);
+    none: no queue, `goldenenv run` over ssh only."""
+    head: Head = Head()
 
     @field_validator("nodes", mode="before")
     @classmethod

@@ -1,0 +1,44 @@
+"""Slurm on every stack, configured and never reimplemented: what the head and the nodes run, the same on every cloud.
+
+The golden image carries slurmd, slurmctld, the client commands and munge at the lock's pins (`slurm:`), so the
+head runs the very version the nodes run and a job runs in exactly the locked environment. One entry point in the
+image, `goldenenv-slurm head|node`, starts munged and then slurmctld (head) or a dynamic slurmd (node, `-Z`,
+configless from the head). goldenenv writes slurm.conf (`config.py`), the sbatch script around torchrun
+(`batch.py`) and reads the scheduler's view (`view.py`); Slurm queues, allocates, requeues and drains.
+"""
+
+from __future__ import annotations
+
+SLURMCTLD_PORT = 6817
+"""slurmctld: the nodes' slurmd and every client command reach the head here (and fetch the config from it)."""
+SLURMD_PORT = 6818
+"""slurmd on every node: the head and srun reach it here."""
+SRUN_PORTS = (60001, 63000)
+"""SrunPortRange: where an srun started on the head (a Slurm user's interactive step) listens for its tasks."""
+HEAD_HOSTNAME = "head"
+ENTRY = "/usr/local/bin/goldenenv-slurm"
+"""The image's entry point for the scheduler daemons: `goldenenv-slurm head` or `goldenenv-slurm node ...`."""
+MUNGE_KEY_MOUNT = "/run/goldenenv-secrets/munge.key"
+"""Where the golden container finds the stack's munge key (read-only; the entry copies it for munged, 0400)."""
+CONF_MOUNT = "/etc/goldenenv/slurm"
+"""The head container's folder holding slurm.conf as goldenenv rendered it; configless nodes fetch it from the head."""
+STATE_DIR = "/var/spool/slurmctld"
+"""slurmctld's StateSaveLocation inside the head container: the queue survives a head restart when it is a volume."""
+JOBS_FOLDER = "jobs"
+"""On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
+
+
+def head_command() -> list[str]:
+    """What the head's golden container runs: munged, then slurmctld in the foreground."""
+    return [ENTRY, "head"]
+
+
+def node_command(conf_server: str, gpus: int, features: list[str]) -> list[str]:
+    """What a node's golden container runs: munged, then a dynamic slurmd that registers with the head, fetches the
+    config from it (configless) and offers its GPUs as GRES (the count comes from the catalog)."""
+    command = [ENTRY, "node", "--conf-server", conf_server]
+    if gpus:
+        command += ["--gpus", str(gpus)]
+    for feature in features:
+        command += ["--feature", feature]
+    return command
