@@ -1,0 +1,236 @@
+"""`goldenenv image ...`: golden images from their locks (list, render, check-lock, pin, build, prune, push, check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from goldenenv.cli.common import (APT_MIRROR, CA_CERT, INDEX_URL, WHEELHOUSE, console, errors, fail,
+                                  lifecycle_failure, options, say, stack_spec)
+from goldenenv.spec import ConfigError
+
+app = typer.Typer(name="image", no_args_is_help=True,
+                  help="Golden images: one lock → compatibility check → Dockerfile → build → checks.")
+
+
+def _lock(name: str):
+    from goldenenv.images.lock import load
+
+    try:
+        return load(name)
+    except ConfigError as e:
+        fail(e)
+
+
+@app.command("list")
+def image_list() -> None:
+    """Every lock under images/, with its pins and whether it is built here."""
+    from goldenenv.images.lock import load, names
+
+    built = _local_tags()
+    table = Table()
+    for col in ("image", "tag", "torch", "cuda", "nccl", "fabric", "built"):
+        table.add_column(col)
+    for name in names():
+        lock = load(name)
+        table.add_row(name, lock.tag, lock.torch or "-", lock.cuda or "-", lock.nccl or "-", lock.fabric,
+                      "?" if built is None else ("yes" if lock.tag in built else "no"))
+    console.print(table)
+
+
+def _local_tags() -> set[str] | None:
+    try:
+        import docker
+
+        return {t for image in docker.from_env().images.list() for t in image.tags}
+    except Exception:  # noqa: BLE001 - no engine: the column says "?"
+        return None
+
+
+@app.command("render")
+def image_render(name: str, out: Path = typer.Option(None, "--out", help="Write the whole build context here.")) -> None:
+    """Print the Dockerfile the lock renders to (or write the build context)."""
+    from goldenenv.images import dockerfile
+    from goldenenv.images.base import bootstrap_tag
+
+    lock = _lock(name)
+    base_ref = lock.base.image or bootstrap_tag(lock.base.bootstrap)
+    if out:
+        dockerfile.write_context(lock, base_ref, dockerfile.BuildOptions(), out)
+        console.print(f"build context for {lock.tag} in {out}")
+    else:
+        print(dockerfile.dockerfile(lock, base_ref), end="")
+
+
+@app.command("check-lock")
+def image_check_lock(
+    name: str,
+    instance_type: str = typer.Option(None, "--instance-type", help="Can the lock run on this instance type?"),
+    driver: str = typer.Option(None, "--driver", help="... with this NVIDIA driver (e.g. 550.54.15)?"),
+    cloud: str = typer.Option("aws", "--cloud"),
+    wheelhouse: str = WHEELHOUSE,
+) -> None:
+    """Compatibility of the lock's pins with each other, the catalog and optionally a node."""
+    from goldenenv import compat
+
+    lock = _lock(name)
+    folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
+    found = (compat.can_run(lock, cloud, instance_type, driver, wheelhouse=folder) if instance_type
+             else compat.check_lock(lock, folder))
+    for c in found:
+        colour = "red" if c.severity == "error" else "yellow"
+        console.print(f"[{colour}]{c.severity}[/] {c.rule}: {escape(c.message)}", highlight=False)
+    errors_found = [c for c in found if c.severity == "error"]
+    where = f" on {instance_type}" + (f" with driver {driver}" if driver else "") if instance_type else ""
+    if errors_found:
+        console.print(f"[bold red]{name} is refused{where}[/]")
+        raise typer.Exit(1)
+    minimum = f"; minimum driver {compat.min_driver(lock.cuda)}" if lock.cuda else ""
+    console.print(f"[bold green]{name} passes{where}[/] ({lock.tag}{minimum})")
+
+
+@app.command("pin")
+def image_pin(name: str, wheelhouse: str = WHEELHOUSE, pip_index_url: str = INDEX_URL) -> None:
+    """Resolve the lock's pins and requirements into hash-pinned packages (rewrites its packages section)."""
+    from goldenenv.images import pin
+    from goldenenv.images.lock import lock_path
+
+    lock = _lock(name)
+    if lock.extends:
+        errors.print(f"{name}/lock.yaml: extends: {name} takes its pins from {lock.extends}; "
+                     f"run goldenenv image pin {lock.extends}")
+        raise typer.Exit(2)
+    folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
+    with console.status(f"resolving {name} for Python {lock.python}"):
+        try:
+            packages = pin.pin(lock, folder, pip_index_url)
+        except RuntimeError as e:
+            errors.print(f"[red]{escape(str(e))}[/]")
+            raise typer.Exit(1) from None
+    pin.write_packages(lock_path(name), packages)
+    console.print(f"{name}: {len(packages)} distributions pinned → {_lock(name).tag}")
+
+
+@app.command("build")
+def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, apt_mirror: str = APT_MIRROR,
+                wheelhouse: str = WHEELHOUSE) -> None:
+    """Check the lock, bootstrap the base if it cannot be pulled, and build the image."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from goldenenv.images.base import BaseError
+    from goldenenv.images.build import BuildError, build
+
+    lock = _lock(name)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[step]}"), console=console) as progress:
+        task = progress.add_task(name, total=None, step="base")
+
+        def on_step(n: int, total: int, text: str) -> None:
+            progress.update(task, completed=n - 1, total=total, step=text[:60])
+
+        try:
+            built = build(lock, options(ca_cert, pip_index_url, apt_mirror, wheelhouse), on_step=on_step,
+                          log=lambda m: progress.update(task, step=m[:60]))
+        except BuildError as e:
+            progress.stop()
+            errors.print(f"[bold red]{escape(str(e))}[/]")
+            if e.log:
+                errors.print(escape(e.log.rstrip()[-4000:]), highlight=False)
+            raise typer.Exit(1) from None
+        except BaseError as e:
+            progress.stop()
+            errors.print(f"[bold red]{escape(str(e))}[/]")
+            raise typer.Exit(1) from None
+        except ConfigError as e:
+            progress.stop()
+            fail(e)
+        progress.update(task, completed=built.steps, total=built.steps, step="done")
+    console.print(f"built {built.tag} in {built.seconds:.0f} s ({built.cached_steps}/{built.steps} steps cached)")
+
+
+@app.command("prune")
+def image_prune(name: str = typer.Argument(None, help="One image's builder cache; all images when omitted.")) -> None:
+    """Free the builder stages kept as layer cache (goldenenv-builder/NAME:STAGE); built images stay."""
+    import docker
+
+    from goldenenv.images.build import remove_builders
+
+    removed = remove_builders(docker.from_env(), name)
+    console.print(f"removed {len(removed)} builder stages" + (f" of {name}" if name else "")
+                  + "; the next build of each starts cold", highlight=False)
+
+
+@app.command("push")
+def image_push(
+    name: str,
+    registry: str = typer.Option(None, "--registry", help="HOST, HOST:PORT or HOST:PORT/PATH: pushes "
+                                 "<registry>/<name>:<lock hash>-<image id>."),
+    stack: str = typer.Option(None, "--stack", "-s", help="Push to this cloud stack's own repository "
+                              "(created first if needed; needs the Pulumi CLI and credentials)."),
+) -> None:
+    """Push a built image and record its digest in images/<name>/published.yaml, where stacks read it."""
+    import docker
+
+    from goldenenv import automation
+    from goldenenv.images import publish, size
+
+    lock = _lock(name)
+    if bool(registry) == bool(stack):
+        errors.print("give exactly one of --registry URL or --stack STACK")
+        raise typer.Exit(2)
+    auth = None
+    try:
+        if stack:
+            spec = stack_spec(stack)
+            if spec.image.lock != name:
+                errors.print(f"stack {stack} runs lock {spec.image.lock}, not {name}")
+                raise typer.Exit(2)
+            repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
+            registry = repository.rsplit("/", 1)[0]
+            auth = automation.registry_auth(spec, registry)
+        engine = docker.from_env()
+        entry = publish.push(lock, registry, engine, auth=auth, log=say,
+                             measure=lambda tag: size.compressed_bytes(engine, tag))
+    except (publish.PushError, automation.LifecycleError) as e:
+        lifecycle_failure(e)
+    console.print(f"pushed {entry.ref}" + (f" ({entry.compressed_bytes / 1e9:.2f} GB compressed)"
+                                           if entry.compressed_bytes else ""), highlight=False)
+    console.print(f"recorded in {publish.published_path(name)}: stacks running {name} without image.ref pull it",
+                  highlight=False)
+
+
+@app.command("check")
+def image_check(
+    name: str,
+    hosts: str = typer.Option(None, "--hosts", help="Check nodes instead: ssh://user@node,... (testinfra hosts)."),
+    exec_prefix: str = typer.Option("", "--exec-prefix", help="On nodes, run probes in the container: 'docker exec goldenenv'."),
+    gpu_checks: bool = typer.Option(False, "--gpu", help="Also check driver, GPUs, torch on GPUs and an all-reduce."),
+    instance_type: str = typer.Option(None, "--instance-type"),
+    cloud: str = typer.Option("aws", "--cloud"),
+) -> None:
+    """Prove the built image (or live nodes) match the lock: one case per pin."""
+    import subprocess
+
+    from goldenenv.checks import run
+    from goldenenv.images.lock import lock_path
+
+    lock = _lock(name)
+    extra = ["--cloud", cloud] + (["--gpu"] if gpu_checks else []) + (
+        ["--instance-type", instance_type] if instance_type else []) + (
+        ["--exec-prefix", exec_prefix] if exec_prefix else [])
+    if hosts:
+        done = subprocess.run(run.pytest_command(lock_path(name), hosts, extra), capture_output=True, text=True)
+        result = run.CheckResult(done.returncode == 0, done.stdout + done.stderr)
+    else:
+        built = _local_tags()
+        if built is not None and lock.tag not in built:
+            errors.print(f"[red]{lock.tag} is not built here: goldenenv image build {name}[/]")
+            raise typer.Exit(1)
+        result = run.check_image(lock, extra=extra)
+    console.print(result.output.rstrip(), highlight=False, markup=False)
+    if not result.passed:
+        raise typer.Exit(1)
+    console.print(f"[bold green]{lock.tag} matches its lock[/]")

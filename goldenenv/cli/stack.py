@@ -1,0 +1,433 @@
+"""Stack lifecycle commands, top-level in `goldenenv`: init, plan, up, preview, destroy, run, validate, drill, flow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from goldenenv import project
+from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_URL, STACK, WHEELHOUSE, cloud_line,
+                                  console, errors, examples, fail, lifecycle_failure, options, print_line, say,
+                                  stack_spec)
+from goldenenv.clouds.base import HOST_OUTPUTS, HostsBy
+from goldenenv.plan import HOURS_PER_MONTH, Plan
+from goldenenv.spec import ConfigError, Problem
+
+app = typer.Typer()
+
+
+@app.command("init")
+def init_cmd(folder: Path = typer.Argument(..., help="New or empty folder for the project.")) -> None:
+    """Start a project: Pulumi.yaml, a local stack, an AWS and an Alibaba example stack, the cpu-dev lock."""
+    try:
+        written = project.init(folder)
+    except project.NotEmpty as e:
+        errors.print(f"[bold red]not created[/]: {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    root = folder.expanduser()
+    for path in written:
+        console.print(f"  [green]wrote[/] {escape(str(path.relative_to(root)))}", highlight=False)
+    console.print(f"[bold]project {escape(project.project_name(root))}[/] in {escape(str(root))}: "
+                  f"cd {escape(str(folder))} && goldenenv plan -s local, then goldenenv flow (Docker) "
+                  "or goldenenv plan -s aws-g5-dev", highlight=False, soft_wrap=True)
+
+
+@app.command("plan")
+def plan_cmd(
+    stack: str = typer.Option(..., "--stack", "-s", help="Stack name: stacks/Pulumi.<stack>.yaml"),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable plan on stdout."),
+    stacks_dir: Path = typer.Option(None, "--stacks-dir", help="Folder of stack files (default: the project's "
+                                    "stackConfigDir)."),
+    strict: bool = typer.Option(False, "--strict", help="Also the deploy-readiness rules up runs: provider limits "
+                                "and behaviour the offline mocks cannot see."),
+    allow_over_budget: bool = ALLOW_OVER_BUDGET,
+) -> None:
+    """Evaluate a stack offline (no credentials): resources, cost, guardrail findings."""
+    from goldenenv import updates
+    from goldenenv.plan import plan, stack_file
+
+    prior, note = updates.last_deployment(stack)
+    try:
+        result = plan(stack, stacks_dir, strict=strict, prior=prior, prior_note=note,
+                      allow_over_budget=allow_over_budget)
+    except ConfigError as e:
+        fail(e, stack_file(stack, stacks_dir))
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        show_plan(result)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def show_plan(p: Plan) -> None:
+    console.print(f"[bold]goldenenv plan[/] stack [cyan]{p.stack}[/] · {p.spec.cloud} {p.spec.region} · "
+                  f"{len([r for r in p.resources if r.custom])} resources")
+    console.print(_tree(p))
+    console.print(_cost_table(p))
+    if p.outputs.get("hostfile"):
+        console.print("[bold]hostfile[/] (placeholder addresses until up)")
+        console.print(p.outputs["hostfile"].rstrip(), highlight=False)
+    for c in p.compat:
+        verdict = "[green]fits[/]" if c.ok else "[red]refused[/]"
+        support = f", {c.driver_level} driver support" if c.driver_level else ""
+        console.print(f"[bold]lock[/] {c.lock} on {c.pool_key} ({c.instance_type}, {escape(c.host.label)}{support}): "
+                      f"{verdict}", highlight=False)
+    if p.outputs.get("imageRef"):
+        console.print(f"[bold]golden image[/] {p.outputs['imageRef']}", highlight=False)
+    if p.cold_start:
+        _show_cold_start(p.cold_start)
+    if not _self_provisioned(p.spec):
+        for note in p.update_notes:
+            console.print(f"[bold]nodes[/]: {escape(note)}", highlight=False)
+        for c in p.node_changes:
+            colour = "red" if c.action == "replace" else "dim"
+            console.print(f"  [{colour}]{c.action}[/] {c.node}: {escape(c.reason)}", highlight=False)
+    _show_destroy(p)
+    if p.findings:
+        console.print("[bold]findings[/]")
+        for f in p.findings:
+            colour = "red" if f.severity.value == "error" else "yellow"
+            where = f" [dim]{f.urn.rsplit('::', 1)[-1]}[/]" if f.urn else ""
+            console.print(f"  [{colour}]{f.severity.value}[/] {f.rule}{where}: {f.message}", highlight=False)
+    verdict = "[bold red]guardrails failed[/]" if p.failed else "[bold green]no guardrail failed[/]"
+    console.print(verdict)
+
+
+def _show_destroy(p: Plan) -> None:
+    from goldenenv import clouds
+    from goldenenv.plan import physical_name
+
+    cloud = clouds.get(p.spec.cloud)
+
+    if not p.resources:
+        return
+    for step in p.destroy_steps:
+        console.print(f"[bold]destroy first[/]: {escape(step)}", highlight=False)
+    kept = [f"{r.type.rsplit(':', 1)[-1]} {physical_name(r)}" for r in p.kept_on_destroy
+            if r.type.rsplit(":", 1)[-1] in cloud.store_kinds]
+    deleted = p.deleted_on_destroy
+    named = [f"{deleted[kind]} {kind} ({why})" for kind, why in cloud.data_bearing.items() if kind in deleted]
+    others = sum(n for kind, n in deleted.items() if kind not in cloud.data_bearing)
+    placeholder = cloud.placeholder_account
+    account = (f" ({placeholder} stands for your account until up)"
+               if placeholder and any(placeholder in k for k in kept) else "")
+    console.print(f"[bold]destroy keeps[/] {escape(', '.join(kept) or 'nothing')}{account}: the next up adopts them, "
+                  f"--purge-data deletes them. [bold]It deletes[/] {escape(', '.join(named + [f'{others} other resources']))}",
+                  highlight=False)
+
+
+def _show_cold_start(cold) -> None:
+    terms = " + ".join(f"{t.name} {t.seconds:.0f} s" for t in cold.terms)
+    total = f"{'at least ' if cold.missing else ''}{cold.seconds / 60:.1f} min"
+    dominant = f"; {cold.dominant.name} dominates" if cold.dominant and not cold.missing else ""
+    target = ""
+    if cold.target_seconds is not None:
+        verdict = {True: "within", False: "over", None: "not yet judged against"}[cold.meets_target]
+        target = f"; {verdict} the {cold.target_seconds / 60:g}-minute target"
+    console.print(f"[bold]cold start[/] (modelled, running → torchrun-ready): {terms} = {total}{dominant}{target}",
+                  highlight=False)
+    for t in cold.terms:
+        console.print(f"  {t.name}: {escape(t.how)}", highlight=False)
+    for m in cold.missing:
+        console.print(f"  [yellow]not counted[/]: {escape(m)}", highlight=False)
+
+
+def _tree(p: Plan) -> Tree:
+    from goldenenv import clouds
+
+    cloud = clouds.get(p.spec.cloud)
+    root = Tree(f"[bold]{p.stack}[/]")
+    nodes = {}
+    for r in p.resources:
+        label = f"{r.name} [dim]{r.type}[/]{_describe(r, cloud)}"
+        parent = nodes.get(r.parent_urn, root)
+        nodes[r.urn] = parent.add(label)
+    return root
+
+
+def _describe(r, cloud) -> str:
+    """The words the stack's cloud has for a planned resource (key properties, RDMA interfaces ...)."""
+    parts = list(cloud.describe(r))
+    if r.retain_on_delete:
+        parts.append("retained on destroy")
+    return (" · " + ", ".join(parts)) if parts else ""
+
+
+def _cost_table(p: Plan) -> Table:
+    """Every cost line (compute per pool, storage, network, idle time), how it was computed and its price's date."""
+    from goldenenv.plan import money
+
+    currency = p.currency
+    table = Table(title="cost (catalog prices)", title_justify="left")
+    for col in ("line", "amount", "per", "how", "price from"):
+        table.add_column(col, overflow="fold")
+    for line in p.lines:
+        amount = _amount(line.amount)
+        unverified = "" if line.verified else " [yellow](unverified)[/]"
+        table.add_row(escape(line.name), amount, f"{line.currency}/{line.per}", escape(line.basis),
+                      escape(_price_date(line.source)) + unverified)
+    monthly = p.usd_per_hour * HOURS_PER_MONTH
+    budget = p.spec.budget
+    run = (f" · run ({p.spec.run.hours:g} h) {money(p.run_cost or 0.0, currency, 2)}" if p.spec.run else "")
+    table.caption = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
+                     + run
+                     + (f" · budget {money(budget.monthly_limit, budget.currency)}/month"
+                        + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget"))
+    return table
+
+
+def _amount(amount: float | None) -> str:
+    """Two decimals, or four significant digits for the small lines (a NAT gateway's 0.045/hour)."""
+    if amount is None:
+        return "not counted"
+    return f"{amount:,.2f}" if amount >= 1 or amount == 0 else f"{amount:.4g}"
+
+
+def _price_date(source: str) -> str:
+    """The region and date a line's price is from (the tail of its source), else its source."""
+    tail = source.rsplit(" (", 1)[-1].rstrip(")") if source.endswith(")") and " (" in source else source
+    return tail
+
+
+def _self_provisioned(spec) -> bool:
+    """Whether goldenenv provisions the stack's cloud itself (the local cloud) rather than through Pulumi."""
+    from goldenenv import clouds
+
+    return not clouds.get(spec.cloud).uses_pulumi
+
+
+
+@app.command("up")
+def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
+           roll_nodes: str = typer.Option(None, "--roll-nodes", help="Replace these nodes onto their pool's current "
+                                          "boot template or script (erases their local NVMe): all, pool names or "
+                                          "nodes (gpu-0), comma separated. Without it a boot change reaches no "
+                                          "running node."),
+           all_at_once: bool = typer.Option(False, "--all-at-once", help="Roll the nodes in one up (e.g. a stopped "
+                                            "cluster) instead of one node at a time."),
+           allow_over_budget: bool = ALLOW_OVER_BUDGET) -> None:
+    """Create the stack: local node containers, or the cloud stack through Pulumi."""
+    from goldenenv import automation, lifecycle
+
+    spec = stack_spec(stack)
+    try:
+        if _self_provisioned(spec):
+            if roll_nodes:
+                errors.print("--roll-nodes is for cloud stacks: local nodes are recreated from the image on every up")
+                raise typer.Exit(2)
+            outputs = lifecycle.up(spec, options(ca_cert, pip_index_url, None, wheelhouse), log=say)
+        else:
+            requested = [n.strip() for n in roll_nodes.split(",") if n.strip()] if roll_nodes is not None else None
+            outputs = automation.up(spec, log=cloud_line, roll_nodes=requested, one_at_a_time=not all_at_once,
+                                    allow_over_budget=allow_over_budget)
+    except (automation.LifecycleError, ConfigError) as e:
+        lifecycle_failure(e)
+    console.print_json(json.dumps(outputs, default=str))
+
+
+@app.command("preview")
+def preview_cmd(stack: str = STACK) -> None:
+    """Pulumi preview of a cloud stack (needs the CLI and credentials; `plan` needs neither)."""
+    from goldenenv import automation
+
+    spec = stack_spec(stack)
+    if _self_provisioned(spec):
+        errors.print("the local cloud has no Pulumi preview: goldenenv plan -s local shows what up creates")
+        raise typer.Exit(2)
+    try:
+        automation.preview(spec, log=lambda line: console.print(line, end="", highlight=False))
+    except automation.LifecycleError as e:
+        lifecycle_failure(e)
+
+
+@app.command("destroy")
+def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
+        False, "--purge-data", help="Also delete the stack's datasets and checkpoints (bucket / data volume) and its "
+        "image repository."),
+        skip_export: bool = typer.Option(False, "--skip-export", help="Destroy the parallel file system without "
+                                         "exporting it to the bucket first (files not yet exported are lost).")) -> None:
+    """Tear the stack down (exporting the parallel file system first); data survives unless --purge-data."""
+    from goldenenv import automation, lifecycle
+
+    spec = stack_spec(stack)
+    try:
+        if _self_provisioned(spec):
+            removed = lifecycle.destroy(spec, purge_data, log=say)
+            kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
+            console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
+        else:
+            automation.destroy(spec, purge_data, log=cloud_line, skip_export=skip_export)
+    except (automation.LifecycleError, ConfigError) as e:
+        lifecycle_failure(e)
+
+
+def _cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
+                   ssh_user: str | None) -> tuple[list[str], dict | None]:
+    """The nodes validate and run log in to, and the stack outputs when they were read: --hosts as given, else the
+    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or the host image's login."""
+    from goldenenv import automation, clouds
+
+    if hosts and hosts_by:
+        errors.print("--hosts names the nodes itself, --hosts-by picks them from the stack outputs: give one")
+        raise typer.Exit(2)
+    if hosts:
+        return [h.strip() for h in hosts.split(",") if h.strip()], None
+    if not any(pool.ssh_public_key for pool in spec.nodes):
+        say("no pool sets nodes.sshPublicKey, so the nodes took no SSH key from goldenenv: ssh logs in only with "
+             "a key the host image brings (plan says how else to reach them)")
+    cloud = clouds.get(spec.cloud)
+    by = hosts_by or HostsBy.PRIVATE_IP
+    outputs = automation.outputs(spec)
+    targets = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user, by)
+    if not targets:
+        raise ConfigError([Problem(f"stack {spec.stack}", f"no nodes in the stack output {HOST_OUTPUTS[by]}: "
+                                   "goldenenv up first, or name them with --hosts ssh://user@address,...")])
+    return targets, outputs
+
+
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
+        None, "--code", help="Copy this folder to the shared storage first: /data/code locally; on a cloud stack "
+        "<parallel FS>/code once (e.g. /fsx/code), else <local NVMe>/code on every node."),
+        hosts: str = typer.Option(None, "--hosts", help="Cloud stacks: the nodes (ssh://user@address[:port],...); "
+                                  "default: the stack's nodePrivateIps and launchEnv through the Pulumi backend."),
+        ssh_config: str = typer.Option(None, "--ssh-config", help="Cloud stacks: ssh config reaching the nodes "
+                                       "(bastion or SSM ProxyCommand, IdentityFile)."),
+        ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the host "
+                                     "image's (ubuntu on AWS, root on Alibaba Cloud)."),
+        hosts_by: HostsBy = HOSTS_BY,
+        exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="Cloud stacks: how to reach "
+                                        "the golden image on a node ('' when torch is on the host itself)."),
+        nproc_per_node: int = typer.Option(None, "--nproc-per-node", min=1, help="Cloud stacks: processes per node; "
+                                           "default: the launchEnv's NPROC_PER_NODE (the instance type's GPUs)."),
+        resume: bool = typer.Option(False, "--resume", help="Cloud stacks: tell the ranks (GOLDENENV_RESUME=1) to "
+                                    "resume; examples/train_ddp.py always resumes from the latest checkpoint in "
+                                    "its --checkpoint-dir ($GOLDENENV_CHECKPOINTS).")) -> None:
+    """Run CMD on every node under torchrun (c10d rendezvous): goldenenv run -- python /data/code/train.py
+
+    On a cloud stack over ssh, in every node's golden container: goldenenv run -s aws-p5-2node --ssh-config
+    ~/.ssh/goldenenv --code examples -- python /fsx/code/train_ddp.py"""
+    from goldenenv import automation, lifecycle, remote
+
+    command = list(ctx.args)
+    if not command:
+        errors.print("give the command after --, e.g. goldenenv run -s local --code examples -- "
+                     "python /data/code/train_ddp.py")
+        raise typer.Exit(2)
+    spec = stack_spec(stack)
+    cloud_only = {"--hosts": hosts, "--hosts-by": hosts_by, "--ssh-config": ssh_config, "--ssh-user": ssh_user,
+                  "--resume": resume, "--nproc-per-node": nproc_per_node}
+    try:
+        if _self_provisioned(spec):
+            given = [name for name, value in cloud_only.items() if value]
+            if given:
+                errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack} runs on local node containers")
+                raise typer.Exit(2)
+            result = lifecycle.run(spec, command, print_line, code)
+            failure = result.first_failure and (f"a rank failed on {result.first_failure}; stopped the run on "
+                                                "every node. ")
+            summary = (failure or "") + "exit codes: " + ", ".join(
+                f"{n} {c}" for n, c in sorted(result.exit_codes.items()) if c)
+        else:
+            targets, outputs = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            result = lifecycle.run_remote(spec, command, print_line, targets, outputs, ssh_config, exec_prefix,
+                                          code, resume, ssh_user, nproc_per_node, log=say)
+            summary = result.describe_failure()
+    except (ConfigError, automation.LifecycleError, remote.RemoteError, ValueError) as e:
+        lifecycle_failure(e)
+    if not result.ok:
+        errors.print(f"[bold red]{escape(summary)}[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]done on {len(result.exit_codes)} nodes[/]")
+
+
+@app.command("validate")
+def validate_cmd(
+    stack: str = STACK,
+    hosts: str = typer.Option(None, "--hosts", help="Cloud nodes as testinfra hosts (ssh://ubuntu@10.0.0.5,...); "
+                              "default: the stack's nodePrivateIps through the Pulumi backend."),
+    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh config reaching the nodes (bastion or SSM ProxyCommand)."),
+    ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the host image's "
+                                 "(ubuntu on AWS, root on Alibaba Cloud)."),
+    hosts_by: HostsBy = HOSTS_BY,
+    exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
+    min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
+) -> None:
+    """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
+
+    On clouds, every node's driver is also compared with the one its pinned host image carries."""
+    from goldenenv import automation, compat, lifecycle
+
+    spec = stack_spec(stack)
+    try:
+        if _self_provisioned(spec):
+            if hosts_by:
+                errors.print(f"--hosts-by: for cloud stacks; {spec.stack} validates its local node containers")
+                raise typer.Exit(2)
+            result = lifecycle.validate(spec, log=say)
+        else:
+            targets, _ = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            pool = spec.nodes[0]
+            host = compat.node_host(spec.cloud, spec.region, pool.host_image)
+            result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
+                                              pool.instance_type, spec.cloud, min_fraction, log=say,
+                                              host_driver=host.driver)
+    except (ConfigError, automation.LifecycleError) as e:
+        lifecycle_failure(e)
+    _show_validation(result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _show_validation(result) -> None:
+    summary = result.image_checks.strip().splitlines()[-1] if result.image_checks.strip() else "no output"
+    console.print(f"image checks: {'[green]pass[/]' if result.image_ok else '[red]fail[/]'} ({escape(summary.strip('= '))})")
+    if not result.image_ok:
+        console.print(result.image_checks, markup=False, highlight=False)
+    console.print("drift: " + ("[green]none[/]" if not result.drift else "[red]" + escape("; ".join(result.drift)) + "[/]"))
+    console.print(f"all-reduce: {'[green]pass[/]' if result.allreduce_ok else '[red]fail[/]'} "
+                  f"{escape(result.allreduce_note)}")
+
+
+@app.command("drill")
+def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
+              interval: int = typer.Option(10, "--checkpoint-every")) -> None:
+    """Spot drill: kill a node mid-training, bring it back, resume from the last checkpoint."""
+    from goldenenv import lifecycle
+
+    spec = stack_spec(stack)
+    try:
+        report = lifecycle.drill(spec, examples(), steps, interval, log=say)
+    except (ConfigError, RuntimeError) as e:
+        lifecycle_failure(e)
+    _show_drill(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _show_drill(report) -> None:
+    colour = "green" if report.ok else "red"
+    console.print(f"[{colour}]drill: killed at step {report.step_at_kill}, last checkpoint {report.checkpoint_before_kill}, "
+                  f"resumed from {report.resumed_from}, finished at {report.final_step}: lost {report.lost_steps} "
+                  f"steps (interval {report.interval})[/]")
+
+
+@app.command("flow")
+def flow_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
+             steps: int = typer.Option(120, "--steps"), keep: bool = typer.Option(False, "--keep", help="Skip destroy.")) -> None:
+    """The whole local flow: build the image if needed, up, validate, train with checkpoints, drill, destroy."""
+    from goldenenv import flow
+
+    spec = stack_spec(stack)
+    try:
+        report = flow.run_flow(spec, options(ca_cert, pip_index_url, None, wheelhouse), examples(), steps,
+                               destroy_after=not keep, console=console)
+    except (ConfigError, RuntimeError) as e:
+        lifecycle_failure(e)
+    if not report.ok:
+        raise typer.Exit(1)
