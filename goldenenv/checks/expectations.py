@@ -98,9 +98,39 @@ def expectations(lock: Lock) -> list[Expectation]:
         expect("erdma-provider", lambda p: None if p["erdma_provider"]
                else "eRDMA: no erdma verbs provider (liberdma) under /usr/lib/*/libibverbs")
     expect("spotwatch", _spotwatch)
+    if lock.slurm:
+        _expect_slurm(lock, expect)
     for name, value in dockerfile.env(lock).items():
         expect(f"env-{name}", lambda p, name=name, value=value: _equal(f"environment {name}", value, p["env"].get(name)))
     return found
+
+
+def _expect_slurm(lock: Lock, expect) -> None:
+    """Every Slurm and munge package at the lock's pin, the daemons report that release, and no key is baked in."""
+    from goldenenv.images.lock import MUNGE_PACKAGES, SLURM_PACKAGES
+
+    slurm = lock.slurm
+    for name, pinned in [(n, slurm.version) for n in SLURM_PACKAGES] + [(n, slurm.munge) for n in MUNGE_PACKAGES]:
+        expect(f"deb-{name}", lambda p, name=name, pinned=pinned: _equal(
+            f"OS package {name}", pinned, p["os_packages"].get(name, "not installed")))
+    for daemon in ("slurmd", "slurmctld"):  # Debian's build says "slurm-wlm 22.05.8", upstream's "slurm 22.05.8"
+        expect(f"{daemon}-version", lambda p, daemon=daemon: _reports(
+            daemon, slurm.upstream, rf"slurm(-wlm)? {re.escape(slurm.upstream)}\b", p.get("scheduler", {}).get(daemon)))
+    munge_upstream = slurm.munge.split(":")[-1].split("-")[0]
+    expect("munged-version", lambda p: _reports("munged", munge_upstream, rf"munge-{re.escape(munge_upstream)}\b",
+                                                p.get("scheduler", {}).get("munged")))
+    expect("no-baked-munge-key", lambda p: "munge: /etc/munge/munge.key is in the image; every cluster gets its own"
+           " key from its secret store" if p.get("scheduler", {}).get("baked_munge_key") else None)
+
+
+def _reports(what: str, pinned: str, pattern: str, found: dict | None) -> str | None:
+    """A daemon's version line (`slurmd -V`) names the pinned release."""
+    if not found:
+        return f"{what}: not on PATH"
+    first = found["out"].strip().splitlines()[0] if found["out"].strip() else ""
+    if found["rc"] != 0 or not re.match(pattern, first):
+        return f"{what}: lock pins {pinned}, it reports {first or 'nothing'} (rc {found['rc']})"
+    return None
 
 
 def _spotwatch(probe: Probe) -> str | None:

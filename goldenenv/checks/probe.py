@@ -105,14 +105,33 @@ def files_named():
 
 
 def os_packages():
-    """Debian packages installed (dpkg's status file), by name."""
+    """Debian packages installed (dpkg's status file): name → version."""
     try:
         with open("/var/lib/dpkg/status") as f:
             entries = f.read().split("\n\n")
     except OSError:
-        return []
-    return sorted(e.split("\n", 1)[0][len("Package: "):] for e in entries
-                  if e.startswith("Package: ") and "Status: install ok installed" in e)
+        return {}
+    found = {}
+    for entry in entries:
+        fields = dict(line.split(": ", 1) for line in entry.splitlines() if ": " in line and not line[0].isspace())
+        if fields.get("Status") == "install ok installed" and "Package" in fields:
+            found[fields["Package"]] = fields.get("Version", "")
+    return dict(sorted(found.items()))
+
+
+def scheduler():
+    """The Slurm daemons' and munge's own version lines, where the image has them, and any munge key baked in."""
+    found = {name: command([name, "-V"]) for name in ("slurmd", "slurmctld") if shutil.which(name)}
+    if shutil.which("munged"):
+        found["munged"] = command(["munged", "--version"])
+    try:
+        os.stat("/etc/munge/munge.key")
+        found["baked_munge_key"] = True
+    except FileNotFoundError:
+        found["baked_munge_key"] = False
+    except OSError:  # /etc/munge is munge's own (0700): a non-root probe cannot tell
+        found["baked_munge_key"] = None
+    return found
 
 
 NO_GPU_PRELUDE = """import os, sys
@@ -187,6 +206,7 @@ def main(argv):
         "ofi_plugin": sorted(glob.glob("/opt/amazon/ofi-nccl/lib*/libnccl-net*.so*")),
         "erdma_provider": sorted(glob.glob("/usr/lib/*/libibverbs/liberdma*")),
         "spotwatch": spotwatch(),
+        "scheduler": scheduler(),
     }))
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from goldenenv import catalog, compat, fabrics
-from goldenenv.images.lock import GROUPS, Lock, MirrorUrl
+from goldenenv import catalog, compat, fabrics, slurm
+from goldenenv.images.lock import GROUPS, PACKAGE_SECRETS, Lock, MirrorUrl
 from goldenenv.render import render
 from goldenenv.spec import ConfigError, Problem
 
@@ -25,6 +25,17 @@ SPOTWATCH = "/usr/local/bin/goldenenv-spotwatch"
 """The node-side spot-notice watcher (goldenenv/spotwatch.py), installed in every golden image."""
 NODE_TOOLS = {"spotwatch.py": (Path(__file__).resolve().parents[1] / "spotwatch.py", SPOTWATCH)}
 """Build-context name → (source in this package, path in the image): stdlib-only scripts the nodes run."""
+SLURM_ENTRY = {"goldenenv-slurm": (Path(__file__).resolve().parents[1] / "slurm" / "entry.sh", slurm.ENTRY)}
+"""The scheduler daemons' entry point, in images whose lock pins Slurm."""
+
+
+def node_tools(lock: Lock) -> dict[str, tuple[Path, str]]:
+    return {**NODE_TOOLS, **(SLURM_ENTRY if lock.slurm else {})}
+
+
+def os_packages(lock: Lock) -> list[str]:
+    """What the distribution's package manager installs: the base's extra packages, then Slurm and munge pinned."""
+    return [*lock.base.os_packages, *(lock.slurm.packages() if lock.slurm else [])]
 TOOLCHAIN = "toolchain"
 """The builder stage with the CUDA toolkit and host compiler that compile DeepSpeed's ops: never part of the image."""
 CXX_WRAPPER = "/usr/local/bin/goldenenv-cxx"
@@ -130,7 +141,7 @@ def labels(lock: Lock) -> dict[str, str]:
 
 def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> dict[str, Any]:
     os_builders, os_fragments = [], ["image/os-user.j2"]
-    if lock.base.os_packages:  # the mirror is used to download in a builder stage; the os stage installs the files
+    if os_packages(lock):  # the mirror is used to download in a builder stage; the os stage installs the files
         os_builders.append("image/apt-download.j2")
         os_fragments.insert(0, "image/os-apt.j2")
     groups = [g for g in GROUPS if lock.group(g)]
@@ -156,12 +167,13 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         pip_env["PIP_FIND_LINKS"] = "/tmp/goldenenv-build/wheelhouse"
     return {
         "name": lock.name, "lock_hash": lock.content_hash, "base_ref": base_ref,
-        "os_builders": os_builders, "os_fragments": os_fragments, "os_packages": lock.base.os_packages,
+        "os_builders": os_builders, "os_fragments": os_fragments, "os_packages": os_packages(lock),
+        "package_secrets": list(PACKAGE_SECRETS) if lock.slurm else [],
         "uid": UID, "user": lock.user,
         "pip_env": pip_env, "pip_args": ["PIP_INDEX_URL"] if options.pip_index_url else [],
         "python_layers": python_layers, "image_layers": image_layers,
         "env": env(lock), "labels": labels(lock),
-        "node_tools": [{"source": name, "target": target} for name, (_, target) in NODE_TOOLS.items()],
+        "node_tools": [{"source": name, "target": target} for name, (_, target) in node_tools(lock).items()],
     }
 
 
@@ -198,7 +210,7 @@ def write_context(lock: Lock, base_ref: str, options: BuildOptions, directory: P
                                                         cpu_arch=ops.cpu_arch, simd=SIMD[ops.cpu_arch]))
         (directory / "goldenenv-cxx").chmod(0o755)
     (directory / "requirements-tool.txt").write_text(_requirement_line(lock, TOOL) + "\n")
-    for name, (source, _) in NODE_TOOLS.items():  # COPY keeps the mode: the classic builder has no --chmod
+    for name, (source, _) in node_tools(lock).items():  # COPY keeps the mode: the classic builder has no --chmod
         shutil.copyfile(source, directory / name)
         (directory / name).chmod(0o755)
     build = directory / "build"

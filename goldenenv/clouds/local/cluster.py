@@ -1,26 +1,49 @@
-"""Provision the local cluster with the Docker SDK: network, data volume, node containers.
+"""Provision the local cluster with the Docker SDK: network, data volume, node containers, and with Slurm a head.
 
 Everything carries the label `goldenenv.stack=<stack>` (the local form of the cloud's stack tag),
 so `destroy` finds what belongs to a stack even after a half-finished `up`. The data volume holds
-datasets/ and checkpoints/ and outlives `destroy` unless the data is purged by name.
+datasets/ and checkpoints/ (and the Slurm jobs' output and slurmctld's state) and outlives `destroy` unless the data is purged by name.
+
+With `scheduler: slurm` the head container runs slurmctld and every node container a dynamic slurmd, all from the
+stack's golden image. The munge key is made inside a volume of the engine (mode 0400) and never passes through
+goldenenv; the recovery container plays the cloud's part when a node is lost (clouds/local/recovery.py).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 from docker.errors import NotFound
 
-from goldenenv import catalog
+from goldenenv import catalog, slurm
+from goldenenv.clouds.local.run import NODE_ENV
 from goldenenv.nodeboot import hostfile, launch_env
+from goldenenv.slurm import config as slurm_config
+from goldenenv.slurm import view
 from goldenenv.spec import ClusterSpec
 
 STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
+ROLE_LABEL = "goldenenv.role"
 DATA = "/data"
+SLURMD_TIMEOUT_S = 10
+"""A lost node container is DOWN this soon (slurm.conf SlurmdTimeout): the local drill sees its requeue quickly."""
+REQUEUE_DELAY_S = 10
+"""How long a requeued job waits before it may start again (Slurm's cred_expire, 120 s by default): containers
+launch a job's steps in well under that."""
+RECOVERY_DELAY_S = 5
+"""How long a lost node stays down before the recovery container starts it again (its "reboot")."""
+ENGINE_SOCKET = "/var/run/docker.sock"
+RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
+SLURM_STATE = f"{DATA}/slurm/state"
+"""slurmctld's state on the data volume, as on a cloud's shared file system: job ids, the queue and a day of
+finished jobs outlive `destroy`, so a job's output and checkpoint folders are never another job's."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +57,18 @@ class Names:
     @property
     def volume(self) -> str:
         return f"goldenenv-{self.stack}-data"
+
+    @property
+    def munge(self) -> str:
+        return f"goldenenv-{self.stack}-munge"
+
+    @property
+    def head(self) -> str:
+        return f"goldenenv-{self.stack}-head"
+
+    @property
+    def recovery(self) -> str:
+        return f"goldenenv-{self.stack}-recovery"
 
     def node(self, index: int) -> str:
         return f"goldenenv-{self.stack}-node-{index}"
@@ -62,6 +97,10 @@ class LocalCluster:
         tags = {f"goldenenv.{k.replace(':', '.')}": v for k, v in self.spec.stack_tags.items()}
         return {**tags, STACK_LABEL: self.spec.stack}
 
+    @property
+    def slurm(self) -> bool:
+        return self.spec.scheduler == "slurm"
+
     def env(self) -> dict[str, str]:
         """What every process on a node sees: the storage tier's paths and the stack."""
         return {
@@ -74,8 +113,14 @@ class LocalCluster:
         """Create what is missing, start what is stopped; the same call finishes a half-created stack."""
         network = self._network()
         self._volume(image)
+        if self.slurm:
+            self._munge_key(image)
+            self._head(image, network, log)
         for i in range(self.count):
             self._node(i, image, network, log)
+        if self.slurm:
+            self._recovery(image, log)
+            self.wait_registered(log)
         outputs = self.outputs()
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(json.dumps(outputs, indent=2))
@@ -90,39 +135,129 @@ class LocalCluster:
                                                labels=self.labels)
 
     def _volume(self, image: str) -> None:
+        """The data volume, laid out for the image's non-root user; a kept volume gains what a newer layout adds."""
         try:
             self.client.volumes.get(self.names.volume)
-            return
         except NotFound:
-            pass
-        self.client.volumes.create(self.names.volume, labels=self.labels)
-        # lay out the storage tier, owned by the image's non-root user
+            self.client.volumes.create(self.names.volume, labels=self.labels)
+        folders = " ".join(f"{DATA}/{f}" for f in ("datasets", "checkpoints", "code", slurm.JOBS_FOLDER))
         self.client.containers.run(
-            image, ["sh", "-c", f"mkdir -p {DATA}/datasets {DATA}/checkpoints && chown -R 1000:1000 {DATA}"],
+            image, ["sh", "-c", f"mkdir -p {folders} && chown 1000:1000 {DATA} {folders}"],
             user="root", remove=True, network_mode="none", volumes={self.names.volume: {"bind": DATA, "mode": "rw"}},
         )
 
-    def _node(self, index: int, image: str, network, log) -> None:
-        name = self.names.node(index)
+    def _munge_key(self, image: str) -> None:
+        """The stack's munge key, made in a volume of the engine by the engine (1024 random bytes, mode 0400)."""
         try:
-            container = self.client.containers.get(name)
-            if container.status != "running":
-                log(f"starting {name}")
-                container.start()
+            self.client.volumes.get(self.names.munge)
             return
         except NotFound:
             pass
-        log(f"creating {name} from {image}")
+        self.client.volumes.create(self.names.munge, labels=self.labels)
+        key = Path(slurm.MUNGE_KEY_MOUNT)
         self.client.containers.run(
-            image, ["sleep", "infinity"], name=name, hostname=self.names.hostname(index), detach=True,
-            network=network.name, labels={**self.labels, NODE_LABEL: str(index)},
-            environment=self.env(), volumes={self.names.volume: {"bind": DATA, "mode": "rw"}},
-            nano_cpus=int(self.shape.cpus * 1e9), mem_limit=f"{int(self.shape.memory_gib * 1024)}m",
-            shm_size="1g", init=True,
+            image, ["sh", "-c", f"umask 077 && head -c 1024 /dev/urandom > {key} && chmod 0400 {key}"],
+            user="root", remove=True, network_mode="none",
+            volumes={self.names.munge: {"bind": str(key.parent), "mode": "rw"}},
         )
 
+    def _secrets(self) -> dict:
+        return {self.names.munge: {"bind": str(Path(slurm.MUNGE_KEY_MOUNT).parent), "mode": "ro"}}
+
+    def _existing(self, name: str, log):
+        """The container if it exists (started when it was stopped), else None."""
+        try:
+            container = self.client.containers.get(name)
+        except NotFound:
+            return None
+        if container.status != "running":
+            log(f"starting {name}")
+            container.start()
+        return container
+
+    def _head(self, image: str, network, log) -> None:
+        """slurmctld in a head container: the rendered slurm.conf, its state in a volume, job output on /data."""
+        if self._existing(self.names.head, log):
+            return
+        log(f"creating {self.names.head} (slurmctld) from {image}")
+        container = self.client.containers.create(
+            image, slurm.head_command(), name=self.names.head, hostname=slurm.HEAD_HOSTNAME, user="root",
+            labels={**self.labels, ROLE_LABEL: "head"}, environment={**self.env(), **NODE_ENV},
+            volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **self._secrets()},
+            restart_policy={"Name": "unless-stopped"}, init=True, detach=True,
+            **self._on_network(network, slurm.HEAD_HOSTNAME),
+        )
+        conf = slurm_config.render_conf(self.spec, SLURMD_TIMEOUT_S, SLURM_STATE, cred_expire=REQUEUE_DELAY_S)
+        container.put_archive("/", _archive({f"{slurm.CONF_MOUNT.lstrip('/')}/slurm.conf": conf.encode()}))
+        container.start()
+
+    def _on_network(self, network, alias: str) -> dict:
+        """Create arguments: only on the cluster network, reachable there by its host name (Slurm's peers and
+        torchrun's rendezvous resolve it)."""
+        endpoint = self.client.api.create_endpoint_config(aliases=[alias])
+        return {"network": network.name, "networking_config": {network.name: endpoint}}
+
+    def _node(self, index: int, image: str, network, log) -> None:
+        name = self.names.node(index)
+        if self._existing(name, log):
+            return
+        log(f"creating {name} from {image}")
+        hostname = self.names.hostname(index)
+        command, user, extra = ["sleep", "infinity"], None, {}
+        if self.slurm:
+            command = slurm.node_command(slurm.HEAD_HOSTNAME, 0, [self.spec.nodes[0].name])
+            user, extra = "root", self._secrets()
+        container = self.client.containers.create(
+            image, command, name=name, hostname=hostname, detach=True, user=user,
+            labels={**self.labels, NODE_LABEL: str(index)},
+            environment={**self.env(), **(NODE_ENV if self.slurm else {})},
+            volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **extra},
+            nano_cpus=int(self.shape.cpus * 1e9), mem_limit=f"{int(self.shape.memory_gib * 1024)}m",
+            shm_size="1g", init=True, **self._on_network(network, hostname),
+        )
+        container.start()
+
+    def _recovery(self, image: str, log) -> None:
+        """The stand-in for the cloud's recovery of a lost instance: starts an exited node container again."""
+        if self._existing(self.names.recovery, log):
+            return
+        script = "/usr/local/libexec/goldenenv-recovery.py"
+        container = self.client.containers.create(
+            image, ["python3", script, "--stack", self.spec.stack, "--delay", str(RECOVERY_DELAY_S),
+                    "--node-label", NODE_LABEL, "--stack-label", STACK_LABEL],
+            name=self.names.recovery, user="root", network_mode="none", detach=True, init=True,
+            labels={**self.labels, ROLE_LABEL: "recovery"}, restart_policy={"Name": "unless-stopped"},
+            volumes={ENGINE_SOCKET: {"bind": ENGINE_SOCKET, "mode": "rw"}},
+        )
+        container.put_archive("/", _archive({script.lstrip("/"): RECOVERY_SCRIPT.read_bytes()}))
+        container.start()
+
+    def head(self):
+        """The head container, or None (no Slurm, or not up)."""
+        try:
+            return self.client.containers.get(self.names.head) if self.slurm else None
+        except NotFound:
+            return None
+
+    def scheduler_nodes(self) -> list[view.Node]:
+        head = self.head()
+        if head is None or head.status != "running":
+            return []
+        done = head.exec_run(["scontrol", "show", "node", "-o"])
+        return view.nodes(done.output.decode(errors="replace")) if done.exit_code == 0 else []
+
+    def wait_registered(self, log, timeout: float = 90) -> list[view.Node]:
+        """Until every node has registered with slurmctld and is idle (or the timeout: the nodes as they are)."""
+        deadline = time.monotonic() + timeout
+        log(f"waiting for {self.count} nodes to register with slurmctld")
+        while True:
+            found = self.scheduler_nodes()
+            if sum(n.idle for n in found) >= self.count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.5)
+
     def nodes(self) -> list:
-        """The stack's node containers, node-0 first."""
+        """The stack's node containers, node-0 first (not the head)."""
         found = self.client.containers.list(all=True, filters={"label": f"{STACK_LABEL}={self.spec.stack}"})
         nodes = [c for c in found if NODE_LABEL in c.labels]
         return sorted(nodes, key=lambda c: int(c.labels[NODE_LABEL]))
@@ -133,13 +268,17 @@ class LocalCluster:
             container.reload()
             ips.append(container.attrs["NetworkSettings"]["Networks"][self.names.network]["IPAddress"])
         slots = [self.shape.processes_per_node] * len(ips)
-        return {
+        outputs = {
             "nodes": [c.name for c in self.nodes()],
             "nodePrivateIps": ips,
             "hostfile": hostfile(ips, slots),
             "launchEnv": launch_env(ips, slots),
             "storage": {"volume": self.names.volume, "mount": DATA},
+            "scheduler": self.spec.scheduler,
         }
+        if self.slurm:
+            outputs["head"] = self.names.head
+        return outputs
 
     def destroy(self, purge_data: bool = False, log=print) -> list[str]:
         """Remove nodes and network (and the data volume only when asked); safe to repeat."""
@@ -151,10 +290,11 @@ class LocalCluster:
             if network.name == self.names.network:
                 network.remove()
                 removed.append(network.name)
-        if purge_data:
+        doomed = [self.names.munge] + ([self.names.volume] if purge_data else [])
+        for volume in doomed:  # the key goes with the cluster; the data (and the queue's state on it) only when asked
             try:
-                self.client.volumes.get(self.names.volume).remove(force=True)
-                removed.append(self.names.volume)
+                self.client.volumes.get(volume).remove(force=True)
+                removed.append(volume)
             except NotFound:
                 pass
         if self.state_file.exists():
@@ -169,3 +309,14 @@ class LocalCluster:
             return True
         except NotFound:
             return False
+
+
+def _archive(files: dict[str, bytes]) -> bytes:
+    """A tar of files (paths relative to /), for put_archive into a created container."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

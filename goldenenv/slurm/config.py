@@ -1,0 +1,31 @@
+"""The head's slurm.conf, from the spec: the one config the cluster has (configless nodes fetch it)."""
+
+from __future__ import annotations
+
+import re
+
+from goldenenv import slurm
+from goldenenv.render import render
+from goldenenv.spec import ClusterSpec
+
+PARTITION = "gpu"
+"""The one partition: every node; a pool is a node feature (`--constraint=<pool>`)."""
+MIN_JOB_AGE = 24 * 3600
+
+
+def cluster_name(stack: str) -> str:
+    """Slurm's ClusterName: lower case, letters, digits and underscores (stack names may hold . and -)."""
+    return re.sub(r"[^a-z0-9_]", "_", stack.lower())[:40]
+
+
+def render_conf(spec: ClusterSpec, slurmd_timeout: int, state_dir: str = slurm.STATE_DIR,
+                head_hostname: str = slurm.HEAD_HOSTNAME, cred_expire: int | None = None) -> str:
+    """cred_expire: seconds a job credential lives, and so how long a requeued job waits (None: Slurm's 120 s)."""
+    return render(
+        "slurm/slurm.conf.j2", stack=spec.stack, cluster_name=cluster_name(spec.stack), head_hostname=head_hostname,
+        slurmctld_port=slurm.SLURMCTLD_PORT, slurmd_port=slurm.SLURMD_PORT, srun_ports=slurm.SRUN_PORTS,
+        state_dir=state_dir, max_nodes=max(1, sum(p.count for p in spec.nodes)), slurmd_timeout=slurmd_timeout,
+        min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
+    )
+
+

@@ -1,0 +1,74 @@
+#!/bin/bash
+# goldenenv-slurm: the scheduler daemons of a goldenenv cluster, started in its golden container (as root).
+#   goldenenv-slurm head                                   munged, then slurmctld in the foreground
+#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]...
+#                                                          munged, then a dynamic slurmd (configless, -Z)
+# The stack's munge key is mounted read-only at /run/goldenenv-secrets/munge.key; munged reads a copy it owns
+# (0400) outside /etc/munge, so no key is ever part of the image. On the head, slurm.conf is the one goldenenv
+# rendered (/etc/goldenenv/slurm/slurm.conf); nodes fetch it from the head.
+# The munge key is fixed for a cluster's life: a key rotated on the head reaches a node when its container restarts.
+set -euo pipefail
+key_source=/run/goldenenv-secrets/munge.key
+key=/run/munge-key/munge.key
+conf=/etc/goldenenv/slurm/slurm.conf
+log() { echo "goldenenv-slurm: $*" >&2; }
+
+start_munge() {
+  local waited=0
+  until [ -s "$key_source" ]; do
+    if [ $waited -ge 120 ]; then log "no munge key at $key_source after ${waited}s"; exit 1; fi
+    sleep 1; waited=$((waited + 1))
+  done
+  install -d -o munge -g munge -m 0700 /run/munge-key /var/lib/munge /var/log/munge
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -o munge -g munge -m 0400 "$key_source" "$key"
+  runuser -u munge -- /usr/sbin/munged --key-file="$key" --force
+}
+
+role=${1:-}
+shift || true
+case "$role" in
+  head)
+    [ -r "$conf" ] || { log "no slurm.conf at $conf"; exit 1; }
+    start_munge
+    install -d /etc/slurm
+    cp "$conf" /etc/slurm/slurm.conf
+    state=$(sed -n 's/^StateSaveLocation=//p' "$conf")
+    install -d -o slurm -g slurm -m 0750 "${state:-/var/spool/slurmctld}"
+    log "slurmctld $(slurmctld -V)"
+    exec slurmctld -D -i
+    ;;
+  node)
+    server="" gpus=0 features=()
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --conf-server) server=$2; shift 2 ;;
+        --gpus) gpus=$2; shift 2 ;;
+        --feature) features+=("$2"); shift 2 ;;
+        *) log "unknown argument $1"; exit 2 ;;
+      esac
+    done
+    [ -n "$server" ] || { log "node needs --conf-server HOST"; exit 2; }
+    start_munge
+    node_conf=""
+    if [ "$gpus" -gt 0 ]; then node_conf="Gres=gpu:$gpus"; fi
+    if [ ${#features[@]} -gt 0 ]; then
+      node_conf="${node_conf:+$node_conf }Feature=$(IFS=,; echo "${features[*]}")"
+    fi
+    install -d /var/spool/slurmd
+    log "slurmd $(slurmd -V), registering with $server"
+    cache=/var/spool/slurmd/conf-cache/slurm.conf
+    if [ -s "$cache" ]; then
+      # this container ran slurmd before: it restarted, and every task it had died with it. slurmctld is told at
+      # once, so it ends the node's jobs (NODE_FAIL) and requeues them rather than wait for tasks that are gone;
+      # the node is back in service when its slurmd registers (ReturnToService=2)
+      SLURM_CONF=$cache scontrol update nodename="$(hostname -s)" state=down \
+        reason="goldenenv: node restarted, its jobs were lost" || log "could not tell slurmctld this node restarted"
+    fi
+    exec slurmd -D -Z --conf-server "$server" ${node_conf:+--conf "$node_conf"}
+    ;;
+  *)
+    log "usage: goldenenv-slurm head | node --conf-server HOST [--gpus N] [--feature F]..."
+    exit 2
+    ;;
+esac
