@@ -97,19 +97,26 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
                 price.currency, per, basis, f"{price.source} ({price.region}, {price.as_of})", "compute", verified)
 
 
-def stack_lines(spec: ClusterSpec, resources: Iterable[Any] | None = None) -> list[Line]:
+HEAD_LINE = "compute head"
+
+
+def stack_lines(spec: ClusterSpec, resources: Iterable[Any] | None = None, head: Any = None) -> list[Line]:
     """The stack's cost at full use, per hour, line by line; with a `goldenenv:run` that gives idleHours, also the
     idle development time as a line per run.
 
     resources: the plan's planned resources (guardrails.PlannedResource), to count NAT gateways and interface
     endpoints as the program creates them; without them one NAT gateway is assumed when egress is nat and the
-    interface endpoints are not counted.
+    interface endpoints are not counted. head: the stack's Slurm head (clouds.base.HeadShape: instance_type,
+    root_volume_gib), on demand, or None for a stack without one.
     """
     currency = _stack_currency(spec)
     lines = [_compute_line(f"compute {pool.name}", spec.cloud, pool.instance_type, spec.region,
                            pool.capacity.value, pool.count, 1.0, 1.0, "hour")
              for pool in spec.nodes]
-    lines += _storage_lines(spec, currency)
+    if head is not None:
+        lines.append(_compute_line(HEAD_LINE, spec.cloud, head.instance_type, spec.region, "on-demand", 1, 1.0,
+                                   1.0, "hour"))
+    lines += _storage_lines(spec, currency, head)
     lines += _network_lines(spec, currency, list(resources) if resources is not None else None)
     if spec.run and spec.run.idle_hours:
         hourly = total((line for line in lines if line.name != OBJECT_STORE), "hour")
@@ -146,7 +153,7 @@ def _scaled(line: Line, hours: float, why: str) -> Line:
                 line.verified)
 
 
-def _storage_lines(spec: ClusterSpec, currency: str) -> list[Line]:
+def _storage_lines(spec: ClusterSpec, currency: str, head: Any = None) -> list[Line]:
     lines = []
     run = spec.run
     stored = (run.dataset_gb + run.checkpoint_gb) if run else 0.0
@@ -160,10 +167,13 @@ def _storage_lines(spec: ClusterSpec, currency: str) -> list[Line]:
             f"{fs.size_gib} GiB provisioned at {fs.throughput_per_tib} MB/s per TiB",
             currency))
     volumes = sum(pool.count * pool.root_volume_gib for pool in spec.nodes)
+    each = [f"{pool.count} × {pool.root_volume_gib} GiB root" for pool in spec.nodes]
+    if head is not None:
+        volumes += head.root_volume_gib
+        each.append(f"1 × {head.root_volume_gib} GiB head root")
     tier = BLOCK_VOLUME_TIER.get(spec.cloud, "")
     lines.append(_per_gb_month(
-        "block volumes", spec, "block-volume", tier, volumes,
-        " + ".join(f"{pool.count} × {pool.root_volume_gib} GiB root" for pool in spec.nodes) + (f" ({tier})" if tier else ""),
+        "block volumes", spec, "block-volume", tier, volumes, " + ".join(each) + (f" ({tier})" if tier else ""),
         currency))
     return lines
 

@@ -86,6 +86,11 @@ class Rule:
 
 WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
 SSH_PORT = 22
+SLURMCTLD_PORT = 6817
+"""slurmctld's port (goldenenv.slurm.SLURMCTLD_PORT, written here too: this module imports nothing of goldenenv; a
+test checks the two agree)."""
+HEAD_COMPONENT_KIND = "SlurmHead"
+"""The kind of each cloud's Slurm head component (goldenenv:<cloud>:SlurmHead): its instances are the head."""
 
 # ---------------------------------------------------------------- public address space (shared with spec.py)
 
@@ -261,6 +266,10 @@ def _no_gap(resource: PlannedResource, ctx: Context) -> str | None:
     return None
 
 
+def _never_private(resource: PlannedResource) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class ProviderFacts:
     """What the cloud-neutral rules need to know of one provider's resources.
@@ -297,6 +306,11 @@ class ProviderFacts:
     instead ("link it to ..., set ..."); None for every other resource."""
     public_data: Messages = _no_messages
     """s3-public-access: bucket policies and public access settings that make stored data public."""
+    instances: tuple[str, ...] = ()
+    """public-ip-on-head: the provider's instance types (a head is one, inside a SlurmHead component)."""
+    says_private: Callable[[PlannedResource], bool] = _never_private
+    """public-ip-on-head: whether an instance says outright that it takes no public IP (AWS associatePublicIpAddress
+    false, Alibaba internetMaxBandwidthOut 0); unset is not enough, it would follow the subnet's default."""
 
 
 FACTS_PACKAGE = "goldenenv.clouds"
@@ -498,6 +512,32 @@ def _check_ingress_open(resource: PlannedResource, ctx: Context) -> Iterator[str
                    f"from the internet: narrow the source to a known CIDR or reach the service through a tunnel.")
 
 
+# ---------------------------------------------------------------- rules: slurmctld-beyond-cluster, public-ip-on-head
+
+def _check_slurmctld_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Any address range is beyond the cluster: the head's group takes slurmctld's port from the nodes' group only."""
+    for permission in _ingress(resource, ctx):
+        if permission.opens(SLURMCTLD_PORT):
+            yield (f"{_label(resource)} allows {permission.describe()}, which reaches slurmctld (tcp/{SLURMCTLD_PORT}) "
+                   f"on the Slurm head: anyone there could talk to the cluster's controller. Open the port to the "
+                   f"nodes' security group only, and submit jobs over ssh or SSM to the head.")
+
+
+def _in_head(resource: PlannedResource) -> bool:
+    """Whether the resource is declared inside a Slurm head component (its URN's type chain names one)."""
+    parts = resource.urn.split("::")
+    chain = parts[2].split("$")[:-1] if len(parts) > 2 else []
+    return any(t.startswith("goldenenv:") and t.endswith(f":{HEAD_COMPONENT_KIND}") for t in chain)
+
+
+def _check_head_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    for facts in ctx.providers:
+        if resource.type in facts.instances and _in_head(resource) and not facts.says_private(resource):
+            yield (f"{_label(resource)} is the Slurm head and does not say it takes no public IP (unset follows the "
+                   f"subnet's default); the head is reached through the cluster's private network only: set "
+                   f"associatePublicIpAddress false (AWS) or internetMaxBandwidthOut 0 (Alibaba Cloud).")
+
+
 # ---------------------------------------------------------------- rules each provider judges alone
 
 def _each_provider(hook: str) -> Messages:
@@ -593,6 +633,11 @@ RULES: tuple[Rule, ...] = (
          _check_retention_unverified),
     Rule("s3-public-access", "No bucket policy allows Principal \"*\", and public access blocks keep all four "
          "settings on.", Severity.ERROR, _check_s3_public),
+    Rule("slurmctld-beyond-cluster", f"No security group rule opens slurmctld's port (tcp/{SLURMCTLD_PORT}) to an "
+         "address range: only the cluster's own security groups reach the Slurm head.", Severity.ERROR,
+         _check_slurmctld_open),
+    Rule("public-ip-on-head", "The Slurm head says outright that it takes no public IP.", Severity.ERROR,
+         _check_head_public_ip),
 )
 
 

@@ -5,6 +5,11 @@ system, re-create the golden container) and renders them, their scripts and the 
 through the templates; cloud-init writes them and enables the units once, systemd runs them on every
 boot after that, so a node that was stopped and started comes back whole. launch_outputs turns node
 addresses into the hostfile and torchrun environment.
+
+With the stack's scheduler (Slurm), a node's golden container runs slurmd instead of sleeping, and the stack's
+head (HeadBoot) boots the same way: cloud-init delivers slurm.conf and the units, a munge unit fetches the stack's
+munge key from the cloud's secret store (the head writes it there once), and the golden container, pulled by the
+same digest, runs slurmctld. No key is ever in user data: each host fetches it with its own instance role.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv import catalog, compat, fabrics
+from goldenenv import catalog, compat, fabrics, slurm
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -31,6 +36,17 @@ READY_DIR = "/run/goldenenv"
 """Where each boot unit marks itself done; /run is emptied on every boot, so a marker never outlives it."""
 CODE_FOLDER = "code"
 """The folder on the shared file system `goldenenv run --code` copies code to."""
+MUNGE_UNIT = "goldenenv-munge.service"
+MUNGE_KEY_FILE = "/etc/goldenenv/munge/munge.key"
+"""Where a host keeps the stack's munge key (root, 0400), fetched from the cloud's secret store on every boot; the
+golden container reads it at slurm.MUNGE_KEY_MOUNT."""
+SLURM_CONF = f"{slurm.CONF_MOUNT}/slurm.conf"
+"""The head's slurm.conf on the host, where cloud-init writes it; bound read-only into the container at the same
+folder."""
+HEAD_STATE_ON_ROOT = "/var/lib/goldenenv/slurm/state"
+"""slurmctld's state on the head's root volume, when the stack has no shared file system."""
+HEAD_STATE_ON_FS = "slurm/state"
+"""slurmctld's state on the shared file system (under its mount point): the queue outlives the head."""
 
 
 def ready_marker(unit: str) -> str:
@@ -52,6 +68,28 @@ class SharedFs:
     """the mount script's template name under templates/node/ (without .j2), e.g. fsx-mount.sh"""
     values: dict[str, Any]
     """what the script needs besides mount_point and directories (e.g. source_path)"""
+
+
+@dataclass(frozen=True)
+class MungeKey:
+    """How a host gets the stack's munge key from the cloud's secret store: a cloud's adapter fills it in.
+
+    The unit runs templates/node/<script>.j2 with `key_file`, `create` (the head: write a new key when the store
+    holds none yet) and `values` (which secret, where); every other host retries until the head has written it.
+    """
+
+    script: str
+    """the script's template name under templates/node/ (without .j2), e.g. munge-key-aws.sh"""
+    values: dict[str, Any]
+    """what the script needs to find the secret (its id, the region, the API endpoint)"""
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A node's part in the stack's Slurm cluster: slurmd registers with the head at `head_address`."""
+
+    head_address: str
+    munge: MungeKey
 
 
 @dataclass(frozen=True)
@@ -90,6 +128,9 @@ class NodeBoot:
     registry_login: str | None = None
     """How the node logs in to the cloud's registry before the pull: templates/node/registry-login-<name>.sh.j2
     (ecr, acr); None: an anonymous pull."""
+    slurm: SlurmNode | None = None
+    """The stack's scheduler: the golden container runs slurmd (as root, with the munge key) instead of sleeping;
+    None: no scheduler (goldenenv:scheduler none), the container sleeps and `goldenenv run` reaches it over ssh."""
 
     def env(self) -> dict[str, str]:
         """Fabric settings from the catalog, and where the storage tiers are on this node."""
@@ -116,46 +157,47 @@ class NodeBoot:
         Scratch is always a unit: the host image's own instance-store volume reused (the DLAMI's), the bare disks
         striped, or a folder on the root volume; each way the image user owns it, so the golden container never
         gets a bind source Docker made as root. Where the fabric has a boot check (eRDMA: driver, devices, MTU), it
-        runs before the golden container. The container waits for every one of them (their ready markers), so it
-        never runs without its mounts; each of these units retries until it succeeds."""
+        runs before the golden container. With the scheduler, the munge key is fetched before it too. The container
+        waits for every one of them (their ready markers), so it never runs without its mounts or its key; each of
+        these units retries until it succeeds."""
         storage = self.spec.storage
         scratch = storage.local_nvme.mount_point
         owner = image_uid()
         units = []
         host_store = self.host_store()
         if self.local_nvme and host_store:
-            units.append(self._unit(SCRATCH_UNIT, "scratch-host-volume.sh", {
+            units.append(boot_unit(SCRATCH_UNIT, "scratch-host-volume.sh", {
                 "mount_point": scratch, "owner": owner, "source": host_store.mount, "service": host_store.unit,
             }, after=[host_store.unit]))
         elif self.local_nvme and storage.local_nvme.raid0:
-            units.append(self._unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": scratch, "owner": owner}))
+            units.append(boot_unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": scratch, "owner": owner}))
         else:
-            units.append(self._unit(SCRATCH_UNIT, "scratch-root.sh", {"mount_point": scratch, "owner": owner}))
+            units.append(boot_unit(SCRATCH_UNIT, "scratch-root.sh", {"mount_point": scratch, "owner": owner}))
         if storage.parallel_fs.enabled and shared_fs:
-            fs = storage.parallel_fs
-            units.append(self._unit(shared_fs.unit, shared_fs.script, {
-                "mount_point": fs.mount_point, "owner": owner, **shared_fs.values,
-                "directories": [self._fs_path(fs.dataset_prefix), self._fs_path(fs.checkpoint_prefix),
-                                self._fs_path(CODE_FOLDER)],
-            }))
+            units.append(shared_fs_unit(self.spec, shared_fs, scheduler=self.slurm is not None))
         fabric = fabrics.get(self.fabric)
         if fabric and fabric.boot_check:
             unit, script = fabric.boot_check
             mtu = self._mtu(fabric)
             if mtu is None:
                 raise KeyError(f"catalog fabric_mtu.csv has no {fabric.name} row: the interfaces' MTU is unknown")
-            units.append(self._unit(unit, script, {
+            units.append(boot_unit(unit, script, {
                 "mtu": mtu.mtu, "interfaces": self._instance_type().rdma_interfaces,
             }))
+        if self.slurm:
+            units.append(munge_unit(self.slurm.munge, create=False))
         if self.image_ref:
             mounts = [scratch]
             if storage.parallel_fs.enabled:
                 mounts.append(storage.parallel_fs.mount_point)
-            before = [u.name for u in units]
-            units.append(self._unit(CONTAINER_UNIT, "golden-image.sh", {
-                "image_ref": self.image_ref, "env_file": ENV_FILE, "mounts": mounts,
-                "registry_login": self.registry_login, "wait_for": [(u, ready_marker(u)) for u in before],
-            }, storage_units=before))
+            volumes = [f"{path}:{path}" for path in mounts]
+            run: dict[str, Any] = {"gpus": True, "user": None, "hosts": [], "command": ["sleep", "infinity"]}
+            if self.slurm:
+                volumes.append(f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro")
+                run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
+                       "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
+                                                     [self.pool])}
+            units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run))
         return units
 
     def host_store(self) -> HostStore | None:
@@ -176,34 +218,145 @@ class NodeBoot:
         """The fabric interfaces' MTU for this pool's type (eRDMA: 8500 with jumbo frames, else 1400)."""
         return fabric.mtu(self.spec.cloud, self._instance_type().name)
 
-    @staticmethod
-    def _unit(name: str, script: str, values: dict[str, Any], after: list[str] | None = None,
-              **unit_values: Any) -> BootUnit:
-        path = f"{SCRIPT_DIR}/{script}"
-        return BootUnit(
-            name=name,
-            script=BootFile(path, "0755", render(f"node/{script}.j2", ready=ready_marker(name), **values)),
-            unit=BootFile(f"{UNIT_DIR}/{name}", "0644", render(
-                f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, after=after or [], **unit_values,
-            )),
-        )
-
     def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:
         """The launch environment, each unit with its script, and the one step cloud-init runs: enable them."""
-        units = self.units(shared_fs)
-        files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=self.spec.stack, env=self.env()))]
-        for unit in units:
-            files += [unit.script, unit.unit]
-        if units:
-            files.append(BootFile(f"{STEP_DIR}/enable-units.sh", "0755",
-                                  render("node/enable-units.sh.j2", units=[u.name for u in units])))
-        return files
+        return boot_files(self.spec, self.env(), self.units(shared_fs))
 
     def cloud_config(self, shared_fs: SharedFs | None = None) -> str:
-        files = self.files(shared_fs)
-        steps = [f.path for f in files if f.path.startswith(f"{STEP_DIR}/")]
-        return render("node/cloud-config.yaml.j2", stack=self.spec.stack, pool=self.pool,
-                      files=files, commands=steps)
+        return user_data(self.spec, self.pool, self.files(shared_fs))
+
+
+@dataclass(frozen=True)
+class HeadBoot:
+    """The stack's Slurm head: the same boot machinery as a node, on a CPU host.
+
+    Units: the munge key (the head writes it to the secret store when the store holds none yet), the shared file
+    system when the stack has one (job output lives there, and slurmctld's state), and the golden container,
+    pulled by the same digest as the nodes, running slurmctld as root without GPUs, with slurm.conf (written by
+    cloud-init) and the munge key bound read-only and its state folder bound at slurm.STATE_DIR.
+    """
+
+    spec: ClusterSpec
+    image_ref: str | None
+    """The exact reference the nodes pull, repository@sha256:<64 hex>; None: no golden container (no pushed image
+    yet, which `up` refuses)."""
+    munge: MungeKey
+    slurm_conf: str
+    """slurm.conf as goldenenv rendered it (goldenenv.slurm.config), delivered as it is."""
+    registry_login: str | None = None
+
+    def state_dir(self) -> str:
+        """Where slurmctld keeps its state on the host: the shared file system when there is one, so the queue
+        outlives a replaced head, else the head's root volume."""
+        fs = self.spec.storage.parallel_fs
+        return f"{fs.mount_point}/{HEAD_STATE_ON_FS}" if fs.enabled else HEAD_STATE_ON_ROOT
+
+    def env(self) -> dict[str, str]:
+        env = {"GOLDENENV_STACK": self.spec.stack, "GOLDENENV_ROLE": slurm.HEAD_HOSTNAME}
+        fs = self.spec.storage.parallel_fs
+        if fs.enabled:
+            env["GOLDENENV_DATASETS"] = f"{fs.mount_point}/{fs.dataset_prefix.strip('/')}"
+            env["GOLDENENV_CHECKPOINTS"] = f"{fs.mount_point}/{fs.checkpoint_prefix.strip('/')}"
+            env["GOLDENENV_JOBS"] = f"{fs.mount_point}/{slurm.JOBS_FOLDER}"
+        return env
+
+    def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
+        fs = self.spec.storage.parallel_fs
+        units = [munge_unit(self.munge, create=True)]
+        volumes = []
+        if fs.enabled and shared_fs:
+            units.append(shared_fs_unit(self.spec, shared_fs, scheduler=True, head=True))
+        if fs.enabled:
+            volumes.append(f"{fs.mount_point}:{fs.mount_point}")
+        volumes += [f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro", f"{slurm.CONF_MOUNT}:{slurm.CONF_MOUNT}:ro",
+                    f"{self.state_dir()}:{slurm.STATE_DIR}"]
+        if self.image_ref:
+            units.append(container_unit(units, self.image_ref, self.registry_login, volumes, gpus=False,
+                                        user="root", hosts=[], command=slurm.head_command(),
+                                        folders=[self.state_dir()]))
+        return units
+
+    def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:
+        return [BootFile(SLURM_CONF, "0644", self.slurm_conf),
+                *boot_files(self.spec, self.env(), self.units(shared_fs))]
+
+    def cloud_config(self, shared_fs: SharedFs | None = None) -> str:
+        return user_data(self.spec, slurm.HEAD_HOSTNAME, self.files(shared_fs), hostname=slurm.HEAD_HOSTNAME)
+
+
+def slurm_conf(spec: ClusterSpec, slurmd_timeout: int) -> str:
+    """The head's slurm.conf as goldenenv.slurm.config renders it, with slurmctld's state at slurm.STATE_DIR in the
+    head's container (HeadBoot binds the host's state folder there)."""
+    from goldenenv.slurm import config
+
+    return config.render_conf(spec, slurmd_timeout, slurm.STATE_DIR)
+
+
+def boot_unit(name: str, script: str, values: dict[str, Any], after: list[str] | None = None,
+              **unit_values: Any) -> BootUnit:
+    """A unit and its script, rendered from templates/node/<name>.j2 and templates/node/<script>.j2."""
+    path = f"{SCRIPT_DIR}/{script}"
+    return BootUnit(
+        name=name,
+        script=BootFile(path, "0755", render(f"node/{script}.j2", ready=ready_marker(name), **values)),
+        unit=BootFile(f"{UNIT_DIR}/{name}", "0644", render(
+            f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, after=after or [], **unit_values,
+        )),
+    )
+
+
+def shared_fs_unit(spec: ClusterSpec, shared_fs: SharedFs, scheduler: bool, head: bool = False) -> BootUnit:
+    """The shared file system's mount, with the folders a host writes to made and owned by the image user: datasets,
+    checkpoints and code; with the scheduler, the jobs' folder too, and on the head slurmctld's state folder."""
+    fs = spec.storage.parallel_fs
+
+    def under(folder: str) -> str:
+        return f"{fs.mount_point}/{folder.strip('/')}"
+
+    directories = [under(fs.dataset_prefix), under(fs.checkpoint_prefix), under(CODE_FOLDER)]
+    if scheduler:
+        directories.append(under(slurm.JOBS_FOLDER))
+    if head:
+        directories.append(under(HEAD_STATE_ON_FS))
+    return boot_unit(shared_fs.unit, shared_fs.script, {
+        "mount_point": fs.mount_point, "owner": image_uid(), **shared_fs.values, "directories": directories,
+    })
+
+
+def munge_unit(munge: MungeKey, create: bool) -> BootUnit:
+    """The munge key from the cloud's secret store to MUNGE_KEY_FILE (root, 0400), before the golden container."""
+    return boot_unit(MUNGE_UNIT, munge.script, {"key_file": MUNGE_KEY_FILE, "create": create, **munge.values})
+
+
+def container_unit(steps: list[BootUnit], image_ref: str, registry_login: str | None, volumes: list[str], *,
+                   gpus: bool, user: str | None, hosts: list[str], command: list[str],
+                   folders: list[str] = ()) -> BootUnit:
+    """The golden container, started once every step before it has left its ready marker."""
+    before = [u.name for u in steps]
+    return boot_unit(CONTAINER_UNIT, "golden-image.sh", {
+        "image_ref": image_ref, "env_file": ENV_FILE, "volumes": volumes, "registry_login": registry_login,
+        "wait_for": [(u, ready_marker(u)) for u in before], "gpus": gpus, "user": user, "hosts": hosts,
+        "command": command, "folders": list(folders),
+    }, storage_units=before)
+
+
+def boot_files(spec: ClusterSpec, env: dict[str, str], units: list[BootUnit]) -> list[BootFile]:
+    """The launch environment, each unit with its script, and the one step cloud-init runs: enable them."""
+    files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=spec.stack, env=env))]
+    for unit in units:
+        files += [unit.script, unit.unit]
+    if units:
+        files.append(BootFile(f"{STEP_DIR}/enable-units.sh", "0755",
+                              render("node/enable-units.sh.j2", units=[u.name for u in units])))
+    return files
+
+
+def user_data(spec: ClusterSpec, pool: str, files: list[BootFile], hostname: str | None = None) -> str:
+    """The user data: cloud-init writes the files and runs the steps under STEP_DIR once; `hostname` names the host
+    (the head: Slurm's SlurmctldHost), None leaves the cloud's name."""
+    steps = [f.path for f in files if f.path.startswith(f"{STEP_DIR}/")]
+    return render("node/cloud-config.yaml.j2", stack=spec.stack, pool=pool, files=files, commands=steps,
+                  hostname=hostname)
 
 
 def image_uid() -> int:

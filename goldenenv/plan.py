@@ -20,6 +20,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from goldenenv import catalog, clouds, coldstart, compat, costs, guardrails, project, stackconfig, updates
+from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
@@ -197,7 +198,7 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     if getattr(cloud, "uses_pulumi", True):
         resources, outputs = run_program(stack, config, context or offline_context(spec), prior)
         pools = pool_costs(spec)
-        lines = costs.stack_lines(spec, resources)
+        lines = costs.stack_lines(spec, resources, head_shape(spec, cloud))
     else:
         resources, outputs = cloud.planned_resources(spec), {}
         pools = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]

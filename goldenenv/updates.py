@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,7 +168,7 @@ def node_changes(prior: Deployment | None, resources: Sequence[PlannedResource],
     templates = {r.id: r for r in resources if template and r.type == template.type and r.id}
     changes = []
     for r in resources:
-        if r.type not in facts.node_types:
+        if not is_node(r, facts):
             continue
         node = node_name(r.urn, r.name)
         pool = node.rsplit("-", 1)[0]
@@ -238,12 +239,12 @@ def node_changes(prior: Deployment | None, resources: Sequence[PlannedResource],
 def pinning_note(resources: Sequence[PlannedResource], nodes: NodeUpdates | None = None) -> str:
     """For a plan without a prior deployment: how later changes (a template's, or the nodes' own) reach the nodes."""
     facts = nodes or _facts(None, [r.type for r in resources])
-    if facts is None or not any(r.type in facts.node_types for r in resources):
+    if facts is None or not any(is_node(r, facts) for r in resources):
         return ""
     if facts.template is None:
         return facts.note
     versions = sorted({_text(_ref(r.props, facts.template).get("version"))
-                       for r in resources if r.type in facts.node_types} - {None})
+                       for r in resources if is_node(r, facts)} - {None})
     if not versions:
         return ""
     return f"nodes pin {facts.template.word} version {', '.join(versions)}: {facts.note}"
@@ -264,7 +265,7 @@ def stale_nodes(deployment: Deployment, nodes: NodeUpdates | None = None) -> lis
     facts = nodes or _facts(deployment.cloud, [r.type for r in deployment.resources.values()])
     if facts is None:
         return []
-    nodes_found = [r for t in facts.node_types for r in deployment.of_type(t)]
+    nodes_found = [r for t in facts.node_types for r in deployment.of_type(t) if is_node(r, facts)]
     stale = set()
     template = facts.template
     if template is not None:
@@ -326,6 +327,12 @@ def input_changes(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str
     defaulted = set(before.get("__defaults") or ())
     return sorted(k for k in old.keys() | new.keys()
                   if old.get(k) != new.get(k) and not (k not in new and k in defaulted))
+
+
+def is_node(resource: Any, facts: NodeUpdates) -> bool:
+    """A GPU node of a pool: one of the cloud's node types named <stack>-<pool>-<index>. The Slurm head, an instance
+    of the same type named <stack>-head, is not: it pins no pool template and is rolled by name (`head`)."""
+    return resource.type in facts.node_types and bool(re.fullmatch(r".+-\d+", node_name(resource.urn, resource.name)))
 
 
 def node_name(urn: str, name: str) -> str:

@@ -145,6 +145,30 @@ def instance_type(cloud: str, name: str) -> InstanceType:
     return found
 
 
+@dataclass(frozen=True)
+class HeadType:
+    """A CPU instance type the Slurm head runs on (data/head_types.csv): small, on demand, no GPU."""
+
+    cloud: str
+    name: str
+    vcpus: int
+    memory_gib: float
+    arch: str
+    source: str
+
+
+@functools.cache
+def _head_types() -> dict[tuple[str, str], HeadType]:
+    return {(r["cloud"], r["instance_type"]): HeadType(r["cloud"], r["instance_type"], int(r["vcpus"]),
+                                                       float(r["memory_gib"]), r["arch"], r["source"])
+            for r in _read("head_types")}
+
+
+def head_type(cloud: str, name: str) -> HeadType | None:
+    """The catalog's row for a head instance type, or None when it lists none (the head is then not priced)."""
+    return _head_types().get((cloud, name))
+
+
 @functools.cache
 def _prices() -> tuple[Price, ...]:
     return tuple(

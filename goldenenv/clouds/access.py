@@ -37,6 +37,16 @@ def node_key(spec: ClusterSpec, pool: NodePool) -> NodeKey | None:
     return NodeKey(key_pair_name("goldenenv", spec.tags.project, spec.stack, pool.name, digest), key.line)
 
 
+def head_key(spec: ClusterSpec) -> NodeKey | None:
+    """The Slurm head's key pair: the first pool's key that has one (users log in to the head as to the nodes), as
+    a key pair of its own (a pool's is created with the pool, after the head); None when no pool gives a key."""
+    key = next((pool.ssh_key for pool in spec.nodes if pool.ssh_key is not None), None)
+    if key is None:
+        return None
+    digest = hashlib.sha256(key.blob).hexdigest()[:8]
+    return NodeKey(key_pair_name("goldenenv", spec.tags.project, spec.stack, "head", digest), key.line)
+
+
 def key_pair_name(*parts: str) -> str:
     """The parts joined by `-`, other characters made `-`, shortened with a hash past KEY_PAIR_NAME_MAX."""
     text = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-")

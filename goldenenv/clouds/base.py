@@ -39,6 +39,42 @@ class HostsBy(str, Enum):
 
 HOST_OUTPUTS = {HostsBy.PRIVATE_IP: "nodePrivateIps", HostsBy.INSTANCE_ID: "instanceIds"}
 """The stack output each way of addressing reads, the same on every Pulumi cloud."""
+HEAD_OUTPUTS = {HostsBy.PRIVATE_IP: "headPrivateIp", HostsBy.INSTANCE_ID: "headInstanceId"}
+"""The Slurm head's stack outputs, one per way of addressing it (absent with goldenenv:scheduler none)."""
+
+SLURMD_TIMEOUT_S = 300
+"""slurm.conf SlurmdTimeout: Slurm's own default (slurm.conf man page), after which an unresponsive node is DOWN and
+its batch jobs are requeued. A cloud whose nodes vanish faster (a spot reclaim) or answer slower may set its own."""
+
+
+@dataclass(frozen=True)
+class HeadShape:
+    """The Slurm head a stack gets: its instance type and root volume, for the program and the cost lines alike."""
+
+    instance_type: str
+    root_volume_gib: int
+    """The head pulls the same golden image as the nodes: its root volume is as large as the largest pool's."""
+
+
+def head_shape(spec: ClusterSpec, cloud: Any) -> HeadShape | None:
+    """The stack's head (goldenenv:head, else the cloud's default type), or None: goldenenv:scheduler none, or a
+    cloud that runs no head of its own."""
+    default = getattr(cloud, "head_instance_type", None)
+    if spec.scheduler != "slurm" or not default:
+        return None
+    return HeadShape(spec.head.instance_type or default, max(pool.root_volume_gib for pool in spec.nodes))
+
+
+def scheduler_problems(spec: ClusterSpec) -> list[Problem]:
+    """With the scheduler, `head` names the head (its resources, its host name, Slurm's SlurmctldHost): no pool
+    may take that name."""
+    from goldenenv import slurm
+
+    if spec.scheduler != "slurm":
+        return []
+    return [Problem(f"{pool_key(i, len(spec.nodes))}.name", f"'{pool.name}' is the Slurm head's name; give the pool "
+                    "another name (or set goldenenv:scheduler: none)")
+            for i, pool in enumerate(spec.nodes) if pool.name == slurm.HEAD_HOSTNAME]
 
 
 ROLL_NODES_ENV = "GOLDENENV_ROLL_NODES"
@@ -226,6 +262,11 @@ class Cloud(Protocol):
                    by: HostsBy = HostsBy.PRIVATE_IP) -> list[str]:
         """testinfra hosts (ssh://user@address) of the stack's nodes, from its outputs, addressed `by`."""
 
+    def head_host(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
+                  by: HostsBy = HostsBy.PRIVATE_IP) -> str | None:
+        """The Slurm head's ssh target (ssh://user@address) from the stack's outputs, addressed `by` like the
+        nodes; None when the stack has no head (goldenenv:scheduler none, or not deployed)."""
+
     def describe(self, resource: Any) -> list[str]:
         """The words the plan tree shows for one planned resource: key properties, RDMA interfaces ..."""
 
@@ -239,6 +280,11 @@ class Cloud(Protocol):
     """The login of the cloud's host images, for `validate` over ssh://."""
     node_updates: NodeUpdates | None
     """How its GPU nodes take a change on `up` (what plan says an up keeps, updates or replaces), or None."""
+    head_instance_type: str | None
+    """The Slurm head's default instance type (a small on-demand CPU type the catalog prices: head_types.csv); None:
+    the cloud runs no head of its own."""
+    slurmd_timeout: int
+    """slurm.conf SlurmdTimeout on this cloud, seconds."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -268,6 +314,8 @@ class PulumiCloud:
     """The login of the cloud's host images, for `validate` over ssh://."""
     node_updates: NodeUpdates | None = None
     """How its GPU nodes take a change on `up`; None: plan says nothing per node."""
+    head_instance_type: str | None = None
+    slurmd_timeout = SLURMD_TIMEOUT_S
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []
@@ -308,6 +356,13 @@ class PulumiCloud:
         """ssh://user@<private IP> or ssh://user@<instance id>, one per node in output order (node-0 first): the
         one place a cloud stack's hosts are named for validate and run."""
         return [f"ssh://{user}@{address}" for address in outputs.get(HOST_OUTPUTS[HostsBy(by)]) or []]
+
+    def head_host(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
+                  by: HostsBy = HostsBy.PRIVATE_IP) -> str | None:
+        """ssh://user@<head private IP> or ssh://user@<head instance id>, by the same rules as node_hosts: the one
+        place a cloud stack's head is named for submit, jobs, logs and cancel."""
+        address = outputs.get(HEAD_OUTPUTS[HostsBy(by)])
+        return f"ssh://{user}@{address}" if address else None
 
     def describe(self, resource: Any) -> list[str]:
         return key_words(resource, self.key_props)
@@ -374,7 +429,7 @@ def validate(spec: ClusterSpec) -> Cloud:
         for cap, key in required_capabilities(spec).items()
         if cap not in cloud.capabilities
     ]
-    problems += cloud.check(spec)
+    problems += scheduler_problems(spec) + cloud.check(spec)
     if problems:
         raise ConfigError(problems)
     return cloud

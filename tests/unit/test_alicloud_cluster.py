@@ -56,6 +56,11 @@ VALID = {
 SECONDARY_VALID = {"networkInterfaceTrafficMode": {"Standard", "HighPerformance"}}
 
 
+def gpu_nodes(p) -> list:
+    """The pools' nodes: every instance but the Slurm head (<stack>-head)."""
+    return [r for r in p.of_type(INSTANCE) if not r.name.endswith("-head")]
+
+
 def example_config(stack: str = TRAINING) -> dict:
     return stackconfig.read_stack_file(stack_file(stack))
 
@@ -101,7 +106,7 @@ def test_plan_command_shows_two_nodes_with_two_eris_the_set_cpfs_budget_and_cost
     (tmp_path / stack_file(TRAINING).name).write_text(yaml.safe_dump(doc))
     result = runner.invoke(app, ["plan", "-s", TRAINING, "--stacks-dir", str(tmp_path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    assert result.output.count(INSTANCE) == 2
+    assert result.output.count(INSTANCE) == 3, "two GPU nodes and the Slurm head"
     assert result.output.count("eri=2 ") == 2 and "cards=0,1" in result.output
     assert "strategy=LowLatency" in result.output
     assert "alicloud:nas/dataFlow:DataFlow" in result.output and "BudgetGuard" in result.output
@@ -116,11 +121,11 @@ def test_example_stacks_plan_without_failed_guardrails(stack):
     assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
     # the public host image: a warning plan shows, which up refuses until hostImage names an image of one's own
     assert "compat:host-image" in [f.rule for f in result.findings if f.severity.value == "warning"]
-    assert len(result.of_type(INSTANCE)) == sum(pool.count for pool in result.spec.nodes)
+    assert len(gpu_nodes(result)) == sum(pool.count for pool in result.spec.nodes)
 
 
 def test_each_ebmgn8v_node_has_two_eris_on_distinct_cards_with_explicit_queue_pairs(training):
-    nodes = training.of_type(INSTANCE)
+    nodes = gpu_nodes(training)
     assert len(nodes) == 2
     for node in nodes:
         found = eris(node)
@@ -136,7 +141,7 @@ def test_each_ebmgn8v_node_has_two_eris_on_distinct_cards_with_explicit_queue_pa
 def test_the_low_latency_deployment_set_holds_both_nodes(training):
     deployment_set = one(training, DEPLOYMENT_SET)
     assert deployment_set.props["strategy"] == "LowLatency"
-    assert {n.props["deploymentSetId"] for n in training.of_type(INSTANCE)} == {deployment_set.id}
+    assert {n.props["deploymentSetId"] for n in gpu_nodes(training)} == {deployment_set.id}
     assert training.outputs["deploymentSets"] == [deployment_set.id]
     assert training.of_type("alicloud:ecs/hpcCluster:HpcCluster") == []
 
@@ -150,7 +155,7 @@ def test_cpfs_is_linked_to_the_stacks_oss_bucket_and_mounted_by_the_nodes(traini
     assert flow.props["sourceStorage"] == f"oss://{bucket.props['bucket']}"
     assert training.outputs["bucket"] == bucket.props["bucket"]
     assert training.outputs["sharedFs"] == fs.id
-    _, files = user_data(training.of_type(INSTANCE)[0])
+    _, files = user_data(gpu_nodes(training)[0])
     assert any(path.endswith("cpfs-mount.sh") for path in files)
 
 
@@ -196,14 +201,14 @@ def test_enum_strings_are_ones_the_provider_takes(stack, changes):
 
 def test_spot_bids_at_most_the_pay_as_you_go_price_and_is_released_when_reclaimed():
     result = plan_config("spot", with_nodes(capacity="spot"))
-    for node in result.of_type(INSTANCE):
+    for node in gpu_nodes(result):
         assert node.props["instanceChargeType"] == "PostPaid"
         assert (node.props["spotStrategy"], node.props["spotInterruptionBehavior"]) == ("SpotAsPriceGo", "Terminate")
     assert any("Terminate" in f.message for f in result.findings if f.rule == "plan-note")
 
 
 def test_nodes_encrypt_their_disk_need_metadata_tokens_and_get_no_public_ip(training):
-    for node in training.of_type(INSTANCE):
+    for node in gpu_nodes(training):
         assert node.props["systemDiskEncrypted"] is True
         assert node.props["httpTokens"] == "required"
         assert not node.props.get("internetMaxBandwidthOut")
@@ -220,7 +225,7 @@ def test_every_taggable_resource_carries_the_stack_tags(stack):
         tags = r.props.get("tags") or {}
         assert {k: tags.get(k) for k in wanted} == wanted, f"{r.name} ({r.type}) lacks stack tags"
     assert not [f for f in result.findings if f.rule == "untagged-resource"]
-    for node in result.of_type(INSTANCE):
+    for node in gpu_nodes(result):
         assert node.props["volumeTags"][STACK_TAG_KEY] == stack
 
 
@@ -231,19 +236,22 @@ def test_node_role_reaches_only_the_stacks_bucket(training):
     oss = sorted(res for s in statements if any(a.startswith("oss:") for a in s["Action"]) for res in s["Resource"])
     assert oss == [f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*"]
     others = [a for s in statements for a in s["Action"] if not a.startswith("oss:")]
-    assert all(a.startswith("nas:Describe") for a in others), "beyond the bucket, only the mount's read-only calls"
+    assert all(a.startswith("nas:Describe") or a == "kms:GetSecretValue" for a in others), (
+        "beyond the bucket, only the mount's read-only calls and reading the Slurm munge key")
     role = next(r for r in training.of_type("alicloud:ram/role:Role") if r.name.endswith("-gpu-role"))
     trust = json.loads(role.props["assumeRolePolicyDocument"])["Statement"]
     assert [s["Principal"]["Service"] for s in trust] == [["ecs.aliyuncs.com"]]
-    attached = training.of_type("alicloud:ecs/ramRoleAttachment:RamRoleAttachment")
-    assert sorted(a.props["instanceId"] for a in attached) == sorted(n.id for n in training.of_type(INSTANCE))
+    attached = [a for a in training.of_type("alicloud:ecs/ramRoleAttachment:RamRoleAttachment")
+                if "-gpu-" in a.name]
+    assert sorted(a.props["instanceId"] for a in attached) == sorted(n.id for n in gpu_nodes(training))
 
 
 def test_no_ssh_from_the_internet_and_members_reach_each_other(training):
-    group = one(training, SECURITY_GROUP)
+    group = next(g for g in training.of_type(SECURITY_GROUP) if g.name.endswith("-nodes-sg"))
     assert group.props["innerAccessPolicy"] == "Accept"
     for rule in training.of_type(SECURITY_GROUP_RULE):
-        assert rule.props.get("cidrIp") not in ("0.0.0.0/0", None) or rule.props["type"] != "ingress"
+        source = rule.props.get("cidrIp") or rule.props.get("sourceSecurityGroupId")
+        assert source not in ("0.0.0.0/0", None) or rule.props["type"] != "ingress"
     assert not [f for f in training.findings if f.rule in ("ssh-open-to-world", "ingress-open-to-world")]
 
 
@@ -251,10 +259,11 @@ def test_admin_cidr_opens_ssh_only_to_that_network():
     config = copy.deepcopy(example_config())
     config["goldenenv:network"]["adminCidrs"] = ["203.0.113.0/24"]
     result = plan_config("admin", config)
-    (rule,) = result.of_type(SECURITY_GROUP_RULE)
+    (rule,) = [r for r in result.of_type(SECURITY_GROUP_RULE) if r.props.get("cidrIp")]
     assert (rule.props["type"], rule.props["ipProtocol"], rule.props["portRange"]) == ("ingress", "tcp", "22/22")
     assert rule.props["cidrIp"] == "203.0.113.0/24"
-    assert rule.props["securityGroupId"] == one(result, SECURITY_GROUP).id
+    nodes = next(g for g in result.of_type(SECURITY_GROUP) if g.name.endswith("-nodes-sg"))
+    assert rule.props["securityGroupId"] == nodes.id
 
 
 def test_nat_egress_has_an_enhanced_gateway_eip_and_snat_and_endpoints_has_none(training):
@@ -275,7 +284,7 @@ def test_erdma_nodes_check_the_driver_and_set_the_catalog_mtu_before_the_contain
     config = copy.deepcopy(example_config())
     config["goldenenv:image"]["ref"] = PUSHED
     result = plan_config("erdma", config)
-    doc, files = user_data(result.of_type(INSTANCE)[0])
+    doc, files = user_data(gpu_nodes(result)[0])
     layout = catalog.node_layout("alicloud", EBMGN8V)
     mtu = catalog.fabric_mtu("erdma", layout.jumbo_frames)
     check = files["/usr/local/libexec/goldenenv/erdma-check.sh"]
@@ -296,7 +305,7 @@ def test_erdma_nodes_check_the_driver_and_set_the_catalog_mtu_before_the_contain
 
 
 def test_the_dev_node_has_no_eri_no_set_and_no_shared_file_system(dev):
-    (node,) = dev.of_type(INSTANCE)
+    (node,) = gpu_nodes(dev)
     assert eris(node) == [] and "networkInterfaces" not in node.props
     assert dev.of_type(DEPLOYMENT_SET) == [] and dev.of_type("alicloud:nas/fileSystem:FileSystem") == []
     _, files = user_data(node)
@@ -312,9 +321,9 @@ def test_rdma_and_its_old_name_efa_both_switch_the_eris(key):
         return config
 
     on, off = plan_config(f"on-{key}", written(True)), plan_config(f"off-{key}", written(False))
-    assert all(len(eris(n)) == 2 for n in on.of_type(INSTANCE))
-    assert all(eris(n) == [] for n in off.of_type(INSTANCE))
-    _, files = user_data(off.of_type(INSTANCE)[0])
+    assert all(len(eris(n)) == 2 for n in gpu_nodes(on))
+    assert all(eris(n) == [] for n in gpu_nodes(off))
+    _, files = user_data(gpu_nodes(off)[0])
     assert not any("erdma" in path for path in files)
 
 
@@ -422,7 +431,7 @@ def test_the_catalog_anchors_match_alibabas_tables():
 def test_an_scc_type_joins_an_hpc_cluster_and_gets_no_deployment_set():
     result = plan_config("scc", with_nodes(instanceType="ecs.sccgn7ex.32xlarge", rdma=None))
     cluster = one(result, "alicloud:ecs/hpcCluster:HpcCluster")
-    assert {n.props["hpcClusterId"] for n in result.of_type(INSTANCE)} == {cluster.id}
+    assert {n.props["hpcClusterId"] for n in gpu_nodes(result)} == {cluster.id}
     assert result.of_type(DEPLOYMENT_SET) == []
 
 

@@ -37,6 +37,11 @@ IMAGE_B = f"{REPOSITORY}@sha256:{'b' * 64}"
 """Two pushes of the golden image: the second moves only the digest the nodes' boot script pulls."""
 
 
+def gpu_nodes(p) -> list:
+    """The pools' nodes: every instance but the Slurm head (<stack>-head)."""
+    return [r for r in p.of_type(INSTANCE) if not r.name.endswith("-head")]
+
+
 def config() -> dict:
     return copy.deepcopy(stackconfig.read_stack_file(stack_file(STACK)))
 
@@ -115,7 +120,7 @@ def test_the_replacing_and_restarting_inputs_are_inputs_of_the_installed_provide
 
 
 def test_nodes_pin_no_template_hold_their_boot_script_and_are_deleted_before_replacement(first):
-    nodes = first.of_type(INSTANCE)
+    nodes = gpu_nodes(first)
     assert len(nodes) == 2
     for node in nodes:
         assert node.delete_before_replace is True
@@ -129,7 +134,7 @@ def test_nodes_pin_no_template_hold_their_boot_script_and_are_deleted_before_rep
 
 def test_the_pool_records_the_boot_script_each_node_gets_now(first):
     (pool,) = first.of_type(NODE_POOL)
-    digests = {n.name: hashlib.sha256(n.props["userData"].encode()).hexdigest() for n in first.of_type(INSTANCE)}
+    digests = {n.name: hashlib.sha256(n.props["userData"].encode()).hexdigest() for n in gpu_nodes(first)}
     assert pool.outputs["boot_scripts"] == digests
     assert set(digests) == {f"{STACK}-gpu-0", f"{STACK}-gpu-1"}
 
@@ -140,7 +145,7 @@ def test_a_rolled_node_replaces_on_a_new_boot_script_and_the_others_ignore_it(mo
     record = plan._RecordingMonitor.RegisterResource
 
     def register(self, request):
-        if request.type == INSTANCE:
+        if request.type == INSTANCE and not request.name.endswith("-head"):
             registered[request.name] = (tuple(request.ignoreChanges), tuple(request.replaceOnChanges))
         return record(self, request)
 
@@ -163,7 +168,7 @@ def test_unchanged_replan_keeps_every_node_at_its_id_and_address(first, deployed
     again, changes = replan(deployed, config())
 
     def addresses(p):
-        return {n.name: (n.id, n.outputs["privateIp"]) for n in p.of_type(INSTANCE)}
+        return {n.name: (n.id, n.outputs["privateIp"]) for n in gpu_nodes(p)}
 
     assert addresses(again) == addresses(first)
     assert actions(changes) == ["keep", "keep"]
@@ -202,7 +207,7 @@ def test_spot_capacity_replaces_the_nodes(deployed):
 
 def test_a_new_golden_image_neither_restarts_nor_replaces_a_node_by_default(on_image_a, deployed_a):
     again, changes = replan(deployed_a, pushed(IMAGE_B))
-    (before,), (after,) = ({n.props["userData"] for n in p.of_type(INSTANCE)} for p in (on_image_a, again))
+    (before,), (after,) = ({n.props["userData"] for n in gpu_nodes(p)} for p in (on_image_a, again))
     assert before != after  # the program gives the nodes a new boot script
     assert actions(changes) == ["keep", "keep"]  # 0 to replace, 0 to update (restart)
     assert again.update_notes == ["2 to keep"]
@@ -318,7 +323,7 @@ def test_a_file_backend_checkpoint_names_its_cloud_and_answers_like_the_deployed
     path.write_text(json.dumps(checkpoint(first, STACK, components)))
     loaded = Deployment.load(STACK, tmp_path)
     assert loaded is not None and loaded.cloud == "alicloud"  # from goldenenv:alicloud:*, else alicloud:* tokens
-    assert len(loaded.of_type(INSTANCE)) == 2
+    assert len(gpu_nodes(loaded)) == 2
 
     changes = node_changes(loaded, plan_config(STACK, changed(zone="cn-wulanchabu-b"), prior=loaded).resources)
     assert actions(changes) == ["replace", "replace"]
@@ -332,7 +337,7 @@ def after_plain_up(before, now, stack: str = STACK, *rolled: str) -> dict:
     records the new one."""
     data = checkpoint(before, stack, components=False)
     resources = data["checkpoint"]["latest"]["resources"]
-    new_scripts = {n.urn: n.props["userData"] for n in now.of_type(INSTANCE)}
+    new_scripts = {n.urn: n.props["userData"] for n in gpu_nodes(now)}
     for r in resources:
         if r["type"] == INSTANCE and r["urn"].endswith(rolled or ("-none-",)):
             r["inputs"]["userData"] = new_scripts[r["urn"]]

@@ -28,6 +28,11 @@ def with_nodes(stack: str = "aws-p5-2node", **changes) -> dict:
     return config
 
 
+def gpu_nodes(p):
+    """The pools' nodes: the instances launched from a launch template (the Slurm head is an instance of its own)."""
+    return [r for r in p.of_type(INSTANCE) if "launchTemplate" in r.props]
+
+
 def one(p, type_token):
     found = p.of_type(type_token)
     assert len(found) == 1, f"expected one {type_token}, found {len(found)}"
@@ -43,8 +48,9 @@ def p5():
 def test_example_stacks_plan_without_failed_guardrails(stack):
     result = plan(stack)
     assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
-    nodes = result.of_type(INSTANCE)
+    nodes = gpu_nodes(result)
     assert len(nodes) == sum(pool.count for pool in result.spec.nodes)
+    assert len(result.of_type(INSTANCE)) == len(nodes) + 1, "and the Slurm head"
 
 
 EFA_TYPES = sorted(name for name, it in catalog.instance_types("aws").items() if it.rdma == "efa")
@@ -74,7 +80,7 @@ def test_p5_has_two_nodes_with_32_efa_each_in_one_placement_group_and_subnet(p5)
     template = one(p5, LT)
     group = one(p5, "aws:ec2/placementGroup:PlacementGroup")
     subnet = next(r for r in p5.of_type("aws:ec2/subnet:Subnet") if r.name.endswith("-private"))
-    nodes = p5.of_type(INSTANCE)
+    nodes = gpu_nodes(p5)
 
     assert group.props["strategy"] == "cluster"
     assert p5.outputs["placementGroups"] == [template.props["placement"]["groupName"]]

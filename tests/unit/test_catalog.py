@@ -13,6 +13,7 @@ NUMERIC = {
     "instance_types": ("gpu_count", "vcpus", "memory_gib", "network_cards", "rdma_interfaces",
                        "local_nvme_count", "local_nvme_gib", "network_gbps"),
     "prices": ("usd_per_hour",),
+    "head_types": ("vcpus", "memory_gib"),
     "busbw_refs": ("nodes", "message_bytes", "busbw_gbytes_per_s"),
 }
 VERSION = re.compile(r"^\d+(\.\d+)*$")
@@ -54,11 +55,31 @@ def test_instance_types_name_known_gpus_and_fit_their_fabric():
 
 def test_every_aws_instance_type_has_a_price_and_prices_name_listed_types():
     listed = {(r["cloud"], r["instance_type"]) for r in catalog.rows("instance_types")}
+    heads = {(r["cloud"], r["instance_type"]) for r in catalog.rows("head_types")}
     priced = {(r["cloud"], r["instance_type"]) for r in catalog.rows("prices")}
-    assert priced <= listed
-    assert {k for k in listed if k[0] == "aws"} <= priced
+    assert priced <= listed | heads
+    assert {k for k in listed | heads if k[0] == "aws"} <= priced
     for r in catalog.rows("prices"):
         assert re.match(r"^\d{4}-\d{2}-\d{2}$", r["as_of"]), r
+
+
+def test_head_types_are_cpu_types_the_golden_image_runs_on_and_no_gpu_node_type():
+    for row in catalog.rows("head_types"):
+        assert row["arch"] == "x86_64", row
+        assert (row["cloud"], row["instance_type"]) not in {(r["cloud"], r["instance_type"])
+                                                            for r in catalog.rows("instance_types")}
+    # literal anchor: m7i.large is 2 vCPU / 8 GiB (AWS's M7i table)
+    head = catalog.head_type("aws", "m7i.large")
+    assert (head.vcpus, head.memory_gib) == (2, 8)
+
+
+def test_every_clouds_default_head_type_is_in_the_catalog():
+    from goldenenv import clouds
+
+    for name in clouds.names():
+        default = getattr(clouds.get(name), "head_instance_type", None)
+        if default:
+            assert catalog.head_type(name, default) is not None, (name, default)
 
 
 def test_gpu_architectures_have_a_minimum_cuda():

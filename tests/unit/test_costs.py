@@ -90,12 +90,16 @@ def test_run_cost_is_hours_times_nodes_times_price_over_scaling_efficiency():
 def test_every_line_is_there_for_aws_p5_2node():
     p = plan("aws-p5-2node")
     lines = {line.name: line for line in p.lines}
-    assert set(lines) == {"compute gpu", "object storage", "parallel file system", "block volumes",
+    assert set(lines) == {"compute gpu", "compute head", "object storage", "parallel file system", "block volumes",
                           "NAT gateway", "NAT gateway data", "internet egress"}
     assert all(line.per == "hour" and line.currency == "USD" and line.source for line in p.lines)
     assert lines["compute gpu"].amount == pytest.approx(2 * 55.04)
+    # the Slurm head: one on-demand m7i.large, its root volume as large as the nodes' (the same golden image)
+    assert lines["compute head"].amount == pytest.approx(0.1008)
+    assert "m7i.large" in lines["compute head"].basis and "on-demand" in lines["compute head"].basis
     assert lines["parallel file system"].amount == pytest.approx(4800 * 0.21 / 730)
-    assert lines["block volumes"].amount == pytest.approx(2 * 200 * 0.08 / 730)
+    assert lines["block volumes"].amount == pytest.approx((2 * 200 + 200) * 0.08 / 730)
+    assert "1 × 200 GiB head root" in lines["block volumes"].basis
     assert lines["NAT gateway"].amount == pytest.approx(0.045)
     assert lines["object storage"].amount == 0 and "assumed" in lines["object storage"].basis
     assert p.usd_per_hour == pytest.approx(sum(line.amount for line in p.lines))
@@ -148,7 +152,8 @@ def _gate(p) -> list:
 
 def test_the_gate_passes_a_budget_exactly_equal_to_the_run_and_refuses_a_cent_less(tmp_path):
     cost = plan("r", _run_stack(tmp_path, "r")).run_cost
-    assert cost == pytest.approx(100 * 111.55, abs=1)
+    # 111.55 USD/h of nodes, storage and network, and the Slurm head's 0.1008 + its 200 GiB gp3 volume
+    assert cost == pytest.approx(100 * (111.55 + 0.1008 + 200 * 0.08 / 730), abs=1)
 
     exact = plan("exact", _run_stack(tmp_path, "exact", budget=round(cost, 2)))
     assert not exact.failed and [f.rule for f in _gate(exact)] == ["cost:run"]

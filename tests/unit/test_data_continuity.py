@@ -122,7 +122,7 @@ def test_plan_says_what_destroy_keeps_and_what_it_deletes():
     kept = {k["type"]: k["physicalName"] for k in doc["keeps"]}
     assert kept[BUCKET] == result.outputs["bucket"]
     assert kept[REPOSITORY] == repository_name("llm-pretrain", STACK, "aws-h100")
-    assert doc["deletes"]["Instance"] == result.spec.nodes[0].count
+    assert doc["deletes"]["Instance"] == result.spec.nodes[0].count + 1, "the nodes and the Slurm head"
     assert doc["deletes"]["LustreFileSystem"] == 1
     assert any("EXPORT_TO_REPOSITORY" in step and result.outputs["bucket"] in step for step in doc["first"])
     fs = one(result, "aws:fsx/lustreFileSystem:LustreFileSystem")

@@ -824,3 +824,64 @@ def test_each_provider_alone_rule_asks_its_own_hook_of_every_provider_in_order()
     for rule_id, hook in PROVIDER_ALONE_RULES.items():
         assert [(f.urn, f.message) for f in guardrails.check_rule(rules[rule_id], ctx)] == [
             (vm.urn, f"first {hook} gpu-0"), (vm.urn, f"second {hook} gpu-0")], rule_id
+
+
+# ---------------------------------------------------------------- slurmctld-beyond-cluster, public-ip-on-head
+
+ALI_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
+ALI_INSTANCE = "alicloud:ecs/instance:Instance"
+V_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def test_guardrails_name_slurmctlds_port_as_the_contract_does():
+    from goldenenv import slurm
+
+    assert guardrails.SLURMCTLD_PORT == slurm.SLURMCTLD_PORT == 6817
+
+
+@pytest.mark.parametrize("resource", [
+    # the head's group open to the VPC's range: an address range, not the nodes' group
+    res(SG, "head", {"ingress": [{"protocol": "tcp", "fromPort": 6817, "toPort": 6817, "cidrBlocks": ["10.0.0.0/8"]}]}),
+    # all traffic from an office range reaches slurmctld too
+    res(SG, "head", {"ingress": [{"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["203.0.113.0/24"]}]}),
+    res(V_INGRESS, "head-in", {"ipProtocol": "tcp", "fromPort": 6800, "toPort": 6900, "cidrIpv4": "0.0.0.0/0",
+                               "securityGroupId": "sg-1"}),
+    res(ALI_RULE, "head-in", {"type": "ingress", "ipProtocol": "tcp", "portRange": "6817/6817",
+                              "cidrIp": "192.168.0.0/16", "securityGroupId": "sg-1"}),
+])
+def test_slurmctld_open_to_an_address_range_is_caught(resource):
+    found = findings([resource], "slurmctld-beyond-cluster")
+    assert len(found) == 1 and found[0].severity is Severity.ERROR and "6817" in found[0].message
+
+
+@pytest.mark.parametrize("resource", [
+    res(V_INGRESS, "head-in", {"ipProtocol": "tcp", "fromPort": 6817, "toPort": 6817,
+                               "referencedSecurityGroupId": "sg-nodes", "securityGroupId": "sg-head"}),
+    res(ALI_RULE, "head-in", {"type": "ingress", "ipProtocol": "tcp", "portRange": "6817/6817",
+                              "sourceSecurityGroupId": "sg-nodes", "securityGroupId": "sg-head"}),
+    res(SG, "nodes", {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["10.0.0.0/8"]}]}),
+])
+def test_slurmctld_reached_from_the_nodes_group_only_passes(resource):
+    assert findings([resource], "slurmctld-beyond-cluster") == []
+
+
+def _head(type_: str, props: dict, cloud: str = "aws") -> PlannedResource:
+    urn = f"urn:pulumi:test::goldenenv::goldenenv:{cloud}:GpuCluster$goldenenv:{cloud}:SlurmHead${type_}::test-head"
+    return PlannedResource(urn=urn, type=type_, name="test-head", props=props, id="test-head-id")
+
+
+@pytest.mark.parametrize("head", [
+    _head(INSTANCE, {"associatePublicIpAddress": True}),
+    _head(INSTANCE, {}),  # unset: follows the subnet's mapPublicIpOnLaunch
+    _head(ALI_INSTANCE, {"internetMaxBandwidthOut": 5}, "alicloud"),
+    _head(ALI_INSTANCE, {}, "alicloud"),
+])
+def test_a_head_that_may_get_a_public_ip_is_caught(head):
+    found = findings([head], "public-ip-on-head")
+    assert len(found) == 1 and found[0].severity is Severity.ERROR and "Slurm head" in found[0].message
+
+
+def test_a_private_head_passes_and_other_instances_are_not_the_heads_business():
+    assert findings([_head(INSTANCE, {"associatePublicIpAddress": False}),
+                     _head(ALI_INSTANCE, {"internetMaxBandwidthOut": 0}, "alicloud"),
+                     res(INSTANCE, "gpu-0", {})], "public-ip-on-head") == []

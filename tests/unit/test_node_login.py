@@ -171,6 +171,8 @@ def test_aws_pools_each_get_their_tagged_key_pair_on_their_launch_template():
     assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
     pairs = {r.parent_urn.rsplit("::", 1)[-1]: r for r in result.of_type(AWS_KEY_PAIR)}
     templates = {r.parent_urn.rsplit("::", 1)[-1]: r for r in result.of_type(LT)}
+    # the Slurm head takes the first pool's key, as a key pair of its own
+    assert pairs.pop("keys-head").props["publicKey"] == ED25519
     assert sorted(pairs) == sorted(templates) == ["keys-gpu", "keys-spare"]
     for pool, key in (("keys-gpu", ED25519), ("keys-spare", RSA_2048)):
         pair = pairs[pool]
@@ -185,10 +187,15 @@ def test_aws_pools_each_get_their_tagged_key_pair_on_their_launch_template():
     assert not any(ED25519_BODY in n for n in notes(result)), "plan names the key by its fingerprint only"
 
 
+def _pool_key_name(result) -> str:
+    (pair,) = [r for r in result.of_type(AWS_KEY_PAIR) if r.name.endswith("-gpu-key")]
+    return pair.props["keyName"]
+
+
 def test_a_new_key_is_a_new_key_pair_name_so_nodes_see_their_template_move():
-    first = plan_config("keys", config("aws-p5-2node", ED25519)).of_type(AWS_KEY_PAIR)[0].props["keyName"]
-    again = plan_config("keys", config("aws-p5-2node", ED25519)).of_type(AWS_KEY_PAIR)[0].props["keyName"]
-    other = plan_config("keys", config("aws-p5-2node", RSA_2048)).of_type(AWS_KEY_PAIR)[0].props["keyName"]
+    first = _pool_key_name(plan_config("keys", config("aws-p5-2node", ED25519)))
+    again = _pool_key_name(plan_config("keys", config("aws-p5-2node", ED25519)))
+    other = _pool_key_name(plan_config("keys", config("aws-p5-2node", RSA_2048)))
     assert first == again != other
     assert first.startswith("goldenenv-llm-pretrain-keys-gpu-")
 
@@ -205,12 +212,17 @@ def test_aws_without_a_key_has_no_key_pair_and_plan_says_to_use_ssm():
 
 def test_alibaba_key_pair_sits_in_the_resource_group_tagged_and_every_node_takes_it():
     result = plan_config("keys", config("alicloud-ebmgn8v-2node", RSA_2048))
-    (pair,) = result.of_type(ALI_KEY_PAIR)
+    pairs = {r.name: r for r in result.of_type(ALI_KEY_PAIR)}
+    head = pairs.pop("keys-head-key")  # the Slurm head takes the pool's key, as a key pair of its own
+    assert head.props["publicKey"] == RSA_2048
+    assert head.props["keyPairName"] == next(r for r in result.of_type(ALI_INSTANCE)
+                                             if r.name == "keys-head").props["keyName"]
+    (pair,) = pairs.values()
     group = next(r for r in result.of_type(RESOURCE_GROUP) if not r.retain_on_delete)
     assert pair.props["publicKey"] == RSA_2048
     assert pair.props["resourceGroupId"] == group.id
     assert pair.props["tags"][STACK_TAG_KEY] == "keys" and is_taggable(pair.type)
-    nodes = result.of_type(ALI_INSTANCE)
+    nodes = [r for r in result.of_type(ALI_INSTANCE) if r.name != "keys-head"]
     assert len(nodes) == 2 and {n.props["keyName"] for n in nodes} == {pair.props["keyPairName"]}
     assert not [f for f in result.findings if f.rule == "untagged-resource"]
     (said,) = [n for n in notes(result) if "ssh logins as root" in n]

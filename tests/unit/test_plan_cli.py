@@ -22,7 +22,9 @@ def test_plan_shows_nodes_efa_placement_fsx_budget_and_passes():
     result = runner.invoke(app, ["plan", "-s", "aws-p5-2node"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     efa = catalog.instance_type("aws", "p5.48xlarge").rdma_interfaces
-    assert result.output.count("aws:ec2/instance:Instance") == 2
+    # two GPU nodes and the Slurm head
+    assert result.output.count("aws:ec2/instance:Instance") == 3
+    assert "aws-p5-2node-head aws:ec2/instance:Instance" in result.output
     assert f"efa={efa} ena=1" in result.output
     assert "strategy=cluster" in result.output
     assert "DataRepositoryAssociation" in result.output and "dataRepositoryPath=s3://" in result.output
@@ -35,7 +37,7 @@ def test_plan_json_prices_the_pools_from_the_catalog():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     price = catalog.price("aws", "p5.48xlarge", "us-east-1")
-    [compute] = [line for line in doc["cost"]["lines"] if line["kind"] == "compute"]
+    [compute] = [line for line in doc["cost"]["lines"] if line["name"] == "compute gpu"]
     assert compute["amount"] == pytest.approx(2 * price.usd_per_hour, abs=0.01)
     # the stack's cost is every line: compute, the parallel file system, volumes, the NAT gateway ...
     hourly = sum(line["amount"] for line in doc["cost"]["lines"])

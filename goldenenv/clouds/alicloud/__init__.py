@@ -21,16 +21,23 @@ from goldenenv import catalog, compat
 from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
+from goldenenv.clouds.alicloud.head import (
+    KMS_API_VERSION, MUNGE_STAGE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, head_policy, kms_endpoint,
+    secret_arn,
+)
 from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.alicloud.nodes import (
     NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, login_notes, ram_name, ssh_key_problems,
 )
 from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
-from goldenenv.clouds.access import node_key
-from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
+from goldenenv import slurm
+from goldenenv.clouds.access import head_key, node_key
+from goldenenv.clouds.base import (
+    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+)
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.guardrails import Finding, Severity
-from goldenenv.nodeboot import NodeBoot, launch_outputs
+from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SlurmNode, launch_outputs, slurm_conf
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "alicloud"
@@ -71,6 +78,7 @@ class AlicloudCloud(PulumiCloud):
         "alicloud:ecs/instance:Instance": ("instanceType", "imageId", "instanceChargeType", "spotStrategy",
                                            "httpTokens"),
         "alicloud:ram/policy:Policy": ("policyName",),
+        "alicloud:kms/secret:Secret": ("secretName",),
     }
     data_bearing = {"Instance": "system disk erased",
                     "FileSystem": "CPFS after its export to the bucket; NAS extreme with its files"}
@@ -80,6 +88,8 @@ class AlicloudCloud(PulumiCloud):
     node_updates = NODE_UPDATES
     ssh_user = "root"
     """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
+    head_instance_type = "ecs.g7.large"
+    """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Region and zone names, the budget's currency, host images, and Alibaba's limits on placement and ERIs.
@@ -172,6 +182,8 @@ class AlicloudCloud(PulumiCloud):
         if kind == "Role" and args.typ.startswith("alicloud:ram/"):
             role = args.inputs.get("roleName", args.name)
             state["arn"] = f"acs:ram::{storage.PLACEHOLDER_ACCOUNT}:role/{role.lower()}"
+        if kind == "Secret" and args.typ.startswith("alicloud:kms/"):
+            return args.inputs.get("secretName", args.name), state
         if kind in prefixes:
             return f"{prefixes[kind]}-{hexid}", state
         return None, state
@@ -233,6 +245,16 @@ class AlicloudCloud(PulumiCloud):
                          "stops it - so its system disk goes with it: keep checkpoints in the bucket"
                          + (" or on CPFS (destroy exports it to the bucket)" if kind == storage.CPFS else "")
                          + "; the bucket, shared file system and network keep billing until destroy")
+        shape = head_shape(spec, self)
+        if shape:
+            notes.append(f"Slurm: the head ({shape.instance_type}, pay-as-you-go, no public bandwidth) runs slurmctld "
+                         "and queues the jobs; reach it like the nodes, at stack output headPrivateIp. Its first boot "
+                         f"writes the stack's munge key as a version of KMS secret {ram_name('goldenenv', spec.tags.project, spec.stack, 'munge')} "
+                         f"staged {MUNGE_STAGE}. The secret is created without a KMS instance (dkms_instance_id): an "
+                         "account on KMS 3.0, where every new secret belongs to a KMS instance, refuses it at up; "
+                         "goldenenv:scheduler: none runs no head")
+            if catalog.price(CLOUD, shape.instance_type, spec.region) is None:
+                notes.append(f"the head's {shape.instance_type} has no catalog price: its cost is not counted")
         return notes + login_notes(spec, self.ssh_user)
 
     def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
@@ -369,9 +391,11 @@ class GpuCluster(pulumi.ComponentResource):
             available_instance_type=catalog.instance_type(CLOUD, spec.nodes[0].instance_type).name,
             available_resource_creation="Instance", opts=pulumi.InvokeOutputOptions(parent=self),
         ).ids[0]
+        shape = head_shape(spec, AlicloudCloud)
         network = GpuNetwork(name, GpuNetworkArgs(
             zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=group.id, tags=tags,
+            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=group.id,
+            slurm_head=shape is not None, tags=tags,
         ), child)
 
         fs, kind = spec.storage.parallel_fs, shared_fs_kind(spec)
@@ -393,15 +417,37 @@ class GpuCluster(pulumi.ComponentResource):
 
         ttl = spec.lifecycle.ttl_hours
         release = auto_release_time(ttl, datetime.now(timezone.utc)) if ttl else None
+        mount_actions = storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else ()
+        head = munge = None
+        if shape:
+            secret = ram_name("goldenenv", spec.tags.project, spec.stack, "munge")
+            munge = MungeSecret(f"{name}-munge", MungeSecretArgs(secret_name=secret, stack=spec.stack, tags=tags),
+                                child)
+            conf = slurm_conf(spec, AlicloudCloud.slurmd_timeout)
+            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0]), zone=zone,
+                vswitch_id=network.vswitch_id, security_group_id=network.head_security_group_id,
+                resource_group_id=group.id, system_disk_gib=shape.root_volume_gib,
+                user_data=pulumi.Output.all(data.mount, image_ref, munge.secret_name).apply(
+                    lambda v: HeadBoot(spec, v[1], munge_key(v[2], spec.region), conf, registry_login="acr")
+                    .cloud_config(v[0])),
+                policy=head_policy(secret_arn(spec.region, secret), mount_actions),
+                role_name=ram_name("goldenenv", spec.tags.project, spec.stack, slurm.HEAD_HOSTNAME),
+                tags=tags, auto_release_time=release,
+                rolled=context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME), ssh_key=head_key(spec),
+            ), child)
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type(CLOUD, pool.instance_type)
             layout = catalog.node_layout(CLOUD, it.name)
             eris = eri_count(pool, it)
-            user_data = pulumi.Output.all(data.mount, image_ref).apply(
+            user_data = pulumi.Output.all(
+                data.mount, image_ref, head.private_ip if head else None, munge.secret_name if munge else None,
+            ).apply(
                 lambda v, pool=pool, eris=eris, it=it: NodeBoot(
                     spec, pool.name, fabric="erdma" if eris else "none", local_nvme=it.local_nvme_count > 0,
                     image_ref=v[1], registry_login="acr",
+                    slurm=SlurmNode(v[2], munge_key(v[3], spec.region)) if v[2] else None,
                 ).cloud_config(v[0])
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
@@ -412,11 +458,12 @@ class GpuCluster(pulumi.ComponentResource):
                 queue_pairs=layout.queue_pairs if layout else 0,
                 jumbo_frames=bool(layout and layout.jumbo_frames), capacity=pool.capacity.value,
                 system_disk_gib=pool.root_volume_gib, user_data=user_data, bucket_arn=data.bucket_arn,
-                mount_actions=storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else (),
+                mount_actions=mount_actions,
                 role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=tags,
                 auto_release_time=release,
                 rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
                 ssh_key=node_key(spec, pool),
+                munge_secret=secret_arn(spec.region, secret) if munge else None,
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
@@ -447,6 +494,7 @@ class GpuCluster(pulumi.ComponentResource):
             "budgetGuard": guard_name,
             "imageRepository": repository.url,
             "imageRef": image_ref,
+            **({"headPrivateIp": head.private_ip, "headInstanceId": head.instance_id} if head else {}),
         }
         self.register_outputs(self.outputs)
 
@@ -566,6 +614,15 @@ def resource_group_name(project: str, stack: str) -> str:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{text[:RESOURCE_GROUP_NAME_MAX - 9].rstrip('-')}-{digest}"
+
+
+def munge_key(secret_name: str, region: str) -> MungeKey:
+    """The munge key adapter: the version of the stack's KMS secret staged MUNGE_STAGE, through KMS's VPC endpoint,
+    signed with the host's instance RAM role (templates/node/munge-key-alicloud.sh.j2)."""
+    return MungeKey("munge-key-alicloud.sh", {
+        "secret_name": secret_name, "endpoint": kms_endpoint(region), "api_version": KMS_API_VERSION,
+        "stage": MUNGE_STAGE,
+    })
 
 
 def host_image_id(spec: ClusterSpec, pool: Any) -> str:

@@ -37,6 +37,12 @@ def public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
                f"a NAT gateway.")
 
 
+def says_private(resource: PlannedResource) -> bool:
+    """An instance that says it takes no public IP: internetMaxBandwidthOut 0, set on the instance."""
+    value = resource.props.get("internetMaxBandwidthOut")
+    return value is not None and _port(value) == 0
+
+
 FACTS = ProviderFacts(
     name="alicloud",
     security_groups=(SECURITY_GROUP,),
@@ -44,4 +50,6 @@ FACTS = ProviderFacts(
     ingress=ingress,
     public_ip=public_ip,
     data_stores=(OSS_BUCKET,),
+    instances=(INSTANCE,),
+    says_private=says_private,
 )

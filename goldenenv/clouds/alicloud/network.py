@@ -8,8 +8,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_alicloud as alicloud
 
+from goldenenv import slurm
+
 INNER_ACCEPT = "Accept"
 """inner_access_policy: members of the group reach each other on every port (eRDMA and NCCL need it)."""
+INNER_DROP = "Drop"
+"""inner_access_policy of the head's group: its members are let in by the rules alone."""
 NAT_TYPE = "Enhanced"
 PAY_AS_YOU_GO = "PayAsYouGo"
 INTRANET = "intranet"
@@ -24,15 +28,20 @@ class GpuNetworkArgs:
     reached on their VPC-internal endpoints: OSS `oss-<region>-internal`, ACR `registry-vpc`)."""
     admin_cidrs: list[str] = field(default_factory=list)
     resource_group_id: pulumi.Input[str]
+    slurm_head: bool = False
+    """A Slurm head joins the cluster: its own group, reached by the nodes on slurmctld's and srun's ports only."""
     tags: dict[str, str]
 
 
 class GpuNetwork(pulumi.ComponentResource):
-    """A VPC, the nodes' vSwitch, a node security group open only to its members and SSH from admin networks only."""
+    """A VPC, the nodes' vSwitch, a node security group open only to its members and SSH from admin networks only,
+    and with Slurm a head group: slurmctld and srun from the node group, slurmd and srun on the nodes from the head
+    group, no rule naming an address range."""
 
     vpc_id: pulumi.Output[str]
     vswitch_id: pulumi.Output[str]
     security_group_id: pulumi.Output[str]
+    head_security_group_id: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: GpuNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:alicloud:GpuNetwork", name, None, opts)
@@ -67,10 +76,36 @@ class GpuNetwork(pulumi.ComponentResource):
                 description="SSH from an admin network", opts=child, **source,
             )
 
+        head = self._head_group(name, vpc, group, args, tags, child) if args.slurm_head else None
+
         self.vpc_id = vpc.id
         self.vswitch_id = nodes.id
         self.security_group_id = group.id
-        self.register_outputs({"vpc_id": vpc.id, "vswitch_id": nodes.id, "security_group_id": group.id})
+        self.head_security_group_id = head.id if head else None
+        self.register_outputs({"vpc_id": vpc.id, "vswitch_id": nodes.id, "security_group_id": group.id,
+                               "head_security_group_id": self.head_security_group_id})
+
+    @staticmethod
+    def _head_group(name, vpc, nodes, args: GpuNetworkArgs, tags, child) -> alicloud.ecs.SecurityGroup:
+        """The head's group, and the rules between it and the node group (egress stays Alibaba's default: all)."""
+        head = alicloud.ecs.SecurityGroup(
+            f"{name}-head-sg", security_group_name=f"{name}-head", vpc_id=vpc.id,
+            description="Slurm head: slurmctld and srun from the GPU nodes only; nothing from the internet",
+            inner_access_policy=INNER_DROP, resource_group_id=args.resource_group_id, tags=tags("head"), opts=child,
+        )
+        rules = [
+            ("head-slurmctld", head, nodes, (slurm.SLURMCTLD_PORT, slurm.SLURMCTLD_PORT), "slurmctld from the GPU nodes"),
+            ("head-srun", head, nodes, slurm.SRUN_PORTS, "srun from the GPU nodes"),
+            ("nodes-slurmd", nodes, head, (slurm.SLURMD_PORT, slurm.SLURMD_PORT), "slurmd from the Slurm head"),
+            ("nodes-srun", nodes, head, slurm.SRUN_PORTS, "srun from the Slurm head"),
+        ]
+        for label, group, source, (lo, hi), what in rules:
+            alicloud.ecs.SecurityGroupRule(
+                f"{name}-{label}", security_group_id=group.id, type="ingress", ip_protocol="tcp",
+                port_range=f"{lo}/{hi}", source_security_group_id=source.id, nic_type=INTRANET, policy="accept",
+                description=what, opts=child,
+            )
+        return head
 
     @staticmethod
     def _nat_egress(name, vpc, nodes, nat_cidr, args: GpuNetworkArgs, tags, child) -> None:

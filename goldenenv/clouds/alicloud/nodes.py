@@ -61,6 +61,8 @@ BOOT_SCRIPTS_OUTPUT = "boot_scripts"
 """GpuNodePool's output: node resource name -> script_digest of the user data the program gives it now."""
 GOLDEN_IMAGE_SCRIPT = "golden-image.sh"
 """The boot file naming the golden image (templates/node/golden-image.sh.j2: `image=<ref>`)."""
+MUNGE_READ_ACTIONS = ("kms:GetSecretValue",)
+"""What a node may do with the stack's munge key secret (RAM authorization for KMS): read it, nothing else."""
 SSH_KEY_TYPES = (sshkeys.RSA, *sshkeys.ECDSA_CURVES)
 """What ECS imports: rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys (ECS API reference 2014-05-26, ImportKeyPair), less
 DSA, which goldenenv does not take; no ED25519."""
@@ -217,6 +219,8 @@ class GpuNodePoolArgs:
     """Indexes of the nodes to replace onto the current boot script (the user asked to roll them)."""
     ssh_key: access.NodeKey | None = None
     """The key pair the nodes take for ssh logins (the instance's key_name); None: none, Cloud Assistant only."""
+    munge_secret: str | None = None
+    """The stack's munge key secret (acs:kms:...), which the nodes may read; None: no scheduler."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -338,7 +342,7 @@ class GpuNodePool(pulumi.ComponentResource):
         policy = alicloud.ram.Policy(
             f"{name}-access", policy_name=args.role_name,
             policy_document=pulumi.Output.from_input(args.bucket_arn).apply(
-                lambda arn: node_policy(arn, args.mount_actions)),
+                lambda arn: node_policy(arn, args.mount_actions, args.munge_secret)),
             description=f"goldenenv {name} nodes: the stack's bucket only",
             tags=args.tags, opts=child,
         )
@@ -365,8 +369,9 @@ def login_notes(spec: ClusterSpec, user: str) -> list[str]:
     return access.login_notes(spec, user, with_key, shell_only)
 
 
-def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = ()) -> str:
-    """RAM policy: the stack's bucket and its objects, and the read-only calls of the shared file system's mount."""
+def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = (), munge_secret: str | None = None) -> str:
+    """RAM policy: the stack's bucket and its objects, the read-only calls of the shared file system's mount, and with
+    Slurm reading the munge key's secret."""
     return json.dumps({
         "Version": "1",
         "Statement": [
@@ -375,7 +380,8 @@ def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = ()) -> str:
              "Action": ["oss:GetObject", "oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload",
                         "oss:ListParts"],
              "Resource": [f"{bucket_arn}/*"]},
-        ] + ([{"Effect": "Allow", "Action": list(mount_actions), "Resource": ["*"]}] if mount_actions else []),
+        ] + ([{"Effect": "Allow", "Action": list(mount_actions), "Resource": ["*"]}] if mount_actions else [])
+        + ([{"Effect": "Allow", "Action": list(MUNGE_READ_ACTIONS), "Resource": [munge_secret]}] if munge_secret else []),
     })
 
 

@@ -12,18 +12,22 @@ import pulumi_aws as aws
 
 from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
+from goldenenv.clouds.aws.head import MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, secret_policy
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, login_notes, ssh_key_problems
 from goldenenv.clouds.aws import limits, retained
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
-from goldenenv.clouds.base import BuildContext, Capability, PulumiCloud, key_words, mock_address, stable_number
+from goldenenv.clouds.base import (
+    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+)
 from goldenenv.clouds import stores
-from goldenenv.clouds.access import node_key
+from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
-from goldenenv.nodeboot import NodeBoot, SharedFs, launch_outputs
+from goldenenv import slurm
+from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
@@ -46,7 +50,8 @@ class AwsCloud(PulumiCloud):
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("serviceName", "vpcEndpointType"),
     "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
     "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "imageId", "metadataOptions.httpTokens"),
-    "aws:ec2/instance:Instance": ("tags.Name",),
+    "aws:ec2/instance:Instance": ("tags.Name", "instanceType", "associatePublicIpAddress", "metadataOptions.httpTokens",
+                                  "rootBlockDevice.encrypted"),
     "aws:s3/bucket:Bucket": ("forceDestroy",),
     "aws:s3/bucketVersioning:BucketVersioning": ("versioningConfiguration.status",),
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("deploymentType", "storageCapacity", "perUnitStorageThroughput"),
@@ -54,12 +59,17 @@ class AwsCloud(PulumiCloud):
     "aws:budgets/budget:Budget": ("limitAmount", "limitUnit", "costFilters"),
     "aws:sns/topicSubscription:TopicSubscription": ("protocol",),
     "aws:ecr/repository:Repository": ("name", "imageTagMutability"),
+    "aws:secretsmanager/secret:Secret": ("kmsKeyId",),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("description",),
     }
     data_bearing = {"Instance": "root volume and local NVMe scratch erased", "LustreFileSystem": "after the export"}
     store_kinds = ("Bucket", "Repository")
     """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
     placeholder_account = retained.PLACEHOLDER_ACCOUNT
     node_updates = NODE_UPDATES
+    head_instance_type = "m7i.large"
+    """A 2-vCPU, 8-GiB on-demand Intel (x86_64, like the golden image) general purpose type: slurmctld for a few
+    hundred nodes needs little; catalog head_types.csv and prices.csv."""
 
     def preflight(self, spec: ClusterSpec) -> None:
         import boto3
@@ -186,6 +196,13 @@ class AwsCloud(PulumiCloud):
                 notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
                              f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                              f"is {100 * it.gpu_count / it.vcpus:.1f} %")
+        shape = head_shape(spec, self)
+        if shape:
+            notes.append(f"Slurm: the head ({shape.instance_type}, on demand, no public address) runs slurmctld and "
+                         "queues the jobs; reach it like the nodes, at stack output headPrivateIp or by instance id "
+                         f"(headInstanceId; `aws ssm start-session --region {spec.region} --target <id>`). Its first "
+                         "boot writes the stack's munge key to Secrets Manager; goldenenv:scheduler: none runs no "
+                         "head")
         return notes + login_notes(spec, self.ssh_user)
 
     def describe(self, resource: Any) -> list[str]:
@@ -276,9 +293,10 @@ class GpuCluster(pulumi.ComponentResource):
         stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
         zone = spec.zone or default_zone(spec, self)
 
+        shape = head_shape(spec, AwsCloud)
         network = GpuNetwork(name, GpuNetworkArgs(
             region=spec.region, zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
+            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags, slurm_head=shape is not None,
         ), child)
         fs = spec.storage.parallel_fs
         data = DataStore(f"{name}-data", DataStoreArgs(
@@ -295,14 +313,34 @@ class GpuCluster(pulumi.ComponentResource):
         image_ref = golden_image_ref(spec, repository.url)
 
         node_tags = {**tags, **ttl_tags(spec.lifecycle.ttl_hours)}
+        head = munge = None
+        if shape:
+            munge = MungeSecret(f"{name}-munge", MungeSecretArgs(stack=spec.stack, tags=tags), child)
+            conf = slurm_conf(spec, AwsCloud.slurmd_timeout)
+            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self),
+                subnet_id=network.subnet_id, security_group_id=network.head_security_group_id,
+                root_volume_gib=shape.root_volume_gib,
+                user_data=pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref, munge.secret_arn).apply(
+                    lambda v: HeadBoot(spec, v[2], munge_key(v[3], spec.region), conf, registry_login="ecr")
+                    .cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)),
+                secret_policy=pulumi.Output.all(munge.secret_arn, munge.key_arn).apply(
+                    lambda v: secret_policy(v[0], v[1], spec.region, head=True)),
+                tags=node_tags, rolled=context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME),
+                ssh_key=head_key(spec),
+            ), child)
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type("aws", pool.instance_type)
             efa = it.rdma_interfaces if (pool.rdma is not False and it.rdma == "efa") else 0
-            user_data = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref).apply(
+            user_data = pulumi.Output.all(
+                data.fs_dns_name, data.fs_mount_name, image_ref, head.private_ip if head else None,
+                munge.secret_arn if munge else None,
+            ).apply(
                 lambda v, pool=pool, efa=efa, it=it: NodeBoot(
                     spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
                     image_ref=v[2], registry_login="ecr",
+                    slurm=SlurmNode(v[3], munge_key(v[4], spec.region)) if v[3] else None,
                 ).cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
@@ -315,6 +353,8 @@ class GpuCluster(pulumi.ComponentResource):
                 bucket_arn=data.bucket_arn, tags=node_tags,
                 rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
                 ssh_key=node_key(spec, pool),
+                secret_policy=pulumi.Output.all(munge.secret_arn, munge.key_arn).apply(
+                    lambda v: secret_policy(v[0], v[1], spec.region, head=False)) if munge else None,
             ), child)))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
@@ -363,6 +403,7 @@ class GpuCluster(pulumi.ComponentResource):
             "imageRef": image_ref,
             "reaperFunction": reaper_function,
             "idleAlarms": idle_alarms,
+            **(head_outputs(head, spec.region) if head else {}),
         }
         self.register_outputs(self.outputs)
 
@@ -470,6 +511,21 @@ def _ecr_url(name: str) -> str:
         if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
             return published.repository
     return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
+
+
+def head_outputs(head: SlurmHead, region: str) -> dict[str, Any]:
+    """How the head is reached: its private IP and instance id (clouds.base.HEAD_OUTPUTS), and its SSM login."""
+    return {
+        "headPrivateIp": head.private_ip,
+        "headInstanceId": head.instance_id,
+        "headSsmConnect": head.instance_id.apply(lambda i: f"aws ssm start-session --region {region} --target {i}"),
+    }
+
+
+def munge_key(secret_arn: str, region: str) -> MungeKey:
+    """The munge key adapter: the stack's secret in Secrets Manager, read (and on the head written) with the AWS
+    CLI and the host's instance role."""
+    return MungeKey("munge-key-aws.sh", {"secret_id": secret_arn, "region": region})
 
 
 def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:

@@ -246,6 +246,11 @@ def public_data(resource: PlannedResource, ctx: Context) -> Iterator[str]:
                    f"public; set all four of {', '.join(PUBLIC_ACCESS_BLOCK_SETTINGS)} to true.")
 
 
+def says_private(resource: PlannedResource) -> bool:
+    """An instance that says it takes no public IP: associatePublicIpAddress false, on the instance itself."""
+    return _is_false(resource.props.get("associatePublicIpAddress"))
+
+
 FACTS = ProviderFacts(
     name="aws",
     security_groups=(SECURITY_GROUP,),
@@ -259,4 +264,6 @@ FACTS = ProviderFacts(
     data_stores=(*S3_BUCKETS, EFS_FILE_SYSTEM),
     final_backup_gap=final_backup_gap,
     public_data=public_data,
+    instances=(INSTANCE,),
+    says_private=says_private,
 )

@@ -8,8 +8,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from goldenenv import slurm
+
 ALL = {"protocol": "-1", "from_port": 0, "to_port": 0}
 SSM_ENDPOINTS = ("ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "sts", "logs")
+SCHEDULER_ENDPOINTS = ("secretsmanager",)
+"""What the head and the nodes reach besides SSM and ECR when the stack has Slurm: the munge key's secret."""
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
 
@@ -21,19 +25,25 @@ class GpuNetworkArgs:
     egress: str
     """nat | endpoints"""
     admin_cidrs: list[str] = field(default_factory=list)
+    slurm_head: bool = False
+    """A Slurm head joins the cluster: its own group, reached by the nodes on slurmctld's port only."""
     tags: dict[str, str]
 
 
 class GpuNetwork(pulumi.ComponentResource):
-    """Private subnet for the nodes, a node security group open only to itself, a storage group.
+    """Private subnet for the nodes, a node security group open only to itself, a storage group, and with Slurm a
+    head group.
 
-    Lustre traffic between the two groups is allowed both ways by explicit rules (see _file_server_rules).
+    Lustre traffic between the storage group and its clients (the nodes, the head) is allowed both ways by explicit
+    rules (see _file_server_rules). The head's group takes slurmctld's port and srun's ports from the node group
+    only, the node group slurmd's port and srun's ports from the head group only: nothing else reaches the head.
     """
 
     vpc_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
     node_security_group_id: pulumi.Output[str]
     storage_security_group_id: pulumi.Output[str]
+    head_security_group_id: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: GpuNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:GpuNetwork", name, None, opts)
@@ -71,6 +81,12 @@ class GpuNetwork(pulumi.ComponentResource):
             f"{name}-storage", vpc_id=vpc.id, description="FSx for Lustre: Lustre ports from nodes and itself",
             tags=tags("storage"), opts=child,
         )
+        # Created bare too: its rules name the node group, whose inline rules name it.
+        head = aws.ec2.SecurityGroup(
+            f"{name}-head", vpc_id=vpc.id,
+            description="Slurm head: slurmctld and srun from the GPU nodes only; nothing from the internet",
+            tags=tags("head"), opts=child,
+        ) if args.slurm_head else None
         nodes = aws.ec2.SecurityGroup(
             f"{name}-nodes", vpc_id=vpc.id,
             description="GPU nodes: all traffic between members (EFA needs it); no SSH from the internet",
@@ -84,7 +100,12 @@ class GpuNetwork(pulumi.ComponentResource):
                 {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [storage.id],
                  "description": "Lustre from the FSx file servers"}
                 for lo, hi in LUSTRE_PORTS
-            ],
+            ]
+            + ([
+                {"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [head.id],
+                 "description": what}
+                for (lo, hi), what in _from_head()
+            ] if head else []),
             egress=[
                 {**ALL, "self": True, "description": "node to node, EFA and NCCL"},
             ]
@@ -96,13 +117,17 @@ class GpuNetwork(pulumi.ComponentResource):
             + [{**ALL, "cidr_blocks": ["0.0.0.0/0"], "description": "outbound through NAT or endpoints"}],
             tags=tags("nodes"), opts=child,
         )
-        lustre_rules = _file_server_rules(name, storage, nodes, tags("storage"), child)
+        clients = [("nodes", nodes.id, "Lustre clients")] + ([("head", head.id, "Slurm head")] if head else [])
+        lustre_rules = _file_server_rules(name, storage, clients, tags("storage"), child)
+        if head:
+            _head_rules(name, head, nodes, storage, tags("head"), child)
         if args.egress == "endpoints":
             self._interface_endpoints(name, vpc, subnet, args, tags, child)
 
         self.vpc_id = vpc.id
         self.subnet_id = subnet.id
         self.node_security_group_id = nodes.id
+        self.head_security_group_id = head.id if head else None
         # FSx checks the group's Lustre rules when the file system is created: hand the group out once they exist.
         self.storage_security_group_id = pulumi.Output.all(storage.id, *[r.id for r in lustre_rules]).apply(
             lambda ids: ids[0]
@@ -110,6 +135,7 @@ class GpuNetwork(pulumi.ComponentResource):
         self.register_outputs({
             "vpc_id": vpc.id, "subnet_id": subnet.id,
             "node_security_group_id": nodes.id, "storage_security_group_id": storage.id,
+            "head_security_group_id": self.head_security_group_id,
         })
 
     @staticmethod
@@ -144,7 +170,7 @@ class GpuNetwork(pulumi.ComponentResource):
                       "cidr_blocks": [str(args.cidr)], "description": "HTTPS from the VPC"}],
             tags=tags("endpoints"), opts=child,
         )
-        for service in SSM_ENDPOINTS:
+        for service in SSM_ENDPOINTS + (SCHEDULER_ENDPOINTS if args.slurm_head else ()):
             aws.ec2.VpcEndpoint(
                 f"{name}-{service.replace('.', '-')}", vpc_id=vpc.id,
                 service_name=f"com.amazonaws.{args.region}.{service}", vpc_endpoint_type="Interface",
@@ -153,8 +179,33 @@ class GpuNetwork(pulumi.ComponentResource):
             )
 
 
-def _file_server_rules(name, storage, nodes, tags, child) -> list[pulumi.CustomResource]:
-    """Lustre between the file servers and their clients, both ways, and among the file servers.
+def _from_head() -> list[tuple[tuple[int, int], str]]:
+    """What the head reaches on a node: slurmd, and the ports an srun on a node listens on for its steps."""
+    return [((slurm.SLURMD_PORT, slurm.SLURMD_PORT), "slurmd from the Slurm head"),
+            (slurm.SRUN_PORTS, "srun from the Slurm head")]
+
+
+def _head_rules(name, head, nodes, storage, tags, child) -> None:
+    """The head's group: slurmctld's port (and srun's, for an srun run on the head) from the node group, Lustre from
+    the file servers, and outbound (registry, secret store, SSM) through the NAT gateway or the endpoints. No rule
+    names an address range on the way in."""
+    ingress = [(slurm.SLURMCTLD_PORT, slurm.SLURMCTLD_PORT, nodes.id, "slurmctld from the GPU nodes", "slurmctld"),
+               (*slurm.SRUN_PORTS, nodes.id, "srun from the GPU nodes", "srun")]
+    ingress += [(lo, hi, storage.id, "Lustre from the FSx file servers", f"lustre-{lo}") for lo, hi in LUSTRE_PORTS]
+    for lo, hi, source, what, label in ingress:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-head-in-{label}", security_group_id=head.id, ip_protocol="tcp", from_port=lo, to_port=hi,
+            referenced_security_group_id=source, description=what, tags=tags, opts=child,
+        )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-head-out", security_group_id=head.id, ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
+        description="outbound through NAT or endpoints", tags=tags, opts=child,
+    )
+
+
+def _file_server_rules(name, storage, clients, tags, child) -> list[pulumi.CustomResource]:
+    """Lustre between the file servers and their clients (the nodes, and the Slurm head when there is one), both
+    ways, and among the file servers.
 
     AWS's "Amazon VPC security groups" rules for FSx for Lustre (FSx for Lustre User Guide, "File system access
     control with Amazon VPC", https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html):
@@ -164,7 +215,7 @@ def _file_server_rules(name, storage, nodes, tags, child) -> list[pulumi.CustomR
     """
     rules: list[pulumi.CustomResource] = []
     for lo, hi in LUSTRE_PORTS:
-        for peer, group_id, label in (("nodes", nodes.id, "Lustre clients"), ("self", storage.id, "file servers")):
+        for peer, group_id, label in (*clients, ("self", storage.id, "file servers")):
             ports = {"ip_protocol": "tcp", "from_port": lo, "to_port": hi, "referenced_security_group_id": group_id}
             rules.append(aws.vpc.SecurityGroupIngressRule(
                 f"{name}-storage-in-{peer}-{lo}", security_group_id=storage.id,

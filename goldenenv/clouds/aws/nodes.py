@@ -82,6 +82,8 @@ class GpuNodePoolArgs:
     """Indexes of the nodes to replace onto the template's current version (the user asked to roll them)."""
     ssh_key: access.NodeKey | None = None
     """The key pair the nodes take for ssh logins (launch template key_name); None: none, SSM sessions only."""
+    secret_policy: pulumi.Input[str] | None = None
+    """What the nodes may do with the stack's munge key (read it: head.secret_policy); None: no scheduler."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -181,7 +183,8 @@ class GpuNodePool(pulumi.ComponentResource):
 
     @staticmethod
     def _instance_profile(name: str, args: GpuNodePoolArgs, child: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
-        """SSM for access, ECR to pull the golden image, and the stack's bucket: nothing else."""
+        """SSM for access, ECR to pull the golden image, the stack's bucket and, with Slurm, reading the munge key:
+        nothing else."""
         role = aws.iam.Role(f"{name}-role", assume_role_policy=assumed_by("ec2.amazonaws.com"), tags=args.tags, opts=child)
         for i, arn in enumerate(NODE_MANAGED_POLICIES):
             aws.iam.RolePolicyAttachment(f"{name}-role-policy-{i}", role=role.name, policy_arn=arn, opts=child)
@@ -190,6 +193,8 @@ class GpuNodePool(pulumi.ComponentResource):
             policy=pulumi.Output.from_input(args.bucket_arn).apply(_bucket_policy),
             opts=child,
         )
+        if args.secret_policy is not None:
+            aws.iam.RolePolicy(f"{name}-munge-key", role=role.id, policy=args.secret_policy, opts=child)
         return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=args.tags, opts=child)
 
 
