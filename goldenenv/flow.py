@@ -79,6 +79,9 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
         result = lifecycle.validate(spec, client, log)
         summary = result.image_checks.strip().splitlines()[-1] if result.image_checks.strip() else ""
         note = f"image checks {summary.strip('= ')}; drift: {'; '.join(result.drift) or 'none'}; {result.allreduce_note}"
+        if spec.scheduler == "slurm":
+            note += "; sinfo: " + (", ".join(f"{n.name} {n.state.split('+')[0].lower()}" for n in result.scheduler)
+                                   or "no nodes") + "".join(f"; {p}" for p in result.scheduler_problems)
         return result.ok, note, result
 
     def train(log):
@@ -99,11 +102,29 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
                 f"lost {result.lost_steps} steps (interval {result.interval})")
         return result.ok, note, result
 
+    queued: dict = {}
+
+    def submit(log):
+        head, job_id = lifecycle.submit_training(spec, examples, steps, 10, 0.0, client, log, name="flow")
+        job = lifecycle.wait_job(head, spec, job_id, lambda j: j.state == "RUNNING", timeout=120)
+        queued["job"] = (head, job_id)
+        return True, f"job {job_id} {job.state.lower()} on {job.nodes} (goldenenv jobs, goldenenv logs {job_id})", job
+
+    def slurm_drill(log):
+        result = lifecycle.slurm_drill(spec, examples, steps, 10, client=client, log=log, job=queued["job"])
+        note = (f"killed a node at step {result.step_at_kill}; Slurm requeued job {result.job_id} (restarts "
+                f"{result.restarts}), back {result.back_after_s:.0f} s later, resumed from checkpoint "
+                f"{result.resumed_from}, lost {result.lost_steps} steps (interval {result.interval}), "
+                f"completed at step {result.final_step}")
+        return result.ok and result.final_step == steps, note, result
+
     def destroy(log):
         removed = lifecycle.destroy(spec, False, client, log)
         return True, f"removed {len(removed)}; data volume kept", removed
 
-    for name, action in (("image", image), ("up", up), ("validate", validate), ("train", train), ("drill", drill)):
+    steps_of_flow = (("submit", submit), ("drill", slurm_drill)) if spec.scheduler == "slurm" else (
+        ("train", train), ("drill", drill))
+    for name, action in (("image", image), ("up", up), ("validate", validate), *steps_of_flow):
         if phase(name, action) is None:
             break
     if destroy_after:

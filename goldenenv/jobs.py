@@ -22,10 +22,14 @@ from goldenenv import catalog, clouds, slurm
 from goldenenv.images.lock import load as load_lock
 from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
 from goldenenv.slurm import view
-from goldenenv.slurm.batch import CHECKPOINT_DIR, BatchJob
+from goldenenv.slurm.batch import JOB_NAME, BatchJob, run_name
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
 Log = Callable[[str], None]
+
+
+class NoSuchJob(ValueError):
+    """A job id the head does not know."""
 
 
 class HeadError(RuntimeError):
@@ -151,6 +155,15 @@ def cloud_head(spec: ClusterSpec, host: str | None, ssh_config: str | None, iden
     return SshHead(host, remote.Ssh(ssh_config, identity), exec_prefix or container_exec(spec))
 
 
+def slurmd_timeout(spec: ClusterSpec) -> int:
+    """The stack's SlurmdTimeout, as its slurm.conf has it."""
+    if spec.cloud == "local":
+        from goldenenv.clouds.local.cluster import SLURMD_TIMEOUT_S
+
+        return SLURMD_TIMEOUT_S
+    return slurm.SLURMD_TIMEOUT_S
+
+
 def container_exec(spec: ClusterSpec) -> str:
     """How a command reaches the golden container on a cloud node, as the image's user (jobs run as that user)."""
     return f"docker exec --user {shlex.quote(load_lock(spec.image.lock).user)} goldenenv"
@@ -178,6 +191,8 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
         problems.append(Problem("--time", f"{hours}: hours, more than 0 (e.g. 12 or 0.5)"))
     if not command:
         problems.append(Problem("CMD", "nothing to run: goldenenv submit ... -- python train.py ..."))
+    if not JOB_NAME.fullmatch(name):
+        problems.append(Problem("--name", f"{name!r}: letters, digits, . _ - (at most 41), e.g. llama-sft"))
     if problems:
         raise ConfigError(problems)
     where = places(spec)
@@ -185,7 +200,7 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
         stack=spec.stack, command=command, nodes=nodes, procs_per_node=procs, output_dir=where.jobs,
         checkpoints=where.checkpoints, env_file=ENV_FILE, master_port=MASTER_PORT, name=name,
         gpus_per_node=gpus_per_node if gpus_per_node is not None else gpus, hours=hours,
-        env={"GOLDENENV_CODE": where.code}, slurmd_timeout=slurmd_timeout,
+        env={"GOLDENENV_CODE": where.code}, slurmd_timeout=slurmd_timeout, run=run_name(name),
     )
 
 
@@ -197,7 +212,7 @@ def submit(head: Head, job: BatchJob, jobs_dir: str) -> str:
     job_id = out.splitlines()[-1].split(";")[0] if out else ""
     if not job_id.isdigit():
         raise HeadError(f"sbatch said {out!r}, not a job id")
-    head.run(["mv", staged, f"{jobs_dir}/{job_id}.sbatch"])
+    head.run(["mv", staged, f"{jobs_dir}/{job.run}.sbatch"])
     return job_id
 
 
@@ -206,25 +221,26 @@ def list_jobs(head: Head, checkpoints: str, job_id: str | None = None) -> list[v
     rc, out = head.run(["scontrol", "show", "job", "-o", *([job_id] if job_id else [])])
     if rc:
         if job_id and "Invalid job id" in out:
-            raise ConfigError([Problem("JOB", f"{job_id}: no such job on the head (jobs are listed for a day "
-                                       "after they end): goldenenv jobs lists them")])
+            raise NoSuchJob(f"JOB {job_id}: no such job on the head (jobs are listed for a day after they end; "
+                            "goldenenv jobs lists them)")
         raise HeadError(f"scontrol show job failed on the head: {out.strip()[-300:]}")
     found = view.jobs(out)
     if not found:
         return []
-    script = 'for id in "$@"; do printf "%s " "$id"; cat "$0/job-$id/latest" 2>/dev/null; echo; done'
-    _, latest = head.run(["sh", "-c", script, checkpoints, *[j.id for j in found]])
+    runs = sorted({j.run for j in found if j.run})
     steps = {}
-    for line in latest.splitlines():
-        words = line.split(maxsplit=1)
-        if words:
-            steps[words[0]] = view.checkpoint_step(words[1] if len(words) > 1 else "")
-    return [view.Job(**{**j.to_dict(), "checkpoint_step": steps.get(j.id)}) for j in found]
+    if runs:
+        script = 'for run in "$@"; do printf "%s " "$run"; cat "$0/$run/latest" 2>/dev/null; echo; done'
+        _, latest = head.run(["sh", "-c", script, checkpoints, *runs])
+        for line in latest.splitlines():
+            words = line.split(maxsplit=1)
+            if words:
+                steps[words[0]] = view.checkpoint_step(words[1] if len(words) > 1 else "")
+    return [view.Job(**{**j.to_dict(), "checkpoint_step": steps.get(j.run)}) for j in found]
 
 
-def job_output(job: view.Job | None, job_id: str, jobs_dir: str) -> str:
-    return job.output if job and job.output else f"{jobs_dir}/{job_id}.out"
-
+def job_output(job: view.Job) -> str:
+    return job.output
 
 def follow(head: Head, path: str, job_id: str, checkpoints: str, poll: float = 2.0,
            follow_on: bool = True) -> Iterator[str]:
@@ -249,12 +265,19 @@ def follow(head: Head, path: str, job_id: str, checkpoints: str, poll: float = 2
 def cancel(head: Head, job_id: str) -> None:
     rc, out = head.run(["scancel", job_id])
     if rc:
-        raise ConfigError([Problem("JOB", f"{job_id}: {out.strip() or 'scancel failed'}")])
+        raise HeadError(f"scancel {job_id}: {out.strip() or 'failed'}")
 
 
 def scheduler_nodes(head: Head) -> list[view.Node]:
     return view.nodes(head.check(["scontrol", "show", "node", "-o"]))
 
 
-__all__ = ["CHECKPOINT_DIR", "ContainerHead", "Head", "HeadError", "SshHead", "batch_job", "cancel", "follow",
+def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], list[str]]:
+    """The nodes as slurmctld sees them, and what is wrong: missing, down, drained, or GRES not the catalog's."""
+    found = scheduler_nodes(head)
+    gpus = 0 if spec.cloud == "local" else catalog.instance_type(spec.cloud, spec.nodes[0].instance_type).gpu_count
+    return found, view.judge(found, sum(p.count for p in spec.nodes), gpus)
+
+
+__all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "SshHead", "batch_job", "cancel", "follow",
            "list_jobs", "places", "submit"]

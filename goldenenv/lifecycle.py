@@ -29,6 +29,7 @@ from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
 from goldenenv.nodeboot import CODE_FOLDER, MASTER_PORT
 from goldenenv.plan import stack_file
+from goldenenv.slurm import view as slurm_view
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
 Log = Callable[[str], None]
@@ -98,7 +99,7 @@ def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], Non
         raise ConfigError([Problem(f"stack {spec.stack}", "not every node is running: goldenenv up first")])
     outputs = cluster.outputs()
     return run_on_nodes(cluster.client, nodes, outputs["nodePrivateIps"], cluster.shape.processes_per_node,
-                        command, cluster.env(), on_line)
+                        command, cluster.env(), on_line, user=load(spec.image.lock).user)
 
 
 STORAGE_ENV = ("GOLDENENV_STACK", "GOLDENENV_DATASETS", "GOLDENENV_CHECKPOINTS", "GOLDENENV_SCRATCH")
@@ -174,10 +175,13 @@ class Validation:
     allreduce: dict | None = None
     allreduce_ok: bool = False
     allreduce_note: str = ""
+    scheduler: list = field(default_factory=list)
+    """Slurm stacks: every node as slurmctld sees it (slurm.view.Node: state, GRES, drain reason)."""
+    scheduler_problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.image_ok and not self.drift and self.allreduce_ok
+        return self.image_ok and not self.drift and self.allreduce_ok and not self.scheduler_problems
 
 
 def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
@@ -186,8 +190,14 @@ def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
     nodes = cluster.nodes()
     if not nodes:
         raise ConfigError([Problem(f"stack {spec.stack}", "no nodes: run goldenenv up first")])
-    return validate_hosts(spec.image.lock, [f"docker://{n.name}" for n in nodes], log=log,
-                          procs_per_node=cluster.shape.processes_per_node)
+    user = load(spec.image.lock).user  # a Slurm node's container runs slurmd as root; jobs and checks run as the user
+    result = validate_hosts(spec.image.lock, [f"docker://{user}@{n.name}" for n in nodes], log=log,
+                            procs_per_node=cluster.shape.processes_per_node)
+    if cluster.slurm:
+        log("the scheduler's view")
+        result.scheduler = cluster.scheduler_nodes()
+        result.scheduler_problems = slurm_view.judge(result.scheduler, cluster.count, gpus=0)
+    return result
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,11 @@ class DrillReport:
     step_at_kill: int
     resumed_from: int
     final_step: int
+    job_id: str = ""
+    """Slurm stacks: the job the drill submitted; requeued by Slurm, with no command from anyone."""
+    restarts: int = 0
+    back_after_s: float = 0.0
+    """Slurm stacks: seconds from the kill until the requeued job ran again."""
 
     @property
     def lost_steps(self) -> int:
@@ -212,10 +227,15 @@ STEP_LINE = re.compile(r"\bstep (\d+)\b")
 
 def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 10, sleep: float = 0.05,
           client=None, log: Log = print, on_line=lambda node, text: None) -> DrillReport:
-    """Kill a node mid-training, bring it back, resume: at most one checkpoint interval is lost."""
+    """Kill a node mid-training, bring it back, resume: at most one checkpoint interval is lost.
+
+    On a Slurm stack the drill only kills: Slurm requeues the job, the recovery container brings the node back and
+    the job resumes by itself (slurm_drill)."""
     import threading
 
     cluster = local_cluster(spec, client)
+    if cluster.slurm:
+        return slurm_drill(spec, examples, steps, interval, sleep, cluster.client, log)
     sync_code(cluster, examples)
     run_dir = f"{DATA}/checkpoints/drill-{int(time.time())}"
     train = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
@@ -249,6 +269,68 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
         raise RuntimeError(f"training did not resume: exit codes {second.exit_codes}")
     done = done_event(lines)
     return DrillReport(interval, checkpoint, step_at_kill, done["resumed_from"], done["final_step"])
+
+
+def submit_training(spec: ClusterSpec, examples: Path, steps: int, interval: int, sleep: float = 0.0,
+                    client=None, log: Log = print, name: str = "train"):
+    """Queue examples/train_ddp.py on every node of the local Slurm stack; (head, job id)."""
+    from goldenenv import jobs
+
+    head, cluster = jobs.local_head(spec, client)
+    sync_code(cluster, examples)
+    command = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
+               "--log-every", "1", *(["--sleep-per-step", str(sleep)] if sleep else [])]
+    job = jobs.batch_job(spec, command, cluster.count, None, None, name, jobs.slurmd_timeout(spec))
+    job_id = jobs.submit(head, job, jobs.places(spec).jobs)
+    log(f"submitted job {job_id}: {' '.join(command)}")
+    return head, job_id
+
+
+def wait_job(head, spec: ClusterSpec, job_id: str, until, timeout: float, poll: float = 0.5):
+    """Poll the job until `until(job)` holds; the job, or RuntimeError naming its state after `timeout` seconds."""
+    from goldenenv import jobs
+
+    deadline = time.monotonic() + timeout
+    while True:
+        found = jobs.list_jobs(head, jobs.places(spec).checkpoints, job_id)
+        job = found[0] if found else None
+        if job and until(job):
+            return job
+        if job and job.done or time.monotonic() > deadline:
+            raise RuntimeError(f"job {job_id} is {job.state if job else 'gone'}"
+                               + (f" ({job.reason})" if job and job.reason else "") + " after "
+                               + f"{timeout:.0f} s" * (not (job and job.done)))
+        time.sleep(poll)
+
+
+def slurm_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 10, sleep: float = 0.05,
+                client=None, log: Log = print, job: tuple | None = None) -> DrillReport:
+    """Kill a node container mid-job and only watch: Slurm requeues the job, the node comes back, the job resumes
+    from its last checkpoint and completes. `job`: (head, id) of a job already queued (the flow's training)."""
+    from goldenenv import jobs
+
+    head, job_id = job or submit_training(spec, examples, steps, interval, sleep, client, log)
+    cluster = local_cluster(spec, client)
+    running = wait_job(head, spec, job_id, lambda j: j.state == "RUNNING" and (j.checkpoint_step or 0) >= 2 * interval,
+                       timeout=180)
+    victim = cluster.nodes()[-1]
+    log(f"killing {victim.name} (docker kill) at checkpoint step {running.checkpoint_step} of job {job_id}")
+    victim.kill()
+    killed = time.monotonic()
+    back = wait_job(head, spec, job_id, lambda j: j.restarts >= 1 and j.state in ("RUNNING", "COMPLETED"),
+                    timeout=240)
+    back_after = time.monotonic() - killed
+    log(f"Slurm requeued job {job_id} (restarts {back.restarts}); running again {back_after:.0f} s after the kill")
+    done = wait_job(head, spec, job_id, lambda j: j.done, timeout=300)
+    if done.state != "COMPLETED":
+        raise RuntimeError(f"job {job_id} ended {done.state} after its requeue")
+    log_text = head.check(["cat", jobs.job_output(done)])
+    before, _, after = log_text.partition(f"goldenenv: job {job_id} start 1 ")
+    steps_before = [int(m.group(1)) for m in STEP_LINE.finditer(before)]
+    finished = done_event(after.splitlines())
+    checkpoints = [int(m.group(1)) for m in re.finditer(r"checkpoint step-(\d+)", before)]
+    return DrillReport(interval, max(checkpoints, default=0), max(steps_before, default=0),
+                       finished["resumed_from"] or 0, finished["final_step"], job_id, done.restarts, back_after)
 
 
 def _latest_step(cluster: LocalCluster, run_dir: str) -> int:

@@ -301,8 +301,9 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
         ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the host "
                                      "image's (ubuntu on AWS, root on Alibaba Cloud)."),
         hosts_by: HostsBy = HOSTS_BY,
-        exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="Cloud stacks: how to reach "
-                                        "the golden image on a node ('' when torch is on the host itself)."),
+        exec_prefix: str = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to reach the golden image on "
+                                        "a node ('' when torch is on the host itself); default: docker exec --user "
+                                        "<the image's user> goldenenv."),
         nproc_per_node: int = typer.Option(None, "--nproc-per-node", min=1, help="Cloud stacks: processes per node; "
                                            "default: the launchEnv's NPROC_PER_NODE (the instance type's GPUs)."),
         resume: bool = typer.Option(False, "--resume", help="Cloud stacks: tell the ranks (GOLDENENV_RESUME=1) to "
@@ -312,7 +313,7 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
 
     On a cloud stack over ssh, in every node's golden container: goldenenv run -s aws-p5-2node --ssh-config
     ~/.ssh/goldenenv --code examples -- python /fsx/code/train_ddp.py"""
-    from goldenenv import automation, lifecycle, remote
+    from goldenenv import automation, jobs, lifecycle, remote
 
     command = list(ctx.args)
     if not command:
@@ -335,6 +336,7 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
                 f"{n} {c}" for n, c in sorted(result.exit_codes.items()) if c)
         else:
             targets, outputs = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            exec_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             result = lifecycle.run_remote(spec, command, print_line, targets, outputs, ssh_config, exec_prefix,
                                           code, resume, ssh_user, nproc_per_node, log=say)
             summary = result.describe_failure()
@@ -355,13 +357,17 @@ def validate_cmd(
     ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the host image's "
                                  "(ubuntu on AWS, root on Alibaba Cloud)."),
     hosts_by: HostsBy = HOSTS_BY,
-    exec_prefix: str = typer.Option("docker exec goldenenv", "--exec-prefix", help="How to reach the golden image on a node."),
+    exec_prefix: str = typer.Option(None, "--exec-prefix", help="How to reach the golden image on a node; default: "
+                                    "docker exec --user <the image's user> goldenenv."),
     min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
+    head: str = typer.Option(None, "--head", help="Slurm cloud stacks: the head node (ssh://user@address); default: "
+                             "the stack output headPrivateIp (headInstanceId with --hosts-by instance-id)."),
 ) -> None:
     """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
 
-    On clouds, every node's driver is also compared with the one its pinned host image carries."""
-    from goldenenv import automation, compat, lifecycle
+    On clouds, every node's driver is also compared with the one its pinned host image carries. On Slurm stacks,
+    also the scheduler's view: every node registered, idle or busy, with its GPUs as GRES, and none drained."""
+    from goldenenv import automation, compat, jobs, lifecycle
 
     spec = stack_spec(stack)
     try:
@@ -372,12 +378,18 @@ def validate_cmd(
             result = lifecycle.validate(spec, log=say)
         else:
             targets, _ = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            exec_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
                                               pool.instance_type, spec.cloud, min_fraction, log=say,
                                               host_driver=host.driver)
-    except (ConfigError, automation.LifecycleError) as e:
+            if spec.scheduler == "slurm":
+                say("the scheduler's view, from the head")
+                client = jobs.cloud_head(spec, head, ssh_config, None, ssh_user, hosts_by or HostsBy.PRIVATE_IP,
+                                         exec_prefix)
+                result.scheduler, result.scheduler_problems = jobs.scheduler_check(spec, client)
+    except (ConfigError, automation.LifecycleError, jobs.HeadError) as e:
         lifecycle_failure(e)
     _show_validation(result)
     if not result.ok:
@@ -392,6 +404,12 @@ def _show_validation(result) -> None:
     console.print("drift: " + ("[green]none[/]" if not result.drift else "[red]" + escape("; ".join(result.drift)) + "[/]"))
     console.print(f"all-reduce: {'[green]pass[/]' if result.allreduce_ok else '[red]fail[/]'} "
                   f"{escape(result.allreduce_note)}")
+    if result.scheduler or result.scheduler_problems:
+        verdict = "[green]pass[/]" if not result.scheduler_problems else "[red]" + escape(
+            "; ".join(result.scheduler_problems)) + "[/]"
+        nodes = ", ".join(f"{n.name} {n.state.lower()}" + (f" {n.gres}" if n.gres else "")
+                          + (f" ({n.reason})" if n.reason else "") for n in result.scheduler)
+        console.print(f"scheduler: {verdict} ({escape(nodes) or 'no nodes registered'})")
 
 
 @app.command("drill")

@@ -24,6 +24,9 @@ CONF_MOUNT = "/etc/goldenenv/slurm"
 """The head container's folder holding slurm.conf as goldenenv rendered it; configless nodes fetch it from the head."""
 STATE_DIR = "/var/spool/slurmctld"
 """slurmctld's StateSaveLocation inside the head container: the queue survives a head restart when it is a volume."""
+SLURMD_TIMEOUT_S = 30
+"""slurm.conf SlurmdTimeout on the clouds (Slurm's default is 300 s): a lost node is DOWN, and its jobs requeued,
+within a minute; the local stack uses less (clouds/local/cluster.py)."""
 JOBS_FOLDER = "jobs"
 """On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
 

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from goldenenv.render import render
 
-JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-CHECKPOINT_DIR = "job-{id}"
-"""A job's own checkpoint folder under the stack's checkpoints: the same on every start of the job, so a requeued
-job finds what it wrote before (GOLDENENV_CHECKPOINTS inside the job)."""
+JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
+RUN_COMMENT = "goldenenv-run="
+"""The job's Slurm comment names its run: `goldenenv jobs` finds the run's checkpoints by it."""
+
+
+def run_name(name: str, now: datetime | None = None) -> str:
+    """A job's run folder: its name, when it was submitted and a random word. Checkpoints and output go to
+    <checkpoints>/<run> and <jobs>/<run>.out, the same on every start of the job, so a requeued job finds what it
+    wrote; never another job's, even when a new cluster's Slurm numbers its jobs from 1 again."""
+    now = now or datetime.now(timezone.utc)
+    return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,8 @@ class BatchJob:
     env_file: str
     """The node's fabric and storage environment (/etc/goldenenv/launch.env), sourced by each task where it exists."""
     master_port: int
+    run: str
+    """The run folder's name (run_name): where this job's checkpoints and output go on every start."""
     name: str = "train"
     gpus_per_node: int = 0
     hours: float | None = None
@@ -43,10 +54,11 @@ class BatchJob:
 
     def script(self) -> str:
         if not JOB_NAME.fullmatch(self.name):
-            raise ValueError(f"job name {self.name!r}: letters, digits, . _ - (at most 64)")
+            raise ValueError(f"job name {self.name!r}: letters, digits, . _ - (at most 41)")
         return render(
             "slurm/job.sbatch.j2", stack=self.stack, name=self.name, nodes=self.nodes, options=self.options(),
-            output=f"{self.output_dir}/%j.out", checkpoints=self.checkpoints, env=self.env,
+            output=f"{self.output_dir}/{self.run}.out", comment=f"{RUN_COMMENT}{self.run}",
+            checkpoints=f"{self.checkpoints}/{self.run}", env=self.env,
             procs=self.procs_per_node, env_file=self.env_file, master_port=self.master_port, command=self.command,
             probe_timeout=max(10, self.slurmd_timeout // 2), requeue_wait=3 * self.slurmd_timeout + 30,
         )

@@ -39,6 +39,8 @@ class Job:
     elapsed: str
     reason: str
     output: str
+    run: str = ""
+    """The run folder goldenenv submit named in the job's comment ('' for a job submitted with plain sbatch)."""
     checkpoint_step: int | None = None
 
     @property
@@ -59,6 +61,7 @@ def jobs(text: str) -> list[Job]:
             nodes=r.get("NodeList", "") if r.get("NodeList") != "(null)" else "", restarts=int(r.get("Restarts", 0)),
             start=r.get("StartTime", ""), elapsed=r.get("RunTime", ""),
             reason=r.get("Reason", "None") if r.get("Reason") != "None" else "", output=r.get("StdOut", ""),
+            run=_run(r.get("Comment", "")),
         ))
     return sorted(found, key=lambda j: int(j.id) if j.id.isdigit() else 0)
 
@@ -93,7 +96,32 @@ def nodes(text: str) -> list[Node]:
     return sorted(found, key=lambda n: n.name)
 
 
+def _run(comment: str) -> str:
+    from goldenenv.slurm.batch import RUN_COMMENT
+
+    run = comment[len(RUN_COMMENT):] if comment.startswith(RUN_COMMENT) else ""
+    return run if re.fullmatch(r"[A-Za-z0-9._-]+", run) else ""
+
+
 def checkpoint_step(latest: str) -> int | None:
     """The step a checkpoint folder's `latest` names (examples/train_ddp.py writes step-<N>.pt there)."""
     match = STEP.search(latest)
     return int(match.group(1)) if match else None
+
+
+def judge(found: list[Node], expected: int, gpus: int) -> list[str]:
+    """What is wrong with the scheduler's view of a cluster that should have `expected` nodes with `gpus` GPUs
+    each: nodes missing, not responding, down or drained (with Slurm's reason), or offering other GRES."""
+    problems = []
+    if len(found) < expected:
+        problems.append(f"{expected - len(found)} of {expected} nodes have not registered with slurmctld")
+    for node in found:
+        base = node.state.split("+")[0].rstrip("*~#%!")
+        flags = node.state.split("+")[1:]
+        if not node.responding or base in ("DOWN", "FAIL", "UNKNOWN") or {"DRAIN", "FAIL"} & set(flags) \
+                or base in ("DRAINED", "DRAINING"):
+            problems.append(f"{node.name}: {node.state}" + (f" ({node.reason})" if node.reason else ""))
+        wanted = f"gpu:{gpus}" if gpus else ""
+        if node.gres.split("(")[0] != wanted:
+            problems.append(f"{node.name}: offers GRES {node.gres or 'none'}, the catalog says {wanted or 'none'}")
+    return problems

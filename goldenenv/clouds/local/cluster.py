@@ -2,7 +2,7 @@
 
 Everything carries the label `goldenenv.stack=<stack>` (the local form of the cloud's stack tag),
 so `destroy` finds what belongs to a stack even after a half-finished `up`. The data volume holds
-datasets/ and checkpoints/ (and the Slurm jobs' output and slurmctld's state) and outlives `destroy` unless the data is purged by name.
+datasets/ and checkpoints/ (and the Slurm jobs' output) and outlives `destroy` unless the data is purged by name.
 
 With `scheduler: slurm` the head container runs slurmctld and every node container a dynamic slurmd, all from the
 stack's golden image. The munge key is made inside a volume of the engine (mode 0400) and never passes through
@@ -34,16 +34,13 @@ ROLE_LABEL = "goldenenv.role"
 DATA = "/data"
 SLURMD_TIMEOUT_S = 10
 """A lost node container is DOWN this soon (slurm.conf SlurmdTimeout): the local drill sees its requeue quickly."""
-REQUEUE_DELAY_S = 10
+REQUEUE_DELAY_S = 5
 """How long a requeued job waits before it may start again (Slurm's cred_expire, 120 s by default): containers
 launch a job's steps in well under that."""
-RECOVERY_DELAY_S = 5
+RECOVERY_DELAY_S = 3
 """How long a lost node stays down before the recovery container starts it again (its "reboot")."""
 ENGINE_SOCKET = "/var/run/docker.sock"
 RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
-SLURM_STATE = f"{DATA}/slurm/state"
-"""slurmctld's state on the data volume, as on a cloud's shared file system: job ids, the queue and a day of
-finished jobs outlive `destroy`, so a job's output and checkpoint folders are never another job's."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +58,10 @@ class Names:
     @property
     def munge(self) -> str:
         return f"goldenenv-{self.stack}-munge"
+
+    @property
+    def slurm_state(self) -> str:
+        return f"goldenenv-{self.stack}-slurm"
 
     @property
     def head(self) -> str:
@@ -180,14 +181,19 @@ class LocalCluster:
         if self._existing(self.names.head, log):
             return
         log(f"creating {self.names.head} (slurmctld) from {image}")
+        try:
+            self.client.volumes.get(self.names.slurm_state)
+        except NotFound:
+            self.client.volumes.create(self.names.slurm_state, labels=self.labels)
         container = self.client.containers.create(
             image, slurm.head_command(), name=self.names.head, hostname=slurm.HEAD_HOSTNAME, user="root",
             labels={**self.labels, ROLE_LABEL: "head"}, environment={**self.env(), **NODE_ENV},
-            volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **self._secrets()},
+            volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **self._secrets(),
+                     self.names.slurm_state: {"bind": slurm.STATE_DIR, "mode": "rw"}},
             restart_policy={"Name": "unless-stopped"}, init=True, detach=True,
             **self._on_network(network, slurm.HEAD_HOSTNAME),
         )
-        conf = slurm_config.render_conf(self.spec, SLURMD_TIMEOUT_S, SLURM_STATE, cred_expire=REQUEUE_DELAY_S)
+        conf = slurm_config.render_conf(self.spec, SLURMD_TIMEOUT_S, cred_expire=REQUEUE_DELAY_S)
         container.put_archive("/", _archive({f"{slurm.CONF_MOUNT.lstrip('/')}/slurm.conf": conf.encode()}))
         container.start()
 
@@ -290,8 +296,8 @@ class LocalCluster:
             if network.name == self.names.network:
                 network.remove()
                 removed.append(network.name)
-        doomed = [self.names.munge] + ([self.names.volume] if purge_data else [])
-        for volume in doomed:  # the key goes with the cluster; the data (and the queue's state on it) only when asked
+        doomed = [self.names.munge, self.names.slurm_state] + ([self.names.volume] if purge_data else [])
+        for volume in doomed:  # the key and the queue go with the cluster; the data only when asked
             try:
                 self.client.volumes.get(volume).remove(force=True)
                 removed.append(volume)

@@ -21,7 +21,7 @@ def torchrun_command(command: list[str], nodes: int, procs: int, master: str, lo
 
 
 def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: list[str],
-                 env: dict[str, str], on_line: Line, raw: bool = False) -> RunResult:
+                 env: dict[str, str], on_line: Line, raw: bool = False, user: str = "") -> RunResult:
     """Start the command on every node at once, stream `[node-i]`-prefixed lines, wait for all."""
     run_id = uuid.uuid4().hex[:8]
     environment = {**env, **NODE_ENV, RUN_MARKER: run_id}
@@ -29,7 +29,8 @@ def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: l
     def command(index: int) -> list[str]:
         return script if raw else torchrun_command(script, len(containers), procs, ips[0], ips[index], run_id)
 
-    jobs = {f"node-{i}": _exec(client, container, command(i), environment) for i, container in enumerate(containers)}
+    jobs = {f"node-{i}": _exec(client, container, command(i), environment, user)
+            for i, container in enumerate(containers)}
 
     def stop() -> None:
         for container in containers:
@@ -38,11 +39,13 @@ def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: l
     return stream_until_first_failure(jobs, on_line, stop)
 
 
-def _exec(client, container, command: list[str], environment: dict[str, str]) -> Job:
-    """One node's part of the run: `docker exec` of the command, its output passed on line by line."""
+def _exec(client, container, command: list[str], environment: dict[str, str], user: str = "") -> Job:
+    """One node's part of the run: `docker exec` of the command (as `user`; "": the container's), its output passed
+    on line by line."""
 
     def run(emit) -> int:
-        exec_id = client.api.exec_create(container.id, command, environment=environment, workdir="/home/trainer")["Id"]
+        exec_id = client.api.exec_create(container.id, command, environment=environment, workdir="/home/trainer",
+                                         user=user)["Id"]
         pending = ""
         for chunk in client.api.exec_start(exec_id, stream=True):
             pending += chunk.decode(errors="replace")
@@ -57,7 +60,7 @@ def _exec(client, container, command: list[str], environment: dict[str, str]) ->
     return run
 
 
-def _stop_run(client, container, run_id: str) -> None:
+def _stop_run(client, container, run_id: str) -> None:  # as root: it also ends a run started as the image's user
     """Kill this run's agent and workers on a node (they carry the run marker in their environment)."""
     script = (f'for p in /proc/[0-9]*; do grep -qsz "^{RUN_MARKER}={run_id}$" "$p/environ" '
               '&& kill -9 "${p#/proc/}" 2>/dev/null; done; true')

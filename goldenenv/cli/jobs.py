@@ -1,0 +1,188 @@
+"""The queue: submit, jobs, logs, cancel (top-level commands) on a stack whose scheduler is Slurm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from goldenenv.cli.common import HOSTS_BY, STACK, console, errors, fail, lifecycle_failure, stack_spec
+from goldenenv.clouds.base import HostsBy
+from goldenenv.spec import ConfigError, Problem
+
+app = typer.Typer()
+
+HEAD = typer.Option(None, "--head", help="Cloud stacks: the head node (ssh://user@address[:port]); default: the "
+                    "stack output headPrivateIp (or headInstanceId with --hosts-by instance-id).")
+SSH_CONFIG = typer.Option(None, "--ssh-config", help="Cloud stacks: ssh config reaching the head (bastion or SSM "
+                          "ProxyCommand, IdentityFile).")
+SSH_USER = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the head; default: the host image's.")
+EXEC_PREFIX = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to reach the golden container on the "
+                           "head; default: docker exec --user <the image's user> goldenenv.")
+JOB = typer.Argument(..., help="The job id `goldenenv submit` printed (goldenenv jobs lists them).")
+
+
+def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None,
+          exec_prefix: str | None):
+    """The head's Slurm client, and the local cluster when the stack is local (None on clouds)."""
+    from goldenenv import jobs
+
+    jobs.require_slurm(spec)
+    if spec.cloud == "local":
+        given = [name for name, value in {"--head": head, "--ssh-config": ssh_config, "--ssh-user": ssh_user,
+                                          "--hosts-by": hosts_by, "--exec-prefix": exec_prefix}.items() if value]
+        if given:
+            errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack}'s head is a local container")
+            raise typer.Exit(2)
+        return jobs.local_head(spec)
+    return jobs.cloud_head(spec, head, ssh_config, None, ssh_user, hosts_by or HostsBy.PRIVATE_IP,
+                           exec_prefix), None
+
+
+def _failures():
+    from goldenenv import automation, jobs, remote
+
+    return ConfigError, jobs.HeadError, automation.LifecycleError, remote.RemoteError
+
+
+@app.command("submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def submit_cmd(ctx: typer.Context, stack: str = STACK,
+               nodes: int = typer.Option(..., "--nodes", "-N", help="Nodes the job runs on (one torchrun each)."),
+               gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="GPUs (and ranks) per node; "
+                                                 "default: every GPU of the node type."),
+               code: Path = typer.Option(None, "--code", help="Copy this folder to <shared file system>/code "
+                                         "first (/data/code locally, e.g. /fsx/code on AWS)."),
+               hours: float = typer.Option(None, "--time", help="Time limit in hours (Slurm ends the job then); "
+                                           "default: none."),
+               name: str = typer.Option("train", "--name", help="The job's name in `goldenenv jobs`."),
+               head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
+               hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
+    """Queue CMD on N nodes under torchrun; it is requeued and resumes by itself when a node is lost.
+
+    goldenenv submit --nodes 2 --code examples -- python /data/code/train_ddp.py --steps 300
+
+    Output goes to <shared FS>/jobs/RUN.out, checkpoints to $GOLDENENV_CHECKPOINTS (<checkpoints>/RUN), the same
+    on every start of the job; RUN is the job's name, when it was submitted and a random word."""
+    from goldenenv import jobs, lifecycle, remote
+
+    command = list(ctx.args)
+    if not command:
+        errors.print("give the command after --, e.g. goldenenv submit --nodes 2 --code examples -- "
+                     "python /data/code/train_ddp.py")
+        raise typer.Exit(2)
+    if code is not None and not code.is_dir():
+        errors.print(f"[bold red]--code {escape(str(code))}[/]: no such folder")
+        raise typer.Exit(2)
+    spec = stack_spec(stack)
+    try:
+        client, cluster = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+        job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec))
+        where = jobs.places(spec)
+        if code is not None:
+            if cluster is not None:
+                lifecycle.sync_code(cluster, code)
+            elif where.shared:
+                remote.sync_code(code, [client.host], where.code, client.ssh, client.exec_prefix, True)
+            else:
+                raise ConfigError([Problem("--code", f"{spec.stack} has no shared file system for the code "
+                                                "to reach every node: copy it with goldenenv run --code, or add "
+                                                "goldenenv:storage.parallelFs")])
+        job_id = jobs.submit(client, job, where.jobs)
+    except ConfigError as e:
+        fail(e)
+    except jobs.NoSuchJob as e:
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(2) from None
+    except _failures() as e:
+        lifecycle_failure(e)
+    console.print(job_id)
+    errors.print(f"queued job {job_id} on {nodes} node(s) of {spec.stack}: output {where.jobs}/{job.run}.out, "
+                 f"checkpoints {where.checkpoints}/{job.run} (goldenenv logs -s {spec.stack} {job_id} -f)",
+                 highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("jobs")
+def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", help="One JSON list, for scripts."),
+             head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
+             hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
+    """The stack's jobs (finished ones for a day): state, nodes, restarts, elapsed, latest checkpoint step."""
+    from goldenenv import jobs
+
+    spec = stack_spec(stack)
+    try:
+        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+        found = jobs.list_jobs(client, jobs.places(spec).checkpoints)
+    except ConfigError as e:
+        fail(e)
+    except jobs.NoSuchJob as e:
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(2) from None
+    except _failures() as e:
+        lifecycle_failure(e)
+    if as_json:
+        print(json.dumps([j.to_dict() for j in found], indent=2))
+        return
+    table = Table(title=f"jobs on {spec.stack}", title_justify="left")
+    for column in ("id", "name", "state", "nodes", "restarts", "start", "elapsed", "checkpoint", "reason"):
+        table.add_column(column, no_wrap=column in ("id", "state", "restarts", "elapsed"))
+    for j in found:
+        table.add_row(j.id, escape(j.name), j.state, escape(j.nodes), str(j.restarts), j.start, j.elapsed,
+                      "" if j.checkpoint_step is None else f"step {j.checkpoint_step}", escape(j.reason))
+    console.print(table if found else "no jobs")
+
+
+@app.command("logs")
+def logs_cmd(job_id: str = JOB, stack: str = STACK,
+             follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job has ended."),
+             head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
+             hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
+    """A job's output, every start of it (requeues append)."""
+    from goldenenv import jobs
+
+    if not job_id.isdigit():
+        errors.print(f"[bold red]JOB {escape(job_id)}[/]: a job id is a number (goldenenv jobs lists them)")
+        raise typer.Exit(2)
+    spec = stack_spec(stack)
+    try:
+        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+        where = jobs.places(spec)
+        found = jobs.list_jobs(client, where.checkpoints, job_id)
+        for text in jobs.follow(client, jobs.job_output(found[0]), job_id, where.checkpoints, follow_on=follow):
+            print(text, end="", flush=True)
+    except ConfigError as e:
+        fail(e)
+    except jobs.NoSuchJob as e:
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(2) from None
+    except _failures() as e:
+        lifecycle_failure(e)
+
+
+@app.command("cancel")
+def cancel_cmd(job_id: str = JOB, stack: str = STACK, head: str = HEAD, ssh_config: str = SSH_CONFIG,
+               ssh_user: str = SSH_USER, hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
+    """Cancel a job: Slurm stops it on every node; its checkpoints stay."""
+    from goldenenv import jobs
+
+    if not job_id.isdigit():
+        errors.print(f"[bold red]JOB {escape(job_id)}[/]: a job id is a number (goldenenv jobs lists them)")
+        raise typer.Exit(2)
+    spec = stack_spec(stack)
+    try:
+        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+        found = jobs.list_jobs(client, jobs.places(spec).checkpoints, job_id)
+        if found and found[0].done:
+            console.print(f"job {job_id} had already ended: {found[0].state}")
+            return
+        jobs.cancel(client, job_id)
+    except ConfigError as e:
+        fail(e)
+    except jobs.NoSuchJob as e:
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(2) from None
+    except _failures() as e:
+        lifecycle_failure(e)
+    console.print(f"cancelled job {job_id}")
