@@ -156,12 +156,8 @@ def cloud_head(spec: ClusterSpec, host: str | None, ssh_config: str | None, iden
 
 
 def slurmd_timeout(spec: ClusterSpec) -> int:
-    """The stack's SlurmdTimeout, as its slurm.conf has it."""
-    if spec.cloud == "local":
-        from goldenenv.clouds.local.cluster import SLURMD_TIMEOUT_S
-
-        return SLURMD_TIMEOUT_S
-    return slurm.SLURMD_TIMEOUT_S
+    """The stack's SlurmdTimeout, as its slurm.conf has it (the cloud's)."""
+    return clouds.get(spec.cloud).slurmd_timeout
 
 
 def container_exec(spec: ClusterSpec) -> str:

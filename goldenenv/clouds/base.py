@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Protocol
 
+from goldenenv import slurm
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
 
 
@@ -42,9 +43,6 @@ HOST_OUTPUTS = {HostsBy.PRIVATE_IP: "nodePrivateIps", HostsBy.INSTANCE_ID: "inst
 HEAD_OUTPUTS = {HostsBy.PRIVATE_IP: "headPrivateIp", HostsBy.INSTANCE_ID: "headInstanceId"}
 """The Slurm head's stack outputs, one per way of addressing it (absent with goldenenv:scheduler none)."""
 
-SLURMD_TIMEOUT_S = 300
-"""slurm.conf SlurmdTimeout: Slurm's own default (slurm.conf man page), after which an unresponsive node is DOWN and
-its batch jobs are requeued. A cloud whose nodes vanish faster (a spot reclaim) or answer slower may set its own."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +313,7 @@ class PulumiCloud:
     node_updates: NodeUpdates | None = None
     """How its GPU nodes take a change on `up`; None: plan says nothing per node."""
     head_instance_type: str | None = None
-    slurmd_timeout = SLURMD_TIMEOUT_S
+    slurmd_timeout = slurm.SLURMD_TIMEOUT_S
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []

@@ -26,7 +26,7 @@ STATE_DIR = "/var/spool/slurmctld"
 """slurmctld's StateSaveLocation inside the head container: the queue survives a head restart when it is a volume."""
 SLURMD_TIMEOUT_S = 30
 """slurm.conf SlurmdTimeout on the clouds (Slurm's default is 300 s): a lost node is DOWN, and its jobs requeued,
-within a minute; the local stack uses less (clouds/local/cluster.py)."""
+within a minute. Each cloud's `slurmd_timeout` (clouds/base.py) is this; the local cloud's is shorter."""
 JOBS_FOLDER = "jobs"
 """On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
 

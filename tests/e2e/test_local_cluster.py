@@ -1,4 +1,7 @@
-"""The local cluster end to end: the README's main job, and up/run/validate/destroy as a user drives them."""
+"""The local cluster end to end: the README's main job, and up/run/validate/destroy as a user drives them.
+
+The local stack runs Slurm (a head container with slurmctld, slurmd in every node container): the flow submits the
+training and the drill only kills a node; Slurm requeues the job and it resumes by itself."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from goldenenv import catalog, lifecycle
-from goldenenv.clouds.local.cluster import STACK_LABEL, LocalCluster
+from goldenenv.clouds.local.cluster import NODE_LABEL, STACK_LABEL, LocalCluster
 from goldenenv.flow import run_flow
 from goldenenv.images.dockerfile import BuildOptions
 
@@ -32,17 +35,20 @@ def quiet(message: str) -> None:
     pass
 
 
-def test_flow_builds_ups_validates_trains_drills_and_destroys_keeping_data(spec, client):
-    report = run_flow(spec, BuildOptions.from_environment(), EXAMPLES, steps=60, console=Console(quiet=True), client=client)
-    assert [p.name for p in report.phases] == ["image", "up", "validate", "train", "drill", "destroy"]
+def test_flow_builds_ups_validates_submits_drills_and_destroys_keeping_data(spec, client):
+    assert spec.scheduler == "slurm", "the local stack shows the team workflow: a queue"
+    report = run_flow(spec, BuildOptions.from_environment(), EXAMPLES, steps=80, console=Console(quiet=True),
+                      client=client)
+    assert [p.name for p in report.phases] == ["image", "up", "validate", "submit", "drill", "destroy"]
     assert report.ok, [(p.name, p.note) for p in report.phases if not p.ok]
-    trained = report.value("train")
-    assert trained["final_step"] == 60 and trained["last_loss"] < trained["first_loss"]
-    assert trained["world_size"] == spec.nodes[0].count * catalog.local_shapes()["container"].processes_per_node
+    validation = report.value("validate")
+    assert [(n.name, n.idle) for n in validation.scheduler] == [(f"node-{i}", True) for i in range(spec.nodes[0].count)]
+    assert report.value("submit").state == "RUNNING"
     drill = report.value("drill")
+    assert drill.restarts >= 1, "Slurm requeued the job with no command from anyone"
     assert drill.resumed_from == drill.checkpoint_before_kill > 0
     assert 0 <= drill.lost_steps <= drill.interval, drill
-    assert drill.final_step > drill.step_at_kill
+    assert drill.final_step == 80 > drill.step_at_kill
     assert LocalCluster(spec, client).nodes() == []
     assert LocalCluster(spec, client).data_kept(), "destroy keeps datasets and checkpoints"
 
@@ -55,8 +61,10 @@ def test_up_twice_gives_the_same_cluster_with_cloud_like_outputs(spec, client):
     assert first["hostfile"].splitlines() == [f"{ip} slots={shape.processes_per_node}" for ip in first["nodePrivateIps"]]
     assert first["launchEnv"]["MASTER_ADDR"] == first["nodePrivateIps"][0]
     assert first["launchEnv"]["NNODES"] == str(spec.nodes[0].count)
-    nodes = client.containers.list(filters={"label": f"{STACK_LABEL}={spec.stack}"})
+    nodes = client.containers.list(filters={"label": [f"{STACK_LABEL}={spec.stack}", NODE_LABEL]})
     assert len(nodes) == spec.nodes[0].count
+    assert {c.attrs["HostConfig"]["NetworkMode"] for c in nodes} == {f"goldenenv-{spec.stack}"}, \
+        "a node is on the cluster network only"
     network = client.networks.get(f"goldenenv-{spec.stack}")
     assert network.attrs["Internal"] is True, "nodes reach each other and nothing else"
 
@@ -105,7 +113,7 @@ def test_destroy_twice_and_on_a_half_created_stack_then_purge_by_name(spec, clie
 def test_validate_over_testinfra_hosts_the_path_cloud_nodes_take(spec, client):
     """Clouds validate through testinfra hosts (ssh://node + docker exec); here the same code on docker:// nodes."""
     outputs = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
-    result = lifecycle.validate_hosts(spec.image.lock, [f"docker://{n}" for n in outputs["nodes"]], log=quiet)
+    result = lifecycle.validate_hosts(spec.image.lock, [f"docker://trainer@{n}" for n in outputs["nodes"]], log=quiet)
     assert result.ok, (result.image_checks[-2000:], result.drift, result.allreduce_note)
     assert result.allreduce["world_size"] == len(outputs["nodes"])
     lifecycle.destroy(spec, client=client, log=quiet)

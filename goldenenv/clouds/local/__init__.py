@@ -17,6 +17,8 @@ class LocalCloud:
     name = "local"
     capabilities: frozenset = frozenset()
     uses_pulumi = False
+    slurmd_timeout = 10
+    """A lost node container is DOWN this soon: the local drill sees its requeue quickly."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks"),
     "docker:network": ("internal",),

@@ -32,8 +32,6 @@ STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
 ROLE_LABEL = "goldenenv.role"
 DATA = "/data"
-SLURMD_TIMEOUT_S = 10
-"""A lost node container is DOWN this soon (slurm.conf SlurmdTimeout): the local drill sees its requeue quickly."""
 REQUEUE_DELAY_S = 5
 """How long a requeued job waits before it may start again (Slurm's cred_expire, 120 s by default): containers
 launch a job's steps in well under that."""
@@ -193,7 +191,9 @@ class LocalCluster:
             restart_policy={"Name": "unless-stopped"}, init=True, detach=True,
             **self._on_network(network, slurm.HEAD_HOSTNAME),
         )
-        conf = slurm_config.render_conf(self.spec, SLURMD_TIMEOUT_S, cred_expire=REQUEUE_DELAY_S)
+        from goldenenv.clouds.local import LocalCloud
+
+        conf = slurm_config.render_conf(self.spec, LocalCloud.slurmd_timeout, cred_expire=REQUEUE_DELAY_S)
         container.put_archive("/", _archive({f"{slurm.CONF_MOUNT.lstrip('/')}/slurm.conf": conf.encode()}))
         container.start()
 

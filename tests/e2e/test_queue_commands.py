@@ -1,0 +1,86 @@
+"""The team workflow on the local Slurm stack, through the CLI as a user types it: submit prints a job id, jobs shows
+it running, a node container is killed mid-run, and with no further command Slurm requeues the job, it runs again
+when the node is back, resumes from its checkpoint and completes; logs show both starts; cancel stops a job."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from goldenenv import lifecycle
+from goldenenv.cli import app
+from goldenenv.clouds.local.cluster import LocalCluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+INTERVAL = 20
+"""examples/train_ddp.py's default --checkpoint-every."""
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return lifecycle.load_spec("local")
+
+
+@pytest.fixture(scope="module")
+def cli(spec, client):
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0):
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, (args, result.output, result.exception)
+        return result
+
+    lifecycle.destroy(spec, purge_data=True, client=client, log=lambda m: None)
+    invoke("up")
+    yield invoke
+    lifecycle.destroy(spec, purge_data=True, client=client, log=lambda m: None)
+
+
+def job(cli, job_id: str) -> dict:
+    return next(j for j in json.loads(cli("jobs", "--json").stdout) if j["id"] == job_id)
+
+
+def wait(cli, job_id: str, until, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = job(cli, job_id)
+        if until(found):
+            return found
+        assert time.monotonic() < deadline, found
+        time.sleep(1)
+
+
+def test_a_job_survives_a_lost_node_and_completes_by_itself(cli, spec, client):
+    submitted = cli("submit", "--nodes", "2", "--code", str(EXAMPLES), "--", "python", "/data/code/train_ddp.py",
+                    "--steps", "160")
+    job_id = submitted.stdout.strip()
+    assert job_id.isdigit(), submitted.output
+    running = wait(cli, job_id, lambda j: j["state"] == "RUNNING", 60)
+    assert running["nodes"] == "node-[0-1]" and running["restarts"] == 0
+    wait(cli, job_id, lambda j: (j["checkpoint_step"] or 0) >= INTERVAL, 120)
+    victim = LocalCluster(spec, client).nodes()[-1]
+    victim.kill()  # docker kill: nothing else is done by anyone from here on
+    done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 300)
+    assert done["state"] == "COMPLETED" and done["restarts"] >= 1, done
+    assert done["checkpoint_step"] == 160
+    log = cli("logs", job_id).stdout
+    first, _, second = log.partition(f"goldenenv: job {job_id} start 1 ")
+    assert second, log[-2000:]
+    resumed = int(re.search(r"resumed from step (\d+)", second).group(1))
+    reached = max(int(s) for s in re.findall(r"^step (\d+) ", first, re.M))
+    assert 0 < resumed and reached - resumed <= INTERVAL, (resumed, reached)
+    assert '"final_step": 160' in second
+
+
+def test_cancel_stops_a_queued_job_and_a_bad_job_id_is_exit_2(cli):
+    job_id = cli("submit", "--nodes", "1", "--name", "sleeper", "--", "sleep", "600").stdout.strip()
+    wait(cli, job_id, lambda j: j["state"] == "RUNNING", 60)
+    assert "cancelled" in cli("cancel", job_id).stdout
+    assert wait(cli, job_id, lambda j: j["state"] == "CANCELLED", 60)["name"] == "sleeper"
+    assert "no such job" in cli("logs", "9999", code=2).output
+    assert "--nodes" in cli("submit", "--nodes", "9", "--", "true", code=2).output
