@@ -197,6 +197,7 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
         checkpoints=where.checkpoints, env_file=ENV_FILE, master_port=MASTER_PORT, name=name,
         gpus_per_node=gpus_per_node if gpus_per_node is not None else gpus, hours=hours,
         env={"GOLDENENV_CODE": where.code}, slurmd_timeout=slurmd_timeout, run=run_name(name),
+        spot_cloud=spec.cloud if pool.capacity.value == "spot" else None,
     )
 
 

@@ -196,7 +196,7 @@ class NodeBoot:
                 volumes.append(f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro")
                 run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
-                                                     [self.pool])}
+                                                     [self.pool], self._spot_cloud())}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run))
         return units
 
@@ -207,6 +207,10 @@ class NodeBoot:
         if image is None or not image.instance_store_unit:
             return None
         return HostStore(image.instance_store_unit, image.instance_store_mount)
+
+    def _spot_cloud(self) -> str | None:
+        """Whose spot notices this pool's nodes watch, or None (on-demand)."""
+        return self.spec.cloud if self._pool().capacity.value == "spot" else None
 
     def _pool(self):
         return next(p for p in self.spec.nodes if p.name == self.pool)

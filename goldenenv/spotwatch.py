@@ -12,6 +12,12 @@ SIGUSR1, and its workers run in sessions of their own). If none catches it, the 
 SIGTERM, which torchrun passes on to its workers, once --fallback-after seconds have passed without
 a handler (a notice may come while the ranks still import torch). It exits with the command's exit code.
 With --pid it watches a process tree started elsewhere instead.
+
+On a Slurm cluster it plays two more parts. In a job (`--requeue-job`, which the sbatch script of a spot pool
+uses), once the ranks have checkpointed and the command has exited after a notice, it requeues the job
+(`scontrol requeue $SLURM_JOB_ID`): the job starts again, from that checkpoint, when enough nodes are up. On the node
+(`--drain-node NAME`, started as root next to slurmd), it drains the node with the notice as the reason, so no job
+lands on a node about to go; the node is resumed when it comes back (goldenenv-slurm node).
 """
 
 from __future__ import annotations
@@ -249,6 +255,42 @@ def watch(metadata: Metadata, root: int, finished, interval: float, signum: int,
     return noticed
 
 
+DRAIN_REASON = "goldenenv spot"
+"""How a drain reason the watcher set begins: the node's entry resumes only such a node when it comes back."""
+
+
+def scontrol(*args: str) -> bool:
+    """Run one scontrol command; whether it succeeded (its complaint is logged, never raised)."""
+    try:
+        done = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log(f"scontrol {' '.join(args)}: {e}")
+        return False
+    if done.returncode:
+        log(f"scontrol {' '.join(args)} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done.returncode == 0
+
+
+def drain_reason(notice: Notice) -> str:
+    deadline = notice.deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if notice.deadline else "unknown"
+    return f"{DRAIN_REASON}: {notice.cloud} {notice.action} at {deadline}"
+
+
+def drain_on_notice(metadata: Metadata, node: str, interval: float) -> int:
+    """Poll until a notice; then drain the node with it as the reason (jobs there run on until they end)."""
+    log(f"watching {metadata.cloud} spot notices for Slurm node {node}")
+    while True:
+        try:
+            found = metadata.notice()
+        except MetadataError:
+            found = None
+        if found is not None:
+            reason = drain_reason(found)
+            log(f"draining {node}: {reason}")
+            return 0 if scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}") else 1
+        time.sleep(interval)
+
+
 def _signal_number(name: str) -> int:
     name = name.upper()
     try:
@@ -273,12 +315,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fallback-after", type=float, default=20.0, metavar="SECONDS",
                         help="how long to wait for a process to catch --signal before the fallback (default 20)")
     parser.add_argument("--pid", type=int, help="watch this running process tree instead of starting a command")
+    parser.add_argument("--requeue-job", action="store_true",
+                        help="in a Slurm job: after a notice, once the command has exited, requeue the job "
+                             "($SLURM_JOB_ID)")
+    parser.add_argument("--drain-node", metavar="NODE",
+                        help="on a Slurm node, as root: on a notice, drain NODE with the notice as the reason")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...: the training to start")
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
-    if bool(args.command) == (args.pid is not None):
-        parser.error("give either a command after -- or --pid")
+    if sum((bool(args.command), args.pid is not None, args.drain_node is not None)) != 1:
+        parser.error("give one of: a command after --, --pid, --drain-node")
     return args
 
 
@@ -289,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         log("not on a known cloud (no AWS or Alibaba DMI vendor) and no --cloud: polling AWS's endpoint")
         cloud = "aws"
     metadata = Metadata(cloud, args.metadata_url)
+    if args.drain_node is not None:
+        return drain_on_notice(metadata, args.drain_node, args.interval)
     if args.pid is not None:
         log(f"watching {cloud} spot notices at {args.metadata_url} for process {args.pid}")
         watch(metadata, args.pid, lambda: not _alive(args.pid), args.interval, args.signal, args.fallback_signal,
@@ -306,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
         left = noticed.seconds_left()
         log(f"{args.command[0]} exited with {code} after the notice"
             + (f", {left:.0f} s before the deadline" if left is not None else ""))
+        job = os.environ.get("SLURM_JOB_ID")
+        if args.requeue_job and job:
+            log(f"requeueing Slurm job {job}: it starts again from its checkpoint when enough nodes are up")
+            scontrol("requeue", job)
     return code if code >= 0 else 128 - code
 
 

@@ -36,12 +36,15 @@ def head_command() -> list[str]:
     return [ENTRY, "head"]
 
 
-def node_command(conf_server: str, gpus: int, features: list[str]) -> list[str]:
+def node_command(conf_server: str, gpus: int, features: list[str], spot_cloud: str | None = None) -> list[str]:
     """What a node's golden container runs: munged, then a dynamic slurmd that registers with the head, fetches the
-    config from it (configless) and offers its GPUs as GRES (the count comes from the catalog)."""
+    config from it (configless) and offers its GPUs as GRES (the count comes from the catalog). On a spot pool
+    (`spot_cloud`: whose notice to watch) the spot watcher drains the node on a notice."""
     command = [ENTRY, "node", "--conf-server", conf_server]
     if gpus:
         command += ["--gpus", str(gpus)]
     for feature in features:
         command += ["--feature", feature]
+    if spot_cloud:
+        command += ["--spot", spot_cloud]
     return command

@@ -43,6 +43,8 @@ class BatchJob:
     hours: float | None = None
     env: dict[str, str] = field(default_factory=dict)
     slurmd_timeout: int = 30
+    spot_cloud: str | None = None
+    """A spot pool's cloud: each torchrun runs under goldenenv-spotwatch, which checkpoints and requeues on a notice."""
 
     def options(self) -> list[str]:
         options = []
@@ -60,5 +62,5 @@ class BatchJob:
             output=f"{self.output_dir}/{self.run}.out", comment=f"{RUN_COMMENT}{self.run}",
             checkpoints=f"{self.checkpoints}/{self.run}", env=self.env,
             procs=self.procs_per_node, env_file=self.env_file, master_port=self.master_port, command=self.command,
-            probe_timeout=max(10, self.slurmd_timeout // 2), requeue_wait=3 * self.slurmd_timeout + 30,
+            spot_cloud=self.spot_cloud, probe_timeout=max(10, self.slurmd_timeout // 2), requeue_wait=3 * self.slurmd_timeout + 30,
         )

@@ -1,7 +1,7 @@
 #!/bin/bash
 # goldenenv-slurm: the scheduler daemons of a goldenenv cluster, started in its golden container (as root).
 #   goldenenv-slurm head                                   munged, then slurmctld in the foreground
-#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]...
+#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]... [--spot aws|alicloud]
 #                                                          munged, then a dynamic slurmd (configless, -Z)
 # The stack's munge key is mounted read-only at /run/goldenenv-secrets/munge.key; munged reads a copy it owns
 # (0400) outside /etc/munge, so no key is ever part of the image. On the head, slurm.conf is the one goldenenv
@@ -39,12 +39,13 @@ case "$role" in
     exec slurmctld -D -i
     ;;
   node)
-    server="" gpus=0 features=()
+    server="" gpus=0 features=() spot=""
     while [ $# -gt 0 ]; do
       case "$1" in
         --conf-server) server=$2; shift 2 ;;
         --gpus) gpus=$2; shift 2 ;;
         --feature) features+=("$2"); shift 2 ;;
+        --spot) spot=$2; shift 2 ;;
         *) log "unknown argument $1"; exit 2 ;;
       esac
     done
@@ -64,6 +65,20 @@ case "$role" in
       # the node is back in service when its slurmd registers (ReturnToService=2)
       SLURM_CONF=$cache scontrol update nodename="$(hostname -s)" state=down \
         reason="goldenenv: node restarted, its jobs were lost" || log "could not tell slurmctld this node restarted"
+    fi
+    if [ -n "$spot" ]; then
+      node=$(hostname -s)
+      # a spot notice drains this node (reason: the notice), so no new job lands on it; the job's own watcher
+      # checkpoints and requeues it. When the node is back, a drain the watcher set is lifted.
+      goldenenv-spotwatch --cloud "$spot" --drain-node "$node" &
+      (
+        sleep 30
+        reason=$(scontrol show node "$node" 2>/dev/null | sed -n 's/.*Reason=\(goldenenv spot[^[]*\).*/\1/p')
+        if [ -n "$reason" ]; then
+          log "node is back after a spot notice ($reason): resuming it"
+          scontrol update nodename="$node" state=resume || log "could not resume $node"
+        fi
+      ) &
     fi
     exec slurmd -D -Z --conf-server "$server" ${node_conf:+--conf "$node_conf"}
     ;;

@@ -123,3 +123,14 @@ def test_an_idle_cluster_passes():
     idle = ("NodeName=node-0 State=IDLE+DYNAMIC_NORM Gres=gpu:8(S:0-1) NodeAddr=10.0.1.5 CPUTot=192 Reason=\n"
             "NodeName=node-1 State=ALLOCATED+DYNAMIC_NORM Gres=gpu:8(S:0-1) NodeAddr=10.0.1.6 CPUTot=192\n")
     assert view.judge(view.nodes(idle), 2, gpus=8) == []
+
+
+def test_on_a_spot_pool_torchrun_runs_under_the_watcher_that_requeues_and_the_node_drains_on_a_notice():
+    spot = lifecycle.load_spec("aws-p4d-4node-spot")
+    assert spot.nodes[0].capacity.value == "spot"
+    _, script = script_for(spot, ["python", "train.py"])
+    assert "export GOLDENENV_SPOTWATCH=aws" in script
+    assert 'goldenenv-spotwatch --cloud "$GOLDENENV_SPOTWATCH" --requeue-job --} torchrun' in script
+    _, on_demand = script_for(lifecycle.load_spec("aws-p5-2node"), ["python", "train.py"])
+    assert "GOLDENENV_SPOTWATCH=" not in on_demand
+    assert slurm.node_command("10.0.0.9", 8, ["gpu"], "aws")[-2:] == ["--spot", "aws"]

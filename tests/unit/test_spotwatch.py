@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -253,3 +254,54 @@ def test_the_watcher_imports_nothing_but_the_standard_library():
     assert "usage: goldenenv-spotwatch" in imported.stdout
     source = WATCHER.read_text()
     assert "goldenenv." not in source.replace("goldenenv-spotwatch", "")
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path, monkeypatch):
+    """scontrol on PATH that records its arguments: the watcher's Slurm calls, as slurmctld would receive them."""
+    calls = tmp_path / "scontrol.calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return calls
+
+
+def test_in_a_slurm_job_a_notice_checkpoints_then_requeues_the_job(tmp_path, metadata, fake_scontrol, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    ready = tmp_path / "ready"
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), "--cloud", "aws", "--metadata-url", metadata.url, "--interval", "0.2",
+         "--requeue-job", "--", sys.executable, "-c", TRAINING, str(ready), "15", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not ready.exists():
+        assert watcher.poll() is None, watcher.communicate()
+        time.sleep(0.02)
+    metadata.aws_action = {"action": "stop", "time": in_two_minutes()}
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0 and "signals 1" in out, err
+    assert fake_scontrol.read_text().splitlines() == ["requeue 42"], "requeued once, after the checkpoint"
+    assert err.index("sent SIGUSR1") < err.index("requeueing Slurm job 42")
+
+
+def test_without_a_notice_the_job_is_never_requeued(tmp_path, metadata, fake_scontrol, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    done = subprocess.run([sys.executable, str(WATCHER), "--cloud", "aws", "--metadata-url", metadata.url,
+                           "--interval", "0.2", "--requeue-job", "--", sys.executable, "-c", "print('trained')"],
+                          capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0 and not fake_scontrol.exists()
+
+
+def test_on_the_node_a_notice_drains_it_with_the_notice_as_the_reason(tmp_path, metadata, fake_scontrol):
+    watcher = subprocess.Popen([sys.executable, str(WATCHER), "--cloud", "alicloud", "--metadata-url", metadata.url,
+                                "--interval", "0.2", "--drain-node", "gpu-3"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.6)
+    assert watcher.poll() is None, "it waits for a notice"
+    deadline = in_two_minutes()
+    metadata.aliyun_time = deadline
+    watcher.communicate(timeout=20)
+    assert watcher.returncode == 0
+    assert fake_scontrol.read_text().splitlines() == [
+        f"update nodename=gpu-3 state=drain reason=goldenenv spot: alicloud terminate at {deadline}"]
