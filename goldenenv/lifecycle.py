@@ -53,14 +53,19 @@ def local_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) 
 
 
 def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient, log: Log) -> str:
-    """The golden image of the stack, built from its lock when this machine lacks it."""
+    """The golden image of the stack, built from its lock when this machine lacks it, or has it with older node
+    tools (a goldenenv upgrade changes them, not the lock)."""
+    from goldenenv.images.dockerfile import LABEL_PREFIX, tools_hash
+
     lock = load(spec.image.lock)
     try:
-        client.images.get(lock.tag)
-        return lock.tag
+        found = client.images.get(lock.tag)
+        if (found.labels or {}).get(f"{LABEL_PREFIX}.tools-hash") == tools_hash(lock):
+            return lock.tag
+        log(f"rebuilding {lock.tag}: goldenenv's node tools changed since it was built")
     except docker.errors.ImageNotFound:
         log(f"building {lock.tag} (first run only)")
-        return build(lock, options, client, log=log).tag
+    return build(lock, options, client, log=log).tag
 
 
 def up(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient | None = None, log: Log = print) -> dict:

@@ -33,6 +33,17 @@ def node_tools(lock: Lock) -> dict[str, tuple[Path, str]]:
     return {**NODE_TOOLS, **(SLURM_ENTRY if lock.slurm else {})}
 
 
+def tools_hash(lock: Lock) -> str:
+    """The node tools' content (spot watcher, scheduler entry): an image built with older ones is rebuilt, though
+    its lock, and so its tag, is the same."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, (source, target) in sorted(node_tools(lock).items()):
+        digest.update(f"{name}\0{target}\0".encode() + source.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def os_packages(lock: Lock) -> list[str]:
     """What the distribution's package manager installs: the base's extra packages, then Slurm and munge pinned."""
     return [*lock.base.os_packages, *(lock.slurm.packages() if lock.slurm else [])]
@@ -134,6 +145,7 @@ def labels(lock: Lock) -> dict[str, str]:
         "org.opencontainers.image.description": lock.description,
         "org.opencontainers.image.version": lock.content_hash,
         f"{LABEL_PREFIX}.lock-hash": lock.content_hash,
+        f"{LABEL_PREFIX}.tools-hash": tools_hash(lock),
     }
     values.update({f"{LABEL_PREFIX}.{k}": v for k, v in pins.items() if v})
     return values

@@ -134,3 +134,34 @@ def test_on_a_spot_pool_torchrun_runs_under_the_watcher_that_requeues_and_the_no
     _, on_demand = script_for(lifecycle.load_spec("aws-p5-2node"), ["python", "train.py"])
     assert "GOLDENENV_SPOTWATCH=" not in on_demand
     assert slurm.node_command("10.0.0.9", 8, ["gpu"], "aws")[-2:] == ["--spot", "aws"]
+
+
+def test_an_image_with_older_node_tools_is_rebuilt_though_its_lock_is_the_same(monkeypatch):
+    """The scheduler entry and the spot watcher ship with goldenenv, not the lock: an upgrade must reach the nodes."""
+    import docker
+
+    from goldenenv.images import dockerfile
+
+    spec = lifecycle.load_spec("local")
+    lock = lifecycle.load(spec.image.lock)
+    current = dockerfile.labels(lock)["dev.goldenenv.tools-hash"]
+    assert current == dockerfile.tools_hash(lock) and len(current) == 12
+    built = []
+    monkeypatch.setattr(lifecycle, "build", lambda lock, options, client, log: built.append(lock.tag) or
+                        type("Built", (), {"tag": lock.tag})())
+
+    class Images:
+        def __init__(self, labels):
+            self.labels = labels
+
+        def get(self, tag):
+            if self.labels is None:
+                raise docker.errors.ImageNotFound(tag)
+            return type("Image", (), {"labels": self.labels})()
+
+    for labels, rebuilt in (({"dev.goldenenv.tools-hash": current}, False),
+                            ({"dev.goldenenv.tools-hash": "0" * 12}, True), ({}, True), (None, True)):
+        built.clear()
+        client = type("Client", (), {"images": Images(labels)})()
+        assert lifecycle.ensure_image(spec, dockerfile.BuildOptions(), client, lambda m: None) == lock.tag
+        assert bool(built) == rebuilt, labels
