@@ -20,7 +20,7 @@ class LocalCloud:
     slurmd_timeout = 10
     """A lost node container is DOWN this soon: the local drill sees its requeue quickly."""
     key_props = {
-    "docker:container": ("image", "cpus", "memoryGib", "ranks"),
+    "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
     "docker:network": ("internal",),
     "docker:volume": ("mount",),
     }
@@ -71,6 +71,18 @@ class LocalCloud:
                              "ranks": shape.processes_per_node}, custom=True)
             for i in range(spec.nodes[0].count)
         ]
+        if spec.scheduler == "slurm":
+            image = load(spec.image.lock).tag
+            found += [
+                PlannedResource(f"{urn}::head", "docker:container", names.head,
+                                {"image": image, "role": "slurmctld"}, custom=True),
+                PlannedResource(f"{urn}::munge", "docker:volume", names.munge, {"mount": "munge key, 0400"},
+                                custom=True),
+                PlannedResource(f"{urn}::slurm", "docker:volume", names.slurm_state,
+                                {"mount": "slurmctld state"}, custom=True),
+                PlannedResource(f"{urn}::recovery", "docker:container", names.recovery,
+                                {"image": image, "role": "starts a lost node again"}, custom=True),
+            ]
         return found
 
     def build(self, spec: ClusterSpec, context=None) -> dict[str, Any]:
