@@ -101,10 +101,15 @@ def test_plan_of_the_local_stack_lists_what_up_creates_at_no_cost():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     containers = [r for r in doc["resources"] if r["type"] == "docker:container"]
-    assert len(containers) == 2 and {c["props"]["image"] for c in containers} == {load("cpu-dev").tag}
+    assert {c["props"]["image"] for c in containers} == {load("cpu-dev").tag}
+    nodes = [c for c in containers if "role" not in c["props"]]
+    assert len(nodes) == 2
+    assert sorted(c["props"]["role"] for c in containers if "role" in c["props"]) == [
+        "slurmctld", "starts a lost node again"], "the Slurm head and the stand-in for the cloud's node recovery"
     assert doc["cost"]["usdPerHour"] == 0
-    volume = next(r for r in doc["resources"] if r["type"] == "docker:volume")
-    assert volume["retainOnDelete"] is True
+    volumes = {r["name"]: r for r in doc["resources"] if r["type"] == "docker:volume"}
+    assert volumes["goldenenv-local-data"]["retainOnDelete"] is True
+    assert not volumes["goldenenv-local-munge"].get("retainOnDelete"), "the munge key goes with the cluster"
 
 
 SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS.glob("Pulumi.*.yaml"))
