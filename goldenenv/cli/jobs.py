@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -42,10 +43,27 @@ def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, 
                            exec_prefix), None
 
 
-def _failures():
+@contextmanager
+def _reported():
+    """Bad input is exit 2 naming it; a head that cannot be reached or a Slurm command that fails is exit 1."""
     from goldenenv import automation, jobs, remote
 
-    return ConfigError, jobs.HeadError, automation.LifecycleError, remote.RemoteError
+    try:
+        yield
+    except ConfigError as e:
+        fail(e)
+    except jobs.NoSuchJob as e:
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(2) from None
+    except (jobs.HeadError, automation.LifecycleError, remote.RemoteError) as e:
+        lifecycle_failure(e)
+
+
+def _job_id(job_id: str) -> str:
+    if not job_id.isdigit():
+        errors.print(f"[bold red]JOB {escape(job_id)}[/]: a job id is a number (goldenenv jobs lists them)")
+        raise typer.Exit(2)
+    return job_id
 
 
 @app.command("submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -77,7 +95,7 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
         errors.print(f"[bold red]--code {escape(str(code))}[/]: no such folder")
         raise typer.Exit(2)
     spec = stack_spec(stack)
-    try:
+    with _reported():
         client, cluster = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec))
         where = jobs.places(spec)
@@ -91,13 +109,6 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
                                                 "to reach every node: copy it with goldenenv run --code, or add "
                                                 "goldenenv:storage.parallelFs")])
         job_id = jobs.submit(client, job, where.jobs)
-    except ConfigError as e:
-        fail(e)
-    except jobs.NoSuchJob as e:
-        errors.print(f"[bold red]{escape(str(e))}[/]")
-        raise typer.Exit(2) from None
-    except _failures() as e:
-        lifecycle_failure(e)
     console.print(job_id)
     errors.print(f"queued job {job_id} on {nodes} node(s) of {spec.stack}: output {where.jobs}/{job.run}.out, "
                  f"checkpoints {where.checkpoints}/{job.run} (goldenenv logs -s {spec.stack} {job_id} -f)",
@@ -112,16 +123,9 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
     from goldenenv import jobs
 
     spec = stack_spec(stack)
-    try:
+    with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         found = jobs.list_jobs(client, jobs.places(spec).checkpoints)
-    except ConfigError as e:
-        fail(e)
-    except jobs.NoSuchJob as e:
-        errors.print(f"[bold red]{escape(str(e))}[/]")
-        raise typer.Exit(2) from None
-    except _failures() as e:
-        lifecycle_failure(e)
     if as_json:
         print(json.dumps([j.to_dict() for j in found], indent=2))
         return
@@ -142,23 +146,14 @@ def logs_cmd(job_id: str = JOB, stack: str = STACK,
     """A job's output, every start of it (requeues append)."""
     from goldenenv import jobs
 
-    if not job_id.isdigit():
-        errors.print(f"[bold red]JOB {escape(job_id)}[/]: a job id is a number (goldenenv jobs lists them)")
-        raise typer.Exit(2)
+    _job_id(job_id)
     spec = stack_spec(stack)
-    try:
+    with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         found = jobs.list_jobs(client, where.checkpoints, job_id)
         for text in jobs.follow(client, jobs.job_output(found[0]), job_id, where.checkpoints, follow_on=follow):
             print(text, end="", flush=True)
-    except ConfigError as e:
-        fail(e)
-    except jobs.NoSuchJob as e:
-        errors.print(f"[bold red]{escape(str(e))}[/]")
-        raise typer.Exit(2) from None
-    except _failures() as e:
-        lifecycle_failure(e)
 
 
 @app.command("cancel")
@@ -167,22 +162,13 @@ def cancel_cmd(job_id: str = JOB, stack: str = STACK, head: str = HEAD, ssh_conf
     """Cancel a job: Slurm stops it on every node; its checkpoints stay."""
     from goldenenv import jobs
 
-    if not job_id.isdigit():
-        errors.print(f"[bold red]JOB {escape(job_id)}[/]: a job id is a number (goldenenv jobs lists them)")
-        raise typer.Exit(2)
+    _job_id(job_id)
     spec = stack_spec(stack)
-    try:
+    with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         found = jobs.list_jobs(client, jobs.places(spec).checkpoints, job_id)
         if found and found[0].done:
             console.print(f"job {job_id} had already ended: {found[0].state}")
             return
         jobs.cancel(client, job_id)
-    except ConfigError as e:
-        fail(e)
-    except jobs.NoSuchJob as e:
-        errors.print(f"[bold red]{escape(str(e))}[/]")
-        raise typer.Exit(2) from None
-    except _failures() as e:
-        lifecycle_failure(e)
     console.print(f"cancelled job {job_id}")

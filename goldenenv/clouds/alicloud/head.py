@@ -23,7 +23,7 @@ import pulumi_alicloud as alicloud
 
 from goldenenv.clouds import access
 from goldenenv.clouds.alicloud.nodes import (
-    AUTO_RELEASE_INPUT, ECS_PRINCIPAL, HTTP_TOKENS, MUNGE_READ_ACTIONS, POST_PAID, SYSTEM_DISK, USER_DATA_INPUT,
+    AUTO_RELEASE_INPUT, ECS_PRINCIPAL, MUNGE_READ_ACTIONS, USER_DATA_INPUT, private_instance,
 )
 
 HEAD_COMPONENT = "goldenenv:alicloud:SlurmHead"
@@ -136,19 +136,7 @@ class SlurmHead(pulumi.ComponentResource):
         head = alicloud.ecs.Instance(
             name,
             instance_name=name,
-            instance_type=args.instance_type,
-            image_id=args.image_id,
-            availability_zone=args.zone,
-            vswitch_id=args.vswitch_id,
-            security_groups=[args.security_group_id],
-            resource_group_id=args.resource_group_id,
-            instance_charge_type=POST_PAID,
-            internet_max_bandwidth_out=0,
-            system_disk_category=SYSTEM_DISK,
-            system_disk_size=args.system_disk_gib,
-            system_disk_encrypted=True,
-            http_endpoint="enabled",
-            http_tokens=HTTP_TOKENS,
+            **private_instance(args),
             user_data=pulumi.Output.from_input(args.user_data).apply(
                 lambda text: base64.b64encode(text.encode()).decode()),
             key_name=key_pair.key_pair_name if key_pair else None,

@@ -272,20 +272,8 @@ class GpuNodePool(pulumi.ComponentResource):
             node = alicloud.ecs.Instance(
                 f"{name}-{i}",
                 instance_name=f"{name}-{i}",
-                instance_type=args.instance_type,
-                image_id=args.image_id,
-                availability_zone=args.zone,
-                vswitch_id=args.vswitch_id,
-                security_groups=[args.security_group_id],
-                resource_group_id=args.resource_group_id,
-                instance_charge_type=POST_PAID,
+                **private_instance(args),
                 **_market(args.capacity),
-                internet_max_bandwidth_out=0,
-                system_disk_category=SYSTEM_DISK,
-                system_disk_size=args.system_disk_gib,
-                system_disk_encrypted=True,
-                http_endpoint="enabled",
-                http_tokens=HTTP_TOKENS,
                 enable_jumbo_frame=args.jumbo_frames if args.eri_count else None,
                 **({"network_interface_traffic_mode": HIGH_PERFORMANCE,
                     "network_card_index": primary[0].network_card_index,
@@ -392,6 +380,18 @@ def auto_release_time(ttl_hours: float, now: datetime) -> str:
     if at.second or at.microsecond:
         at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return at.strftime(AUTO_RELEASE_FORMAT)
+
+
+def private_instance(args) -> dict:
+    """What every goldenenv ECS instance is, GPU node or Slurm head: pay-as-you-go in the stack's private vSwitch and
+    security group, no public bandwidth, an encrypted system disk, hardened-mode metadata (tokens required)."""
+    return {
+        "instance_type": args.instance_type, "image_id": args.image_id, "availability_zone": args.zone,
+        "vswitch_id": args.vswitch_id, "security_groups": [args.security_group_id],
+        "resource_group_id": args.resource_group_id, "instance_charge_type": POST_PAID,
+        "internet_max_bandwidth_out": 0, "system_disk_category": SYSTEM_DISK, "system_disk_size": args.system_disk_gib,
+        "system_disk_encrypted": True, "http_endpoint": "enabled", "http_tokens": HTTP_TOKENS,
+    }
 
 
 def _market(capacity: str) -> dict[str, str]:
