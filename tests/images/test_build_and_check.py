@@ -151,7 +151,8 @@ def test_a_failing_step_is_reported_with_its_log(client, cpu_dev, tmp_path):
 def test_builds_keep_their_builder_stages_tagged_and_leave_no_dangling_image(client, cpu_dev, dangling_before):
     """Runs after this file's other cpu-dev builds (the pin bump, the failing step): none may leave leftovers."""
     kept = builder_images(client, "cpu-dev")
-    assert kept == [f"{BUILDERS}/cpu-dev:{stage}" for stage in ("layer-project", "layer-torch", "os", "pip")]
+    stages = ("apt", "layer-project", "layer-torch", "os", "pip")  # apt: Slurm and munge, downloaded pinned
+    assert kept == [f"{BUILDERS}/cpu-dev:{stage}" for stage in stages]
     os_stage = client.images.get(f"{BUILDERS}/cpu-dev:os").id
     assert dangling_on(client, os_stage, dangling_before) == []
 
