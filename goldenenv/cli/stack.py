@@ -415,7 +415,9 @@ def _show_validation(result) -> None:
 @app.command("drill")
 def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
               interval: int = typer.Option(10, "--checkpoint-every")) -> None:
-    """Spot drill: kill a node mid-training, bring it back, resume from the last checkpoint."""
+    """Spot drill: kill a node mid-training; it comes back and the training resumes from the last checkpoint.
+
+    On a Slurm stack the drill submits the training and only kills: Slurm requeues the job by itself."""
     from goldenenv import lifecycle
 
     spec = stack_spec(stack)
@@ -430,9 +432,11 @@ def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
 
 def _show_drill(report) -> None:
     colour = "green" if report.ok else "red"
-    console.print(f"[{colour}]drill: killed at step {report.step_at_kill}, last checkpoint {report.checkpoint_before_kill}, "
-                  f"resumed from {report.resumed_from}, finished at {report.final_step}: lost {report.lost_steps} "
-                  f"steps (interval {report.interval})[/]")
+    requeue = (f"Slurm requeued job {report.job_id} by itself (restarts {report.restarts}), running again "
+               f"{report.back_after_s:.0f} s after the kill; " if report.job_id else "")
+    console.print(f"[{colour}]drill: killed at step {report.step_at_kill}, last checkpoint {report.checkpoint_before_kill}; "
+                  f"{requeue}resumed from {report.resumed_from}, finished at {report.final_step}: lost "
+                  f"{report.lost_steps} steps (interval {report.interval})[/]")
 
 
 @app.command("flow")
