@@ -24,6 +24,14 @@ from docker.errors import ImageNotFound
 from goldenenv.images.lock import Base, Bootstrap
 
 COMPONENTS = {"debian": "main", "ubuntu": "main,universe"}
+POCKETS = {"debian": ("",), "ubuntu": ("", "-updates", "-security")}
+"""The suites a base's apt reads, as suffixes of its release. Debian folds its fixes into the release at each point
+release; Ubuntu never does: they stay in RELEASE-updates and RELEASE-security, where a lock's OS pins may come from
+(noble's munge 0.5.15-4ubuntu0.1 is in noble-updates and noble-security only)."""
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
+UBUNTU_SCRIPT = "gutsy"
+"""debootstrap bootstraps every Ubuntu release since 7.10 with this script, which newer debootstraps link each release
+name to; an older one (Debian 12's 1.0.128) has no link for a newer release (noble), so it is named instead."""
 KEYRINGS = {
     "debian": (Path("/usr/share/keyrings/debian-archive-keyring.gpg"), "debian-archive-keyring"),
     "ubuntu": (Path("/usr/share/keyrings/ubuntu-archive-keyring.gpg"), "ubuntu-keyring"),
@@ -36,8 +44,11 @@ class BaseError(RuntimeError):
 
 
 def bootstrap_tag(spec: Bootstrap) -> str:
-    identity = json.dumps({"distro": spec.distro, "release": spec.release, "packages": sorted(spec.packages)})
-    return f"goldenenv/base-{spec.distro}-{spec.release}:{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    identity = {"distro": spec.distro, "release": spec.release, "packages": sorted(spec.packages)}
+    if POCKETS[spec.distro] != ("",):  # a base bootstrapped before its apt read these is not this one
+        identity["pockets"] = list(POCKETS[spec.distro])
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:12]
+    return f"goldenenv/base-{spec.distro}-{spec.release}:{digest}"
 
 
 def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None = None, log=print) -> str:
@@ -87,12 +98,16 @@ def debootstrap_command(spec: Bootstrap, rootfs: Path, mirror: str) -> list[str]
            f"--components={COMPONENTS[spec.distro]}"]
     if spec.packages:
         cmd.append("--include=" + ",".join(spec.packages))
-    return cmd + [spec.release, str(rootfs), mirror]
+    cmd += [spec.release, str(rootfs), mirror]
+    if spec.distro == "ubuntu" and not (DEBOOTSTRAP_SCRIPTS / spec.release).exists():
+        cmd.append(str(DEBOOTSTRAP_SCRIPTS / UBUNTU_SCRIPT))
+    return cmd
 
 
 def sources_list(spec: Bootstrap) -> str:
-    """The base's apt source: the lock's canonical mirror, as debootstrap would have written it."""
-    return f"deb {without_credentials(spec.mirror)} {spec.release} {COMPONENTS[spec.distro].replace(',', ' ')}\n"
+    """The base's apt sources: the lock's canonical mirror, as debootstrap would have written it, for each pocket."""
+    mirror, components = without_credentials(spec.mirror), COMPONENTS[spec.distro].replace(",", " ")
+    return "".join(f"deb {mirror} {spec.release}{pocket} {components}\n" for pocket in POCKETS[spec.distro])
 
 
 def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: str) -> None:

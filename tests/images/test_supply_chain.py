@@ -32,6 +32,11 @@ DEBIAN = Bootstrap(distro="debian", release="bookworm", mirror="http://deb.debia
                    packages=["python3", "python3-venv", "ca-certificates"])
 
 
+def positional(cmd: list[str]) -> list[str]:
+    """debootstrap's SUITE TARGET MIRROR [SCRIPT], after its --options."""
+    return [arg for arg in cmd[1:] if not arg.startswith("--")]
+
+
 class FakeDebootstrap:
     """Records the command and leaves what debootstrap leaves: its log and apt files naming the mirror it used."""
 
@@ -40,7 +45,8 @@ class FakeDebootstrap:
 
     def __call__(self, cmd, **kwargs):
         self.cmd = cmd
-        rootfs, mirror = Path(cmd[-2]), cmd[-1]
+        _, rootfs, mirror = positional(cmd)[:3]
+        rootfs = Path(rootfs)
         for folder in ("etc/apt/sources.list.d", "var/log", "var/lib/apt/lists/partial", "var/cache/apt/archives"):
             (rootfs / folder).mkdir(parents=True, exist_ok=True)
         (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} bookworm main\n")
@@ -83,7 +89,7 @@ def test_debootstrap_refuses_a_release_whose_signature_does_not_check(fake_deboo
     bootstrap(FakeClient(), spec, "goldenenv-test/base:fake", spec.mirror)
     assert "--force-check-gpg" in fake_debootstrap.cmd
     assert f"--keyring={keyring}" in fake_debootstrap.cmd
-    assert fake_debootstrap.cmd[-3] == release
+    assert positional(fake_debootstrap.cmd)[0] == release
 
 
 def test_a_missing_keyring_says_which_package_to_install(fake_debootstrap, monkeypatch):
@@ -98,7 +104,7 @@ def test_a_missing_keyring_says_which_package_to_install(fake_debootstrap, monke
 def test_the_base_names_the_canonical_mirror_whatever_mirror_bootstrapped_it(fake_debootstrap):
     client = FakeClient()
     bootstrap(client, DEBIAN, "goldenenv-test/base:fake", MIRROR)
-    assert fake_debootstrap.cmd[-1] == MIRROR, "the site mirror is what debootstrap downloads from"
+    assert positional(fake_debootstrap.cmd)[2] == MIRROR, "the site mirror is what debootstrap downloads from"
     assert client.members["./etc/apt/sources.list"].decode() == CANONICAL
     leaks = [name for name, data in client.members.items() if PASSWORD in name or PASSWORD.encode() in data]
     assert leaks == []
