@@ -575,3 +575,77 @@ def check_stack(spec) -> list[PoolCompat]:
         return []
     keys = [pool_key(i, len(spec.nodes)) for i in range(len(spec.nodes))]
     return check_pools(load(spec.image.lock), spec.cloud, spec.region, spec.nodes, keys)
+
+
+SCHEDULER = "scheduler"
+"""The rule: a stack with the scheduler (goldenenv:scheduler slurm, the default) needs a lock that pins Slurm at a
+release with every feature the cluster uses (catalog slurm_features.csv). One stack-wide error, not one per pool:
+every pool runs the same image."""
+SCHEDULER_KEY = "goldenenv:scheduler"
+
+
+def check_scheduler(scheduler: str, lock: Lock, lock_file: str) -> list[Conflict]:
+    """The head's slurmctld and every node's slurmd are the golden image's own: without Slurm in the lock, or with a
+    Slurm older than a feature the nodes use (dynamic nodes: slurmd -Z), the cluster never gets a queue."""
+    if scheduler != "slurm":
+        return []
+    features = catalog.slurm_features()
+    floor = max((f.min_slurm for f in features), key=version_tuple, default="")
+    at_least = f" >= {floor}" if floor else ""
+    pins = (f"{SCHEDULER_KEY}=slurm", f"lock={lock.name}")
+    if lock.slurm is None:
+        return [Conflict(SCHEDULER, pins, f"{SCHEDULER_KEY} is slurm (the default when the stack does not set it) "
+                         f"but {lock_file} pins no Slurm (no `slurm:` section): the head's slurmctld and the nodes' "
+                         f"slurmd run from the golden image, which would have neither; valid: add `slurm:` (version, "
+                         f"munge) to {lock_file} with its base distribution's package versions, if that is Slurm"
+                         f"{at_least}; or {_elsewhere(floor, lock.name)}")]
+    too_old = [f for f in features if not _at_least(lock.slurm.upstream, f.min_slurm)]
+    if not too_old:
+        return []
+    needs = "; ".join(f"{f.feature} need Slurm >= {f.min_slurm}: {f.used_for} ({f.doc})" for f in too_old)
+    return [Conflict(SCHEDULER, pins + (f"slurm.version={lock.slurm.version}",),
+                     f"{SCHEDULER_KEY} is slurm but {lock_file} pins Slurm {lock.slurm.upstream} (slurm.version "
+                     f"{lock.slurm.version}), too old for the cluster: {needs}, catalog slurm_features.csv; "
+                     f"valid: a slurm.version{at_least} from the base's distribution, if it ships one; or "
+                     f"{_elsewhere(floor, lock.name)}")]
+
+
+def _elsewhere(floor: str, lock: str) -> str:
+    """What a stack can do instead of fixing its lock: another image (the locks here that qualify), or no queue."""
+    ready = _locks_with_slurm(floor, lock)
+    return (f"set goldenenv:image.lock to an image whose base ships Slurm{f' >= {floor}' if floor else ''}"
+            + (f" ({', '.join(ready)} here)" if ready else "")
+            + f"; or set {SCHEDULER_KEY}: none (no queue: `goldenenv run` over ssh only)")
+
+
+def _locks_with_slurm(floor: str, but: str) -> list[str]:
+    """The locks in the image folders that pin a Slurm at or above the floor: what goldenenv:image.lock may name."""
+    from goldenenv.images.lock import load, names
+    from goldenenv.spec import ConfigError
+
+    found = []
+    for name in names():
+        try:
+            other = load(name)
+        except ConfigError:
+            continue
+        if name != but and other.slurm and (not floor or _at_least(other.slurm.upstream, floor)):
+            found.append(name)
+    return found
+
+
+def scheduler_conflicts(spec) -> list[Conflict]:
+    """check_scheduler for a stack: its scheduler against the lock it names (every cloud, local included)."""
+    from goldenenv.images.lock import lock_path, load
+
+    if spec.scheduler != "slurm":
+        return []
+    return check_scheduler(spec.scheduler, load(spec.image.lock), _shown(lock_path(spec.image.lock)))
+
+
+def _shown(path: Path) -> str:
+    """A lock file as the user would type it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -209,6 +209,7 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     readiness = getattr(cloud, "readiness", None)
     if strict and readiness:
         findings += readiness(resources, spec.stack_tags)
+    findings += scheduler_findings(spec)
     checked, cold = compat.check_stack(spec), None
     if checked:
         lock = image_lock.load(spec.image.lock)
@@ -240,6 +241,12 @@ def compat_findings(checked: list[compat.PoolCompat]) -> list[Finding]:
                 f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}) with lock {pool.lock}: {c.message}")
         for pool in checked for c in pool.conflicts
     ]
+
+
+def scheduler_findings(spec: ClusterSpec) -> list[Finding]:
+    """The stack's scheduler against its lock (compat.check_scheduler): one finding for the stack, on every cloud."""
+    return [Finding(f"compat:{c.rule}", Severity.ERROR if c.severity == compat.ERROR else Severity.WARNING, "",
+                    c.message) for c in compat.scheduler_conflicts(spec)]
 
 
 UNPUBLISHED = "image-unpublished"

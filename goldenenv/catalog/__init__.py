@@ -513,3 +513,22 @@ def vcpu_quota(instance_type: str, market: str) -> VcpuQuota | None:
     """The vCPU quota an EC2 instance type counts against when run `market` (on-demand, spot); None when the
     catalog has no row for its family."""
     return _vcpu_quotas().get((instance_family(instance_type), market))
+
+
+@dataclass(frozen=True)
+class SlurmFeature:
+    """A Slurm feature goldenenv's clusters rely on, and the first Slurm release that has it
+    (data/slurm_features.csv): a lock that pins an older Slurm cannot run the stack's scheduler."""
+
+    feature: str
+    min_slurm: str
+    """Slurm's release series (22.05), compared with the upstream part of the lock's slurm.version."""
+    used_for: str
+    doc: str
+    """SchedMD's page for the feature."""
+    source: str
+
+
+@functools.cache
+def slurm_features() -> tuple[SlurmFeature, ...]:
+    return tuple(SlurmFeature(**r) for r in _read("slurm_features"))

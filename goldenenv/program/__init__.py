@@ -22,12 +22,14 @@ def build(context: clouds.BuildContext | None = None) -> dict[str, Any]:
 
 
 def refuse_incompatible() -> None:
-    """`pulumi up` run directly checks the lock against every pool too, before anything is declared."""
+    """`pulumi up` run directly checks the lock against the stack's scheduler and every pool too, before anything is
+    declared."""
     from goldenenv import compat
 
-    refused = [f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}): {c.rule}: {c.message}"
-               for pool in compat.check_stack(stackconfig.from_pulumi())
-               for c in pool.conflicts if c.severity == compat.ERROR]
+    spec = stackconfig.from_pulumi()
+    refused = [f"{c.rule}: {c.message}" for c in compat.scheduler_conflicts(spec) if c.severity == compat.ERROR]
+    refused += [f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}): {c.rule}: {c.message}"
+                for pool in compat.check_stack(spec) for c in pool.conflicts if c.severity == compat.ERROR]
     if refused:
         raise pulumi.RunError("the image lock does not fit the nodes:\n" + "\n".join(refused))
 
