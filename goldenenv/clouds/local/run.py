@@ -34,7 +34,7 @@ def run_on_nodes(client, containers: list, ips: list[str], procs: int, script: l
 
     def stop() -> None:
         for container in containers:
-            _stop_run(client, container, run_id)
+            _stop_run(client, container, run_id, user)
 
     return stream_until_first_failure(jobs, on_line, stop)
 
@@ -60,12 +60,13 @@ def _exec(client, container, command: list[str], environment: dict[str, str], us
     return run
 
 
-def _stop_run(client, container, run_id: str) -> None:  # as root: it also ends a run started as the image's user
-    """Kill this run's agent and workers on a node (they carry the run marker in their environment)."""
+def _stop_run(client, container, run_id: str, user: str = "") -> None:
+    """Kill this run's agent and workers on a node (they carry the run marker in their environment), as the user
+    that started them: only that user may read their /proc/PID/environ (the container has no CAP_SYS_PTRACE)."""
     script = (f'for p in /proc/[0-9]*; do grep -qsz "^{RUN_MARKER}={run_id}$" "$p/environ" '
               '&& kill -9 "${p#/proc/}" 2>/dev/null; done; true')
     try:
-        exec_id = client.api.exec_create(container.id, ["sh", "-c", script])["Id"]  # same user: /proc/*/environ is readable
+        exec_id = client.api.exec_create(container.id, ["sh", "-c", script], user=user)["Id"]
         client.api.exec_start(exec_id)
     except Exception:  # noqa: BLE001 - the node may be gone already (a drill kills one)
         pass
