@@ -120,17 +120,10 @@ def os_packages():
 
 
 def scheduler():
-    """The Slurm daemons' and munge's own version lines, where the image has them, and any munge key baked in."""
+    """The Slurm daemons' and munge's own version lines, where the image has them."""
     found = {name: command([name, "-V"]) for name in ("slurmd", "slurmctld") if shutil.which(name)}
     if shutil.which("munged"):
         found["munged"] = command(["munged", "--version"])
-    try:
-        os.stat("/etc/munge/munge.key")
-        found["baked_munge_key"] = True
-    except FileNotFoundError:
-        found["baked_munge_key"] = False
-    except OSError:  # /etc/munge is munge's own (0700): a non-root probe cannot tell
-        found["baked_munge_key"] = None
     return found
 
 

@@ -79,6 +79,23 @@ def test_cpu_dev_is_built_registry_free_and_matches_its_lock(client, cpu_dev):
     assert f"{len(expectations(lock))} passed" in result.output
 
 
+def test_no_munge_key_is_in_the_image_or_any_of_its_layers(client, cpu_dev):
+    """munge's install script makes a key; every cluster must get its own from its secret store instead. Looked at as
+    root (the image's user cannot see into /etc/munge), in the image and in every layer's saved tar."""
+    import io
+    import tarfile
+
+    listing = client.containers.run(cpu_dev.tag, ["ls", "-A", "/etc/munge"], user="root", remove=True)
+    assert listing.decode().split() == []
+    image = client.images.get(cpu_dev.tag)
+    saved = io.BytesIO(b"".join(image.save()))
+    with tarfile.open(fileobj=saved) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                    assert not [n for n in layer.getnames() if n.endswith("etc/munge/munge.key")], member.name
+
+
 def test_cuda_slim_carries_the_locked_cuda_runtime_and_nccl(client, cuda_slim):
     result = check_image(load("cuda-slim"), client=client)
     assert result.passed, result.output

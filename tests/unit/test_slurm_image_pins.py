@@ -116,14 +116,14 @@ def probe() -> dict:
 
 def slurm_problems(found: dict, lock: Lock) -> dict[str, str | None]:
     return {e.id: e.verify(found) for e in expectations(lock)
-            if e.id.startswith(("deb-", "slurmd-", "slurmctld-", "munged-", "no-baked-munge-key"))}
+            if e.id.startswith(("deb-", "slurmd-", "slurmctld-", "munged-"))}
 
 
-def test_the_captured_image_has_the_locks_slurm_and_munge_and_no_key():
+def test_the_captured_image_has_the_locks_slurm_and_munge():
     lock = load("cpu-dev")
     problems = slurm_problems(probe(), lock)
     assert set(problems) == {"deb-slurmd", "deb-slurmctld", "deb-slurm-client", "deb-munge", "deb-libmunge2",
-                             "slurmd-version", "slurmctld-version", "munged-version", "no-baked-munge-key"}
+                             "slurmd-version", "slurmctld-version", "munged-version"}
     assert [p for p in problems.values() if p] == []
 
 
@@ -145,10 +145,3 @@ def test_a_missing_daemon_or_package_is_named():
     problems = slurm_problems(found, lock)
     assert problems["slurmctld-version"] == "slurmctld: not on PATH"
     assert problems["deb-libmunge2"] == f"OS package libmunge2: lock pins {lock.slurm.munge}, host has not installed"
-
-
-def test_a_munge_key_baked_into_the_image_fails():
-    found = probe()
-    found["scheduler"]["baked_munge_key"] = True
-    problem = slurm_problems(found, load("cpu-dev"))["no-baked-munge-key"]
-    assert problem and MUNGE_KEY in problem and "secret store" in problem
