@@ -11,6 +11,10 @@ set -euo pipefail
 key_source=/run/goldenenv-secrets/munge.key
 key=/run/munge-key/munge.key
 conf=/etc/goldenenv/slurm/slurm.conf
+# Slurm's gpu plugin drops GPUs that gres.conf gives no File= (slurmd: "Removing file-less GPU"): a node would
+# register 0 GPUs against its Gres=gpu:N and be drained. Configless nodes get gres.conf from the head; it includes
+# this file, which each node writes with the GPU devices its container has (the head's is empty).
+gres_devices=/etc/slurm/gres.devices.conf
 log() { echo "goldenenv-slurm: $*" >&2; }
 
 start_munge() {
@@ -33,6 +37,8 @@ case "$role" in
     start_munge
     install -d /etc/slurm
     cp "$conf" /etc/slurm/slurm.conf
+    printf 'Include %s\n' "$gres_devices" > /etc/slurm/gres.conf
+    : > "$gres_devices"
     state=$(sed -n 's/^StateSaveLocation=//p' "$conf")
     install -d -o slurm -g slurm -m 0750 "${state:-/var/spool/slurmctld}"
     log "slurmctld $(slurmctld -V)"
@@ -56,7 +62,11 @@ case "$role" in
     if [ ${#features[@]} -gt 0 ]; then
       node_conf="${node_conf:+$node_conf }Feature=$(IFS=,; echo "${features[*]}")"
     fi
-    install -d /var/spool/slurmd
+    install -d /var/spool/slurmd /etc/slurm
+    : > "$gres_devices"
+    for device in /dev/nvidia[0-9]*; do
+      if [[ $device =~ ^/dev/nvidia[0-9]+$ ]]; then echo "Name=gpu File=$device" >> "$gres_devices"; fi
+    done
     log "slurmd $(slurmd -V), registering with $server"
     cache=/var/spool/slurmd/conf-cache/slurm.conf
     if [ -s "$cache" ]; then
