@@ -11,6 +11,9 @@ from goldenenv.spec import ClusterSpec
 PARTITION = "gpu"
 """The one partition: every node; a pool is a node feature (`--constraint=<pool>`)."""
 MIN_JOB_AGE = 24 * 3600
+MIN_MAX_NODE_COUNT = 2
+"""slurmctld 22.05.8 (Debian 12's, the image's pin) segfaults registering a dynamic node under MaxNodeCount=1, so a
+one-node stack's head never stays up: MaxNodeCount is at least 2."""
 
 
 def cluster_name(stack: str) -> str:
@@ -24,7 +27,7 @@ def render_conf(spec: ClusterSpec, slurmd_timeout: int, state_dir: str = slurm.S
     return render(
         "slurm/slurm.conf.j2", stack=spec.stack, cluster_name=cluster_name(spec.stack), head_hostname=head_hostname,
         slurmctld_port=slurm.SLURMCTLD_PORT, slurmd_port=slurm.SLURMD_PORT, srun_ports=slurm.SRUN_PORTS,
-        state_dir=state_dir, max_nodes=max(1, sum(p.count for p in spec.nodes)), slurmd_timeout=slurmd_timeout,
+        state_dir=state_dir, max_nodes=max(MIN_MAX_NODE_COUNT, sum(p.count for p in spec.nodes)), slurmd_timeout=slurmd_timeout,
         min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
     )
 
