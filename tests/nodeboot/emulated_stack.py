@@ -99,6 +99,9 @@ def stack_config(stack: str, golden_ref: str, public_key: str) -> dict:
     config = stackconfig.read_stack_file(plan.stack_file(stack))
     config["goldenenv:image"] = {**(config.get("goldenenv:image") or {}), "ref": golden_ref}
     config["goldenenv:nodes"] = {**config["goldenenv:nodes"], "sshPublicKey": public_key}
+    # the node as it boots without a queue: the Slurm head and the secret stores its munge unit reads have no
+    # stand-ins here yet, so these tests boot the stack's node with `scheduler: none`
+    config["goldenenv:scheduler"] = "none"
     return config
 
 
