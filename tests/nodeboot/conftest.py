@@ -1,10 +1,12 @@
 """Shared pieces of the node-boot tests: the emulated host's image, a local registry holding the golden image by
-digest, the team's key pair, and a booted node per shipped cloud stack (tests/nodeboot/emulated_stack.py)."""
+digest, the emulated cloud's APIs, the team's key pair, and every shipped cloud stack created on the emulated cloud
+with its Slurm head and first node booted (tests/nodeboot/emulated_stack.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+import emulated_cloud
 import emulated_host
 import emulated_stack
 
@@ -28,21 +30,36 @@ def golden_ref(client, golden_base, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def cloud_apis(client, host_image, tmp_path_factory) -> emulated_cloud.CloudApis:
+    """The cloud's APIs (moto for AWS; Alibaba's KMS and NAS), one container that every stack's network joins."""
+    apis = emulated_cloud.CloudApis(client, host_image, tmp_path_factory.mktemp("cloud-apis"))
+    yield apis
+    apis.remove()
+
+
+@pytest.fixture(scope="session")
 def stack_key(tmp_path_factory) -> dict:
     return emulated_stack.make_key(tmp_path_factory.mktemp("stack-key"))
 
 
 @pytest.fixture(scope="session")
-def boot(client, host_image, golden_ref, stack_key, tmp_path_factory):
-    """boot(stack) -> Booted: the stack's first node on an emulated host (one per stack, removed at the end)."""
-    booted: dict[str, emulated_stack.Booted] = {}
+def boot(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_factory):
+    """boot(stack) -> Stack: the stack on the emulated cloud, its head and first node booting (one per stack,
+    removed at the end)."""
+    booted: dict[str, emulated_stack.Stack] = {}
 
-    def start(stack: str) -> emulated_stack.Booted:
+    def start(stack: str) -> emulated_stack.Stack:
         if stack not in booted:
             booted[stack] = emulated_stack.boot(client, host_image, stack, golden_ref, stack_key,
-                                                tmp_path_factory.mktemp(stack))
+                                                tmp_path_factory.mktemp(stack), cloud_apis)
         return booted[stack]
 
     yield start
-    for node in booted.values():
-        node.remove()
+    for stack in booted.values():
+        stack.remove()
+
+
+@pytest.fixture(scope="session")
+def stacks(boot) -> dict[str, emulated_stack.Stack]:
+    """Every shipped cloud stack, created at once so their hosts boot side by side; each test waits for its own."""
+    return {stack: boot(stack) for stack in emulated_stack.CLOUD_STACKS}

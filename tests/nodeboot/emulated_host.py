@@ -9,6 +9,7 @@ volumes are gone until a unit binds them again).
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import tarfile
 import time
@@ -19,12 +20,13 @@ import docker
 import yaml
 
 import stand_ins
+from goldenenv import slurm
 
 HOST_DOCKERFILE = """\
 FROM {base}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       systemd systemd-sysv dbus cloud-init openssh-server docker.io locales sudo iproute2 util-linux kmod procps \\
-      python3 ca-certificates \\
+      python3 ca-certificates awscli \\
  && rm -rf /var/lib/apt/lists/* \\
  && (groupmod -g {docker_gid} docker || groupadd -g {docker_gid} docker) \\
  && systemctl mask docker.socket containerd.service systemd-udevd.service systemd-udevd-kernel.socket \\
@@ -33,6 +35,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]
 """
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 LOGINS = {
     # the cloud's host image: who gets the instance's key pair (AWS Ubuntu images: ubuntu; Alibaba: root)
     "ubuntu": "system_info:\n  default_user:\n    name: ubuntu\n    groups: [docker]\n    shell: /bin/bash\n"
@@ -42,15 +45,23 @@ LOGINS = {
 
 
 def host_image(client: docker.DockerClient, base: str) -> str:
-    """The emulated host's image, built once on the engine (a tag per base and socket group)."""
+    """The emulated host's image, built once on the engine (a tag per base, socket group and Dockerfile)."""
     gid = Path("/var/run/docker.sock").stat().st_gid
-    tag = f"goldenenv-test/emulated-host:{base.rsplit(':', 1)[-1]}-{gid}"
+    text = HOST_DOCKERFILE.format(base=base, docker_gid=gid)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    tag = f"goldenenv-test/emulated-host:{base.rsplit(':', 1)[-1]}-{gid}-{digest}"
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        text = HOST_DOCKERFILE.format(base=base, docker_gid=gid)
         client.images.build(fileobj=io.BytesIO(text.encode()), tag=tag, rm=True, forcerm=True)
     return tag
+
+
+def ca_bundle(container) -> str:
+    """The CA bundle of the host's image (Debian's ca-certificates), from a created container."""
+    stream, _ = container.get_archive(CA_BUNDLE)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        return tar.extractfile(tar.getmembers()[0]).read().decode()
 
 
 def tar_of(files: dict[str, tuple[str | bytes, int]]) -> bytes:
@@ -81,16 +92,20 @@ class Host:
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
                public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
-               nvme: str | None, erdma: int, nvidia_smi: str, extra_files: dict | None = None,
-               extra_hosts: dict[str, str] | None = None) -> Host:
+               nvme: str | None, erdma: int, gpus: int, nvidia_smi: str, extra_files: dict | None = None,
+               hostname: str | None = None, address: str | None = None, trusted_ca: str | None = None) -> Host:
+        """hostname: the host's name where cloud-init sets one (the head), else its own; address: its private
+        address on the stack's network (networks[0]) where the cloud gave one, else the engine picks; trusted_ca:
+        a CA (PEM) the host trusts besides its image's, as `update-ca-certificates` would have it."""
         volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"},
                    "/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
                    **{path: {"bind": path, "mode": "rw"} for path in shares}}
+        endpoint = {networks[0]: client.api.create_endpoint_config(ipv4_address=address)} if address else None
         container = client.containers.create(
-            image, name=name, hostname=name, detach=True, network=networks[0], environment={"container": "docker"},
+            image, name=name, hostname=hostname or name, detach=True, network=networks[0],
+            networking_config=endpoint, environment={"container": "docker"},
             tmpfs={"/run": "rw,exec", "/run/lock": "rw", "/tmp": "rw,exec"}, volumes=volumes,
-            cap_add=["SYS_ADMIN", "NET_ADMIN"], labels={"goldenenv.test": "emulated-host"},
-            extra_hosts=extra_hosts or {})
+            cap_add=["SYS_ADMIN", "NET_ADMIN"], labels={"goldenenv.test": "emulated-host"})
         for extra in networks[1:]:
             client.networks.get(extra).connect(container)
         container.reload()
@@ -101,8 +116,10 @@ class Host:
                 "instance-id": f"i-{name}", "local-hostname": name, "public-keys": [public_key]}), 0o600),
             "/etc/cloud/cloud.cfg.d/91-login.cfg": (LOGINS[login], 0o644),
         }
-        fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma,
-                                   nvidia_smi=nvidia_smi)
+        fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma, gpus=gpus,
+                                nvidia_smi=nvidia_smi)
+        if trusted_ca:
+            fakes[CA_BUNDLE] = (ca_bundle(container) + trusted_ca, 0o644)
         container.put_archive("/", tar_of({**fakes, **(extra_files or {}), **seed}))
         container.start()
         return cls(client, name, container, login, key)
@@ -152,8 +169,28 @@ class Host:
         self.container.remove(force=True)
 
 
-def user_data_of(resources, cloud: str) -> str:
-    """The first GPU node's user data as plan renders it (AWS: the launch template's; Alibaba: the instance's)."""
-    kind = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance"}[cloud]
-    node = next(r for r in resources if r.type == kind)
-    return base64.b64decode(node.props["userData"]).decode()
+HEAD_TYPES = {"aws": "aws:ec2/instance:Instance", "alicloud": "alicloud:ecs/instance:Instance"}
+NODE_TYPES = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance"}
+USER_DATA = {"aws:ec2/instance:Instance": "userDataBase64", "aws:ec2/launchTemplate:LaunchTemplate": "userData",
+             "alicloud:ecs/instance:Instance": "userData"}
+
+
+def is_head(kind: str, name: str) -> bool:
+    """Whether a resource is a stack's Slurm head instance (named <cluster>-head)."""
+    return kind in HEAD_TYPES.values() and name.endswith(f"-{slurm.HEAD_HOSTNAME}")
+
+
+def head_resource(resources, cloud: str):
+    """The stack's Slurm head instance, or None (goldenenv:scheduler none)."""
+    return next((r for r in resources if r.type == HEAD_TYPES[cloud] and is_head(r.type, r.name)), None)
+
+
+def node_resource(resources, cloud: str):
+    """What carries the first GPU node's user data: AWS, the pool's launch template; Alibaba, its first instance."""
+    head = head_resource(resources, cloud)
+    return next(r for r in resources if r.type == NODE_TYPES[cloud] and r is not head)
+
+
+def user_data_of(resource) -> str:
+    """The user data as the plan renders it for that instance or launch template."""
+    return base64.b64decode(resource.props[USER_DATA[resource.type]]).decode()

@@ -1,5 +1,6 @@
-"""A shipped cloud stack's node on an emulated host, end to end: a registry on this machine holding the golden
-image by digest, the team's key pair, the plan's user data for the node, the stand-ins its boot needs.
+"""A shipped cloud stack on emulated hosts, end to end: a registry on this machine holding the golden image by
+digest, the team's key pair, the stack created on the emulated cloud (tests/nodeboot/emulated_cloud.py), and its
+Slurm head and first node booted from the user data the program renders for them, with the stand-ins they need.
 
 Used by the node-boot tests (conftest.py) and by scripts/bench_node_boot.py.
 """
@@ -7,6 +8,8 @@ Used by the node-boot tests (conftest.py) and by scripts/bench_node_boot.py.
 from __future__ import annotations
 
 import io
+import ipaddress
+import random
 import shlex
 import socket
 import subprocess
@@ -20,14 +23,18 @@ from pathlib import Path
 import docker
 import yaml
 
+import emulated_cloud
 import emulated_host
 import stand_ins
-from goldenenv import catalog, clouds, lifecycle, plan, stackconfig
+from goldenenv import catalog, clouds, lifecycle, plan, slurm, stackconfig
 from goldenenv.images import publish
 from goldenenv.images.base import ensure_base
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load
 
+CLOUD_STACKS = ["aws-g5-dev", "aws-p5-2node", "aws-p4d-4node-spot", "alicloud-gn7i-dev",
+                "alicloud-ebmgn8v-2node"]
+"""The shipped cloud stacks whose boot the tests and scripts/bench_node_boot.py run."""
 GOLDEN_LOCK = "cpu-dev"
 """The golden image the emulated nodes run: the stacks' own locks are GPU images this machine cannot build in a
 test run; the boot, the pull by digest and the checks are the same for any lock."""
@@ -99,9 +106,6 @@ def stack_config(stack: str, golden_ref: str, public_key: str) -> dict:
     config = stackconfig.read_stack_file(plan.stack_file(stack))
     config["goldenenv:image"] = {**(config.get("goldenenv:image") or {}), "ref": golden_ref}
     config["goldenenv:nodes"] = {**config["goldenenv:nodes"], "sshPublicKey": public_key}
-    # the node as it boots without a queue: the Slurm head and the secret stores its munge unit reads have no
-    # stand-ins here yet, so these tests boot the stack's node with `scheduler: none`
-    config["goldenenv:scheduler"] = "none"
     return config
 
 
@@ -117,15 +121,18 @@ def script_values(user_data: str, script: str) -> dict[str, str]:
 
 @dataclass
 class Booted:
-    """A shipped stack's first node, booted on an emulated host from the user data plan renders for it."""
+    """One host of a shipped stack (its head or its first node), booted on an emulated host from the user data the
+    program renders for it."""
 
-    stack: str
+    role: str
+    """head | node"""
     host: emulated_host.Host
     user_data: str
     spec: object
     shares: dict[str, str]
     """sharedfs: the machine folder behind the shared file system; nvme: behind the instance store."""
-    networks: list = field(default_factory=list)
+    credentials: dict
+    """What the host's metadata service hands out for its role (the emulated cloud issued them)."""
 
     @property
     def units(self) -> list[str]:
@@ -138,46 +145,150 @@ class Booted:
             set(self.host.units_state(self.units).values()) == {"active"} and self.host.golden() is not None),
             timeout)
 
+
+@dataclass
+class Stack:
+    """A shipped stack on the emulated cloud: what its program declared (with the cloud's answers), its head and its
+    first node, side by side on the stack's network."""
+
+    name: str
+    config: dict
+    """The stack file as the program was given it (the golden image the hosts pull, the team's key)."""
+    spec: object
+    resources: list
+    outputs: dict
+    node: Booted
+    head: Booted | None
+    apis: emulated_cloud.CloudApis
+    networks: list = field(default_factory=list)
+
+    def up(self, timeout: float = 150) -> None:
+        """The head and the node up (the node's golden container starts once the head has written the key)."""
+        for booted in (self.head, self.node):
+            if booted:
+                booted.up(timeout)
+
     def remove(self) -> None:
-        self.host.remove()
+        for booted in (self.node, self.head):
+            if booted:
+                booted.host.remove()
         for network in self.networks:
+            self.apis.detach(network.name)
             network.remove()
 
 
-def boot(client: docker.DockerClient, image: str, stack: str, golden_ref: str, key: dict, folder: Path) -> Booted:
-    """Create the stack's first node from the user data plan renders for it; it boots in the background."""
+def stack_network(client: docker.DockerClient, name: str, cidr: str):
+    """The stack's private network: a free /24 of the stack's VPC range (another run may hold one), the head at its
+    .10 (the address the emulated cloud gives the head), the engine's picks from its upper half: (network, head)."""
+    block = ipaddress.ip_network(cidr)
+    candidates = list(block.subnets(new_prefix=24)) if block.prefixlen < 24 else [block]
+    random.shuffle(candidates)
+    for subnet in candidates[:32]:
+        pool = docker.types.IPAMPool(subnet=str(subnet), gateway=str(subnet[1]),
+                                     iprange=str(list(subnet.subnets(new_prefix=25))[1]))
+        try:
+            network = client.networks.create(name, driver="bridge", ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+                                             labels={"goldenenv.test": "node"})
+        except docker.errors.APIError as e:
+            if "overlap" in str(e).lower():
+                continue
+            raise
+        return network, str(subnet[10])
+    raise RuntimeError(f"no free /24 in {cidr} for {name}: other runs' networks hold them (docker network ls)")
+
+
+def endpoints_of(user_datas: list[str]) -> list[str]:
+    """The cloud API endpoints the boot scripts call: the AWS CLI's for Secrets Manager in the script's region,
+    Alibaba's KMS and NAS endpoints as the scripts name them."""
+    names = []
+    for user_data in user_datas:
+        if region := script_values(user_data, "munge-key-aws.sh").get("region"):
+            names.append(f"secretsmanager.{region}.amazonaws.com")
+        if endpoint := script_values(user_data, "munge-key-alicloud.sh").get("endpoint"):
+            names.append(endpoint)
+        if endpoint := script_values(user_data, "cpfs-mount.sh").get("nas_endpoint"):
+            names.append(endpoint)
+    return names
+
+
+def role_of(resources, cloud: str, resource) -> tuple[str, list[str]]:
+    """The instance role of a head instance or a node's launch template / instance, and its policy documents."""
+    def find(kind: str, **props):
+        return [r for r in resources if r.type == kind and all(r.props.get(k) == v for k, v in props.items())]
+
+    if cloud == "aws":
+        given = resource.props.get("iamInstanceProfile")
+        given = given.get("arn", "") if isinstance(given, dict) else given
+        profile = next(r for r in resources if r.type == "aws:iam/instanceProfile:InstanceProfile"
+                       and (r.name == given or given.endswith(":" + r.name)))
+        role = next(r for r in resources if r.type == "aws:iam/role:Role" and r.name == profile.props["role"])
+        return role.name, [r.props["policy"] for r in find("aws:iam/rolePolicy:RolePolicy", role=role.id)]
+    role = find("alicloud:ecs/ramRoleAttachment:RamRoleAttachment", instanceId=resource.id)[0].props["ramRoleName"]
+    names = [a.props["policyName"] for a in find("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment",
+                                                 roleName=role)]
+    return role, [p.props["policyDocument"] for p in resources
+                  if p.type == "alicloud:ram/policy:Policy" and p.props.get("policyName") in names]
+
+
+def boot(client: docker.DockerClient, image: str, stack: str, golden_ref: str, key: dict, folder: Path,
+         apis: emulated_cloud.CloudApis) -> Stack:
+    """Create the stack on the emulated cloud (its program, with the cloud's answers) and its head and first node
+    from the user data the program renders for them; they boot in the background."""
     config = stack_config(stack, golden_ref, key["public"])
     spec = stackconfig.load(stack, *stackconfig.namespaced(config))
-    resources, _ = plan.run_program(stack, config)
-    user_data = emulated_host.user_data_of(resources, spec.cloud)
-    # the cloud hands the node its key pair through the metadata service; cloud-init installs it for the login
-    public_key = next(r for r in resources if r.type == KEY_PAIRS[spec.cloud]).props["publicKey"]
-    it = catalog.instance_type(spec.cloud, spec.nodes[0].instance_type)
     name = f"ge-{stack}-{uuid.uuid4().hex[:4]}"
-    shares = {}
-    if spec.storage.parallel_fs.enabled:
-        shares["sharedfs"] = str(folder / "sharedfs")
-    if it.local_nvme_count:
-        shares["nvme"] = str(folder / "nvme")
-    for path in shares.values():
-        Path(path).mkdir(parents=True, exist_ok=True)
-    erdma = it.rdma_interfaces if it.rdma == "erdma" else 0
-    networks = [client.networks.create(f"{name}-net{i}", driver="bridge", labels={"goldenenv.test": "node"})
-                for i in range(max(1, erdma))]  # one network per ERI: eth0, eth1 ...
-    extra_files, extra_hosts = {}, {}
-    cpfs = script_values(user_data, "cpfs-mount.sh")
-    if cpfs:
-        role = next(r for r in resources if r.type == "alicloud:ram/role:Role").props["roleName"]
-        ca, server = stand_ins.tls_pair(cpfs["nas_endpoint"])
-        extra_files = stand_ins.alibaba_files(
-            role=role, file_system_id=cpfs["file_system_id"], export_id=cpfs["export_id"],
-            domain=f"{cpfs['file_system_id']}.{spec.region}.cpfs.aliyuncs.com", ca_pem=ca, server_pem=server)
-        extra_hosts = {cpfs["nas_endpoint"]: stand_ins.NAS_ADDRESS}
-    capture = CAPTURES / f"nvidia_smi_{it.name}.csv"
-    host = emulated_host.Host.create(
-        client, image, name=name, networks=[n.name for n in networks], user_data=user_data, public_key=public_key,
-        login=clouds.get(spec.cloud).ssh_user, key=key["key"], shares=list(shares.values()),
-        sharedfs=shares.get("sharedfs"), nvme=shares.get("nvme"), erdma=erdma,
-        nvidia_smi=capture.read_text() if capture.exists() else "", extra_files=extra_files,
-        extra_hosts=extra_hosts)
-    return Booted(stack, host, user_data, spec, shares, networks)
+    network, head_address = stack_network(client, f"{name}-net0", str(spec.network.cidr))
+    networks = [network]
+    try:
+        answers = emulated_cloud.CloudAnswers(clouds.get(spec.cloud), apis, spec.region, head_address)
+        resources, outputs = emulated_cloud.run_program(stack, config, spec, answers)
+        # the cloud hands a host its key pair through the metadata service; cloud-init installs it for the login
+        public_key = next(r for r in resources if r.type == KEY_PAIRS[spec.cloud]).props["publicKey"]
+        node_resource = emulated_host.node_resource(resources, spec.cloud)
+        head_resource = emulated_host.head_resource(resources, spec.cloud)
+        node_data = emulated_host.user_data_of(node_resource)
+        head_data = emulated_host.user_data_of(head_resource) if head_resource else None
+        apis.attach(network.name, endpoints_of([d for d in (node_data, head_data) if d]))
+        cpfs = script_values(node_data, "cpfs-mount.sh")
+        if cpfs:  # the file system the program declared, as the account has it once created
+            apis.add_file_system(cpfs["file_system_id"], spec.region, [{
+                "ExportId": cpfs["export_id"], "Path": "/",
+                "ProtocolMountTargetDomain": f"{cpfs['file_system_id']}.{spec.region}.cpfs.aliyuncs.com"}])
+        it = catalog.instance_type(spec.cloud, spec.nodes[0].instance_type)
+        shares = {}
+        if spec.storage.parallel_fs.enabled:
+            shares["sharedfs"] = str(folder / "sharedfs")
+        if it.local_nvme_count:
+            shares["nvme"] = str(folder / "nvme")
+        for path in shares.values():
+            Path(path).mkdir(parents=True, exist_ok=True)
+        erdma = it.rdma_interfaces if it.rdma == "erdma" else 0
+        networks += [client.networks.create(f"{name}-net{i}", driver="bridge", labels={"goldenenv.test": "node"})
+                     for i in range(1, erdma)]  # one network per ERI: eth0, eth1 ...
+        login = clouds.get(spec.cloud).ssh_user
+
+        def start(role: str, resource, user_data: str, host_name: str, host_shares: dict, **host) -> Booted:
+            role_name, policies = role_of(resources, spec.cloud, resource)
+            credentials = apis.issue(role_name, policies)
+            files = stand_ins.cloud_files(cloud=spec.cloud, role=role_name, credentials=credentials,
+                                          ca_pem=apis.authority.cert_pem)
+            created = emulated_host.Host.create(
+                client, image, name=host_name, user_data=user_data, public_key=public_key, login=login,
+                key=key["key"], shares=list(host_shares.values()), sharedfs=host_shares.get("sharedfs"),
+                nvme=host_shares.get("nvme"), extra_files=files, trusted_ca=apis.authority.cert_pem, **host)
+            return Booted(role, created, user_data, spec, host_shares, credentials)
+
+        capture = CAPTURES / f"nvidia_smi_{it.name}.csv"
+        head = start("head", head_resource, head_data, f"{name}-head",
+                     {k: v for k, v in shares.items() if k == "sharedfs"}, networks=[network.name], erdma=0,
+                     gpus=0, nvidia_smi="", hostname=slurm.HEAD_HOSTNAME, address=head_address) if head_data else None
+        node = start("node", node_resource, node_data, name, shares, networks=[n.name for n in networks],
+                     erdma=erdma, gpus=it.gpu_count, nvidia_smi=capture.read_text() if capture.exists() else "")
+    except BaseException:
+        for leftover in client.containers.list(all=True, filters={"name": f"^{name}"}):
+            leftover.remove(force=True)
+        for n in networks:
+            apis.detach(n.name)
+            n.remove()
+        raise
+    return Stack(stack, config, spec, resources, outputs, node, head, apis, networks)

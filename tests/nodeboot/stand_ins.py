@@ -7,9 +7,12 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
   Docker-in-Docker); its CLI reaches the machine's engine through the socket. `docker` on the host is a thin
   adapter over the real CLI that keeps what an engine per host would give: the container's name is the host's
   own (`goldenenv` on every host), `--network host` is the host's network, and a bind source means the host's
-  path (it is translated to the same data's path on this machine). `--gpus`, RDMA devices and the unlimited
-  locked memory RDMA needs stand for hardware the machine lacks and are dropped (this engine refuses
-  `--ulimit memlock=-1`: "error setting rlimit type 8: operation not permitted").
+  path (it is translated to the same data's path on this machine); `--add-host` with the host's network is an
+  entry of the hosts file the container shares with the host. `--gpus` gives the container a device node
+  /dev/nvidia<i> per GPU of the instance type, as the NVIDIA Container Toolkit does (a character device standing
+  for each GPU: /dev/null's). RDMA devices and the unlimited locked memory RDMA needs stand for hardware the
+  machine lacks and are dropped (this engine refuses `--ulimit memlock=-1`: "error setting rlimit type 8:
+  operation not permitted").
 - docker.service: on a node it is the engine; here it waits for the machine's engine socket.
 - instance-store disks as the AWS Deep Learning AMI leaves them: its dlami-nvme.service claims them at every boot
   (blank after a stop/start) and mounts the volume at /opt/dlami/nvme; here a folder of this machine stands for
@@ -18,6 +21,10 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
   the stack; the mount helpers check the source as Lustre's and NFS's do, then bind that folder.
 - the NVIDIA driver (`nvidia-smi` answering from a capture of the instance type), the eRDMA driver (`lsmod`,
   `modprobe erdma`, `rdma dev|link show` as iproute2 prints them, one device per ERI on the host's interfaces).
+- the cloud's instance metadata service (tokens required), answering with the credentials the emulated cloud
+  issued for the host's role (tests/nodeboot/emulated_cloud.py). The cloud's APIs themselves (Secrets Manager,
+  KMS, NAS: tests/nodeboot/cloud_apis.py) are not on the host: it reaches them by their endpoints' names over
+  TLS, with the run's CA among the ones it trusts.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import os, sys
 CONFIG = "%(config)s"
 BINDS = "%(binds)s"
 NAMED = {"rm", "exec", "stop", "start", "kill", "logs", "inspect", "restart", "wait", "top", "port"}
+FLAGS = {"--rm", "--init", "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--read-only", "--privileged"}
+"""`docker run` options that take no value"""
 VALUED = {"-e", "--env", "-u", "--user", "-w", "--workdir", "--env-file", "-t", "--time", "--signal", "-s",
           "-f", "--format", "--since", "--tail", "-n", "--type"}
 
@@ -80,11 +89,41 @@ def machine_path(path):
     return fact("rootfs") + path
 
 
+def add_host(entry):
+    """--add-host NAME:IP with the host's network: the engine refuses it with a container's network, whose hosts
+    file the container shares, so the entry goes there, as an engine of the host's own puts it in the container's."""
+    name, _, address = entry.partition(":")
+    line = address + " " + name
+    with open("/etc/hosts") as f:
+        if line in f.read().splitlines():
+            return
+    with open("/etc/hosts", "a") as f:
+        f.write(line + "\n")
+
+
 def run_args(args):
-    out, i = [], 0
+    """`docker run`'s options, as an engine of the host's own would take them; from the image on, unchanged."""
+    out, i, hosts = [], 0, []
+    host_network = False
+    j = 0
+    while j < len(args) and args[j].startswith("-"):
+        host_network = host_network or args[j:j + 2] == ["--network", "host"]
+        j += 1 if args[j] in FLAGS or "=" in args[j] else 2
     while i < len(args):
         a = args[i]
-        if a in ("--gpus", "--device") and i + 1 < len(args):
+        if not a.startswith("-"):  # the image: what follows is the container's command
+            out += args[i:]
+            break
+        if a == "--add-host" and host_network:
+            hosts.append(args[i + 1])
+            i += 2
+            continue
+        if a == "--gpus":  # the NVIDIA toolkit gives the container each GPU's device node
+            for index in range(int(fact("gpus") or 0)):
+                out += ["--volume", "/dev/null:/dev/nvidia%%d" %% index]
+            i += 2
+            continue
+        if a == "--device" and i + 1 < len(args):
             i += 2
             continue
         if a == "--ulimit" and args[i + 1].startswith("memlock="):
@@ -103,8 +142,14 @@ def run_args(args):
             out += [a, machine_path(source) + ":" + rest]
             i += 2
             continue
-        out.append(a)
-        i += 1
+        if a in FLAGS or "=" in a:
+            out.append(a)
+            i += 1
+        else:
+            out += args[i:i + 2]
+            i += 2
+    for entry in hosts:
+        add_host(entry)
     return ["--label", "goldenenv-emulated=" + HOST] + out
 
 
@@ -237,7 +282,7 @@ exec cat %(config)s/nvidia-smi.csv
 ''' % {"config": CONFIG}
 
 
-def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erdma: int,
+def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erdma: int, gpus: int,
           nvidia_smi: str) -> dict[str, tuple[str, int]]:
     """Path on the host -> (content, mode) of every stand-in and the facts they read; "->target" is a symlink."""
     out = {
@@ -255,6 +300,7 @@ def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erd
         f"{CONFIG}/name": (name, 0o644),
         f"{CONFIG}/rootfs": (rootfs, 0o644),
         f"{CONFIG}/erdma": (str(erdma) if erdma else "", 0o644),
+        f"{CONFIG}/gpus": (str(gpus), 0o644),
         f"{CONFIG}/nvidia-smi.csv": (nvidia_smi, 0o644),
     }
     if sharedfs:
@@ -266,27 +312,40 @@ def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erd
         out["/etc/systemd/system/multi-user.target.wants/dlami-nvme.service"] = ("->/etc/systemd/system/dlami-nvme.service", 0)
     return out
 
-ALIBABA_METADATA = "100.100.100.200"
-"""Alibaba's metadata server address; on the host it is bound to the host's own loopback."""
-NAS_ADDRESS = "127.0.0.2"
-"""Where the host resolves the region's NAS API endpoint (/etc/hosts): the stand-in below, on the host's loopback."""
+METADATA_ADDRESSES = {"aws": "169.254.169.254", "alicloud": "100.100.100.200"}
+"""Each cloud's instance metadata service; on the host it is bound to the host's own loopback."""
+CA_FILE = "/usr/local/share/ca-certificates/goldenenv-emulated-cloud.crt"
+"""The run's CA, which signs the cloud APIs' certificates (tests/nodeboot/cloud_apis.py): the host trusts it."""
 
-ALIBABA_CLOUD = r'''#!/usr/bin/python3
-"""Alibaba's metadata server in hardened mode and the NAS API's DescribeProtocolMountTarget, on the host itself.
+METADATA = r'''#!/usr/bin/python3
+"""The instance metadata service, in the mode the stack asks for (tokens required), answering for this host's role.
 
-Metadata (ECS docs, "Instance metadata", hardened mode): PUT /latest/api/token with
-X-aliyun-ecs-metadata-token-ttl-seconds gives a token; every read needs it as X-aliyun-ecs-metadata-token, else
-403; ram/security-credentials/ names the instance's RAM role, ram/security-credentials/<role> gives its STS
-credentials as JSON (AccessKeyId, AccessKeySecret, SecurityToken, Expiration). The NAS API (RPC style, signature
-version 1.0): the request must carry those credentials and a valid HMAC-SHA1 signature, else the API's error.
+AWS (IMDSv2, "Use the Instance Metadata Service to access instance metadata"): PUT /latest/api/token with
+X-aws-ec2-metadata-token-ttl-seconds gives a token; a read without a valid X-aws-ec2-metadata-token is 401;
+iam/security-credentials/ names the instance profile's role, iam/security-credentials/<role> gives its temporary
+credentials. Alibaba (ECS "Instance metadata", hardened mode): PUT /latest/api/token with
+X-aliyun-ecs-metadata-token-ttl-seconds, reads need X-aliyun-ecs-metadata-token (else 403),
+ram/security-credentials/<role> gives the role's STS credentials. The credentials are the ones the emulated cloud
+issued for the role (its APIs check them).
 """
-import base64, hashlib, hmac, json, secrets, ssl, sys, threading, urllib.parse
+import json, os, secrets, socket
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-CONFIG = json.load(open("%(config)s/alibaba.json"))
+CONFIG = json.load(open("%(config)s/metadata.json"))
+CLOUD, ROLE, CREDENTIALS = CONFIG["cloud"], CONFIG["role"], CONFIG["credentials"]
+PREFIX = {"aws": "X-aws-ec2-metadata-token", "alicloud": "X-aliyun-ecs-metadata-token"}[CLOUD]
+DENIED = {"aws": (401, "Unauthorized"), "alicloud": (403, "Forbidden")}[CLOUD]
+ROLES = {"aws": "/latest/meta-data/iam/security-credentials/",
+         "alicloud": "/latest/meta-data/ram/security-credentials/"}[CLOUD]
 TOKENS = set()
-CREDENTIALS = {"AccessKeyId": "STS.emulated" + secrets.token_hex(4), "AccessKeySecret": secrets.token_hex(16),
-               "SecurityToken": secrets.token_hex(32), "Expiration": "2099-01-01T00:00:00Z", "Code": "Success"}
+
+
+def answer_of():
+    if CLOUD == "aws":
+        return {"Code": "Success", "LastUpdated": "2026-01-01T00:00:00Z", "Type": "AWS-HMAC",
+                "AccessKeyId": CREDENTIALS["AccessKeyId"], "SecretAccessKey": CREDENTIALS["AccessKeySecret"],
+                "Token": CREDENTIALS["SecurityToken"], "Expiration": CREDENTIALS["Expiration"]}
+    return CREDENTIALS
 
 
 class Metadata(BaseHTTPRequestHandler):
@@ -299,108 +358,56 @@ class Metadata(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_PUT(self):
-        if self.path != "/latest/api/token" or not self.headers.get("X-aliyun-ecs-metadata-token-ttl-seconds"):
+        if self.path != "/latest/api/token" or not self.headers.get(PREFIX + "-ttl-seconds"):
             return self.answer(400, "Bad Request")
         token = secrets.token_urlsafe(24)
         TOKENS.add(token)
         self.answer(200, token)
 
     def do_GET(self):
-        if self.headers.get("X-aliyun-ecs-metadata-token") not in TOKENS:
-            return self.answer(403, "Forbidden")  # hardened mode: no token, no metadata
-        role = CONFIG["role"]
-        if self.path == "/latest/meta-data/ram/security-credentials/":
-            return self.answer(200, role)
-        if self.path == "/latest/meta-data/ram/security-credentials/" + role:
-            return self.answer(200, json.dumps(CREDENTIALS), "application/json")
+        if self.headers.get(PREFIX) not in TOKENS:
+            return self.answer(*DENIED)  # tokens required: no token, no metadata
+        if self.path == ROLES:
+            return self.answer(200, ROLE)
+        if self.path == ROLES + ROLE:
+            return self.answer(200, json.dumps(answer_of()), "application/json")
         self.answer(404, "Not Found")
 
     def log_message(self, *args):
         pass
 
 
-def encode(value):
-    return urllib.parse.quote(str(value), safe="~")
+server = ThreadingHTTPServer(("%(address)s", 80), Metadata)
+if os.environ.get("NOTIFY_SOCKET"):  # Type=notify: the unit is started once the service listens
+    path = os.environ["NOTIFY_SOCKET"]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.sendto(b"READY=1", "\0" + path[1:] if path.startswith("@") else path)
+server.serve_forever()
+'''
 
-
-class Nas(Metadata):
-    def do_GET(self):
-        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-        signature = query.pop("Signature", "")
-        canonical = "&".join(encode(k) + "=" + encode(query[k]) for k in sorted(query))
-        expected = base64.b64encode(hmac.new((CREDENTIALS["AccessKeySecret"] + "&").encode(),
-                                             ("GET&%%2F&" + encode(canonical)).encode(), hashlib.sha1).digest()).decode()
-        if query.get("AccessKeyId") != CREDENTIALS["AccessKeyId"] or \
-                query.get("SecurityToken") != CREDENTIALS["SecurityToken"]:
-            return self.answer(403, json.dumps({"Code": "InvalidAccessKeyId.NotFound"}), "application/json")
-        if not hmac.compare_digest(signature, expected):
-            return self.answer(400, json.dumps({"Code": "IncompleteSignature"}), "application/json")
-        if query.get("Action") != "DescribeProtocolMountTarget" or query.get("FileSystemId") != CONFIG["file_system_id"]:
-            return self.answer(404, json.dumps({"Code": "InvalidFileSystem.NotFound"}), "application/json")
-        self.answer(200, json.dumps({"RequestId": secrets.token_hex(8), "ProtocolMountTargets": [
-            {"ExportId": CONFIG["export_id"], "ProtocolMountTargetDomain": CONFIG["domain"], "Path": "/"}]}),
-            "application/json")
-
-
-metadata = ThreadingHTTPServer(("%(metadata)s", 80), Metadata)
-nas = ThreadingHTTPServer(("%(nas)s", 443), Nas)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain("%(config)s/nas.pem")
-nas.socket = context.wrap_socket(nas.socket, server_side=True)
-threading.Thread(target=metadata.serve_forever, daemon=True).start()
-nas.serve_forever()
-''' % {"config": CONFIG, "metadata": ALIBABA_METADATA, "nas": NAS_ADDRESS}
-
-ALIBABA_CLOUD_UNIT = """[Unit]
-Description=Alibaba Cloud services of this node (emulated: metadata in hardened mode, the NAS API)
-Before=goldenenv-sharedfs.service network-online.target
+METADATA_UNIT = """[Unit]
+Description=%(cloud)s instance metadata service of this host (emulated, tokens required)
+Before=goldenenv-munge.service goldenenv-sharedfs.service network-online.target
 [Service]
-ExecStartPre=-/usr/sbin/ip addr add %(metadata)s/32 dev lo
-ExecStartPre=-/usr/sbin/ip addr add %(nas)s/32 dev lo
-ExecStartPre=/usr/sbin/update-ca-certificates
-ExecStart=/usr/local/libexec/emulated/alibaba-cloud
+Type=notify
+ExecStartPre=-/usr/sbin/ip addr add %(address)s/32 dev lo
+ExecStart=/usr/local/libexec/emulated/metadata
 Restart=always
 [Install]
 WantedBy=multi-user.target
-""" % {"metadata": ALIBABA_METADATA, "nas": NAS_ADDRESS}
+"""
 
 
-def alibaba_files(*, role: str, file_system_id: str, export_id: str, domain: str, ca_pem: str, server_pem: str) -> dict[str, tuple[str, int]]:
-    """The metadata server and the NAS API for a node of a CPFS stack: its role, its export, TLS the host trusts."""
+def cloud_files(*, cloud: str, role: str, credentials: dict, ca_pem: str) -> dict[str, tuple[str, int]]:
+    """The metadata service for a host of `cloud` with its role's credentials, and the run's CA where
+    update-ca-certificates takes a local CA from (the host's bundle gets it at creation: emulated_host.Host)."""
+    address = METADATA_ADDRESSES[cloud]
     return {
-        "/usr/local/libexec/emulated/alibaba-cloud": (ALIBABA_CLOUD, 0o755),
-        "/etc/systemd/system/emulated-alibaba-cloud.service": (ALIBABA_CLOUD_UNIT, 0o644),
-        "/etc/systemd/system/multi-user.target.wants/emulated-alibaba-cloud.service":
-            ("->/etc/systemd/system/emulated-alibaba-cloud.service", 0),
-        f"{CONFIG}/alibaba.json": (json.dumps({"role": role, "file_system_id": file_system_id,
-                                               "export_id": export_id, "domain": domain}), 0o600),
-        f"{CONFIG}/nas.pem": (server_pem, 0o600),
-        "/usr/local/share/ca-certificates/emulated-alibaba.crt": (ca_pem, 0o644),
+        "/usr/local/libexec/emulated/metadata": (METADATA % {"config": CONFIG, "address": address}, 0o755),
+        "/etc/systemd/system/emulated-metadata.service": (
+            METADATA_UNIT % {"cloud": cloud, "address": address}, 0o644),
+        "/etc/systemd/system/multi-user.target.wants/emulated-metadata.service":
+            ("->/etc/systemd/system/emulated-metadata.service", 0),
+        f"{CONFIG}/metadata.json": (json.dumps({"cloud": cloud, "role": role, "credentials": credentials}), 0o600),
+        CA_FILE: (ca_pem, 0o644),
     }
-
-
-def tls_pair(hostname: str) -> tuple[str, str]:
-    """A CA (PEM) and a server certificate for hostname signed by it, with its key (PEM): made here, per run."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "goldenenv emulated cloud CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    server = cert.public_bytes(pem) + key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                        serialization.NoEncryption())
-    return ca.public_bytes(pem).decode(), server.decode()

@@ -1,6 +1,7 @@
-"""Every shipped cloud stack's node boots for real: the user data plan renders, run by cloud-init and systemd on an
-emulated host; the golden container comes up by digest with its mounts, the stack's key logs in, validate and run
-work over ssh, and a stop/start brings everything back."""
+"""Every shipped cloud stack's node boots for real: the user data the program renders, run by cloud-init and systemd
+on an emulated host (its Slurm head booting beside it: the node's golden container runs slurmd, with the munge key
+the head wrote); the golden container comes up by digest with its mounts, the stack's key logs in, validate and run
+work over ssh, and a stop/start brings everything back. The head's own tests: test_slurm_head.py."""
 
 from __future__ import annotations
 
@@ -12,20 +13,20 @@ import pytest
 import emulated_stack
 import stand_ins
 
-from goldenenv import catalog, fabrics, lifecycle
+from goldenenv import catalog, fabrics, jobs, lifecycle
 from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
 
-CLOUD_STACKS = ["aws-g5-dev", "aws-p5-2node", "aws-p4d-4node-spot", "alicloud-gn7i-dev", "alicloud-ebmgn8v-2node"]
+CLOUD_STACKS = emulated_stack.CLOUD_STACKS
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GOLDEN_LOCK = emulated_stack.GOLDEN_LOCK
 
 
 @pytest.fixture(scope="module")
-def nodes(boot):
-    """Every stack's first node, created at once so they boot side by side; each test waits for its own."""
-    return {stack: boot(stack) for stack in CLOUD_STACKS}
+def nodes(stacks):
+    """Every stack's first node (its head boots beside it)."""
+    return {stack: booted.node for stack, booted in stacks.items()}
 
 
 def up(booted) -> None:
@@ -34,8 +35,9 @@ def up(booted) -> None:
 
 
 def in_golden(booted, command: str) -> tuple[int, str]:
-    """A command in the node's golden container, as its image user, the way `docker exec goldenenv` runs it."""
-    return booted.host.sh(f"docker exec goldenenv sh -c {json.dumps(command)}")
+    """A command in the node's golden container as the image's user, the way `goldenenv run` and `validate` reach
+    it (the container itself runs slurmd as root)."""
+    return booted.host.sh(f"{jobs.container_exec(booted.spec)} sh -c {json.dumps(command)}")
 
 
 def expected_mounts(booted) -> dict[str, str]:
@@ -98,7 +100,8 @@ def test_the_stacks_key_logs_in_and_validate_and_run_succeed_over_ssh(nodes, sta
                               f"{host.login}@{host.address}", "true"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 255 and "Permission denied" in refused.stderr, "only the stack's key logs in"
 
-    result = lifecycle.validate_hosts(GOLDEN_LOCK, [host.ssh_host], exec_prefix="docker exec goldenenv",
+    exec_prefix = jobs.container_exec(booted.spec)
+    result = lifecycle.validate_hosts(GOLDEN_LOCK, [host.ssh_host], exec_prefix=exec_prefix,
                                       ssh_config=str(stack_key["config"]), log=lambda m: None)
     assert result.image_ok, result.image_checks[-3000:]
     assert result.ok, (result.drift, result.allreduce_note)
@@ -114,7 +117,8 @@ def test_the_stacks_key_logs_in_and_validate_and_run_succeed_over_ssh(nodes, sta
         booted.spec, ["python", f"{code}/train_ddp.py", "--steps", "10", "--checkpoint-every", "5",
                       "--log-every", "5", *checkpoints],
         lambda node, text: lines.append(text), hosts=[host.ssh_host], outputs=outputs,
-        ssh_config=str(stack_key["config"]), code=EXAMPLES, env={"OMP_NUM_THREADS": "1"}, log=lines.append)
+        ssh_config=str(stack_key["config"]), exec_prefix=exec_prefix, code=EXAMPLES, env={"OMP_NUM_THREADS": "1"},
+        log=lines.append)
     assert run.ok, "\n".join(lines[-40:])
     done = [json.loads(t[t.index("{"):]) for t in lines if '"event": "done"' in t]
     assert len(done) == 1 and done[0]["final_step"] == 10 and done[0]["world_size"] == 2
