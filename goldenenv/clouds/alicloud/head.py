@@ -23,7 +23,7 @@ import pulumi_alicloud as alicloud
 
 from goldenenv.clouds import access
 from goldenenv.clouds.alicloud.nodes import (
-    AUTO_RELEASE_INPUT, ECS_PRINCIPAL, MUNGE_READ_ACTIONS, USER_DATA_INPUT, private_instance,
+    AUTO_RELEASE_INPUT, ECS_PRINCIPAL, MUNGE_READ_ACTIONS, USER_DATA_INPUT, ecs_assume_role, private_instance,
 )
 
 HEAD_COMPONENT = "goldenenv:alicloud:SlurmHead"
@@ -113,11 +113,7 @@ class SlurmHead(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = alicloud.ram.Role(
             f"{name}-role", role_name=args.role_name,
-            assume_role_policy_document=json.dumps({
-                "Version": "1",
-                "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                               "Principal": {"Service": [ECS_PRINCIPAL]}}],
-            }),
+            assume_role_policy_document=ecs_assume_role(),
             description=f"goldenenv {name}: the Slurm head's munge key", tags=args.tags, opts=child,
         )
         policy = alicloud.ram.Policy(

@@ -320,11 +320,7 @@ class GpuNodePool(pulumi.ComponentResource):
         else (nodes log in to ACR with a password file the operator provisions: registry-login-acr.sh.j2)."""
         role = alicloud.ram.Role(
             f"{name}-role", role_name=args.role_name,
-            assume_role_policy_document=json.dumps({
-                "Version": "1",
-                "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                               "Principal": {"Service": [ECS_PRINCIPAL]}}],
-            }),
+            assume_role_policy_document=ecs_assume_role(),
             description=f"goldenenv {name} nodes: the stack's bucket", tags=args.tags, opts=child,
         )
         policy = alicloud.ram.Policy(
@@ -380,6 +376,12 @@ def auto_release_time(ttl_hours: float, now: datetime) -> str:
     if at.second or at.microsecond:
         at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return at.strftime(AUTO_RELEASE_FORMAT)
+
+
+def ecs_assume_role() -> str:
+    """The trust policy of every goldenenv RAM role: assumed by ECS instances only."""
+    return json.dumps({"Version": "1", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                        "Principal": {"Service": [ECS_PRINCIPAL]}}]})
 
 
 def private_instance(args) -> dict:
