@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from goldenenv.spec import ClusterSpec
@@ -194,7 +195,7 @@ def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], No
     if before:
         _cloud_step(before, spec, outputs, skip_export, log)
     try:
-        target.destroy(on_output=log)
+        _pulumi_destroy(target, cloud, log)
     except Exception as e:  # noqa: BLE001 - auto.CommandError and whatever the backend raises: said, then raised
         raise _destroy_failed(spec, cloud, outputs, target, e, purge_data, log) from e
     if purge_data:
@@ -203,6 +204,33 @@ def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], No
         log(f"kept bucket {outputs['bucket']} (datasets and checkpoints) and the image repository: the next up "
             "adopts them; delete them with --purge-data")
     return []
+
+
+def _pulumi_destroy(target, cloud, log: Callable[[str], None]) -> None:
+    """`pulumi destroy`, running the program when the cloud's resources carry delete hooks (AWS: a persistent spot
+    node cancels its request before it is deleted); Pulumi refuses such a destroy without the program. The program
+    then knows it runs for a destroy (DESTROYING_ENV) and does not refuse a lock that no longer fits the nodes."""
+    from goldenenv.clouds.base import DESTROYING_ENV
+
+    if not cloud.destroy_runs_program:
+        target.destroy(on_output=log)
+        return
+    with scoped_env(target.workspace.env_vars, DESTROYING_ENV, "1"):
+        target.destroy(on_output=log, run_program=True)
+
+
+@contextmanager
+def scoped_env(env: MutableMapping[str, str], name: str, value: str) -> Iterator[None]:
+    """Set a variable of an Automation API workspace for the commands run inside, then put back what was there."""
+    had, previous = name in env, env.get(name)
+    env[name] = value
+    try:
+        yield
+    finally:
+        if had:
+            env[name] = previous
+        else:
+            env.pop(name, None)
 
 
 def _destroy_failed(spec: ClusterSpec, cloud, outputs: dict, target, error: Exception, purge_data: bool,

@@ -48,6 +48,8 @@ class PlannedResource:
     """What the provider (under plan: the mock) returned: ids, computed values such as latestVersion."""
     ignore_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    delete_hooks: tuple[str, ...] = ()
+    """Names of the resource hooks the engine runs before deleting it (a persistent spot node cancels its request)."""
     import_id: str | None = None
     """The id of an existing resource this one adopts (Pulumi's import option), e.g. a retained bucket."""
 

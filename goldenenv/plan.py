@@ -347,6 +347,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 outputs=rpc.deserialize_properties(response.object) if response.object else {},
                 ignore_changes=tuple(request.ignoreChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                delete_hooks=tuple(request.hooks.before_delete) if request.HasField("hooks") else (),
                 import_id=request.importId or None,
             ))
         return response

@@ -23,6 +23,7 @@ from typing import Any
 
 from goldenenv.clouds.base import ROLL_NODES_ENV, NodeScript, NodeTemplate, NodeUpdates, cloud_of, script_digest
 from goldenenv.clouds.base import node_updates as cloud_node_updates
+from goldenenv.automation import scoped_env
 from goldenenv.guardrails import PlannedResource
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -290,30 +291,22 @@ def stale_nodes(deployment: Deployment, nodes: NodeUpdates | None = None) -> lis
 def roll(target: Any, nodes: Sequence[str], log: Callable[[str], None] = print,
          one_at_a_time: bool = True) -> list[str]:
     """Replace these nodes onto their pool's current template or boot script: one `up` per node (the others keep
-    running), or
-    all in one `up`. `target` is an Automation API stack (`up(on_output=)`, `workspace.env_vars`); the roll
+    running), or all in one `up`. `target` is an Automation API stack (`up(on_output=)`, `workspace.env_vars`); the roll
     variable is set for each `up` and restored after. Returns the nodes rolled."""
     env = target.workspace.env_vars
     batches = [[n] for n in nodes] if one_at_a_time else ([list(nodes)] if nodes else [])
     if not batches:
         log("no node to roll: no node named is behind its pool's template or boot script")
         return []
-    had, previous = ROLL_NODES_ENV in env, env.get(ROLL_NODES_ENV)
     rolled: list[str] = []
-    try:
-        for step, batch in enumerate(batches, 1):
-            names = ", ".join(batch)
-            log(f"rolling {names} ({step}/{len(batches)}): replaced onto its pool's current template or boot "
-                "script, which erases its local disks (NVMe scratch, root or system disk)")
-            env[ROLL_NODES_ENV] = ",".join(batch)
+    for step, batch in enumerate(batches, 1):
+        names = ", ".join(batch)
+        log(f"rolling {names} ({step}/{len(batches)}): replaced onto its pool's current template or boot "
+            "script, which erases its local disks (NVMe scratch, root or system disk)")
+        with scoped_env(env, ROLL_NODES_ENV, ",".join(batch)):
             target.up(on_output=log)
-            rolled += batch
-            log(f"rolled {names}")
-    finally:
-        if had:
-            env[ROLL_NODES_ENV] = previous
-        else:
-            env.pop(ROLL_NODES_ENV, None)
+        rolled += batch
+        log(f"rolled {names}")
     return rolled
 
 

@@ -8,7 +8,7 @@ import importlib
 import inspect
 import pkgutil
 
-from goldenenv.clouds.base import BuildContext, Capability, Cloud, get, names, register, validate
+from goldenenv.clouds.base import DESTROYING_ENV, BuildContext, Capability, Cloud, get, names, register, validate
 
 
 def _factory(package: str):
@@ -29,4 +29,4 @@ for _info in pkgutil.iter_modules(__path__):
     if _info.ispkg:
         register(_info.name, _factory(_info.name))
 
-__all__ = ["BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]
+__all__ = ["DESTROYING_ENV", "BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]

@@ -79,6 +79,9 @@ ROLL_NODES_ENV = "GOLDENENV_ROLL_NODES"
 """Nodes to replace onto what their pool declares now (AWS: its launch template's current version; Alibaba: the
 boot script the program now gives them): `all`, pool names or node names (gpu-0), comma separated.
 `goldenenv up --roll-nodes` sets it; `GOLDENENV_ROLL_NODES=all pulumi up` does the same by hand."""
+DESTROYING_ENV = "GOLDENENV_DESTROYING"
+"""Set while `goldenenv destroy` runs the program (`pulumi destroy --run-program`): the program then declares the
+stack only for its providers and delete hooks, and refuses no lock that has stopped fitting the nodes."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +317,9 @@ class PulumiCloud:
     """How its GPU nodes take a change on `up`; None: plan says nothing per node."""
     head_instance_type: str | None = None
     slurmd_timeout = slurm.SLURMD_TIMEOUT_S
+    destroy_runs_program = False
+    """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
+    delete hooks, which run in the program."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         return []

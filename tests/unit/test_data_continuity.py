@@ -8,6 +8,8 @@ has no data repository tasks).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import datetime
 import re
 
@@ -249,11 +251,12 @@ class FakeStack:
     def __init__(self, outputs: dict):
         self._outputs = outputs
         self.calls: list[str] = []
+        self.workspace = SimpleNamespace(env_vars={})
 
     def outputs(self):
         return {k: type("Out", (), {"value": v})() for k, v in self._outputs.items()}
 
-    def destroy(self, on_output=None):
+    def destroy(self, on_output=None, run_program=None):
         self.calls.append("destroy")
 
 

@@ -12,6 +12,8 @@ nothing. The destroy target is a fake Automation API stack whose destroy raises 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import copy
 import json
 from pathlib import Path
@@ -143,11 +145,12 @@ class FakeStack:
     def __init__(self, outputs: dict, error: str | None = None, left: list[dict] | None = None):
         self._outputs, self.error, self.left = outputs, error, left or []
         self.calls: list[str] = []
+        self.workspace = SimpleNamespace(env_vars={})
 
     def outputs(self):
         return {k: type("Out", (), {"value": v})() for k, v in self._outputs.items()}
 
-    def destroy(self, on_output=None):
+    def destroy(self, on_output=None, run_program=None):
         self.calls.append("destroy")
         if self.error:
             raise FailingDestroy(self.error)

@@ -14,8 +14,11 @@ from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
 from goldenenv.clouds.aws.head import MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, secret_policy
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.aws.nodes import NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, login_notes, ssh_key_problems
+from goldenenv.clouds.aws.nodes import (
+    NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, in_placement_group, login_notes, ssh_key_problems,
+)
 from goldenenv.clouds.aws import limits, retained
+from goldenenv.clouds.aws import spot as spot_requests
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
@@ -28,7 +31,7 @@ from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
 from goldenenv import slurm
 from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
-from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
+from goldenenv.spec import STACK_TAG_KEY, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
@@ -67,6 +70,8 @@ class AwsCloud(PulumiCloud):
     """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
     placeholder_account = retained.PLACEHOLDER_ACCOUNT
     node_updates = NODE_UPDATES
+    destroy_runs_program = True
+    """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
     head_instance_type = "m7i.large"
     """A 2-vCPU, 8-GiB on-demand Intel (x86_64, like the golden image) general purpose type: slurmctld for a few
     hundred nodes needs little; catalog head_types.csv and prices.csv."""
@@ -165,7 +170,8 @@ class AwsCloud(PulumiCloud):
             notes.append(f"no zone set: up takes the first zone of {spec.region}, in name order, where EC2 sells "
                          f"{', '.join(pool_types(spec))} (DescribeInstanceTypeOfferings, the account's answer); the "
                          "plan shows a mock zone. Set goldenenv:zone to choose it")
-        spot = [pool for pool in spec.nodes if pool.capacity.value == "spot"]
+        spot = [pool for pool in spec.nodes if spot_request(pool) == spot_requests.ONE_TIME]
+        notes += [spot_note(pool) for pool in spec.nodes if spot_request(pool)]
         if spec.budget and spec.budget.hard_stop:
             for pool in spot:
                 notes.append(f"budget.hardStop terminates the {pool.count} one-time spot node(s) of {pool.name} when actual "
@@ -196,12 +202,13 @@ class AwsCloud(PulumiCloud):
                 notes.append(f"lifecycle.idleMinutes judges {pool.name} idle by CPU, not GPU: below "
                              f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                              f"is {100 * it.gpu_count / it.vcpus:.1f} %")
+        notes += [recovery_note(pool) for pool in spec.nodes if pool.capacity.value != "spot"]
         shape = head_shape(spec, self)
         if shape:
             notes.append(f"Slurm: the head ({shape.instance_type}, on demand, no public address) runs slurmctld and "
                          "queues the jobs; reach it like the nodes, at stack output headPrivateIp or by instance id "
-                         f"(headInstanceId; `aws ssm start-session --region {spec.region} --target <id>`). Its first "
-                         "boot writes the stack's munge key to Secrets Manager; goldenenv:scheduler: none runs no "
+                         f"(headInstanceId; `aws ssm start-session --region {spec.region} --target <id>`); EBS only, so "
+                         "EC2 recovers it if its host fails. Its first boot writes the stack's munge key to Secrets Manager; goldenenv:scheduler: none runs no "
                          "head")
         return notes + login_notes(spec, self.ssh_user)
 
@@ -332,7 +339,7 @@ class GpuCluster(pulumi.ComponentResource):
         pools = []
         for pool in spec.nodes:
             it = catalog.instance_type("aws", pool.instance_type)
-            efa = it.rdma_interfaces if (pool.rdma is not False and it.rdma == "efa") else 0
+            efa = efa_interfaces(pool)
             user_data = pulumi.Output.all(
                 data.fs_dns_name, data.fs_mount_name, image_ref, head.private_ip if head else None,
                 munge.secret_arn if munge else None,
@@ -374,13 +381,13 @@ class GpuCluster(pulumi.ComponentResource):
 
         reaper_function, idle_alarms = None, None
         if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes:
-            nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), pool.capacity)
+            nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), spot_request(pool))
                      for _, pool, p in pools for i in range(pool.count)}
             teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
                 stack=spec.stack, project=spec.tags.project, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
                 idle_minutes=spec.lifecycle.idle_minutes,
                 instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
-                spot_nodes=frozenset(node for node, (_, capacity) in nodes.items() if capacity is Capacity.SPOT),
+                one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items() if request == spot_requests.ONE_TIME),
                 idle_cpu_percent=idle_cpu_threshold(min(it.vcpus for it, *_ in pools)),
                 tags=tags,
             ), child)
@@ -457,6 +464,42 @@ ZONES_TOKEN = "aws:index/getAvailabilityZones:getAvailabilityZones"
 OFFERINGS_TOKEN = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 MOCK_ZONES = ("mock-az-a", "mock-az-b")
 """The zones the offline plan answers with: the real ones are the account's, read at `up`."""
+
+
+def efa_interfaces(pool) -> int:
+    """The EFA interfaces each node of the pool gets: all its type has, unless the pool turns EFA off."""
+    it = catalog.instance_type("aws", pool.instance_type)
+    return it.rdma_interfaces if (pool.rdma is not False and it.rdma == "efa") else 0
+
+
+def spot_request(pool) -> str | None:
+    """The pool's spot request type (spot.request_type): persistent outside a placement group, one-time in one."""
+    return spot_requests.request_type(pool.capacity.value, in_placement_group(efa_interfaces(pool)))
+
+
+def spot_note(pool) -> str:
+    """What happens to a spot pool's node when EC2 reclaims it, and what brings it back."""
+    if spot_request(pool) == spot_requests.PERSISTENT:
+        return (f"{pool.name}: persistent spot requests with interruption behaviour stop: a reclaimed node is "
+                "stopped (EBS root volume, private address and instance id kept; instance-store scratch erased) and "
+                "EC2 starts the same node again when capacity returns, which boots back into slurmd by itself; "
+                "deleting a node (destroy, --roll-nodes) cancels its request first, so EC2 does not launch it again "
+                "(`pulumi destroy` needs --run-program for that: goldenenv destroy passes it)")
+    return (f"{pool.name}: one-time spot requests (a reclaimed node is terminated): EC2 restarts interrupted spot "
+            "nodes only outside a placement group, and EFA pools sit in a cluster placement group; the next "
+            "`goldenenv up` (it refreshes first) creates the node again and Slurm requeues its job meanwhile")
+
+
+def recovery_note(pool) -> str:
+    """Whether EC2's simplified automatic recovery moves a failed node to healthy hardware by itself: not for types
+    with instance-store volumes ("an unsupported configuration for automatic instance recovery", EC2 User Guide)."""
+    it = catalog.instance_type("aws", pool.instance_type)
+    if not it.local_nvme_count:
+        return (f"{pool.name}: EC2 recovers a {it.name} whose host fails (simplified automatic recovery, on by "
+                "default) and it boots back into slurmd by itself")
+    return (f"{pool.name}: EC2's automatic recovery does not cover {it.name} (instance-store volumes): a node whose "
+            "host fails is DOWN in Slurm within SlurmdTimeout and its job is requeued onto the other nodes; stop and "
+            "start it (or `goldenenv up --roll-nodes`) to move it to healthy hardware")
 
 
 def pool_types(spec: ClusterSpec) -> list[str]:

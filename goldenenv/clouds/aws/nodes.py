@@ -21,6 +21,7 @@ from goldenenv import sshkeys
 from goldenenv.clouds import access
 from goldenenv.clouds.aws.efa import interface_layout
 from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
+from goldenenv.clouds.aws import spot
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.base import NodeTemplate, NodeUpdates
 from goldenenv.spec import ClusterSpec, Problem
@@ -30,6 +31,9 @@ NODE_MANAGED_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+SPOT_REQUEST_TAGS = "spot-instances-request"
+"""A spot pool's launch also creates its spot request, which takes the stack's tags too (launch template
+TagSpecification resource types: instance, volume, network-interface, spot-instances-request)."""
 SSH_KEY_TYPES = (sshkeys.ED25519, sshkeys.RSA)
 """What EC2 imports: "the public key from an RSA or ED25519 key pair" (EC2 API reference, ImportKeyPair); no ECDSA."""
 SSM_SSH_CONFIG = ("Host i-*",
@@ -69,7 +73,8 @@ class GpuNodePoolArgs:
     efa_interfaces: int
     """0 for a pool without EFA."""
     capacity: str
-    """on-demand | spot | capacity-reservation"""
+    """on-demand | spot | capacity-reservation; a spot pool outside a placement group launches from persistent
+    requests whose nodes EC2 stops and restarts (spot.request_type)."""
     capacity_reservation_id: str | None
     zone: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
@@ -114,10 +119,11 @@ class GpuNodePool(pulumi.ComponentResource):
                 opts=child,
             )
         placement = None
-        if args.efa_interfaces:
+        if in_placement_group(args.efa_interfaces):
             placement = aws.ec2.PlacementGroup(
                 f"{name}-placement", strategy="cluster", tags=args.tags, opts=child,
             )
+        request = spot.request_type(args.capacity, placement is not None)
         template = aws.ec2.LaunchTemplate(
             f"{name}-template",
             description=f"goldenenv {name}: {args.instance_type}, {args.efa_interfaces} EFA",
@@ -149,18 +155,22 @@ class GpuNodePool(pulumi.ComponentResource):
                 },
             }],
             placement={"availability_zone": args.zone, **({"group_name": placement.name} if placement else {})},
-            instance_market_options=_market_options(args.capacity),
+            instance_market_options=spot.market_options(request),
             capacity_reservation_specification=_reservation(args.capacity_reservation_id),
             user_data=pulumi.Output.from_input(args.user_data).apply(
                 lambda text: base64.b64encode(text.encode()).decode()
             ),
-            tag_specifications=[{"resource_type": kind, "tags": args.tags} for kind in TAGGED_AT_LAUNCH],
+            tag_specifications=[{"resource_type": kind, "tags": args.tags}
+                                for kind in TAGGED_AT_LAUNCH + ((SPOT_REQUEST_TAGS,) if request else ())],
             # the default is what a node launched by hand (console, CLI) gets: the pool's current version
             update_default_version=True,
             tags=args.tags,
             opts=child,
         )
         version = template.latest_version.apply(str)
+        hooks = None
+        if request == spot.PERSISTENT:
+            hooks = pulumi.ResourceHookBinding(before_delete=[spot.cancel_request_hook(name)])
         nodes = [
             aws.ec2.Instance(
                 f"{name}-{i}",
@@ -169,6 +179,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     ignore_changes=[] if i in args.rolled else ["launchTemplate"],
                     delete_before_replace=True,
+                    hooks=hooks,
                 )),
             )
             for i in range(args.count)
@@ -229,11 +240,9 @@ def _bucket_policy(bucket_arn: str) -> str:
     })
 
 
-def _market_options(capacity: str) -> dict | None:
-    if capacity != "spot":
-        return None
-    return {"market_type": "spot",
-            "spot_options": {"spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
+def in_placement_group(efa_interfaces: int) -> bool:
+    """A pool with EFA is placed in a cluster placement group, for the fabric's latency; a pool without is not."""
+    return efa_interfaces > 0
 
 
 def _reservation(reservation_id: str | None) -> dict | None:

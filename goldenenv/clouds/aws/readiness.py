@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from goldenenv import catalog, reaper
-from goldenenv.clouds.aws import limits
+from goldenenv.clouds.aws import limits, spot
 from goldenenv.clouds.aws.guardrail_facts import (
     DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
 )
@@ -421,6 +421,31 @@ def _check_vcpu_quota(resource: PlannedResource, ctx: Context) -> Iterator[str]:
            f"`aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code}{where}`")
 
 
+# ---------------------------------------------------------------- strict:spot-restart
+
+def _check_spot_restart(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A launch template whose spot nodes EC2 stops (persistent request, stop or hibernate) may not place them in a
+    placement group: RunInstances refuses it (spot.py), so the first `up` fails at the nodes. And each instance of
+    such a template must cancel its request before it is deleted, or EC2 launches it again, untracked."""
+    if resource.type != LAUNCH_TEMPLATE:
+        return
+    options = _mapping(_mapping(resource.props.get("instanceMarketOptions")).get("spotOptions"))
+    behaviour = options.get("instanceInterruptionBehavior")
+    if behaviour not in ("stop", "hibernate"):
+        return
+    group = _mapping(resource.props.get("placement")).get("groupName")
+    if group:
+        yield (f"{_label(resource)} places spot nodes with interruption behaviour {behaviour} in placement group "
+               f"{_shown(group, 60)}: EC2 refuses that combination; use a one-time request (terminate) in a "
+               "placement group, or no placement group")
+    if options.get("spotInstanceType") != spot.PERSISTENT:
+        return
+    for node in ctx.of_type(INSTANCE):
+        if node.parent_urn == resource.parent_urn and not node.delete_hooks:
+            yield (f"{_label(node)} launches from persistent spot requests but cancels none before it is deleted: "
+                   "EC2 would launch it again after destroy; give it a before_delete hook (spot.cancel_request_hook)")
+
+
 # ---------------------------------------------------------------- the rule set
 
 RULES: tuple[Rule, ...] = (
@@ -448,6 +473,9 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:vcpu-quota", "Each pool's nodes need that many vCPUs of their family's EC2 On-Demand or Spot "
          "quota in the region (often 0 for GPU families on a new account): said per pool with the quota code, "
          "to check before up.", Severity.WARNING, _check_vcpu_quota),
+    Rule("strict:spot-restart", "Spot nodes that EC2 stops on interruption sit in no placement group (EC2 refuses "
+         "it) and cancel their persistent request before they are deleted (else EC2 launches them again).",
+         Severity.ERROR, _check_spot_restart),
 )
 
 

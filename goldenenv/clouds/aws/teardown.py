@@ -53,8 +53,9 @@ class AutoTeardownArgs:
     """Node name -> instance id; the name names the node's idle alarm, so it must not change between runs."""
     action: str = "stop"
     """What the time to live does to expired nodes: stop (disks kept) or terminate. Idle alarms follow it."""
-    spot_nodes: frozenset[str] = frozenset()
-    """Nodes on one-time spot capacity: EC2 cannot stop them, so their idle alarm terminates them."""
+    one_time_spot_nodes: frozenset[str] = frozenset()
+    """Nodes on one-time spot requests: EC2 cannot stop them, so their idle alarm terminates them (a persistent
+    spot node is stopped like an on-demand one, and stays stopped until started: its request is then disabled)."""
     idle_cpu_percent: float = 5.0
     """Below this average CPU a node is idle; see idle_cpu_threshold for the cluster's value."""
     tags: dict[str, str]
@@ -108,7 +109,7 @@ class AutoTeardown(pulumi.ComponentResource):
 
     def _idle_alarm(self, name: str, node: str, instance_id: pulumi.Input[str], args: AutoTeardownArgs,
                     child: pulumi.ResourceOptions) -> aws.cloudwatch.MetricAlarm:
-        act = "terminate" if args.action == "terminate" or node in args.spot_nodes else "stop"
+        act = "terminate" if args.action == "terminate" or node in args.one_time_spot_nodes else "stop"
         return aws.cloudwatch.MetricAlarm(
             f"{name}-idle-{node}",
             name=f"goldenenv-{name_part(args.project)}-{args.stack}-{node}-idle",
