@@ -74,8 +74,16 @@ def run_cost(cloud: str, instance_type: str, region: str, capacity: str, nodes: 
                          hours, scaling_efficiency, "run")
 
 
+CAPACITY_BLOCK_BILLING = ("EC2 User Guide, Capacity Blocks pricing and billing: the block's price is charged up front "
+                          "at purchase; instances running in it are charged only the operating system's fee")
+
+
 def _compute_line(name: str, cloud: str, instance_type: str, region: str, capacity: str, nodes: int,
                   hours: float, efficiency: float, per: Per) -> Line:
+    if capacity == "capacity-block":
+        return Line(name, 0.0, _currency(cloud), per, f"{nodes} × {instance_type} in a Capacity Block: prepaid at "
+                    "purchase, not charged again here (the purchase is not tagged with the stack, so the budget does "
+                    "not see it either)", CAPACITY_BLOCK_BILLING, "compute")
     price = compute_price(cloud, instance_type, region, capacity)
     if price is None:
         return Line(name, None, _currency(cloud), per, f"no catalog price for {instance_type}: not counted",

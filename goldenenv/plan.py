@@ -24,7 +24,7 @@ from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
-from goldenenv.spec import ClusterSpec
+from goldenenv.spec import Capacity, ClusterSpec
 
 PROJECT = "goldenenv"
 HOURS_PER_MONTH = costs.HOURS_PER_MONTH
@@ -423,6 +423,9 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
     """Each pool's compute per hour: the spot snapshot for spot pools where the catalog has one (costs.compute_price)."""
     found = []
     for pool in spec.nodes:
+        if pool.capacity is Capacity.CAPACITY_BLOCK:  # prepaid at purchase (costs.CAPACITY_BLOCK_BILLING)
+            found.append(PoolCost(pool.name, pool.instance_type, pool.count, pool.capacity.value, 0.0, None))
+            continue
         price = costs.compute_price(spec.cloud, pool.instance_type, spec.region, pool.capacity.value)
         found.append(PoolCost(
             pool.name, pool.instance_type, pool.count, pool.capacity.value,

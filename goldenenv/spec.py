@@ -76,6 +76,14 @@ class Capacity(str, Enum):
     ON_DEMAND = "on-demand"
     SPOT = "spot"
     CAPACITY_RESERVATION = "capacity-reservation"
+    CAPACITY_BLOCK = "capacity-block"
+    """An EC2 Capacity Block for ML the user bought (a reservation with an end time): bought outside `up`, since a
+    purchase cannot be cancelled."""
+
+    @property
+    def reserved(self) -> bool:
+        """Capacity held by a reservation the pool names (capacityReservationId)."""
+        return self in (Capacity.CAPACITY_RESERVATION, Capacity.CAPACITY_BLOCK)
 
 
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
@@ -107,6 +115,10 @@ class NodePool(Model):
     instance_type: InstanceType
     count: int = Field(ge=1, le=2048)
     capacity: Capacity = Capacity.ON_DEMAND
+    """The capacity type the pool's nodes run on; with capacityFallback, the one `up` got (it records it here)."""
+    capacity_fallback: list[Capacity] | None = Field(default=None, min_length=1, max_length=4)
+    """The capacity types `up` may use, in order, when the cloud has none of one (a capacity error): e.g.
+    [spot, on-demand]. `capacity` is one of them. None: `capacity` only."""
     capacity_reservation_id: str | None = Field(
         default=None, pattern=r"^cr-[0-9a-f]{8,17}$", validate_default=True
     )
@@ -148,18 +160,37 @@ class NodePool(Model):
         """The pool's public key, read (its type and fingerprint name it in messages), or None."""
         return sshkeys.parse(self.ssh_public_key) if self.ssh_public_key else None
 
+    @field_validator("capacity_fallback")
+    @classmethod
+    def _fallback_holds_capacity(cls, v: list[Capacity] | None, info: ValidationInfo) -> list[Capacity] | None:
+        if v is None:
+            return v
+        if len(set(v)) != len(v):
+            raise ValueError("a capacity type is listed twice; list each once, in the order to try")
+        capacity = info.data.get("capacity")
+        if capacity is not None and capacity not in v:
+            raise ValueError(f"capacity '{capacity.value}' is not in the list; capacity is the type in use and "
+                             f"must be one of {', '.join(c.value for c in v)}")
+        return v
+
     @field_validator("capacity_reservation_id")
     @classmethod
     def _matches_capacity(cls, v: str | None, info: ValidationInfo) -> str | None:
-        capacity = info.data.get("capacity")
-        if capacity is Capacity.CAPACITY_RESERVATION and not v:
-            raise ValueError("capacity 'capacity-reservation' needs a reservation id here (cr-...)")
-        if v and capacity is not None and capacity is not Capacity.CAPACITY_RESERVATION:
+        capacities = info.data.get("capacity_fallback") or [info.data.get("capacity")]
+        reserved = [c for c in capacities if c is not None and c.reserved]
+        if reserved and not v:
+            raise ValueError(f"capacity '{reserved[0].value}' needs a reservation id here (cr-...)")
+        if v and not reserved and None not in capacities:
             raise ValueError(
-                f"a reservation id goes with capacity 'capacity-reservation', not '{capacity.value}': "
-                "change capacity or drop the id"
+                f"a reservation id goes with capacity 'capacity-reservation' or 'capacity-block', not "
+                f"'{capacities[0].value}': change capacity or drop the id"
             )
         return v
+
+    @property
+    def capacities(self) -> tuple[Capacity, ...]:
+        """The capacity types `up` may use, in the order to try: capacityFallback, or `capacity` alone."""
+        return tuple(self.capacity_fallback or (self.capacity,))
 
 
 class Network(Model):
@@ -359,12 +390,21 @@ class ImageRef(Model):
     """The published image nodes pull, by digest (repo@sha256:...); None = the digest `image push` recorded."""
 
 
+def _in_region(zone: str | None, region: str | None) -> None:
+    if zone and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", zone):
+        raise ValueError(f"zone '{zone}' is not in region '{region}' (e.g. {region}a)")
+
+
 class ClusterSpec(Model):
     stack: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     cloud: Name
     """Whether goldenenv supports it is clouds.validate's check; the pattern keeps it plain text."""
     region: Location
     zone: Location | None = None
+    """The zone the cluster is in; with `zones`, the one `up` found capacity in (it records it here)."""
+    zones: list[Location] | None = Field(default=None, min_length=1, max_length=12)
+    """The zones `up` may place the cluster in, in order, when the cloud has no capacity in one: the whole cluster
+    moves (its pools share one subnet, placement and parallel file system), never out of the region."""
     nodes: list[NodePool] = Field(min_length=1)
     network: Network = Network()
     storage: Storage = Storage()
@@ -397,9 +437,21 @@ class ClusterSpec(Model):
     @field_validator("zone")
     @classmethod
     def _zone_in_region(cls, v: str | None, info: ValidationInfo) -> str | None:
-        region = info.data.get("region")
-        if v and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", v):
-            raise ValueError(f"zone '{v}' is not in region '{region}' (e.g. {region}a)")
+        _in_region(v, info.data.get("region"))
+        return v
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_in_region(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if v is None:
+            return v
+        for zone in v:
+            _in_region(zone, info.data.get("region"))
+        if len(set(v)) != len(v):
+            raise ValueError("a zone is listed twice; list each once, in the order to try")
+        zone = info.data.get("zone")
+        if zone and zone not in v:
+            raise ValueError(f"zone '{zone}' (the zone in use) is not in the list; add it, or drop goldenenv:zone")
         return v
 
     @field_validator("budget_opt_out")
@@ -412,3 +464,8 @@ class ClusterSpec(Model):
     @property
     def stack_tags(self) -> dict[str, str]:
         return self.tags.resolved(self.stack)
+
+    @property
+    def placed_zone(self) -> str | None:
+        """The zone to build in: the one in use, else the first allowed; None lets the cloud choose."""
+        return self.zone or (self.zones[0] if self.zones else None)

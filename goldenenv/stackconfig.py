@@ -39,7 +39,10 @@ RDMA_KEYS = ("rdma", "efa")
 
 
 def from_pulumi() -> ClusterSpec:
-    """Read the running Pulumi program's config (the real CLI, or plan's mock runtime)."""
+    """Read the running Pulumi program's config (the real CLI, or plan's mock runtime), in the place `up` is
+    trying when it fails over (PLACEMENT_ENV)."""
+    import os
+
     import pulumi
     from pulumi.runtime import config as runtime_config
 
@@ -50,7 +53,65 @@ def from_pulumi() -> ClusterSpec:
         if raw is not None:
             values[key] = _decode(raw)
     _, unknown = namespaced(dict.fromkeys(runtime_config.CONFIG.get()))
-    return load(pulumi.get_stack(), values, extra_keys=unknown)
+    placement = os.environ.get(PLACEMENT_ENV)
+    return load(pulumi.get_stack(), with_placement(values, json.loads(placement) if placement else None),
+                extra_keys=unknown)
+
+
+PLACEMENT_ENV = "GOLDENENV_PLACEMENT"
+"""Where `goldenenv up` is trying to put the cluster while it fails over (JSON: {"zone": ..., "capacity": {pool:
+type}}): the program builds there. Once an up succeeds, `record_placement` writes the place into the stack file,
+so later runs, `pulumi up` among them, stay there."""
+DEFAULT_POOL = "gpu"
+"""The name of a pool whose stack file gives none (spec.NodePool.name's default)."""
+
+
+def with_placement(values: Mapping[str, Any], placement: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Config values with the zone and the named pools' capacity types of one placement."""
+    values = dict(values)
+    if not placement:
+        return values
+    if placement.get("zone"):
+        values["zone"] = placement["zone"]
+    capacity = placement.get("capacity") or {}
+    nodes = values.get("nodes")
+    pools = [nodes] if isinstance(nodes, dict) else nodes if isinstance(nodes, list) else []
+    placed = [{**pool, "capacity": capacity[_pool_name(pool)]}
+              if isinstance(pool, dict) and _pool_name(pool) in capacity else pool for pool in pools]
+    if capacity and pools:
+        values["nodes"] = placed[0] if isinstance(nodes, dict) else placed
+    return values
+
+
+def _pool_name(pool: Mapping[str, Any]) -> str:
+    return str(pool.get("name", DEFAULT_POOL))
+
+
+def record_placement(path: Path, zone: str | None, capacity: Mapping[str, str], note: str) -> None:
+    """Write the place `up` found capacity in into the stack file: `zone` and each named pool's `capacity`, keeping
+    the file's comments and layout (ruamel.yaml round trip); `note` becomes the zone's line comment."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    doc = yaml.load(path.read_text(encoding="utf-8"))
+    config = doc["config"]
+    if zone:
+        key = next((k for k in (f"{NAMESPACE}:zone", "zone") if k in config), None)
+        if key is None:
+            key = f"{NAMESPACE}:zone"
+            after = next((k for k in (f"{NAMESPACE}:zones", "zones", f"{NAMESPACE}:region", "region") if k in config),
+                         None)
+            config.insert(list(config).index(after) + 1 if after else len(config), key, zone)
+        config[key] = zone
+        config.yaml_add_eol_comment(note, key)
+    nodes_key = next((k for k in (f"{NAMESPACE}:nodes", "nodes") if k in config), None)
+    nodes = config.get(nodes_key) if nodes_key else None
+    for pool in [nodes] if isinstance(nodes, dict) else nodes or []:
+        if isinstance(pool, dict) and _pool_name(pool) in capacity:
+            pool["capacity"] = capacity[_pool_name(pool)]
+    with path.open("w", encoding="utf-8") as f:
+        yaml.dump(doc, f)
 
 
 def _decode(raw: str) -> Any:

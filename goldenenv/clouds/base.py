@@ -23,6 +23,9 @@ class Capability(str, Enum):
     RDMA = "rdma"
     SPOT = "spot"
     CAPACITY_RESERVATION = "capacity-reservation"
+    CAPACITY_BLOCK = "capacity-block"
+    ZONE_FAILOVER = "zone-failover"
+    """`goldenenv:zones`: up moves the cluster to the next zone when one has no capacity."""
     PARALLEL_FS = "parallel-fs"
     LOCAL_NVME = "local-nvme"
     BUDGET = "budget"
@@ -411,10 +414,12 @@ def required_capabilities(spec: ClusterSpec) -> dict[Capability, str]:
         at = pool_key(i, len(spec.nodes))
         if pool.rdma:
             needs[Capability.RDMA] = f"{at}.{pool.rdma_key}"
-        if pool.capacity.value == "spot":
-            needs[Capability.SPOT] = f"{at}.capacity"
-        if pool.capacity.value == "capacity-reservation":
-            needs[Capability.CAPACITY_RESERVATION] = f"{at}.capacity"
+        key = f"{at}.capacityFallback" if pool.capacity_fallback else f"{at}.capacity"
+        for capacity in pool.capacities:
+            if capacity.value in Capability._value2member_map_:
+                needs[Capability(capacity.value)] = key
+    if spec.zones:
+        needs[Capability.ZONE_FAILOVER] = "goldenenv:zones"
     if spec.storage.parallel_fs.enabled and "parallelFs" in spec.storage.model_fields_set:
         needs[Capability.PARALLEL_FS] = "goldenenv:storage.parallelFs"
     if spec.budget is not None:

@@ -64,8 +64,8 @@ class StoreError(RuntimeError):
 
 class AlicloudCloud(PulumiCloud):
     name = CLOUD
-    capabilities = frozenset({Capability.RDMA, Capability.SPOT, Capability.PARALLEL_FS, Capability.LOCAL_NVME,
-                              Capability.BUDGET, Capability.HARD_STOP})
+    capabilities = frozenset({Capability.RDMA, Capability.SPOT, Capability.ZONE_FAILOVER, Capability.PARALLEL_FS,
+                              Capability.LOCAL_NVME, Capability.BUDGET, Capability.HARD_STOP})
     registry_types = ("alicloud:cr/",)
     """Type prefixes of the stack's image registry resources (what `image push -s` creates first)."""
     key_props = {
@@ -100,9 +100,10 @@ class AlicloudCloud(PulumiCloud):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an Alibaba Cloud region name "
                                     "(e.g. cn-hangzhou, cn-wulanchabu, ap-southeast-1)"))
         known = catalog.zones(CLOUD, spec.region)
-        if spec.zone and known and known.complete and spec.zone not in known.zones:
-            problems.append(Problem("goldenenv:zone", f"'{spec.zone}' is not a zone of {spec.region}; valid: "
-                                    f"{', '.join(known.zones)} (catalog zones.csv)"))
+        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
+            if zone and known and known.complete and zone not in known.zones:
+                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
+                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
         problems += self._currency(spec) + _lifecycle_problems(spec) + _storage_problems(spec)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))
@@ -203,12 +204,13 @@ class AlicloudCloud(PulumiCloud):
                          "limit by up to two days of its cost before alerts or the hard stop; the split bill must be "
                          "enabled once in the Expenses and Costs console, and alerts reach the guard function's log, "
                          "not the emails, until a Direct Mail sender address is verified")
-        if spec.zone is None:
+        if spec.placed_zone is None:
             notes.append("no zone set: up takes the first zone the account's getZones returns for the pool's type")
         else:
             types = ", ".join(sorted({pool.instance_type for pool in spec.nodes}))
+            where = ", ".join(spec.zones) if spec.zones else spec.placed_zone
             notes.append(f"which zones sell {types} is not known offline (DescribeAvailableResource needs an "
-                         f"account): up fails at the nodes if {spec.zone} has none")
+                         f"account): up moves on from a zone that has none ({where}), and stops when none is left")
         for pool in spec.nodes:
             it = catalog.instance_types(CLOUD).get(pool.instance_type)
             layout = catalog.node_layout(CLOUD, pool.instance_type)
@@ -387,7 +389,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-rg", resource_group_name=resource_group_name(spec.tags.project, spec.stack),
             display_name=f"goldenenv {spec.stack}"[:50], tags=tags, opts=child,
         )
-        zone = spec.zone or alicloud.get_zones_output(
+        zone = spec.placed_zone or alicloud.get_zones_output(
             available_instance_type=catalog.instance_type(CLOUD, spec.nodes[0].instance_type).name,
             available_resource_creation="Instance", opts=pulumi.InvokeOutputOptions(parent=self),
         ).ids[0]

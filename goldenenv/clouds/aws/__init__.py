@@ -17,7 +17,7 @@ from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import (
     NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, in_placement_group, login_notes, ssh_key_problems,
 )
-from goldenenv.clouds.aws import limits, retained
+from goldenenv.clouds.aws import capacity_blocks, limits, retained
 from goldenenv.clouds.aws import spot as spot_requests
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
@@ -31,7 +31,7 @@ from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import publish
 from goldenenv import slurm
 from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
-from goldenenv.spec import STACK_TAG_KEY, ClusterSpec, ConfigError, Problem, pool_key
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
@@ -123,6 +123,12 @@ class AwsCloud(PulumiCloud):
             elif pool.host_image is not None and not isinstance(pool.host_image, str) \
                     and not AMI.fullmatch(pool.host_image.id):
                 problems.append(Problem(f"{at}.id", f"{pool.host_image.id!r} is not an AMI id (ami-0123456789abcdef0)"))
+        for i, pool in enumerate(spec.nodes):
+            reserved = [c.value for c in pool.capacities if c.reserved]
+            if reserved and spec.zones and len(spec.zones) > 1:
+                problems.append(Problem("goldenenv:zones", f"{pool_key(i, len(spec.nodes))} runs on a "
+                                        f"{reserved[0]}, which holds capacity in one zone: set goldenenv:zone to "
+                                        "its zone instead of a list"))
         return problems + lustre_problems(spec) + limits.check_spec(spec) + ssh_key_problems(spec)
 
     def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
@@ -166,7 +172,7 @@ class AwsCloud(PulumiCloud):
         """What the hard stop, the time to live and idleness do to each pool on EC2, and the account step the
         budget's tag filter needs."""
         notes: list[str] = []
-        if spec.zone is None:
+        if spec.placed_zone is None:
             notes.append(f"no zone set: up takes the first zone of {spec.region}, in name order, where EC2 sells "
                          f"{', '.join(pool_types(spec))} (DescribeInstanceTypeOfferings, the account's answer); the "
                          "plan shows a mock zone. Set goldenenv:zone to choose it")
@@ -203,6 +209,11 @@ class AwsCloud(PulumiCloud):
                              f"{idle_cpu_threshold(it.vcpus):.2g} % (half a core of {it.vcpus}); one busy core per GPU "
                              f"is {100 * it.gpu_count / it.vcpus:.1f} %")
         notes += [recovery_note(pool) for pool in spec.nodes if pool.capacity.value != "spot"]
+        notes += [f"{pool.name}: Capacity Block {pool.capacity_reservation_id}, bought outside goldenenv (a purchase "
+                  "cannot be cancelled, so up never buys one): up first checks it is scheduled or active, holds "
+                  f"{pool.count} x {pool.instance_type} in the stack's zone, and outlasts goldenenv:run.hours from now "
+                  "(EC2 terminates its instances from 30 minutes before its end); no placement group, EC2 places "
+                  "a block's instances together" for pool in spec.nodes if pool.capacity is Capacity.CAPACITY_BLOCK]
         shape = head_shape(spec, self)
         if shape:
             notes.append(f"Slurm: the head ({shape.instance_type}, on demand, no public address) runs slurmctld and "
@@ -253,8 +264,13 @@ class AwsCloud(PulumiCloud):
 
     def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: retained.AwsLookup | None = None,
                   clients: dict[str, Any] | None = None) -> RetainedStores:
-        """Find the retained stores this `up` adopts and give them the stack's tags, so the import matches."""
+        """Check the Capacity Blocks the pools launch into; find the retained stores this `up` adopts and give them
+        the stack's tags, so the import matches."""
         clients = clients or {}
+        if any(pool.capacity is Capacity.CAPACITY_BLOCK for pool in spec.nodes):
+            found = capacity_blocks.problems(spec, capacity_blocks.live_describe(spec.region, clients.get("ec2")))
+            if found:
+                raise StoreError("refused before anything is created:\n  " + "\n  ".join(found))
         stores = RetainedStores.find(spec, lookup or retained.LiveLookup(spec.region))
         if stores.adopt_bucket:
             log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
@@ -298,7 +314,7 @@ class GpuCluster(pulumi.ComponentResource):
         tags = spec.stack_tags
         # the retained stores first: a store that cannot be adopted is refused before any cloud resource is declared
         stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
-        zone = spec.zone or default_zone(spec, self)
+        zone = spec.placed_zone or default_zone(spec, self)
 
         shape = head_shape(spec, AwsCloud)
         network = GpuNetwork(name, GpuNetworkArgs(
@@ -474,7 +490,8 @@ def efa_interfaces(pool) -> int:
 
 def spot_request(pool) -> str | None:
     """The pool's spot request type (spot.request_type): persistent outside a placement group, one-time in one."""
-    return spot_requests.request_type(pool.capacity.value, in_placement_group(efa_interfaces(pool)))
+    return spot_requests.request_type(pool.capacity.value,
+                                      in_placement_group(efa_interfaces(pool), pool.capacity.value))
 
 
 def spot_note(pool) -> str:

@@ -119,7 +119,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 opts=child,
             )
         placement = None
-        if in_placement_group(args.efa_interfaces):
+        if in_placement_group(args.efa_interfaces, args.capacity):
             placement = aws.ec2.PlacementGroup(
                 f"{name}-placement", strategy="cluster", tags=args.tags, opts=child,
             )
@@ -155,8 +155,9 @@ class GpuNodePool(pulumi.ComponentResource):
                 },
             }],
             placement={"availability_zone": args.zone, **({"group_name": placement.name} if placement else {})},
-            instance_market_options=spot.market_options(request),
-            capacity_reservation_specification=_reservation(args.capacity_reservation_id),
+            instance_market_options=_market_options(args.capacity, request),
+            capacity_reservation_specification=_reservation(
+                args.capacity_reservation_id if args.capacity in RESERVED else None),
             user_data=pulumi.Output.from_input(args.user_data).apply(
                 lambda text: base64.b64encode(text.encode()).decode()
             ),
@@ -240,9 +241,23 @@ def _bucket_policy(bucket_arn: str) -> str:
     })
 
 
-def in_placement_group(efa_interfaces: int) -> bool:
-    """A pool with EFA is placed in a cluster placement group, for the fabric's latency; a pool without is not."""
-    return efa_interfaces > 0
+RESERVED = ("capacity-reservation", "capacity-block")
+"""Capacity types whose nodes launch into the reservation the pool names."""
+CAPACITY_BLOCK = "capacity-block"
+
+
+def in_placement_group(efa_interfaces: int, capacity: str) -> bool:
+    """A pool with EFA is placed in a cluster placement group, for the fabric's latency; a pool without is not, nor
+    is a Capacity Block's: EC2 already places its instances close together ("no need to use a cluster placement
+    group with a Capacity Block", EC2 User Guide, Work with Capacity Blocks)."""
+    return efa_interfaces > 0 and capacity != CAPACITY_BLOCK
+
+
+def _market_options(capacity: str, request: str | None) -> dict | None:
+    """Spot (spot.market_options) or a Capacity Block's market; None for on-demand and capacity reservations."""
+    if capacity == CAPACITY_BLOCK:
+        return {"market_type": CAPACITY_BLOCK}
+    return spot.market_options(request)
 
 
 def _reservation(reservation_id: str | None) -> dict | None:
