@@ -6,9 +6,11 @@ credentials) is said once, with how to fix it, before anything starts.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +85,8 @@ def preview(spec: ClusterSpec, log: Callable[[str], None] = print):
 
 
 def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[str] | None = None,
-       one_at_a_time: bool = True, target=None, allow_over_budget: bool = False) -> dict:
+       one_at_a_time: bool = True, target=None, allow_over_budget: bool = False,
+       sleep: Callable[[float], None] = time.sleep) -> dict:
     """Refuse what the offline plan refuses, prepare the retained stores for adoption, then `pulumi up --refresh`.
 
     The refresh first reads every resource back from the cloud, so a node that is gone (a one-time spot node
@@ -94,11 +97,15 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
     Running nodes keep what they booted with (AWS: their launch template version; Alibaba: their boot script); with
     roll_nodes (all, pool names or node names), the nodes named whose template or script has moved are then
     replaced onto it, one `up` per node unless one_at_a_time is False.
+
+    When the cloud has no capacity where the stack is, `up` moves on through the placements the stack allows
+    (`goldenenv:zones`, each pool's `capacityFallback`; goldenenv.failover) and writes the one that worked into the
+    stack file; a quota or a fatal error stops it, saying every attempt and what to do.
     """
     guard(spec, creating=True, allow_over_budget=allow_over_budget)
     target = target or stack(spec)
     _before_up(spec, log)
-    result = target.up(on_output=log, refresh=True)
+    result = _up_with_failover(spec, target, log, sleep)
     if roll_nodes is not None:
         from goldenenv import updates
 
@@ -106,6 +113,46 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
         if updates.roll(target, nodes, log, one_at_a_time):
             return {k: v.value for k, v in target.outputs().items()}
     return {k: v.value for k, v in result.outputs.items()}
+
+
+def _up_with_failover(spec: ClusterSpec, target, log: Callable[[str], None], sleep: Callable[[float], None]):
+    """`pulumi up --refresh` at each placement the stack allows until one succeeds (one placement: a plain up whose
+    failure is still read for its cause). Once the cluster exists only its zone is tried; the placement that
+    worked is recorded in the stack file when it is not what the file says."""
+    from goldenenv import failover, stackconfig
+    from goldenenv.plan import stack_file
+
+    deployed = bool(target.outputs())
+    order = failover.stack_order(spec, zone_fixed=deployed)
+    if deployed and spec.zones and len(spec.zones) > 1:
+        log(f"{spec.stack} exists in {spec.placed_zone}: up tries only that zone (moving would replace its subnet, "
+            "nodes, head and parallel file system); destroy first to move it")
+    as_filed = failover.stack_order(spec)[0]
+    results = []
+
+    def deploy(placement: failover.Placement):
+        if placement == as_filed:  # what the stack file says: the program reads it as it is
+            results.append(target.up(on_output=log, refresh=True))
+            return
+        wanted = {"zone": placement.zone, "capacity": dict(placement.capacity)}
+        with scoped_env(target.workspace.env_vars, stackconfig.PLACEMENT_ENV, json.dumps(wanted)):
+            results.append(target.up(on_output=log, refresh=True))
+
+    try:
+        outcome = failover.run(deploy, order, spec.cloud, log, sleep, pools=failover.stack_pools(spec),
+                               region=spec.region)
+    except failover.FailoverStopped as e:
+        raise LifecycleError(f"up of {spec.stack} stopped:\n{e}") from None
+    placed = outcome.placement
+    changed = {pool.name: placed.capacity_of(pool.name) for pool in spec.nodes
+               if placed.capacity_of(pool.name) != pool.capacity.value}
+    zone = placed.zone if placed.zone and placed.zone != spec.zone else None
+    if zone or changed:
+        tried = "; ".join(f"{a.placement}: {a.error.code}" for a in outcome.attempts if a.error)
+        stackconfig.record_placement(stack_file(spec.stack), zone, changed,
+                                     f"goldenenv up found capacity here{f' (after {tried})' if tried else ''}")
+        log(f"recorded in the stack file: {placed} (later ups, and pulumi up, stay there)")
+    return results[-1]
 
 
 def roll_targets(spec: ClusterSpec, requested: list[str], deployment) -> list[str]:

@@ -19,7 +19,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, coldstart, compat, costs, guardrails, project, stackconfig, updates
+from goldenenv import catalog, clouds, coldstart, compat, costs, failover, guardrails, project, stackconfig, updates
 from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import lock as image_lock
@@ -462,6 +462,11 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Li
         notes.append(f"unverified catalog prices in: {', '.join(unverified)}")
     cloud = clouds.get(spec.cloud)
     notes += cloud.plan_notes(spec, costs) if hasattr(cloud, "plan_notes") else []
+    order = failover.stack_order(spec) if getattr(cloud, "uses_pulumi", False) else []
+    if len(order) > 1:
+        notes.append("capacity: up tries, in order, until the cloud has room (goldenenv:zones, capacityFallback; "
+                     "the zone only while the cluster does not exist yet; a quota or a fatal error stops it, and the "
+                     "place that worked is written into the stack file): " + "; ".join(failover.describe_order(order)))
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]
 
 
