@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 
 from goldenenv import catalog, compat, fabrics, slurm
+from goldenenv.catalog import health
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -196,7 +197,9 @@ class NodeBoot:
                 volumes.append(f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro")
                 run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
-                                                     [self.pool], self._spot_cloud())}
+                                                     [self.pool], self._spot_cloud(), health.pool_expectations(
+                                                         self.spec.cloud, self._pool().instance_type,
+                                                         self._pool().rdma))}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run))
         return units
 

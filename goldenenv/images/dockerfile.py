@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import urllib.parse
@@ -23,24 +24,46 @@ EFA_LIBRARIES = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib"
 LABEL_PREFIX = "dev.goldenenv"
 SPOTWATCH = "/usr/local/bin/goldenenv-spotwatch"
 """The node-side spot-notice watcher (goldenenv/spotwatch.py), installed in every golden image."""
-NODE_TOOLS = {"spotwatch.py": (Path(__file__).resolve().parents[1] / "spotwatch.py", SPOTWATCH)}
+HEALTH = "/usr/local/bin/goldenenv-health"
+"""The node health judge and collector (goldenenv/health/judge.py, standard library only), in every golden image."""
+HEALTH_RULES = "/usr/local/share/goldenenv/health-rules.json"
+"""The catalog's health rules (XID actions, thresholds) as the image's judge reads them (catalog.health)."""
+PACKAGE = Path(__file__).resolve().parents[1]
+NODE_TOOLS = {"spotwatch.py": (PACKAGE / "spotwatch.py", SPOTWATCH),
+              "health-judge.py": (PACKAGE / "health" / "judge.py", HEALTH)}
 """Build-context name → (source in this package, path in the image): stdlib-only scripts the nodes run."""
-SLURM_ENTRY = {"goldenenv-slurm": (Path(__file__).resolve().parents[1] / "slurm" / "entry.sh", slurm.ENTRY)}
-"""The scheduler daemons' entry point, in images whose lock pins Slurm."""
+SLURM_TOOLS = {"goldenenv-slurm": (PACKAGE / "slurm" / "entry.sh", slurm.ENTRY),
+               "goldenenv-healthcheck": (PACKAGE / "slurm" / "healthcheck.sh", slurm.HEALTH_CHECK)}
+"""The scheduler daemons' entry point and Slurm's node health check, in images whose lock pins Slurm."""
 
 
-def node_tools(lock: Lock) -> dict[str, tuple[Path, str]]:
-    return {**NODE_TOOLS, **(SLURM_ENTRY if lock.slurm else {})}
+@dataclass(frozen=True)
+class NodeTool:
+    content: bytes
+    target: str
+    """Where the image has it."""
+    mode: int = 0o755
+
+
+def node_tools(lock: Lock) -> dict[str, NodeTool]:
+    """Build-context name → what goldenenv puts in the image for the nodes: its scripts, and the health rules."""
+    from goldenenv.catalog import health
+
+    files = {**NODE_TOOLS, **(SLURM_TOOLS if lock.slurm else {})}
+    tools = {name: NodeTool(source.read_bytes(), target) for name, (source, target) in files.items()}
+    rules = json.dumps(health.rules_document(), sort_keys=True, indent=1).encode()
+    tools["health-rules.json"] = NodeTool(rules, HEALTH_RULES, 0o644)
+    return tools
 
 
 def tools_hash(lock: Lock) -> str:
-    """The node tools' content (spot watcher, scheduler entry): an image built with older ones is rebuilt, though
-    its lock, and so its tag, is the same."""
+    """The node tools' content (spot watcher, health judge and rules, scheduler entry): an image built with older
+    ones is rebuilt, though its lock, and so its tag, is the same."""
     import hashlib
 
     digest = hashlib.sha256()
-    for name, (source, target) in sorted(node_tools(lock).items()):
-        digest.update(f"{name}\0{target}\0".encode() + source.read_bytes())
+    for name, tool in sorted(node_tools(lock).items()):
+        digest.update(f"{name}\0{tool.target}\0".encode() + tool.content)
     return digest.hexdigest()[:12]
 
 
@@ -185,7 +208,7 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         "pip_env": pip_env, "pip_args": ["PIP_INDEX_URL"] if options.pip_index_url else [],
         "python_layers": python_layers, "image_layers": image_layers,
         "env": env(lock), "labels": labels(lock),
-        "node_tools": [{"source": name, "target": target} for name, (_, target) in node_tools(lock).items()],
+        "node_tools": [{"source": name, "target": tool.target} for name, tool in node_tools(lock).items()],
     }
 
 
@@ -222,9 +245,9 @@ def write_context(lock: Lock, base_ref: str, options: BuildOptions, directory: P
                                                         cpu_arch=ops.cpu_arch, simd=SIMD[ops.cpu_arch]))
         (directory / "goldenenv-cxx").chmod(0o755)
     (directory / "requirements-tool.txt").write_text(_requirement_line(lock, TOOL) + "\n")
-    for name, (source, _) in node_tools(lock).items():  # COPY keeps the mode: the classic builder has no --chmod
-        shutil.copyfile(source, directory / name)
-        (directory / name).chmod(0o755)
+    for name, tool in node_tools(lock).items():  # COPY keeps the mode: the classic builder has no --chmod
+        (directory / name).write_bytes(tool.content)
+        (directory / name).chmod(tool.mode)
     build = directory / "build"
     build.mkdir(exist_ok=True)
     (build / "README").write_text("Build options only (extra CA, wheelhouse); used in builder stages.\n")

@@ -17,6 +17,9 @@ SRUN_PORTS = (60001, 63000)
 """SrunPortRange: where an srun started on the head (a Slurm user's interactive step) listens for its tasks."""
 HEAD_HOSTNAME = "head"
 ENTRY = "/usr/local/bin/goldenenv-slurm"
+HEALTH_CHECK = "/usr/local/bin/goldenenv-healthcheck"
+"""Slurm's HealthCheckProgram on every node: judges the node (goldenenv-health) and drains it, with the rule as the
+reason, when a rule fails."""
 """The image's entry point for the scheduler daemons: `goldenenv-slurm head` or `goldenenv-slurm node ...`."""
 MUNGE_KEY_MOUNT = "/run/goldenenv-secrets/munge.key"
 """Where the golden container finds the stack's munge key (read-only; the entry copies it for munged, 0400)."""
@@ -27,6 +30,11 @@ STATE_DIR = "/var/spool/slurmctld"
 SLURMD_TIMEOUT_S = 30
 """slurm.conf SlurmdTimeout on the clouds (Slurm's default is 300 s): a lost node is DOWN, and its jobs requeued,
 within a minute. Each cloud's `slurmd_timeout` (clouds/base.py) is this; the local cloud's is shorter."""
+HEALTH_CHECK_INTERVAL_S = 120
+"""slurm.conf HealthCheckInterval on the clouds: the quick health level (seconds of work) every two minutes, on idle
+and busy nodes alike; Slurm kills a check that runs longer than 60 s (slurm.conf man page)."""
+HEALTH_CHECK_TIMEOUT_S = 50
+"""What the node's health check allows its evidence commands in all, inside Slurm's 60 s."""
 JOBS_FOLDER = "jobs"
 """On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
 
@@ -36,11 +44,15 @@ def head_command() -> list[str]:
     return [ENTRY, "head"]
 
 
-def node_command(conf_server: str, gpus: int, features: list[str], spot_cloud: str | None = None) -> list[str]:
+def node_command(conf_server: str, gpus: int, features: list[str], spot_cloud: str | None = None,
+                 health: dict[str, object] | None = None) -> list[str]:
     """What a node's golden container runs: munged, then a dynamic slurmd that registers with the head, fetches the
     config from it (configless) and offers its GPUs as GRES (the count comes from the catalog). On a spot pool
-    (`spot_cloud`: whose notice to watch) the spot watcher drains the node on a notice."""
+    (`spot_cloud`: whose notice to watch) the spot watcher drains the node on a notice. `health`: what the node
+    should have (catalog.health.expectations), which its health check judges it against."""
     command = [ENTRY, "node", "--conf-server", conf_server]
+    if health:
+        command += ["--health", ",".join(f"{key}={_word(value)}" for key, value in sorted(health.items()))]
     if gpus:
         command += ["--gpus", str(gpus)]
     for feature in features:
@@ -48,3 +60,10 @@ def node_command(conf_server: str, gpus: int, features: list[str], spot_cloud: s
     if spot_cloud:
         command += ["--spot", spot_cloud]
     return command
+
+
+def _word(value: object) -> str:
+    """One expectation as the node command carries it: yes/no, a number or a plain word (no shell or comma)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

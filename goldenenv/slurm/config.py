@@ -22,13 +22,16 @@ def cluster_name(stack: str) -> str:
 
 
 def render_conf(spec: ClusterSpec, slurmd_timeout: int, state_dir: str = slurm.STATE_DIR,
-                head_hostname: str = slurm.HEAD_HOSTNAME, cred_expire: int | None = None) -> str:
-    """cred_expire: seconds a job credential lives, and so how long a requeued job waits (None: Slurm's 120 s)."""
+                head_hostname: str = slurm.HEAD_HOSTNAME, cred_expire: int | None = None,
+                health_interval: int = slurm.HEALTH_CHECK_INTERVAL_S) -> str:
+    """cred_expire: seconds a job credential lives, and so how long a requeued job waits (None: Slurm's 120 s);
+    health_interval: seconds between two runs of every node's health check."""
     return render(
         "slurm/slurm.conf.j2", stack=spec.stack, cluster_name=cluster_name(spec.stack), head_hostname=head_hostname,
         slurmctld_port=slurm.SLURMCTLD_PORT, slurmd_port=slurm.SLURMD_PORT, srun_ports=slurm.SRUN_PORTS,
-        state_dir=state_dir, max_nodes=max(MIN_MAX_NODE_COUNT, sum(p.count for p in spec.nodes)), slurmd_timeout=slurmd_timeout,
-        min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
+        state_dir=state_dir, max_nodes=max(MIN_MAX_NODE_COUNT, sum(p.count for p in spec.nodes)),
+        slurmd_timeout=slurmd_timeout, min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
+        health_check=slurm.HEALTH_CHECK, health_interval=health_interval,
     )
 
 

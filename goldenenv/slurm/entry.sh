@@ -1,8 +1,9 @@
 #!/bin/bash
 # goldenenv-slurm: the scheduler daemons of a goldenenv cluster, started in its golden container (as root).
 #   goldenenv-slurm head                                   munged, then slurmctld in the foreground
-#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]... [--spot aws|alicloud]
-#                                                          munged, then a dynamic slurmd (configless, -Z)
+#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]... [--spot aws|alicloud] [--health K=V,...]
+#                                                          munged, then a dynamic slurmd (configless, -Z); --health
+#                                                          is what the node should have, for its health check
 # The stack's munge key is mounted read-only at /run/goldenenv-secrets/munge.key; munged reads a copy it owns
 # (0400) outside /etc/munge, so no key is ever part of the image. On the head, slurm.conf is the one goldenenv
 # rendered (/etc/goldenenv/slurm/slurm.conf); nodes fetch it from the head.
@@ -45,13 +46,14 @@ case "$role" in
     exec slurmctld -D -i
     ;;
   node)
-    server="" gpus=0 features=() spot=""
+    server="" gpus=0 features=() spot="" health=""
     while [ $# -gt 0 ]; do
       case "$1" in
         --conf-server) server=$2; shift 2 ;;
         --gpus) gpus=$2; shift 2 ;;
         --feature) features+=("$2"); shift 2 ;;
         --spot) spot=$2; shift 2 ;;
+        --health) health=$2; shift 2 ;;
         *) log "unknown argument $1"; exit 2 ;;
       esac
     done
@@ -62,7 +64,11 @@ case "$role" in
     if [ ${#features[@]} -gt 0 ]; then
       node_conf="${node_conf:+$node_conf }Feature=$(IFS=,; echo "${features[*]}")"
     fi
-    install -d /var/spool/slurmd /etc/slurm
+    install -d /var/spool/slurmd /etc/slurm /etc/goldenenv/health
+    if [ -n "$health" ]; then
+      # what this node should have (catalog: GPUs, NVLinks, fabric devices), for Slurm's HealthCheckProgram
+      goldenenv-health expect "$health" > /etc/goldenenv/health/expect.json
+    fi
     : > "$gres_devices"
     for device in /dev/nvidia[0-9]*; do
       if [[ $device =~ ^/dev/nvidia[0-9]+$ ]]; then echo "Name=gpu File=$device" >> "$gres_devices"; fi

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from goldenenv import catalog, clouds, slurm, stackconfig
+from goldenenv.catalog import health
 from goldenenv.clouds.base import HostsBy
 from goldenenv.nodeboot import MUNGE_KEY_FILE, SLURM_CONF
 from goldenenv.plan import plan_config, stack_file
@@ -183,8 +184,10 @@ def test_a_p5_node_runs_slurmd_as_root_with_8_gpus_registering_with_the_head(p5)
     files = boot_files(one(p5, LT).props["userData"])
     run = docker_run(files)
     ip = p5.outputs["headPrivateIp"]
-    # literal anchor: p5.48xlarge has 8 H100s
-    assert after_image(run) == [slurm.ENTRY, "node", "--conf-server", ip, "--gpus", "8", "--feature", "gpu"]
+    # literal anchors: p5.48xlarge has 8 H100s, 32 EFA interfaces, 18 NVLinks per GPU on an NVSwitch board
+    assert after_image(run) == [slurm.ENTRY, "node", "--conf-server", ip, "--health",
+                                "fabric=efa,fabric_devices=32,gpus=8,nvlinks_per_gpu=18,nvswitch=yes",
+                                "--gpus", "8", "--feature", "gpu"]
     assert run[run.index("--user") + 1] == "root"
     assert run[run.index("--add-host") + 1] == f"{slurm.HEAD_HOSTNAME}:{ip}"
     assert "--gpus" in run[:run.index("$image")]
@@ -442,8 +445,11 @@ def test_alibaba_slurm_ports_open_between_the_two_groups_only(ali):
 def test_an_ebmgn8v_node_runs_slurmd_with_its_8_gpus_and_the_head_slurmctld(ali):
     ip = ali.outputs["headPrivateIp"]
     node = docker_run(boot_files(ali_node(ali).props["userData"]))
-    # literal anchor: ecs.ebmgn8v.48xlarge has 8 GPUs
-    assert after_image(node) == [slurm.ENTRY, "node", "--conf-server", ip, "--gpus", "8", "--feature", "gpu"]
+    # literal anchor: ecs.ebmgn8v.48xlarge has 8 GPUs; the health expectations come from the catalog
+    expect = health.pool_expectations("alicloud", "ecs.ebmgn8v.48xlarge", True)
+    words = ",".join(f"{k}={'yes' if v is True else 'no' if v is False else v}" for k, v in sorted(expect.items()))
+    assert after_image(node) == [slurm.ENTRY, "node", "--conf-server", ip, "--health", words,
+                                 "--gpus", "8", "--feature", "gpu"]
     assert node[node.index("--user") + 1] == "root"
     files = boot_files(ali_head(ali).props["userData"])
     head_run = docker_run(files)

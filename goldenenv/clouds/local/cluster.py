@@ -22,6 +22,7 @@ import docker
 from docker.errors import NotFound
 
 from goldenenv import catalog, slurm
+from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV
 from goldenenv.nodeboot import hostfile, launch_env
 from goldenenv.slurm import config as slurm_config
@@ -37,6 +38,8 @@ REQUEUE_DELAY_S = 5
 launch a job's steps in well under that."""
 RECOVERY_DELAY_S = 3
 """How long a lost node stays down before the recovery container starts it again (its "reboot")."""
+HEALTH_INTERVAL_S = 5
+"""Seconds between two health checks of a node container: a node given a failing state is drained within them."""
 ENGINE_SOCKET = "/var/run/docker.sock"
 RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
 
@@ -193,7 +196,8 @@ class LocalCluster:
         )
         from goldenenv.clouds.local import LocalCloud
 
-        conf = slurm_config.render_conf(self.spec, LocalCloud.slurmd_timeout, cred_expire=REQUEUE_DELAY_S)
+        conf = slurm_config.render_conf(self.spec, LocalCloud.slurmd_timeout, cred_expire=REQUEUE_DELAY_S,
+                                        health_interval=HEALTH_INTERVAL_S)
         container.put_archive("/", _archive({f"{slurm.CONF_MOUNT.lstrip('/')}/slurm.conf": conf.encode()}))
         container.start()
 
@@ -211,7 +215,9 @@ class LocalCluster:
         hostname = self.names.hostname(index)
         command, user, extra = ["sleep", "infinity"], None, {}
         if self.slurm:
-            command = slurm.node_command(slurm.HEAD_HOSTNAME, 0, [self.spec.nodes[0].name])
+            command = slurm.node_command(slurm.HEAD_HOSTNAME, 0, [self.spec.nodes[0].name],
+                                         health=health.pool_expectations("local", self.spec.nodes[0].instance_type,
+                                                                         None))
             user, extra = "root", self._secrets()
         container = self.client.containers.create(
             image, command, name=name, hostname=hostname, detach=True, user=user,

@@ -1,0 +1,134 @@
+"""Node health facts: the XID table, per-type NVLink facts and the thresholds the node-side judge applies.
+
+data/health_xid.csv, data/health_links.csv and data/health_thresholds.csv, each row sourced. The judge
+(goldenenv/health/judge.py) runs on nodes without goldenenv, so these are handed to it as plain data:
+`expectations()` for the node's instance type and `rules_document()` for the rules, both JSON-able.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from goldenenv import catalog
+from goldenenv.catalog import rows
+from goldenenv.health.judge import ACTIONS
+
+
+@dataclass(frozen=True)
+class XidRule:
+    xid: int
+    name: str
+    """NVIDIA's mnemonic, e.g. ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS."""
+    nvidia_bucket: str
+    """NVIDIA's resolution bucket (immediate action), e.g. RESTART_BM."""
+    action: str
+    source: str
+
+
+@dataclass(frozen=True)
+class LinkFacts:
+    cloud: str
+    instance_type: str
+    nvlinks_per_gpu: int
+    nvswitch: bool
+    """An HGX 8-GPU board: NVIDIA Fabric Manager must be active."""
+    source: str
+
+
+@dataclass(frozen=True)
+class Threshold:
+    check: str
+    limit: float
+    """A value above it triggers the check; for code rows (dcgm_severity_*, xid154_*) the code it matches."""
+    unit: str
+    action: str
+    source: str
+
+
+def _action(table: str, key: str, action: str) -> str:
+    if action not in ACTIONS:
+        raise ValueError(f"{table}.csv row {key}: action {action!r} is not one of {', '.join(ACTIONS)}")
+    return action
+
+
+def _number(table: str, key: str, column: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{table}.csv row {key}: {column} {text!r} is not a number") from None
+    return int(value) if value.is_integer() else value
+
+
+@functools.cache
+def xid_rules() -> dict[int, XidRule]:
+    """data/health_xid.csv by XID code."""
+    table: dict[int, XidRule] = {}
+    for r in rows("health_xid"):
+        code = int(_number("health_xid", r["xid"], "xid", r["xid"]))
+        if code in table:
+            raise ValueError(f"health_xid.csv lists XID {code} twice: keep one row per XID")
+        table[code] = XidRule(code, r["name"], r["nvidia_bucket"], _action("health_xid", r["xid"], r["action"]),
+                              r["source"])
+    return table
+
+
+@functools.cache
+def link_facts() -> dict[tuple[str, str], LinkFacts]:
+    """data/health_links.csv by (cloud, instance type)."""
+    facts = {}
+    for r in rows("health_links"):
+        key = f"{r['cloud']} {r['instance_type']}"
+        if r["nvswitch"] not in ("yes", "no"):
+            raise ValueError(f"health_links.csv row {key}: nvswitch {r['nvswitch']!r} must be yes or no")
+        links = _number("health_links", key, "nvlinks_per_gpu", r["nvlinks_per_gpu"])
+        facts[(r["cloud"], r["instance_type"])] = LinkFacts(r["cloud"], r["instance_type"], int(links),
+                                                            r["nvswitch"] == "yes", r["source"])
+    return facts
+
+
+@functools.cache
+def thresholds() -> dict[str, Threshold]:
+    """data/health_thresholds.csv by check name."""
+    return {
+        r["check"]: Threshold(r["check"], _number("health_thresholds", r["check"], "limit", r["limit"]), r["unit"],
+                              _action("health_thresholds", r["check"], r["action"]), r["source"])
+        for r in rows("health_thresholds")
+    }
+
+
+NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0, "nvswitch": False}
+"""A node with nothing to judge: a local cluster's containers (local_shapes.csv lists no GPU)."""
+
+
+def pool_expectations(cloud: str, instance_type: str, rdma: bool | None) -> dict:
+    """What a healthy node of a pool shows: its type's expectations, without fabric devices when the pool turns
+    RDMA off (the interfaces are then not attached); a local container expects nothing."""
+    if cloud == "local":
+        return dict(NO_GPU)
+    expect = expectations(cloud, instance_type)
+    if rdma is False:
+        expect.update(fabric="none", fabric_devices=0)
+    return expect
+
+
+def expectations(cloud: str, instance_type: str) -> dict:
+    """What a healthy node of this type shows: GPU count, RDMA fabric and device count, NVLinks, NVSwitch.
+    KeyError when the catalog lacks the type, or health_links.csv lacks its row."""
+    it = catalog.instance_type(cloud, instance_type)
+    links = link_facts().get((it.cloud, it.name))
+    if links is None:
+        raise KeyError(f"health_links.csv has no row for {it.cloud} {it.name}: add its NVLinks per GPU and "
+                       "NVSwitch (yes/no) with a source")
+    return {"gpus": it.gpu_count, "fabric": it.rdma, "fabric_devices": it.rdma_interfaces,
+            "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
+
+
+def rules_document() -> dict:
+    """The XID table and the thresholds as one JSON-able dict, the `--rules` file of the node-side judge."""
+    return {
+        "xid": {str(rule.xid): {"name": rule.name, "nvidia_bucket": rule.nvidia_bucket, "action": rule.action}
+                for rule in xid_rules().values()},
+        "thresholds": {t.check: {"limit": t.limit, "unit": t.unit, "action": t.action}
+                       for t in thresholds().values()},
+    }
