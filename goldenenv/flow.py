@@ -78,7 +78,9 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
     def validate(log):
         result = lifecycle.validate(spec, client, log)
         summary = result.image_checks.strip().splitlines()[-1] if result.image_checks.strip() else ""
-        note = f"image checks {summary.strip('= ')}; drift: {'; '.join(result.drift) or 'none'}; {result.allreduce_note}"
+        healthy = sum(not v.fails for v in result.health)
+        note = (f"image checks {summary.strip('= ')}; drift: {'; '.join(result.drift) or 'none'}; "
+                f"{result.allreduce_note}; health: {healthy} of {len(result.health)} nodes healthy")
         if spec.scheduler == "slurm":
             note += "; sinfo: " + (", ".join(f"{n.name} {n.state.split('+')[0].lower()}" for n in result.scheduler)
                                    or "no nodes") + "".join(f"; {p}" for p in result.scheduler_problems)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import docker
 
-from goldenenv import catalog, clouds, stackconfig
+from goldenenv import catalog, clouds, project, stackconfig
 from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
@@ -183,10 +183,13 @@ class Validation:
     scheduler: list = field(default_factory=list)
     """Slurm stacks: every node as slurmctld sees it (slurm.view.Node: state, GRES, drain reason)."""
     scheduler_problems: list[str] = field(default_factory=list)
+    health: list = field(default_factory=list)
+    """Every node's quick health level (health.fleet.NodeVerdict): failing rules name the node, GPU and rule."""
 
     @property
     def ok(self) -> bool:
-        return self.image_ok and not self.drift and self.allreduce_ok and not self.scheduler_problems
+        return self.image_ok and not self.drift and self.allreduce_ok and not self.scheduler_problems \
+            and not any(v.fails for v in self.health)
 
 
 def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
@@ -198,11 +201,27 @@ def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
     user = load(spec.image.lock).user  # a Slurm node's container runs slurmd as root; jobs and checks run as the user
     result = validate_hosts(spec.image.lock, [f"docker://{user}@{n.name}" for n in nodes], log=log,
                             procs_per_node=cluster.shape.processes_per_node)
+    log("every node's health (quick level)")
+    result.health = node_health(spec, cluster)
     if cluster.slurm:
         log("the scheduler's view")
         result.scheduler = cluster.scheduler_nodes()
         result.scheduler_problems = slurm_view.judge(result.scheduler, cluster.count, gpus=0)
     return result
+
+
+def node_health(spec: ClusterSpec, cluster: LocalCluster, level: str = "quick") -> list:
+    """Every node container's health at `level`: collected into the stack's saved health folder, then judged
+    (health.fleet), as `goldenenv health` does on any stack."""
+    from goldenenv.catalog import health
+    from goldenenv.health import fleet
+
+    nodes = cluster.nodes()
+    reach = {node.name: fleet.local_node(node.name) for node in nodes}
+    expects = {node.name: health.pool_expectations(spec.cloud, spec.nodes[0].instance_type, None) for node in nodes}
+    out = fleet.saved_folder(project.current().root, spec.stack)
+    fleet.collect(reach, expects, level, out)
+    return fleet.judge_folder(out)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import pulumi
 
 from goldenenv import catalog, compat, fabrics, slurm
 from goldenenv.catalog import health
+from goldenenv.health import judge
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -32,6 +33,10 @@ SCRIPT_DIR = "/usr/local/libexec/goldenenv"
 UNIT_DIR = "/etc/systemd/system"
 SCRATCH_UNIT = "goldenenv-scratch.service"
 CONTAINER_UNIT = "goldenenv-container.service"
+HEALTH_EVIDENCE_UNIT = "goldenenv-health-evidence.service"
+HOST_HEALTH_DIR = "/run/goldenenv/health"
+"""Where the host writes its part of the health evidence (kernel XIDs, fabric manager); the golden container sees
+it read-only at health judge's HOST_EVIDENCE_DIR."""
 MASTER_PORT = 29500
 READY_DIR = "/run/goldenenv"
 """Where each boot unit marks itself done; /run is emptied on every boot, so a marker never outlives it."""
@@ -115,6 +120,8 @@ class BootUnit:
     name: str
     script: BootFile
     unit: BootFile
+    timer: BootFile | None = None
+    """A systemd timer that runs the unit again on a schedule (after its run at boot)."""
 
 
 @dataclass(frozen=True)
@@ -187,19 +194,22 @@ class NodeBoot:
             }))
         if self.slurm:
             units.append(munge_unit(self.slurm.munge, create=False))
+        expect = health.pool_expectations(self.spec.cloud, self._pool().instance_type, self._pool().rdma)
+        if expect["gpus"]:
+            units.append(health_evidence_unit(expect["nvswitch"]))
         if self.image_ref:
             mounts = [scratch]
             if storage.parallel_fs.enabled:
                 mounts.append(storage.parallel_fs.mount_point)
             volumes = [f"{path}:{path}" for path in mounts]
+            if expect["gpus"]:
+                volumes.append(f"{HOST_HEALTH_DIR}:{judge.HOST_EVIDENCE_DIR}:ro")
             run: dict[str, Any] = {"gpus": True, "user": None, "hosts": [], "command": ["sleep", "infinity"]}
             if self.slurm:
                 volumes.append(f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro")
                 run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
-                                                     [self.pool], self._spot_cloud(), health.pool_expectations(
-                                                         self.spec.cloud, self._pool().instance_type,
-                                                         self._pool().rdma))}
+                                                     [self.pool], self._spot_cloud(), expect)}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run))
         return units
 
@@ -312,6 +322,15 @@ def boot_unit(name: str, script: str, values: dict[str, Any], after: list[str] |
     )
 
 
+def health_evidence_unit(nvswitch: bool) -> BootUnit:
+    """The host's part of the health evidence, written at boot before the golden container starts and every minute
+    after (a timer): the kernel log's XIDs, and the fabric manager's state on an NVSwitch board."""
+    unit = boot_unit(HEALTH_EVIDENCE_UNIT, "host-evidence.sh", {"folder": HOST_HEALTH_DIR, "nvswitch": nvswitch})
+    timer = HEALTH_EVIDENCE_UNIT.removesuffix(".service") + ".timer"
+    return BootUnit(unit.name, unit.script, unit.unit, BootFile(f"{UNIT_DIR}/{timer}", "0644",
+                                                               render(f"node/{timer}.j2")))
+
+
 def shared_fs_unit(spec: ClusterSpec, shared_fs: SharedFs, scheduler: bool, head: bool = False) -> BootUnit:
     """The shared file system's mount, with the folders a host writes to made and owned by the image user: datasets,
     checkpoints and code; with the scheduler, the jobs' folder too, and on the head slurmctld's state folder."""
@@ -351,10 +370,10 @@ def boot_files(spec: ClusterSpec, env: dict[str, str], units: list[BootUnit]) ->
     """The launch environment, each unit with its script, and the one step cloud-init runs: enable them."""
     files = [BootFile(ENV_FILE, "0644", render("node/launch.env.j2", stack=spec.stack, env=env))]
     for unit in units:
-        files += [unit.script, unit.unit]
+        files += [unit.script, unit.unit, *([unit.timer] if unit.timer else [])]
     if units:
-        files.append(BootFile(f"{STEP_DIR}/enable-units.sh", "0755",
-                              render("node/enable-units.sh.j2", units=[u.name for u in units])))
+        names = [u.name for u in units] + [u.timer.path.rsplit("/", 1)[1] for u in units if u.timer]
+        files.append(BootFile(f"{STEP_DIR}/enable-units.sh", "0755", render("node/enable-units.sh.j2", units=names)))
     return files
 
 

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from goldenenv import project
-from goldenenv.spec import ConfigError
+from goldenenv.clouds.base import HOST_OUTPUTS, HostsBy
+from goldenenv.spec import ConfigError, Problem
 
 console = Console(emoji=False)
 errors = Console(stderr=True, emoji=False)
@@ -78,3 +79,27 @@ def cloud_line(line: str) -> None:
 def lifecycle_failure(e: Exception) -> None:
     errors.print(f"[bold red]{escape(str(e))}[/]")
     raise typer.Exit(1)
+
+
+def cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
+                  ssh_user: str | None) -> tuple[list[str], dict | None]:
+    """The nodes validate and run log in to, and the stack outputs when they were read: --hosts as given, else the
+    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or the host image's login."""
+    from goldenenv import automation, clouds
+
+    if hosts and hosts_by:
+        errors.print("--hosts names the nodes itself, --hosts-by picks them from the stack outputs: give one")
+        raise typer.Exit(2)
+    if hosts:
+        return [h.strip() for h in hosts.split(",") if h.strip()], None
+    if not any(pool.ssh_public_key for pool in spec.nodes):
+        say("no pool sets nodes.sshPublicKey, so the nodes took no SSH key from goldenenv: ssh logs in only with "
+            "a key the host image brings (plan says how else to reach them)")
+    cloud = clouds.get(spec.cloud)
+    by = hosts_by or HostsBy.PRIVATE_IP
+    outputs = automation.outputs(spec)
+    targets = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user, by)
+    if not targets:
+        raise ConfigError([Problem(f"stack {spec.stack}", f"no nodes in the stack output {HOST_OUTPUTS[by]}: "
+                                   "goldenenv up first, or name them with --hosts ssh://user@address,...")])
+    return targets, outputs

@@ -12,11 +12,11 @@ from rich.tree import Tree
 
 from goldenenv import project
 from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_URL, STACK, WHEELHOUSE, cloud_line,
-                                  console, errors, examples, fail, lifecycle_failure, options, print_line, say,
-                                  stack_spec)
-from goldenenv.clouds.base import HOST_OUTPUTS, HostsBy
+                                  cloud_targets, console, errors, examples, fail, lifecycle_failure, options,
+                                  print_line, say, stack_spec)
+from goldenenv.clouds.base import HostsBy
 from goldenenv.plan import HOURS_PER_MONTH, Plan
-from goldenenv.spec import ConfigError, Problem
+from goldenenv.spec import ConfigError
 
 app = typer.Typer()
 
@@ -266,30 +266,6 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
         lifecycle_failure(e)
 
 
-def _cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
-                   ssh_user: str | None) -> tuple[list[str], dict | None]:
-    """The nodes validate and run log in to, and the stack outputs when they were read: --hosts as given, else the
-    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or the host image's login."""
-    from goldenenv import automation, clouds
-
-    if hosts and hosts_by:
-        errors.print("--hosts names the nodes itself, --hosts-by picks them from the stack outputs: give one")
-        raise typer.Exit(2)
-    if hosts:
-        return [h.strip() for h in hosts.split(",") if h.strip()], None
-    if not any(pool.ssh_public_key for pool in spec.nodes):
-        say("no pool sets nodes.sshPublicKey, so the nodes took no SSH key from goldenenv: ssh logs in only with "
-             "a key the host image brings (plan says how else to reach them)")
-    cloud = clouds.get(spec.cloud)
-    by = hosts_by or HostsBy.PRIVATE_IP
-    outputs = automation.outputs(spec)
-    targets = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user, by)
-    if not targets:
-        raise ConfigError([Problem(f"stack {spec.stack}", f"no nodes in the stack output {HOST_OUTPUTS[by]}: "
-                                   "goldenenv up first, or name them with --hosts ssh://user@address,...")])
-    return targets, outputs
-
-
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
         None, "--code", help="Copy this folder to the shared storage first: /data/code locally; on a cloud stack "
@@ -335,7 +311,7 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
             summary = (failure or "") + "exit codes: " + ", ".join(
                 f"{n} {c}" for n, c in sorted(result.exit_codes.items()) if c)
         else:
-            targets, outputs = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            targets, outputs = cloud_targets(spec, hosts, hosts_by, ssh_user)
             exec_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             result = lifecycle.run_remote(spec, command, print_line, targets, outputs, ssh_config, exec_prefix,
                                           code, resume, ssh_user, nproc_per_node, log=say)
@@ -377,13 +353,17 @@ def validate_cmd(
                 raise typer.Exit(2)
             result = lifecycle.validate(spec, log=say)
         else:
-            targets, _ = _cloud_targets(spec, hosts, hosts_by, ssh_user)
+            targets, _ = cloud_targets(spec, hosts, hosts_by, ssh_user)
             exec_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
                                               pool.instance_type, spec.cloud, min_fraction, log=say,
                                               host_driver=host.driver)
+            from goldenenv.cli.health import node_verdicts
+
+            say("every node's health (quick level)")
+            result.health = node_verdicts(spec, "quick", hosts, hosts_by, ssh_config, ssh_user)
             if spec.scheduler == "slurm":
                 say("the scheduler's view, from the head")
                 client = jobs.cloud_head(spec, head, ssh_config, None, ssh_user, hosts_by or HostsBy.PRIVATE_IP,
@@ -404,6 +384,11 @@ def _show_validation(result) -> None:
     console.print("drift: " + ("[green]none[/]" if not result.drift else "[red]" + escape("; ".join(result.drift)) + "[/]"))
     console.print(f"all-reduce: {'[green]pass[/]' if result.allreduce_ok else '[red]fail[/]'} "
                   f"{escape(result.allreduce_note)}")
+    if result.health:
+        failing = [f"{v.node}: {v.findings[0].rule} {v.findings[0].device}" for v in result.health if v.fails]
+        console.print("health: " + ("[green]pass[/]" if not failing else "[red]" + escape("; ".join(failing)) + "[/]")
+                      + f" ({len(result.health) - len(failing)} of {len(result.health)} node(s) healthy; "
+                      "`goldenenv health` for every finding)")
     if result.scheduler or result.scheduler_problems:
         verdict = "[green]pass[/]" if not result.scheduler_problems else "[red]" + escape(
             "; ".join(result.scheduler_problems)) + "[/]"

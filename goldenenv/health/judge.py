@@ -62,7 +62,7 @@ class Evidence:
     timeout_s: int
     level: str
     applies: str
-    """always | fabric=<efa|ib|erdma> | nvlinks (NVLinks expected) | nvswitch (NVSwitch board)"""
+    """gpus (GPUs expected) | fabric=<efa|ib|erdma> | nvlinks (NVLinks expected) | nvswitch (NVSwitch board)"""
     required: bool
     """The node must show it: missing is a finding. Optional evidence (DCGM, loopback) counts when present."""
     fallback: Tuple[str, ...] = ()
@@ -71,11 +71,11 @@ class Evidence:
 
 EVIDENCE: Dict[str, Evidence] = {
     "gpus": Evidence("nvidia_smi_gpus.csv", ("nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS),
-                                             "--format=csv,noheader"), 10, "quick", "always", True),
+                                             "--format=csv,noheader"), 10, "quick", "gpus", True),
     "remapped_rows": Evidence("nvidia_smi_remapped_rows.csv",
                               ("nvidia-smi", "--query-remapped-rows=" + ",".join(REMAP_FIELDS), "--format=csv"),
-                              10, "quick", "always", True),
-    "kernel_log": Evidence("kernel.log", ("journalctl", "-k", "-b", "--no-pager"), 10, "quick", "always", True,
+                              10, "quick", "gpus", True),
+    "kernel_log": Evidence("kernel.log", ("journalctl", "-k", "-b", "--no-pager"), 10, "quick", "gpus", True,
                            fallback=("dmesg",)),
     "nvlink_status": Evidence("nvlink_status.txt", ("nvidia-smi", "nvlink", "-s"), 10, "quick", "nvlinks", True),
     "nvlink_errors": Evidence("nvlink_errors.txt", ("nvidia-smi", "nvlink", "-e"), 10, "quick", "nvlinks", True),
@@ -86,11 +86,11 @@ EVIDENCE: Dict[str, Evidence] = {
                              True),
     "ib_ports": Evidence("ibstat.txt", ("ibstat",), 5, "quick", "fabric=ib", True),
     "erdma_links": Evidence("rdma_link.txt", ("rdma", "link", "show"), 5, "quick", "fabric=erdma", True),
-    "dcgm_diag_1": Evidence("dcgm_diag_1.json", ("dcgmi", "diag", "-r", "1", "-j"), 30, "quick", "always", False),
-    "dcgm_diag_2": Evidence("dcgm_diag_2.json", ("dcgmi", "diag", "-r", "2", "-j"), 900, "medium", "always", False),
+    "dcgm_diag_1": Evidence("dcgm_diag_1.json", ("dcgmi", "diag", "-r", "1", "-j"), 30, "quick", "gpus", False),
+    "dcgm_diag_2": Evidence("dcgm_diag_2.json", ("dcgmi", "diag", "-r", "2", "-j"), 900, "medium", "gpus", False),
     "efa_loopback": Evidence("efa_loopback.txt", ("sh", "-c", _EFA_LOOPBACK), 120, "medium", "fabric=efa", False),
     "ib_loopback": Evidence("ib_loopback.txt", ("sh", "-c", _IB_LOOPBACK), 120, "medium", "fabric=ib", False),
-    "dcgm_diag_3": Evidence("dcgm_diag_3.json", ("dcgmi", "diag", "-r", "3", "-j"), 1800, "long", "always", False),
+    "dcgm_diag_3": Evidence("dcgm_diag_3.json", ("dcgmi", "diag", "-r", "3", "-j"), 1800, "long", "gpus", False),
 }
 """Evidence per level: quick runs in seconds (Slurm kills a HealthCheckProgram after 60 s, so DCGM level 1 runs last
 and is optional), medium adds DCGM level 2 and a fabric loopback (minutes: prolog/epilog or a job), long adds DCGM
@@ -518,6 +518,8 @@ def applies(spec: Evidence, expect: dict) -> bool:
         return int(expect.get("nvlinks_per_gpu", 0)) > 0
     if kind == "nvswitch":
         return bool(expect.get("nvswitch"))
+    if kind == "gpus":
+        return int(expect.get("gpus", 0)) > 0
     return kind == "always"
 
 
@@ -819,9 +821,11 @@ def judge(evidence: Dict[str, str], expect: dict, rules: dict, node: str) -> Lis
     """Findings about one node from its evidence files (name -> text); [] when healthy.
     ValueError when the expectations or the rules are malformed (not the evidence: that becomes findings)."""
     j = _Judgement(evidence, check_expectations(expect), check_rules(rules), node)
-    by_bus = _judge_gpus(j)
-    _judge_remapped_rows(j, by_bus)
-    _judge_kernel_log(j, by_bus)
+    by_bus: Dict[str, int] = {}
+    if applies(EVIDENCE["gpus"], expect):  # a node with no GPU (a local container) has no GPU evidence to show
+        by_bus = _judge_gpus(j)
+        _judge_remapped_rows(j, by_bus)
+        _judge_kernel_log(j, by_bus)
     if applies(EVIDENCE["nvlink_status"], expect):
         _judge_nvlinks(j, by_bus)
     if applies(EVIDENCE["fabric_manager"], expect):
@@ -865,17 +869,29 @@ def _run_one(spec: Evidence, runner: Runner) -> Tuple[Optional[str], Optional[st
     return None, f"{MISSING_BINARY}: {spec.argv[0]} not found"
 
 
-def collect(level: str, out_dir: str, expect: dict, runner: Runner = run_command) -> List[str]:
+HOST_EVIDENCE_DIR = "/run/goldenenv-host/health"
+"""Where a node's golden container finds the evidence only its host can give (the host's goldenenv-health-evidence
+unit writes it): the kernel log cannot be read in a container, nor systemd asked about the fabric manager."""
+HOST_PROVIDED = ("kernel_log", "fabric_manager")
+
+
+def collect(level: str, out_dir: str, expect: dict, runner: Runner = run_command,
+            host_dir: str = HOST_EVIDENCE_DIR) -> List[str]:
     """Run the evidence commands of `level` that apply to this node, each with its timeout; write stdout to the
-    evidence file and the reason for any failure, timeout or missing command to `<file>.error`.
-    Returns the names of the files written."""
+    evidence file and the reason for any failure, timeout or missing command to `<file>.error`. Evidence the host
+    gives (HOST_PROVIDED, in host_dir) is taken from there. Returns the names of the files written."""
     check_expectations(expect)
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in evidence_for(level, expect).values():
+    for name, spec in evidence_for(level, expect).items():
         for stale in (spec.file, spec.file + ERROR_SUFFIX):
             (directory / stale).unlink(missing_ok=True)
+        given = Path(host_dir) / spec.file
+        if name in HOST_PROVIDED and given.is_file():
+            (directory / spec.file).write_text(given.read_text(encoding="utf-8", errors="replace"), encoding="utf-8")
+            written.append(spec.file)
+            continue
         out, error = _run_one(spec, runner)
         for name, content in ((spec.file, out), (spec.file + ERROR_SUFFIX, error)):
             if content is not None:

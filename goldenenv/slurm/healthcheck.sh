@@ -13,6 +13,8 @@ expect=$dir/expect.json
 rules=/usr/local/share/goldenenv/health-rules.json
 prefix="goldenenv health:"
 node=${SLURMD_NODENAME:-$(hostname -s)}
+cache=/var/spool/slurmd/conf-cache/slurm.conf  # a configless node's copy of the head's slurm.conf
+if [ -z "${SLURM_CONF:-}" ] && [ -s "$cache" ]; then export SLURM_CONF=$cache; fi
 log() { logger -t goldenenv-healthcheck -- "$*" 2>/dev/null || echo "goldenenv-healthcheck: $*" >&2; }
 
 [ -r "$expect" ] || exit 0  # nothing said about this node: nothing to judge

@@ -84,3 +84,49 @@ def test_cancel_stops_a_queued_job_and_a_bad_job_id_is_exit_2(cli):
     assert wait(cli, job_id, lambda j: j["state"] == "CANCELLED", 60)["name"] == "sleeper"
     assert "no such job" in cli("logs", "9999", code=2).output
     assert "--nodes" in cli("submit", "--nodes", "9", "--", "true", code=2).output
+
+
+HEALTH_CAPTURES = Path(__file__).resolve().parents[1] / "unit" / "captures" / "health"
+
+
+def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_runs_on_the_others(cli, spec, client):
+    """The recorded outputs of a p5 whose GPU 3 fell off the bus (XID 79) stand in for node-1's hardware: Slurm's
+    health check drains it with the rule as the reason, a job lands on node-0, and once the node's evidence is
+    healthy again the drain is lifted."""
+    import io
+    import tarfile
+
+    from goldenenv.catalog import health
+
+    cluster = LocalCluster(spec, client)
+    sick = cluster.nodes()[1]
+    sick_name = next(n.name for n in cluster.scheduler_nodes() if n.name.endswith("1"))
+
+    def put(files: dict[str, bytes]) -> None:
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w") as tar:
+            for name, content in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+        sick.put_archive("/etc/goldenenv/health", data.getvalue())
+
+    recording = HEALTH_CAPTURES / "xid79-gpu3"
+    put({f"recorded/{p.name}": p.read_bytes() for p in recording.iterdir() if p.name != "expect.json"}
+        | {"expect.json": (recording / "expect.json").read_bytes()})
+    deadline = time.monotonic() + 60
+    while not (drained := [n for n in cluster.scheduler_nodes() if n.name == sick_name and "DRAIN" in n.state]):
+        assert time.monotonic() < deadline, cluster.scheduler_nodes()
+        time.sleep(1)
+    assert "goldenenv health" in drained[0].reason and "GPU 3" in drained[0].reason, drained[0].reason
+
+    job_id = cli("submit", "--nodes", "1", "--name", "after-drain", "--", "python", "-c", "print('ran')").stdout.strip()
+    done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 120)
+    assert done["state"] == "COMPLETED" and sick_name not in done["nodes"], done
+
+    sick.exec_run(["rm", "-rf", "/etc/goldenenv/health/recorded"], user="root")
+    put({"expect.json": json.dumps(health.NO_GPU).encode()})
+    deadline = time.monotonic() + 60
+    while any(n.name == sick_name and "DRAIN" in n.state for n in cluster.scheduler_nodes()):
+        assert time.monotonic() < deadline, cluster.scheduler_nodes()
+        time.sleep(1)

@@ -24,7 +24,8 @@ from goldenenv import catalog, nodeboot, stackconfig
 from goldenenv.clouds.alicloud import storage as alicloud_storage
 from goldenenv.clouds.aws import lustre_mount
 from goldenenv.images.dockerfile import UID
-from goldenenv.nodeboot import NodeBoot
+from goldenenv.health import judge
+from goldenenv.nodeboot import HEALTH_EVIDENCE_UNIT, NodeBoot
 from goldenenv.plan import stack_file
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -247,13 +248,15 @@ def lsblk_stub(tmp_path: Path, devices: list[dict]) -> str:
 
 def test_cloud_init_writes_the_units_and_enables_them_once_without_waiting_for_them(spec):
     doc, files = boot_files(spec)
-    units = [SCRATCH, FSX, CONTAINER]
+    units = [SCRATCH, FSX, HEALTH_EVIDENCE_UNIT, CONTAINER]
     for name in units:
         assert f"/etc/systemd/system/{name}" in files
         assert script_of(files, name).startswith("#!/bin/bash\n")
     (step,) = doc["runcmd"]
     lines = files[step].splitlines()
-    enable = f"systemctl enable --now --no-block {' '.join(units)}"
+    timer = HEALTH_EVIDENCE_UNIT.replace(".service", ".timer")
+    assert f"/etc/systemd/system/{timer}" in files
+    enable = f"systemctl enable --now --no-block {' '.join(units)} {timer}"
     assert "systemctl daemon-reload" in lines
     assert enable in lines, "cloud-init must not hang on a mount that is still retrying"
     assert lines.index("systemctl daemon-reload") < lines.index(enable)
@@ -301,7 +304,7 @@ def test_every_step_retries_until_it_succeeds_and_the_container_always_comes_bac
         _, files = node_files(chosen, ACR_REF)
     else:
         _, files = boot_files(chosen)
-    steps = [name for name in unit_names(files) if name != CONTAINER]
+    steps = [name for name in unit_names(files) if name != CONTAINER and name.endswith(".service")]
     assert SCRATCH in steps
     if stack == "ebmgn8v":
         assert {SHAREDFS, ERDMA} <= set(steps)
@@ -328,7 +331,8 @@ def test_without_an_image_ref_no_container_unit_is_written(spec):
     doc, files = boot_files(spec, image_ref=None)
     assert f"/etc/systemd/system/{CONTAINER}" not in files
     (step,) = doc["runcmd"]
-    assert f"systemctl enable --now --no-block {SCRATCH} {FSX}" in files[step].splitlines()
+    assert (f"systemctl enable --now --no-block {SCRATCH} {FSX} {HEALTH_EVIDENCE_UNIT} "
+            f"{HEALTH_EVIDENCE_UNIT.replace('.service', '.timer')}") in files[step].splitlines()
 
 
 def test_constructor_and_cloud_config_keep_their_old_signature(spec):
@@ -601,12 +605,22 @@ def test_the_container_waits_for_every_step_then_runs_in_the_foreground_with_doc
     step, _ = run_script(tmp_path, script_of(files, FSX), FSX_STUBS)
     assert step.returncode == 0, step.stdout + step.stderr
     result, calls = run_script(tmp_path, container, stubs)
+    assert result.returncode != 0 and f"waiting for {HEALTH_EVIDENCE_UNIT}" in result.stdout
+
+    xid = "NVRM: Xid (PCI:0000:53:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+    step, _ = run_script(tmp_path, script_of(files, HEALTH_EVIDENCE_UNIT), {
+        "journalctl": f"echo 'kernel: eth0 up'; echo {shlex.quote(xid)}", "systemctl": "echo active"})
+    assert step.returncode == 0, step.stdout + step.stderr
+    assert Path(nodeboot.HOST_HEALTH_DIR, "kernel.log").read_text().strip() == xid  # only the XID lines
+    assert Path(nodeboot.HOST_HEALTH_DIR, "fabric_manager.txt").read_text().strip() == "active"  # p5: NVSwitch
+    result, calls = run_script(tmp_path, container, stubs)
     assert result.returncode == 0, result.stdout + result.stderr
     run = docker_run(calls)
     assert "--rm" in run
     assert restart_policy(run) == "no", "a Docker restart must never revive a container on old mounts"
     assert not {"unless-stopped", "always", "-d", "--detach"} & set(run)
     assert f"{scratch}:{scratch}" in run and f"{fsx}:{fsx}" in run
+    assert f"{nodeboot.HOST_HEALTH_DIR}:{judge.HOST_EVIDENCE_DIR}:ro" in run
 
 
 def test_a_container_that_ends_ends_the_unit_so_systemd_starts_it_again(spec, tmp_path):
