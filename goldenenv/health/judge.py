@@ -69,6 +69,9 @@ class Evidence:
     """Run instead when the first command is not installed."""
 
 
+EFA_FI_INFO = "/opt/amazon/efa/bin/fi_info"
+"""Where the EFA installer puts libfabric's fi_info (its /opt/amazon/efa prefix), off the image's PATH."""
+
 EVIDENCE: Dict[str, Evidence] = {
     "gpus": Evidence("nvidia_smi_gpus.csv", ("nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS),
                                              "--format=csv,noheader"), 10, "quick", "gpus", True),
@@ -81,7 +84,8 @@ EVIDENCE: Dict[str, Evidence] = {
     "nvlink_errors": Evidence("nvlink_errors.txt", ("nvidia-smi", "nvlink", "-e"), 10, "quick", "nvlinks", True),
     "fabric_manager": Evidence("fabric_manager.txt", ("systemctl", "is-active", "nvidia-fabricmanager"), 5,
                                "quick", "nvswitch", True),
-    "efa_devices": Evidence("fi_info_efa.txt", ("fi_info", "-p", "efa"), 10, "quick", "fabric=efa", True),
+    "efa_devices": Evidence("fi_info_efa.txt", ("fi_info", "-p", "efa"), 10, "quick", "fabric=efa", True,
+                            fallback=(EFA_FI_INFO, "-p", "efa")),
     "efa_counters": Evidence("rdma_statistic.txt", ("rdma", "-p", "statistic", "show"), 5, "quick", "fabric=efa",
                              True),
     "ib_ports": Evidence("ibstat.txt", ("ibstat",), 5, "quick", "fabric=ib", True),

@@ -132,3 +132,29 @@ def test_a_collected_folder_is_kept_per_stack_and_time(tmp_path):
     folder = fleet.saved_folder(tmp_path, "aws-p5-2node", datetime(2026, 12, 3, 15, 4, 5, tzinfo=timezone.utc))
     assert folder == tmp_path / ".goldenenv" / "health" / "aws-p5-2node" / "20261203T150405Z"
     assert judge.LEVELS == tuple(fleet.COLLECT_TIMEOUT_S)
+
+
+def test_an_efa_node_finds_fi_info_where_the_efa_installer_puts_it_and_the_host_gives_the_kernel_log(tmp_path):
+    """fi_info is off the image's PATH (/opt/amazon/efa/bin); the kernel log and the fabric manager's state come from
+    the host's files (a container can read neither)."""
+    healthy = CAPTURES / "healthy-p5.48xlarge"
+    host = tmp_path / "host"
+    host.mkdir()
+    for name in ("kernel.log", "fabric_manager.txt"):
+        shutil.copy(healthy / name, host / name)
+    ran = []
+
+    def runner(argv, timeout_s):
+        ran.append(argv[0])
+        if argv[0] == "fi_info":
+            raise FileNotFoundError(argv[0])
+        for spec in judge.EVIDENCE.values():
+            if tuple(argv) in (spec.argv, spec.fallback):
+                path = healthy / spec.file
+                return (0, path.read_text(), "") if path.exists() else (127, "", f"{argv[0]}: not found")
+        raise FileNotFoundError(argv[0])
+
+    expect = health.pool_expectations("aws", "p5.48xlarge", None)
+    judge.collect("quick", str(tmp_path / "out"), expect, runner, host_dir=str(host))
+    assert judge.EFA_FI_INFO in ran and "journalctl" not in ran and "systemctl" not in ran
+    assert judge.judge(judge.read_evidence(str(tmp_path / "out")), expect, health.rules_document(), "gpu-0") == []
