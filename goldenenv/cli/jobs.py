@@ -119,13 +119,15 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
 def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", help="One JSON list, for scripts."),
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
-    """The stack's jobs (finished ones for a day): state, nodes, restarts, elapsed, latest checkpoint step."""
+    """The stack's jobs (finished ones for a day): state, nodes, restarts, elapsed, latest checkpoint step; then every
+    node out of service with Slurm's reason (a failed health rule, a spot notice)."""
     from goldenenv import jobs
 
     spec = stack_spec(stack)
     with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         found = jobs.list_jobs(client, jobs.places(spec).checkpoints)
+        out_of_service = [n for n in jobs.scheduler_nodes(client) if n.reason] if not as_json else []
     if as_json:
         print(json.dumps([j.to_dict() for j in found], indent=2))
         return
@@ -136,6 +138,9 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
         table.add_row(j.id, escape(j.name), j.state, escape(j.nodes), str(j.restarts), j.start, j.elapsed,
                       "" if j.checkpoint_step is None else f"step {j.checkpoint_step}", escape(j.reason))
     console.print(table if found else "no jobs")
+    for node in out_of_service:  # why a job waits: a node drained (its health check, a spot notice) or down
+        console.print(f"[yellow]{escape(node.name)}[/] {escape(node.state.lower())}: {escape(node.reason)}",
+                      highlight=False, soft_wrap=True)
 
 
 @app.command("logs")

@@ -25,9 +25,16 @@ from goldenenv.health import judge
 EXPECT_FILE = "expect.json"
 COLLECT_TIMEOUT_S = {"quick": 90, "medium": 900, "long": 2400}
 """How long one node's collection may take, per level (DCGM level 2 takes minutes, level 3 a quarter hour)."""
-NODE_SCRIPT = ('d=$(mktemp -d) && goldenenv-health collect --level "$1" --expect /dev/stdin --out "$d" >&2 '
-               '&& tar -C "$d" -cf - . && rm -rf "$d"')
-"""What runs on a node: the collector reads the expectations from stdin, the evidence comes back as a tar stream."""
+NODE_HEALTH = "/etc/goldenenv/health"
+"""On a node: expect.json (what it should have, written at its start from the catalog) and, where a test or a
+post-mortem puts one, recorded/ (evidence that stands in for the hardware); the Slurm health check reads the same."""
+NODE_SCRIPT = (f'h=${{GOLDENENV_NODE_HEALTH:-{NODE_HEALTH}}}; d=$(mktemp -d) && '
+               'if [ -d "$h/recorded" ]; then cp -R "$h/recorded/." "$d"; '
+               'else goldenenv-health collect --level "$1" --expect /dev/stdin --out "$d" >&2; fi && '
+               'if [ -s "$h/expect.json" ]; then cp "$h/expect.json" "$d/expect.json"; fi && '
+               'tar -C "$d" -cf - . && rm -rf "$d"')
+"""What runs on a node: the collector (expectations on stdin) or the recorded evidence, and the node's own
+expectations when it has them; all of it comes back as a tar stream."""
 
 
 class HealthInputError(ValueError):
@@ -142,12 +149,12 @@ def collect(nodes: Mapping[str, Reach], expects: Mapping[str, Mapping], level: s
 
 
 def _unpack(stream: bytes, folder: Path) -> None:
-    """The evidence files of a node's tar stream: plain files with plain names only, nothing else is written."""
+    """The evidence files of a node's tar stream: plain files with plain names only, nothing else is written. The
+    node's own expect.json, when it sent one, replaces this machine's (the node states what it is)."""
     with tarfile.open(fileobj=io.BytesIO(stream)) as archive:
         for member in archive.getmembers():
             name = Path(member.name).name
-            if member.isfile() and name not in ("", ".", "..", EXPECT_FILE) and Path(member.name).parent in (
-                    Path("."), Path("")):
+            if member.isfile() and name not in ("", ".", "..") and Path(member.name).parent in (Path("."), Path("")):
                 (folder / name).write_bytes(archive.extractfile(member).read())
 
 

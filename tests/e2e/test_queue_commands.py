@@ -119,6 +119,10 @@ def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_run
         assert time.monotonic() < deadline, cluster.scheduler_nodes()
         time.sleep(1)
     assert "goldenenv health" in drained[0].reason and "GPU 3" in drained[0].reason, drained[0].reason
+    shown = cli("jobs").stdout
+    assert sick_name in shown and "xid_79" in shown, shown  # goldenenv jobs says why the node takes no job
+    judged = cli("health", code=1).stdout  # the same evidence, judged from this machine
+    assert f"failing: {sick.name}" in judged and "GPU 3" in judged and "xid_79" in judged, judged
 
     job_id = cli("submit", "--nodes", "1", "--name", "after-drain", "--", "python", "-c", "print('ran')").stdout.strip()
     done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 120)
@@ -130,3 +134,4 @@ def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_run
     while any(n.name == sick_name and "DRAIN" in n.state for n in cluster.scheduler_nodes()):
         assert time.monotonic() < deadline, cluster.scheduler_nodes()
         time.sleep(1)
+    assert "2 of 2 node(s) healthy" in cli("health").stdout

@@ -92,7 +92,8 @@ class Host:
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
                public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
-               nvme: str | None, erdma: int, gpus: int, nvidia_smi: str, extra_files: dict | None = None,
+               nvme: str | None, erdma: int, gpus: int, nvidia_smi: str, health: dict | None = None,
+               extra_files: dict | None = None,
                hostname: str | None = None, address: str | None = None, trusted_ca: str | None = None) -> Host:
         """hostname: the host's name where cloud-init sets one (the head), else its own; address: its private
         address on the stack's network (networks[0]) where the cloud gave one, else the engine picks; trusted_ca:
@@ -117,7 +118,7 @@ class Host:
             "/etc/cloud/cloud.cfg.d/91-login.cfg": (LOGINS[login], 0o644),
         }
         fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma, gpus=gpus,
-                                nvidia_smi=nvidia_smi)
+                                nvidia_smi=nvidia_smi, health=health)
         if trusted_ca:
             fakes[CA_BUNDLE] = (ca_bundle(container) + trusted_ca, 0o644)
         container.put_archive("/", tar_of({**fakes, **(extra_files or {}), **seed}))

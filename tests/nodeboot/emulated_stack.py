@@ -27,6 +27,7 @@ import emulated_cloud
 import emulated_host
 import stand_ins
 from goldenenv import catalog, clouds, lifecycle, plan, slurm, stackconfig
+from goldenenv.catalog import health
 from goldenenv.images import publish
 from goldenenv.images.base import ensure_base
 from goldenenv.images.dockerfile import BuildOptions
@@ -211,6 +212,14 @@ def endpoints_of(user_datas: list[str]) -> list[str]:
     return names
 
 
+def healthy_hardware(spec, it: catalog.InstanceType) -> dict[str, str]:
+    """What the node's GPUs and fabric answer its health check (stand_ins.healthy_evidence): the catalog's GPU,
+    NVLink and fabric device counts for its pool, all healthy."""
+    pool = spec.nodes[0]
+    expect = health.pool_expectations(spec.cloud, it.name, pool.rdma)
+    return stand_ins.healthy_evidence(expect, f"NVIDIA {it.gpu.name}", "570.86.15")
+
+
 def role_of(resources, cloud: str, resource) -> tuple[str, list[str]]:
     """The instance role of a head instance or a node's launch template / instance, and its policy documents."""
     def find(kind: str, **props):
@@ -283,7 +292,8 @@ def boot(client: docker.DockerClient, image: str, stack: str, golden_ref: str, k
                      {k: v for k, v in shares.items() if k == "sharedfs"}, networks=[network.name], erdma=0,
                      gpus=0, nvidia_smi="", hostname=slurm.HEAD_HOSTNAME, address=head_address) if head_data else None
         node = start("node", node_resource, node_data, name, shares, networks=[n.name for n in networks],
-                     erdma=erdma, gpus=it.gpu_count, nvidia_smi=capture.read_text() if capture.exists() else "")
+                     erdma=erdma, gpus=it.gpu_count, nvidia_smi=capture.read_text() if capture.exists() else "",
+                     health=healthy_hardware(spec, it))
     except BaseException:
         for leftover in client.containers.list(all=True, filters={"name": f"^{name}"}):
             leftover.remove(force=True)

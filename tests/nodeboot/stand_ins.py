@@ -21,6 +21,10 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
   the stack; the mount helpers check the source as Lustre's and NFS's do, then bind that folder.
 - the NVIDIA driver (`nvidia-smi` answering from a capture of the instance type), the eRDMA driver (`lsmod`,
   `modprobe erdma`, `rdma dev|link show` as iproute2 prints them, one device per ERI on the host's interfaces).
+- the GPUs' and the fabric's answers to the node health check (goldenenv-health): healthy evidence for the instance
+  type, in the formats nvidia-smi, fi_info and iproute2's rdma print (the recorded p5 in tests/unit/captures/health
+  shows them), given to the golden container as the recorded state the check reads instead of running the commands
+  (`--gpus` mounts it at /etc/goldenenv/health/recorded, as the toolkit gives the container what the driver has).
 - the cloud's instance metadata service (tokens required), answering with the credentials the emulated cloud
   issued for the host's role (tests/nodeboot/emulated_cloud.py). The cloud's APIs themselves (Secrets Manager,
   KMS, NAS: tests/nodeboot/cloud_apis.py) are not on the host: it reaches them by their endpoints' names over
@@ -33,6 +37,10 @@ import json
 
 CONFIG = "/etc/goldenenv-emulated"
 """Per-host facts the stand-ins read: name, rootfs, sharedfs, nvme, erdma."""
+HEALTH = CONFIG + "/health"
+"""The hardware's healthy answers to the health check's commands (healthy_evidence)."""
+RECORDED = "/etc/goldenenv/health/recorded"
+"""Where a node's health check takes recorded evidence instead of running its commands (goldenenv-healthcheck)."""
 BINDS = "/run/goldenenv-emulated/binds"
 """`<host path> <machine path>` for each bind a stand-in made; /run empties on every boot, as mounts do."""
 
@@ -42,6 +50,8 @@ import os, sys
 
 CONFIG = "%(config)s"
 BINDS = "%(binds)s"
+HEALTH = "%(health)s"
+RECORDED = "%(recorded)s"
 NAMED = {"rm", "exec", "stop", "start", "kill", "logs", "inspect", "restart", "wait", "top", "port"}
 FLAGS = {"--rm", "--init", "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--read-only", "--privileged"}
 """`docker run` options that take no value"""
@@ -121,6 +131,8 @@ def run_args(args):
         if a == "--gpus":  # the NVIDIA toolkit gives the container each GPU's device node
             for index in range(int(fact("gpus") or 0)):
                 out += ["--volume", "/dev/null:/dev/nvidia%%d" %% index]
+            if os.path.isdir(HEALTH):  # and the hardware's answers to the health check
+                out += ["--volume", machine_path(HEALTH) + ":" + RECORDED + ":ro"]
             i += 2
             continue
         if a == "--device" and i + 1 < len(args):
@@ -178,7 +190,7 @@ elif argv and argv[0] in NAMED:
 elif argv[:2] == ["container", "inspect"]:
     argv = argv[:2] + named_args(argv[2:])
 os.execv("/usr/bin/docker", ["docker"] + argv)
-''' % {"config": CONFIG, "binds": BINDS}
+''' % {"config": CONFIG, "binds": BINDS, "health": HEALTH, "recorded": RECORDED}
 
 BIND = r'''#!/bin/bash
 # bind <machine folder> <host mount point>: mount it and record the pair for the host's docker
@@ -282,8 +294,43 @@ exec cat %(config)s/nvidia-smi.csv
 ''' % {"config": CONFIG}
 
 
+def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]:
+    """The evidence a healthy node with these expectations (catalog.health.pool_expectations) gives its health
+    check, file by file, in the formats the tools print: every GPU listed without ECC errors or remaps, no XID, every
+    NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device and eRDMA link there."""
+    buses = [f"00000000:{0x53 + 0x11 * i:02X}:00.0" for i in range(expect["gpus"])]
+    files = {
+        "nvidia_smi_gpus.csv": "".join(f"{i}, {bus}, {gpu_name}, {driver}, 0\n" for i, bus in enumerate(buses)),
+        "nvidia_smi_remapped_rows.csv": "gpu_bus_id, remapped_rows.correctable, remapped_rows.uncorrectable, "
+                                        "remapped_rows.pending, remapped_rows.failure\n"
+                                        + "".join(f"{bus}, 0, 0, No, No\n" for bus in buses),
+        "kernel.log": "",
+    }
+    links = range(expect["nvlinks_per_gpu"])
+    if expect["nvlinks_per_gpu"]:
+        heading = [f"GPU {i}: {gpu_name} (UUID: GPU-{i:08x}-0000-0000-0000-000000000000)" for i in range(len(buses))]
+        files["nvlink_status.txt"] = "".join(h + "\n" + "".join(f"\t Link {n}: 26.562 GB/s\n" for n in links)
+                                             for h in heading)
+        files["nvlink_errors.txt"] = "".join(h + "\n" + "".join(
+            f"\t Link {n}: {kind} Errors: 0\n" for n in links for kind in ("Replay", "Recovery", "CRC"))
+            for h in heading)
+    if expect["nvswitch"]:
+        files["fabric_manager.txt"] = "active\n"
+    devices = range(expect["fabric_devices"])
+    if expect["fabric"] == "efa":
+        files["fi_info_efa.txt"] = "".join(
+            f"provider: efa\n    fabric: efa\n    domain: rdmap{79 + d}s0-rdm\n    version: 201.0\n"
+            f"    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n" for d in devices)
+        files["rdma_statistic.txt"] = "".join(f"link rdmap{79 + d}s0/1 \n    rx_drops 0 \n"
+                                              f"    retrans_timeout_events 0 \n" for d in devices)
+    if expect["fabric"] == "erdma":
+        files["rdma_link.txt"] = "".join(f"link erdma_{d}/1 state ACTIVE physical_state LINK_UP netdev eth{d}\n"
+                                         for d in devices)
+    return files
+
+
 def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erdma: int, gpus: int,
-          nvidia_smi: str) -> dict[str, tuple[str, int]]:
+          nvidia_smi: str, health: dict[str, str] | None = None) -> dict[str, tuple[str, int]]:
     """Path on the host -> (content, mode) of every stand-in and the facts they read; "->target" is a symlink."""
     out = {
         "/usr/local/bin/docker": (DOCKER, 0o755),
@@ -303,6 +350,8 @@ def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erd
         f"{CONFIG}/gpus": (str(gpus), 0o644),
         f"{CONFIG}/nvidia-smi.csv": (nvidia_smi, 0o644),
     }
+    for file, text in (health or {}).items():
+        out[f"{HEALTH}/{file}"] = (text, 0o644)
     if sharedfs:
         out[f"{CONFIG}/sharedfs"] = (sharedfs, 0o644)
     if nvme:

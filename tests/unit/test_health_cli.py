@@ -125,6 +125,20 @@ def test_the_node_script_runs_the_images_collector_and_streams_a_tar(tmp_path):
     assert json.loads((out / "expect-seen.json").read_text()) == {"gpus": 1}
     assert (out / "nvidia_smi_gpus.csv").read_text().startswith("0,")
 
+    # a node given a recorded state (a test's stand-in for its hardware) sends that, with its own expectations
+    node_health = tmp_path / "etc-goldenenv-health"
+    shutil.copytree(CAPTURES / "xid79-gpu3", node_health / "recorded")
+    shutil.copy(CAPTURES / "xid79-gpu3" / "expect.json", node_health / "expect.json")
+    done = subprocess.run(fleet.node_command("quick"), input=b"{}", capture_output=True, timeout=30,
+                          env={**env, "GOLDENENV_NODE_HEALTH": str(node_health)})
+    assert done.returncode == 0, done.stderr
+    recorded = tmp_path / "recorded-node"
+    recorded.mkdir()
+    fleet._unpack(done.stdout, recorded)
+    assert not (recorded / "expect-seen.json").exists()  # the collector did not run
+    (verdict,) = fleet.judge_folder(recorded)
+    assert verdict.fails and verdict.findings[0].rule == "xid_79"
+
 
 def test_a_collected_folder_is_kept_per_stack_and_time(tmp_path):
     from datetime import datetime, timezone
