@@ -407,6 +407,23 @@ class _PlanMocks(pulumi.runtime.Mocks):
         return (self.cloud.plan_call(args) if self.cloud is not None else None) or {}
 
 
+def fallback_price_notes(spec: ClusterSpec) -> list[str]:
+    """What each capacity type a pool may fall back to costs an hour: the plan prices the one in use, and the budget
+    must also hold the dearest one `up` may take."""
+    notes = []
+    for pool in spec.nodes:
+        if len(pool.capacities) < 2:
+            continue
+        prices = []
+        for capacity in pool.capacities:
+            line = costs.run_cost(spec.cloud, pool.instance_type, spec.region, capacity.value, pool.count, 1.0)
+            shown = "not priced" if line.amount is None else money(line.amount, line.currency, 2) + "/h"
+            prices.append(f"{capacity.value} {shown}")
+        notes.append(f"{pool.name}: {pool.count} × {pool.instance_type} cost {', '.join(prices)}; the plan and the "
+                     f"budget gate price {pool.capacity.value}, the one in use")
+    return notes
+
+
 def costs_currency(costs: list[PoolCost]) -> str:
     """The currency the stack's catalog prices are in (one per cloud); USD when nothing is priced."""
     found = {c.price.currency for c in costs if c.price}
@@ -467,6 +484,7 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Li
         notes.append("capacity: up tries, in order, until the cloud has room (goldenenv:zones, capacityFallback; "
                      "the zone only while the cluster does not exist yet; a quota or a fatal error stops it, and the "
                      "place that worked is written into the stack file): " + "; ".join(failover.describe_order(order)))
+        notes += fallback_price_notes(spec)
     return [Finding("plan-note", Severity.WARNING, "", n) for n in notes]
 
 
