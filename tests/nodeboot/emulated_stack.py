@@ -26,7 +26,7 @@ import yaml
 import emulated_cloud
 import emulated_host
 import stand_ins
-from goldenenv import catalog, clouds, lifecycle, plan, slurm, stackconfig
+from goldenenv import catalog, clouds, lifecycle, nodeboot, plan, slurm, stackconfig
 from goldenenv.catalog import health
 from goldenenv.images import publish
 from goldenenv.images.base import ensure_base
@@ -141,10 +141,22 @@ class Booted:
         return [Path(f["path"]).name for f in doc["write_files"] if f["path"].startswith("/etc/systemd/system/")]
 
     def up(self, timeout: float = 150) -> None:
-        """Wait until every goldenenv unit is active and the golden container runs."""
+        """Wait until every goldenenv unit is active (a unit a timer runs again, between its runs: its timer active
+        and its step done) and the golden container runs."""
         self.host.wait_for("every goldenenv unit active and the golden container running", lambda: (
-            set(self.host.units_state(self.units).values()) == {"active"} and self.host.golden() is not None),
-            timeout)
+            self.units_up() and self.host.golden() is not None), timeout)
+
+    def units_up(self) -> bool:
+        states = self.host.units_state(self.units)
+        timed = {unit.removesuffix(".timer") + ".service" for unit in self.units if unit.endswith(".timer")}
+
+        def up(unit: str) -> bool:
+            if states.get(unit) == "active":
+                return True
+            return unit in timed and states.get(unit) == "inactive" and \
+                self.host.sh(f"test -e {shlex.quote(nodeboot.ready_marker(unit))}")[0] == 0
+
+        return all(up(unit) for unit in self.units)
 
 
 @dataclass
