@@ -38,7 +38,7 @@ REQUEUE_DELAY_S = 5
 launch a job's steps in well under that."""
 RECOVERY_DELAY_S = 3
 """How long a lost node stays down before the recovery container starts it again (its "reboot")."""
-HEALTH_INTERVAL_S = 5
+HEALTH_INTERVAL_S = 15
 """Seconds between two health checks of a node container: a node given a failing state is drained within them."""
 ENGINE_SOCKET = "/var/run/docker.sock"
 RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
