@@ -129,8 +129,9 @@ def main() -> None:
         config = config_for(base, nodes)
         plan_s, result = timed(lambda: plan.plan_config(STACK, config), args.repeats)
         count = len(result.resources)
-        n_instances = len(result.of_type("aws:ec2/instance:Instance"))
-        assert n_instances == nodes, (n_instances, nodes)
+        pools = {r.urn for r in result.resources if r.type == "goldenenv:aws:GpuNodePool"}
+        n_instances = sum(r.parent_urn in pools for r in result.of_type("aws:ec2/instance:Instance"))
+        assert n_instances == nodes, (n_instances, nodes)  # the GPU nodes: the Slurm head is an instance too
         bare_s, bare_count = timed(lambda: run_bare(nodes, count), args.repeats)
         assert bare_count == count, (bare_count, count)
         strict_s, strict = timed(lambda: plan.plan_config(STACK, config, strict=True), args.repeats)
