@@ -343,39 +343,18 @@ def _exhausted_advice(candidates: Sequence[Placement], attempts: Sequence[Attemp
 
 
 def _quota_lines(error: CloudError, placement: Placement, pools: Sequence[PoolAsk], region: str) -> list[str]:
-    """How many vCPUs the failing pools ask for and, on AWS, of which EC2 quota, with the command that reads it."""
+    """How many vCPUs the failing pools ask for, and of which quota where their cloud knows it (Cloud.quota_lines)."""
+    from goldenenv import clouds
+    from goldenenv.clouds.base import VcpuAsk, vcpu_lines
+
     asked = {p.name: p for p in pools}
-    failing = [asked[name] for name in _failing_pools(error, placement) if name in asked]
-    if not failing:
+    asks = [VcpuAsk(name, asked[name].instance_type, asked[name].count, asked[name].vcpus,
+                    placement.capacity_of(name) or "") for name in _failing_pools(error, placement) if name in asked]
+    if not asks:
         return []
-    if error.cloud == "aws":
-        return _aws_quota_lines(failing, placement, region)
-    total = sum(p.count * p.vcpus for p in failing)
-    nodes = ", ".join(f"{p.count} x {p.instance_type} ({p.name})" for p in failing)
-    where = f" in {region}" if region else ""
-    return [f"the cluster asks for {total} vCPU{where}: {nodes}"]
-
-
-def _aws_quota_lines(failing: Sequence[PoolAsk], placement: Placement, region: str) -> list[str]:
-    """EC2 counts vCPUs per family group and market against one quota each: said per quota, pools summed."""
-    by_quota: dict[str, tuple[catalog.VcpuQuota, list[PoolAsk]]] = {}
-    lines: list[str] = []
-    for pool in failing:
-        market = placement.capacity_of(pool.name) or ""
-        quota = catalog.vcpu_quota(pool.instance_type, market)
-        if quota is None:
-            lines.append(f"{pool.name}: the catalog has no {market} vCPU quota for {pool.instance_type} "
-                         "(catalog aws_vcpu_quotas.csv): check its family's EC2 quotas in the Service Quotas console")
-            continue
-        by_quota.setdefault(quota.code, (quota, []))[1].append(pool)
-    where = f" --region {region}" if region else ""
-    for quota, members in by_quota.values():
-        nodes = " + ".join(f"{p.count} x {p.instance_type} ({p.name})" for p in members)
-        total = sum(p.count * p.vcpus for p in members)
-        code = quota.code if quota.verified else f"{quota.code}, unverified"
-        lines.append(f"{nodes} needs {total} vCPU of {quota.name} ({code}); check with "
-                     f"`aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code}{where}`")
-    return lines
+    if error.cloud in clouds.names():
+        return clouds.get(error.cloud).quota_lines(asks, region)
+    return vcpu_lines(asks, region)
 
 
 def _report(attempts: Sequence[Attempt], advice: str) -> str:

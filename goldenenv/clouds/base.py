@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Protocol
@@ -303,6 +303,25 @@ def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]
     return parts
 
 
+@dataclass(frozen=True)
+class VcpuAsk:
+    """What one pool asks a cloud's vCPU quota for: its nodes of a type, on a capacity type (market)."""
+
+    pool: str
+    instance_type: str
+    count: int
+    vcpus: int
+    """Per node."""
+    market: str
+
+
+def vcpu_lines(asks: Sequence[VcpuAsk], region: str) -> list[str]:
+    """How many vCPUs the pools ask for, where a cloud knows no more than that of its quotas."""
+    total = sum(a.count * a.vcpus for a in asks)
+    nodes = " + ".join(f"{a.pool}: {a.count} x {a.instance_type}" for a in asks)
+    return [f"the cluster asks for {total} vCPU{f' in {region}' if region else ''}: {nodes}"] if asks else []
+
+
 class PulumiCloud:
     """Defaults for a cloud built by a Pulumi program: nothing to adopt, export or purge, no extra notes."""
 
@@ -373,6 +392,11 @@ class PulumiCloud:
 
     def describe(self, resource: Any) -> list[str]:
         return key_words(resource, self.key_props)
+
+    def quota_lines(self, asks: Sequence[VcpuAsk], region: str) -> list[str]:
+        """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name
+        says which)."""
+        return vcpu_lines(asks, region)
 
 
 def stable_number(text: str) -> int:

@@ -522,9 +522,7 @@ def applies(spec: Evidence, expect: dict) -> bool:
         return int(expect.get("nvlinks_per_gpu", 0)) > 0
     if kind == "nvswitch":
         return bool(expect.get("nvswitch"))
-    if kind == "gpus":
-        return int(expect.get("gpus", 0)) > 0
-    return kind == "always"
+    return kind == "gpus" and int(expect.get("gpus", 0)) > 0
 
 
 def evidence_for(level: str, expect: dict) -> Dict[str, Evidence]:

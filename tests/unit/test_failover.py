@@ -308,7 +308,7 @@ def test_an_on_demand_quota_stops_at_once_with_the_quota_and_the_vcpus_to_ask_fo
     message = str(stopped)
     assert message.splitlines()[:2] == ["goldenenv up stopped after 1 attempt(s):",
                                         f"  1. us-east-1a, gpu on on-demand → {code} (quota)"]
-    assert (f"2 x p5.48xlarge (gpu) needs {vcpus} vCPU of {quota.name} ({quota.code}); check with "
+    assert (f"gpu: 2 x p5.48xlarge needs {vcpus} vCPU of {quota.name} ({quota.code}); check with "
             f"`aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code} --region us-east-1`"
             ) in message
     assert capacity_error("aws", code).what_to_do in message
@@ -408,7 +408,7 @@ def test_alibaba_vcpu_quota_stops_with_the_vcpus_and_the_quota_center():
     assert isinstance(stopped, FailoverStopped) and len(cloud.ups) == 1
     it = catalog.instance_type("alicloud", "ecs.ebmgn8v.48xlarge")
     message = str(stopped)
-    assert f"the cluster asks for {2 * it.vcpus} vCPU in cn-wulanchabu: 2 x {it.name} (gpu)" in message
+    assert f"the cluster asks for {2 * it.vcpus} vCPU in cn-wulanchabu: gpu: 2 x {it.name}" in message
     assert capacity_error("alicloud", "QuotaExceed.ElasticQuota").what_to_do in message
     assert "Quota Center" in message
 

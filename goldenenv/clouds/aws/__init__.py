@@ -231,6 +231,10 @@ class AwsCloud(PulumiCloud):
             words.append(f"efa={kinds.count('efa-only')} ena={kinds.count('interface')}")
         return words
 
+    def quota_lines(self, asks, region: str) -> list[str]:
+        """Which EC2 vCPU quota each pool counts against, with the vCPUs it needs (limits.vcpu_quota_lines)."""
+        return limits.vcpu_quota_lines(asks, region)
+
     def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
         """The deploy-readiness rules (`plan --strict`): AWS limits and behaviour the mock runtime cannot see."""
         from goldenenv.clouds.aws import readiness

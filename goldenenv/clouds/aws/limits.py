@@ -7,9 +7,10 @@ instead of typing numbers of their own. No work at import time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from goldenenv.clouds.base import VcpuAsk
 from goldenenv.spec import ClusterSpec, Problem
 
 
@@ -196,3 +197,27 @@ def check_spec(spec: ClusterSpec) -> list[Problem]:
                 f"e.g. alertThresholds: [50, 80, 100] and forecastThresholds: [100]",
             ))
     return problems
+
+
+def vcpu_quota_lines(asks: Sequence[VcpuAsk], region: str | None) -> list[str]:
+    """Per EC2 vCPU quota (one per family group and market, per region: catalog aws_vcpu_quotas.csv), the pools that
+    count against it, the vCPUs they need and the command that reads the account's value; a pool whose quota the
+    catalog lacks is said on its own."""
+    from goldenenv import catalog
+
+    lines: list[str] = []
+    by_quota: dict[str, tuple[catalog.VcpuQuota, list[VcpuAsk]]] = {}
+    for ask in asks:
+        quota = catalog.vcpu_quota(ask.instance_type, ask.market)
+        if quota is None:
+            lines.append(f"{ask.pool}: the catalog has no {ask.market} vCPU quota for {ask.instance_type} (catalog "
+                         "aws_vcpu_quotas.csv): check its family's EC2 quotas in the Service Quotas console")
+            continue
+        by_quota.setdefault(quota.code, (quota, []))[1].append(ask)
+    where = f" --region {region}" if region else ""
+    for quota, members in by_quota.values():
+        nodes = " + ".join(f"{a.pool}: {a.count} x {a.instance_type}" for a in members)
+        code = quota.code if quota.verified else f"{quota.code}, unverified"
+        lines.append(f"{nodes} needs {sum(a.count * a.vcpus for a in members)} vCPU of {quota.name} ({code}); check "
+                     f"with `aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code}{where}`")
+    return lines

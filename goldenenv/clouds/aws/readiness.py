@@ -19,6 +19,7 @@ from goldenenv.clouds.aws import limits, spot
 from goldenenv.clouds.aws.guardrail_facts import (
     DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
 )
+from goldenenv.clouds.base import VcpuAsk
 from goldenenv.guardrails import Context, Finding, PlannedResource, Rule, Severity, check_rule, is_taggable
 from goldenenv.spec import STACK_TAG_KEY
 
@@ -407,18 +408,9 @@ def _check_vcpu_quota(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     instance_type = templates[0].props.get("instanceType")
     options = _mapping(templates[0].props.get("instanceMarketOptions"))
     market = "spot" if options.get("marketType") == "spot" else "on-demand"
-    pool = _pool_name(resource, ctx)
     it = catalog.instance_types("aws").get(instance_type) if isinstance(instance_type, str) else None
-    quota = catalog.vcpu_quota(instance_type, market) if it else None
-    if it is None or quota is None:
-        yield (f"{pool}: the catalog has no {market} vCPU quota for {instance_type} (catalog aws_vcpu_quotas.csv): "
-               "check the EC2 quotas of its family in the Service Quotas console before up")
-        return
-    region = _region(ctx)
-    where = f" --region {region}" if region else ""
-    code = quota.code if quota.verified else f"{quota.code}, unverified"
-    yield (f"{pool}: {count} x {it.name} needs {count * it.vcpus} vCPU of {quota.name} ({code}); check with "
-           f"`aws service-quotas get-service-quota --service-code ec2 --quota-code {quota.code}{where}`")
+    yield from limits.vcpu_quota_lines([VcpuAsk(_pool_name(resource, ctx), it.name if it else str(instance_type),
+                                                count, it.vcpus if it else 0, market)], _region(ctx))
 
 
 # ---------------------------------------------------------------- strict:spot-restart
