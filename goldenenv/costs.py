@@ -8,6 +8,7 @@ comes from; a line the catalog cannot price has no amount and says so, rather th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -118,8 +119,10 @@ def stack_lines(spec: ClusterSpec, resources: Iterable[Any] | None = None, head:
     root_volume_gib), on demand, or None for a stack without one.
     """
     currency = _stack_currency(spec)
+    own = spec.run.price_per_gpu_hour if spec.run else None
     lines = [_compute_line(f"compute {pool.name}", spec.cloud, pool.instance_type, spec.region,
-                           pool.capacity.value, pool.count, 1.0, 1.0, "hour")
+                           pool.capacity.value, pool.count, 1.0, 1.0, "hour") if own is None
+             else _own_price_line(f"compute {pool.name}", spec, pool.instance_type, pool.count, own)
              for pool in spec.nodes]
     if head is not None:
         lines.append(_compute_line(HEAD_LINE, spec.cloud, head.instance_type, spec.region, "on-demand", 1, 1.0,
@@ -143,7 +146,10 @@ def run_lines(spec: ClusterSpec, lines: list[Line]) -> list[Line]:
     month (it outlives destroy, and the budget is monthly), and the idle time; [] without a run section."""
     if spec.run is None:
         return []
-    hours = spec.run.hours
+    run = spec.run
+    hours = billed_hours(run.hours, run.scaling_efficiency)
+    why = f"goldenenv:run.hours {run.hours:g} h" + (
+        f" ÷ scalingEfficiency {run.scaling_efficiency:g} = {hours:g} h" if run.scaling_efficiency != 1 else "")
     projected = []
     for line in lines:
         if line.per == "run":
@@ -151,8 +157,33 @@ def run_lines(spec: ClusterSpec, lines: list[Line]) -> list[Line]:
         elif line.per == "hour" and line.name == OBJECT_STORE:
             projected.append(_scaled(line, HOURS_PER_MONTH, "a month (the bucket outlives destroy)"))
         elif line.per == "hour":
-            projected.append(_scaled(line, hours, f"goldenenv:run.hours {hours:g} h"))
+            projected.append(_scaled(line, hours, why))
+    if run.egress_gb:
+        price = catalog.service_price(NETWORK, spec.cloud, "internet-egress", spec.region)
+        projected.append(_gb_line("internet egress (run)", price, run.egress_gb, "GB", "network",
+                                  _stack_currency(spec), f"goldenenv:run.egressGb {run.egress_gb:g} GB"))
     return projected
+
+
+def billed_hours(hours: float, efficiency: float = 1.0) -> float:
+    """Wall-clock hours of a run that takes `hours` at perfect scaling and reaches `efficiency` of it: hours ÷
+    efficiency, up to the next tenth of an hour (as estimate and plan show it, so the cost re-adds by hand)."""
+    return math.ceil(round(hours / efficiency * 10, 6)) / 10
+
+
+def _own_price_line(name: str, spec: ClusterSpec, instance_type: str, count: int, price: float) -> Line:
+    """A GPU pool at goldenenv:run.pricePerGpuHour, in the cloud's catalog currency."""
+    try:
+        gpus = catalog.instance_type(spec.cloud, instance_type).gpu_count
+    except (KeyError, LookupError, ValueError):
+        gpus = 0
+    currency = _currency(spec.cloud)
+    if not gpus:
+        return Line(name, None, currency, "hour", f"{instance_type}: GPUs per node unknown to the catalog, so "
+                    "goldenenv:run.pricePerGpuHour cannot price it: not counted", "-", verified=False)
+    return Line(name, count * gpus * price, currency, "hour",
+                f"{count} × {instance_type} × {gpus} GPUs × {price:g} {currency}/GPU-h",
+                "goldenenv:run.pricePerGpuHour (your price)", "compute", True)
 
 
 def _scaled(line: Line, hours: float, why: str) -> Line:
@@ -260,3 +291,64 @@ def _stack_currency(spec: ClusterSpec) -> str:
 def _currency(cloud: str) -> str:
     """The currency the catalog prices a cloud in (its first price row), USD when it has none."""
     return next((r["currency"] for r in catalog.rows("prices") if r["cloud"] == cloud), "USD")
+
+
+def _efficiency_note(hours: float, ideal: float | None, efficiency: float) -> str:
+    if ideal is None or efficiency == 1:
+        return f"{hours:g} h"
+    return f"{hours:g} h ({ideal:,.4g} h at perfect scaling ÷ {efficiency:g} scaling efficiency, in tenths of an hour)"
+
+
+def catalog_compute_run(cloud: str, instance_type: str, region: str, capacity: str, nodes: int, hours: float,
+                        efficiency: float, ideal: float | None = None) -> Line:
+    """Compute for `hours` of billed wall-clock time (already divided by the scaling efficiency) on `nodes` nodes at
+    the catalog's price."""
+    line = _compute_line(f"compute {nodes} × {instance_type}", cloud, instance_type, region, capacity, nodes, hours,
+                         1.0, "run")
+    if line.amount is None or ideal is None:
+        return line
+    return Line(line.name, line.amount, line.currency, "run",
+                line.basis.replace(f"{hours:g} h × ", _efficiency_note(hours, ideal, efficiency) + " × ", 1),
+                line.source, "compute", line.verified)
+
+
+def user_compute_run(gpus: int, price: float, currency: str, hours: float, ideal: float | None,
+                     efficiency: float) -> Line:
+    """Compute at the user's own price per GPU-hour (--price, goldenenv:run.pricePerGpuHour)."""
+    return Line(f"compute {gpus} GPUs", hours * gpus * price, currency, "run",
+                f"{_efficiency_note(hours, ideal, efficiency)} × {gpus} GPUs × {price:g} {currency}/GPU-h",
+                "your price (--price)", "compute", True)
+
+
+def run_parts(compute: Line, cloud: str | None, region: str, *, hours: float, stored_gb: float, egress_gb: float,
+              idle_hours: float) -> list[Line]:
+    """A run's cost in four parts: compute (given), storage (the run's data in the object store for a month: it
+    outlives destroy and the budget is monthly), transfer (internet egress by the GB) and idle development time
+    (billed like the compute: its amount ÷ its `hours`, per hour)."""
+    lines = [compute]
+    if stored_gb:
+        price = catalog.service_price(STORAGE, cloud, "object-store", region, "standard") if cloud else None
+        lines.append(_gb_line(OBJECT_STORE, price, stored_gb, "GB-month", "storage", compute.currency,
+                              f"{stored_gb:g} GB (dataset + checkpoints) for a month"))
+    if egress_gb:
+        price = catalog.service_price(NETWORK, cloud, "internet-egress", region) if cloud else None
+        lines.append(_gb_line("internet egress", price, egress_gb, "GB", "network", compute.currency,
+                              f"{egress_gb:g} GB out of the cloud"))
+    if idle_hours:
+        hourly = compute.amount / hours if compute.amount is not None and hours else None
+        lines.append(Line("idle development time", None if hourly is None else hourly * idle_hours,
+                          compute.currency, "run", f"{idle_hours:g} h × the fleet's "
+                          + (f"{hourly:,.2f} {compute.currency}/h" if hourly is not None else "unpriced rate"),
+                          "the compute line", "idle", compute.verified))
+    return lines
+
+
+def _gb_line(name: str, price: Any, gb: float, unit: str, kind: str, currency: str, quantity: str) -> Line:
+    if price is None:
+        return Line(name, None, currency, "run", f"{quantity}; no catalog price (give --instance-type for its "
+                    "cloud's): not counted", "-", kind, False)
+    if price.currency != currency:
+        return Line(name, None, price.currency, "run", f"{quantity} × {price.price:g} {price.currency}/{unit}: "
+                    f"not added to a {currency} total (no FX rate in the catalog)", price.source, kind, False)
+    return Line(name, gb * price.price, price.currency, "run", f"{quantity} × {price.price:g} {price.currency}/{unit}",
+                f"{price.source} ({price.region}, {price.as_of})", kind, price.verified)

@@ -379,8 +379,16 @@ class Run(Model):
     """Dataset size kept in the bucket (GB): billed by the GB-month."""
     checkpoint_gb: float = Field(default=0, ge=0, le=100_000_000, allow_inf_nan=False)
     """Checkpoints kept in the bucket (GB): billed by the GB-month."""
+    scaling_efficiency: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
+    """The share of perfect scaling the run reaches: compute is billed for hours ÷ this (hours then being the run's
+    time at perfect scaling, e.g. from 6·N·T), in tenths of an hour. 1: hours are the wall-clock time."""
+    egress_gb: float = Field(default=0, ge=0, le=1_000_000_000, allow_inf_nan=False)
+    """GB the run sends out of the cloud (results, checkpoints to elsewhere): billed at the catalog's egress price."""
+    price_per_gpu_hour: float | None = Field(default=None, gt=0, le=1_000_000, allow_inf_nan=False)
+    """Your price per GPU-hour (a negotiated or committed rate), in the cloud's catalog currency, over the catalog's
+    on-demand or spot price for the GPU pools."""
     estimate: dict | None = None
-    """An estimate spec (`goldenenv estimate`'s input), read by goldenenv.estimate."""
+    """`goldenenv estimate -s STACK`'s input (the same keys as its --spec file): the model, tokens, ZeRO stage."""
 
 
 class ImageRef(Model):

@@ -532,3 +532,94 @@ class SlurmFeature:
 @functools.cache
 def slurm_features() -> tuple[SlurmFeature, ...]:
     return tuple(SlurmFeature(**r) for r in _read("slurm_features"))
+
+
+@dataclass(frozen=True)
+class DeepspeedEstimator:
+    """One row of DeepSpeed's model-state memory estimators (data/deepspeed_estimators.csv), in the form
+    gpu = P·gpu_per_param + int(P·gpu_per_param_sharded / gpus) + L·gpu_per_largest_layer_param and
+    host per node = buffer × (max(P·a·gpus_per_node, P·b·gpus, P·c / nodes, P·floor) + L·d·gpus_per_node)
+    (P parameters, L the largest layer's). Stage 0 and fp32 rows are the ZeRO paper's, not DeepSpeed's."""
+
+    stage: int
+    precision: str
+    """mixed (bf16/fp16 with fp32 master weights) | fp32"""
+    offload_optimizer: bool
+    offload_params: bool
+    zero_init: bool
+    since: tuple[int, ...]
+    """The first DeepSpeed release computing this row; the newest row at or below the version in use applies."""
+    gpu_per_param: float
+    gpu_per_param_sharded: float
+    gpu_per_largest_layer_param: float
+    cpu_per_param_per_node_gpu: float
+    cpu_per_param_per_gpu: float
+    cpu_per_param_per_node_share: float
+    cpu_per_param_floor: float
+    cpu_per_largest_layer_param_per_node_gpu: float
+    buffer_factor: float
+    source: str
+
+
+@functools.cache
+def deepspeed_estimators() -> tuple[DeepspeedEstimator, ...]:
+    yes = {"yes": True, "no": False}
+    found = []
+    for r in _read("deepspeed_estimators"):
+        numbers = {k: float(v) for k, v in r.items() if k.startswith(("gpu_", "cpu_")) or k == "buffer_factor"}
+        found.append(DeepspeedEstimator(
+            int(r["stage"]), r["precision"], yes[r["offload_optimizer"]], yes[r["offload_params"]],
+            yes[r["zero_init"]], version_tuple(r["since"]), source=r["source"], **numbers))
+    return tuple(found)
+
+
+@functools.cache
+def gpu_usable_mib() -> dict[str, tuple[int, str]]:
+    """data/gpu_usable_memory.csv: (MiB as nvidia-smi reports the GPU's total memory, source) by GPU name."""
+    return {r["gpu"]: (int(r["usable_mib"]), r["source"]) for r in _read("gpu_usable_memory")}
+
+
+@dataclass(frozen=True)
+class GpuBandwidth:
+    gpu: str
+    nvlink_gbytes_per_s_per_link: float
+    """Per link and direction; 0 for a GPU without NVLink."""
+    pcie_generation: int
+    pcie_gbytes_per_s: float
+    """x16, per direction."""
+    source: str
+
+
+@functools.cache
+def gpu_bandwidth() -> dict[str, GpuBandwidth]:
+    """data/gpu_bandwidth.csv by GPU name."""
+    return {r["gpu"]: GpuBandwidth(r["gpu"], float(r["nvlink_gbytes_per_s_per_link"]), int(r["pcie_generation"]),
+                                   float(r["pcie_gbytes_per_s"]), r["source"]) for r in _read("gpu_bandwidth")}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's architecture as its Hugging Face config.json states it (data/models.csv)."""
+
+    model: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    mlp: str
+    """swiglu (gated: gate, up and down matrices) | gelu (two matrices)"""
+    tied_embeddings: bool
+    dropout: bool
+    params: float
+    source: str
+
+
+@functools.cache
+def models() -> dict[str, ModelShape]:
+    yes = {"yes": True, "no": False}
+    return {r["model"]: ModelShape(r["model"], int(r["layers"]), int(r["hidden"]), int(r["heads"]), int(r["kv_heads"]),
+                                   int(r["intermediate"]), int(r["vocab"]), r["mlp"], yes[r["tied_embeddings"]],
+                                   yes[r["dropout"]], float(r["params"]), r["source"])
+            for r in _read("models")}

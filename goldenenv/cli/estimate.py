@@ -1,4 +1,5 @@
-"""`goldenenv estimate`: memory, FLOPs, time and cost of a training run before renting (needs no project)."""
+"""`goldenenv estimate`: memory, FLOPs, time and cost of a training run before renting (needs no project; -s reads
+a stack's pool, lock and goldenenv:run)."""
 
 from __future__ import annotations
 
@@ -14,59 +15,76 @@ from goldenenv.cli.common import console, errors
 app = typer.Typer()
 
 
+def _o(flag: str, help_text: str, **kw):
+    return typer.Option(None, flag, help=help_text, **kw)
+
+
 @app.command("estimate")
 def estimate_cmd(
-    params: str = typer.Option(None, "--params", help="Parameters N, e.g. 13e9 (or --model)."),
-    tokens: str = typer.Option(None, "--tokens", help="Training tokens T, e.g. 1e8."),
-    method: str = typer.Option(None, "--method", help="full | lora | qlora (default full)."),
-    precision: str = typer.Option(None, "--precision", help="bf16 | fp16 | fp32 (default bf16)."),
-    zero: str = typer.Option(None, "--zero", help="DeepSpeed ZeRO stage 0..3 (default 0)."),
-    offload: bool = typer.Option(None, "--offload", help="Offload the optimizer to CPU (ZeRO 1..3).", show_default=False),
-    offload_params: bool = typer.Option(None, "--offload-params", help="Also offload parameters (ZeRO 3).",
-                                        show_default=False),
-    seq_len: str = typer.Option(None, "--seq-len", help="Sequence length (default 4096)."),
-    micro_batch: str = typer.Option(None, "--micro-batch", help="Micro-batch per GPU (default 1)."),
-    layers: str = typer.Option(None, "--layers", help="Transformer layers (with --hidden)."),
-    hidden: str = typer.Option(None, "--hidden", help="Hidden size (with --layers)."),
-    heads: str = typer.Option(None, "--heads", help="Attention heads (default hidden/128)."),
-    model: str = typer.Option(None, "--model", help="A known shape: llama-7b, llama-13b, llama-70b."),
-    checkpointing: bool = typer.Option(None, "--checkpointing/--no-checkpointing",
-                                       help="Full activation checkpointing (default on).", show_default=False),
-    gpu: str = typer.Option(None, "--gpu", help="Catalog GPU for the time estimate, e.g. H100-80GB."),
-    gpus_per_node: str = typer.Option(None, "--gpus-per-node", help="GPUs per node (default 8)."),
-    nodes: str = typer.Option(None, "--nodes", help="Nodes (default 1)."),
-    mfu: str = typer.Option(None, "--mfu", help="Model FLOPs utilisation, 0..1 (default 0.4, an assumption)."),
-    deadline: str = typer.Option(None, "--deadline", help="Hours the run may take; the cheapest option meets it."),
-    trainable_fraction: str = typer.Option(None, "--trainable-fraction", help="LoRA/QLoRA adapters as a fraction "
-                                           "of N (default 0.01)."),
+    params: str = _o("--params", "Parameters N, e.g. 13e9 (or --model / --config)."),
+    tokens: str = _o("--tokens", "Training tokens T, e.g. 1e8."),
+    hours: str = _o("--hours", "The run's hours at perfect scaling, when you know them (instead of --tokens)."),
+    model: str = _o("--model", "A catalog model: llama-2-7b, llama-3.1-8b, mistral-7b, qwen2.5-7b, ..."),
+    config: str = _o("--config", "A Hugging Face config.json on disk (read locally, never downloaded)."),
+    method: str = _o("--method", "full | lora | qlora (default full)."),
+    precision: str = _o("--precision", "bf16 | fp16 | fp32 (default bf16)."),
+    zero: str = _o("--zero", "DeepSpeed ZeRO stage 0..3 (default 0)."),
+    offload: bool = _o("--offload", "Offload the optimizer to CPU (ZeRO 1..3).", show_default=False),
+    offload_params: bool = _o("--offload-params", "Also offload parameters (ZeRO 3).", show_default=False),
+    zero_init: bool = _o("--zero-init/--no-zero-init", "ZeRO-3 builds the model partitioned (default on).",
+                         show_default=False),
+    deepspeed: str = _o("--deepspeed", "DeepSpeed release whose formulas apply, e.g. 0.16.9."),
+    lock: str = _o("--lock", "Use this image lock's DeepSpeed pin (default: the newest formulas known)."),
+    seq_len: str = _o("--seq-len", "Sequence length (default 4096)."),
+    micro_batch: str = _o("--micro-batch", "Micro-batch per GPU (default 1)."),
+    grad_accum: str = _o("--grad-accum", "Micro-batches per optimizer step (default 1)."),
+    attention: str = _o("--attention", "flash | eager (default flash: no s² term)."),
+    layers: str = _o("--layers", "Transformer layers (with --hidden)."),
+    hidden: str = _o("--hidden", "Hidden size (with --layers)."),
+    heads: str = _o("--heads", "Attention heads (default hidden/128)."),
+    kv_heads: str = _o("--kv-heads", "Key/value heads (grouped-query attention; default = heads)."),
+    checkpointing: bool = _o("--checkpointing/--no-checkpointing", "Full activation checkpointing (default on).",
+                             show_default=False),
+    gpu: str = _o("--gpu", "Catalog GPU of your configuration, e.g. H100-80GB."),
+    instance_type: str = _o("--instance-type", "Catalog instance type of your configuration, e.g. p5.48xlarge "
+                            "or alicloud:ecs.gn7i-c8g1.2xlarge (sets GPU, GPUs per node, links, host memory, price)."),
+    gpus_per_node: str = _o("--gpus-per-node", "GPUs per node (default 8)."),
+    nodes: str = _o("--nodes", "Nodes (default 1)."),
+    mfu: str = _o("--mfu", "Model FLOPs utilisation, 0..1 (default 0.4, an assumption)."),
+    headroom: str = _o("--headroom", "Share of GPU and host memory kept free, 0..0.9 (default 0.1)."),
+    deadline: str = _o("--deadline", "Hours the run may take; the cheapest option meets it."),
+    trainable_fraction: str = _o("--trainable-fraction", "LoRA/QLoRA adapters as a fraction of N (default 0.01)."),
+    price: str = _o("--price", "Your price per GPU-hour (with --currency, default USD)."),
+    currency: str = _o("--currency", "Currency of --price: USD, CNY, ..."),
+    scaling_efficiency: str = _o("--scaling-efficiency", "Share of perfect scaling your run reaches, 0..1 "
+                                 "(default: from the links)."),
+    egress_gb: str = _o("--egress-gb", "GB the run sends out of the cloud."),
+    dataset_gb: str = _o("--dataset-gb", "Dataset GB kept in the object store."),
+    checkpoint_gb: str = _o("--checkpoint-gb", "Checkpoint GB kept in the object store."),
+    idle_hours: str = _o("--idle-hours", "Hours the fleet is up without training (development, debugging)."),
+    allow_tcp: bool = _o("--allow-tcp", "Recommend multi-node ZeRO-3 fleets without RDMA too.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable estimate on stdout."),
     spec: Path = typer.Option(None, "--spec", help="YAML run spec with the same keys (flags win)."),
+    stack: str = typer.Option(None, "--stack", "-s", help="Read a stack's GPU pool, image lock and goldenenv:run "
+                              "(its estimate keys too); flags win."),
     plot: Path = typer.Option(None, "--plot", help="Write a PNG or SVG chart of memory and cost."),
 ) -> None:
-    """Memory per GPU, training FLOPs, time and cost on every catalog instance type, before renting."""
-    import yaml
-
+    """Memory per GPU and host, training FLOPs, time and cost on every catalog instance type, before renting."""
     from goldenenv import estimate as est
 
-    given = {k: v for k, v in locals().items() if k in est.SPEC_KEYS}
+    given = {k: v for k, v in locals().items() if k in est.SPEC_KEYS and v is not None}
+    named: dict[str, str] = {}
     problems: list[str] = []
     if spec is not None:
-        try:
-            loaded = yaml.safe_load(spec.read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise ValueError("not a mapping of keys to values")
-        except (OSError, ValueError, yaml.YAMLError) as e:
-            problems.append(f"--spec: {spec} cannot be read: {str(e).splitlines()[0]}")
-            loaded = {}
-        for key, value in loaded.items():
-            name = str(key).replace("-", "_")
-            if name not in est.SPEC_KEYS:
-                problems.append(f"--spec: unknown key {key!r}; valid: {', '.join(est.SPEC_KEYS)}")
-            elif given.get(name) is None:
-                given[name] = value
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-        problems.append(f"--plot: {plot} must end in .png or .svg")
-    request, invalid = est.request_from(given)
+        _merge(given, named, *_spec_file(spec, problems), problems)
+    if stack is not None:
+        _merge(given, named, *_stack_values(stack, problems), problems)
+    if plot is not None:
+        if plot.suffix.lower() not in (".png", ".svg"):
+            problems.append(f"--plot: {plot} must end in .png or .svg")
+        elif not plot.parent.is_dir():
+            problems.append(f"--plot: the folder {plot.parent} does not exist; create it or write elsewhere")
+    request, invalid = est.request_from(given, named=named)
     problems += invalid
     if problems:
         errors.print("[bold red]invalid estimate input[/]")
@@ -76,51 +94,196 @@ def estimate_cmd(
         raise typer.Exit(2)
     result = est.estimate(request)
     if plot is not None:
-        result_figure = est.figure(result)
-        result_figure.savefig(plot, format=plot.suffix.lower().lstrip("."))
+        if result.memory is None:
+            errors.print("[bold red]--plot[/]: needs a model (--params, --model or --config) to chart its memory")
+            raise typer.Exit(2)
+        try:
+            est.figure(result).savefig(plot, format=plot.suffix.lower().lstrip("."))
+        except OSError as e:
+            errors.print(f"[bold red]--plot[/]: {escape(str(plot))} cannot be written: {escape(e.strerror or str(e))}")
+            raise typer.Exit(2) from None
     if as_json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
         return
-    gib = est.GiB
-    m = result.memory
-    shape = request.model_shape
-    console.print(f"[bold]goldenenv estimate[/] {request.params:.3g} params · {request.tokens:.3g} tokens · "
-                  f"{request.method} {request.precision} · ZeRO-{request.zero}"
-                  f"{' offload' if request.offload else ''} · {result.gpus} GPUs ({request.nodes} nodes)", highlight=False)
-    console.print(f"shape: {shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads"
-                  f"{' (inferred from N, an assumption)' if shape.inferred else ''}; seq {request.seq_len}, "
-                  f"micro-batch {request.micro_batch}, checkpointing {'on' if request.checkpointing else 'off'}",
+    _print(est, result)
+
+
+def _merge(given: dict, named: dict, values: dict, names: dict, problems: list[str]) -> None:
+    """Values from a spec file or stack under the flags (flags win), remembering how to name each in messages."""
+    for key, value in values.items():
+        if key not in given:
+            given[key] = value
+            named[key] = names[key]
+
+
+def _spec_file(path: Path, problems: list[str]) -> tuple[dict, dict]:
+    from goldenenv import estimate as est
+    from goldenenv.userfile import read_yaml
+    from goldenenv.spec import ConfigError
+
+    try:
+        loaded = read_yaml(path, str(path), "estimate spec")
+    except ConfigError as e:
+        problems.extend(f"--spec: {p}" for p in e.problems)
+        return {}, {}
+    values, invalid = est.spec_problems({} if loaded is None else loaded, f"{path}")
+    problems.extend(invalid)
+    return values, {k: f"{path}: {k}" for k in values}
+
+
+def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
+    """The stack's first GPU pool (instance type, nodes), its lock (DeepSpeed's pin) and goldenenv:run."""
+    from goldenenv import catalog
+    from goldenenv import estimate as est
+    from goldenenv.cli.common import stack_spec
+
+    spec = stack_spec(stack)
+    where = f"Pulumi.{stack}.yaml"
+    values: dict = {"lock": spec.image.lock}
+    names = {"lock": f"{where}: goldenenv:image.lock"}
+    pool = next((p for p in spec.nodes if (spec.cloud, p.instance_type) in
+                 {(r["cloud"], r["instance_type"]) for r in catalog.rows("instance_types")}), None)
+    if pool is not None:
+        values.update(instance_type=f"{spec.cloud}:{pool.instance_type}", nodes=pool.count)
+        names.update(instance_type=f"{where}: goldenenv:nodes.instanceType", nodes=f"{where}: goldenenv:nodes.count")
+    run = spec.run
+    if run is not None:
+        for key, value in (("egress_gb", run.egress_gb), ("dataset_gb", run.dataset_gb),
+                           ("checkpoint_gb", run.checkpoint_gb), ("idle_hours", run.idle_hours)):
+            if value:
+                values[key], names[key] = value, f"{where}: goldenenv:run.{_camel(key)}"
+        if run.scaling_efficiency != 1:
+            values["scaling_efficiency"] = run.scaling_efficiency
+            names["scaling_efficiency"] = f"{where}: goldenenv:run.scalingEfficiency"
+        if run.price_per_gpu_hour is not None:
+            values.update(price=run.price_per_gpu_hour, currency=_currency(spec.cloud))
+            names.update(price=f"{where}: goldenenv:run.pricePerGpuHour", currency=f"{where}: goldenenv:run")
+        if run.estimate is not None:
+            extra, invalid = est.spec_problems(run.estimate, f"{where}: goldenenv:run.estimate")
+            problems.extend(invalid)
+            for key, value in extra.items():
+                values[key], names[key] = value, f"{where}: goldenenv:run.estimate.{key}"
+    return values, names
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _currency(cloud: str) -> str:
+    from goldenenv import costs
+    return costs._currency(cloud)
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:,.2f}"
+
+
+VERDICT_STYLE = {"fits": "[green]fits[/]", "tight": "[yellow]tight[/]", "no": "[red]no[/]", None: "-"}
+
+
+def _print(est, result) -> None:
+    req, m, own = result.request, result.memory, result.own
+    gpu = req.instance.gpu.name if req.instance else req.gpu
+    shape = req.model_shape
+    plural = "s" if req.nodes > 1 else ""
+    where = f"{req.instance.name} × {req.nodes}" if req.instance else f"{own.gpus} GPUs ({req.nodes} node{plural})"
+    console.print("[bold]goldenenv estimate[/] "
+                  + (f"{shape.total_params:.3g} params · " if shape else "")
+                  + (f"{req.tokens:.3g} tokens · " if req.tokens else "")
+                  + f"{req.method} {req.precision} · ZeRO-{req.zero}{' offload' if req.offload else ''} · {where}",
                   highlight=False)
-    memory_table = Table(title="memory per GPU", title_justify="left")
-    memory_table.add_column("component")
-    memory_table.add_column("GiB", justify="right")
-    for label, value in (("weights", m.weights), ("gradients", m.gradients), ("optimizer", m.optimizer),
-                         ("model states", m.model_states), ("activations", m.activations),
-                         ("overhead", m.overhead), ("total", m.total)):
-        memory_table.add_row(label, f"{value / gib:,.2f}")
-    console.print(memory_table)
-    console.print("fits: " + ", ".join(f"{name} {'[green]yes[/]' if ok else '[red]no[/]'}"
-                                       for name, ok in result.fits.items()), highlight=False)
-    time = (f"{result.hours:,.1f} h on {request.gpu} ({result.gpu_hours:,.0f} GPU-hours)" if result.hours is not None
-            else "give --gpu for the time on your own configuration")
-    console.print(f"training FLOPs {result.training_flops:.3g} · MFU {result.mfu} · {time}", highlight=False)
-    options_table = Table(title="cost per option (smallest fleet that fits" +
-                          (f" and finishes within {request.deadline_hours:g} h)" if request.deadline_hours else ")"),
-                          title_justify="left")
-    for col in ("cloud", "instance type", "GPU", "capacity", "nodes", "hours", "price/hour", "cost"):
-        options_table.add_column(col)
-    for o in result.options:
-        late = " [red]late[/]" if o.meets_deadline is False else ""
-        options_table.add_row(
-            o.cloud, o.instance_type, o.gpu, o.capacity, str(o.nodes) if o.fits else "[red]does not fit[/]",
-            f"{o.hours:,.1f}{late}" if o.hours is not None else "-",
-            f"{o.price_per_hour:,.2f} {o.currency}" if o.price_per_hour is not None else "unpriced",
-            f"{o.cost:,.0f} {o.currency}" if o.cost is not None else "-")
-    console.print(options_table)
-    for currency, o in sorted(result.cheapest.items()):
-        console.print(f"[bold]cheapest ({currency})[/]: {o.cloud} {o.instance_type} x{o.nodes} {o.capacity}, "
-                      f"{o.hours:,.1f} h, {o.cost:,.0f} {currency}", highlight=False)
-    if not result.cheapest:
-        console.print("[yellow]no priced option fits and meets the deadline[/]")
+    if shape is not None:
+        named = f"{shape.name}: " if shape.name else ""
+        console.print(f"shape: {named}{shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads "
+                      f"({shape.kv_heads} key/value), {shape.mlp} MLP {shape.intermediate}, vocabulary {shape.vocab}"
+                      f"{' (inferred from N, an assumption)' if shape.inferred else ''}; seq {req.seq_len}, "
+                      f"micro-batch {req.micro_batch}, {req.attention} attention, checkpointing "
+                      f"{'on' if req.checkpointing else 'off'}", highlight=False)
+        console.print(f"DeepSpeed formulas: {escape(req.deepspeed_from)}", highlight=False)
+    if m is not None:
+        usable = est.gpu_usable_bytes(gpu) if gpu else None
+        table = Table(title="memory per GPU", title_justify="left")
+        table.add_column("component")
+        table.add_column("GiB", justify="right")
+        for label, value in (("model states (DeepSpeed)", m.model_states), ("activations", m.activations),
+                             ("logits", m.logits), ("overhead", m.overhead), ("total", m.total)):
+            table.add_row(label, _gib(value))
+        if gpu:
+            table.add_row(f"{gpu} as nvidia-smi reports it", _gib(usable))
+            table.add_row(f"  less {req.headroom:.0%} headroom", _gib(usable * (1 - req.headroom)))
+        table.add_row("host memory per node (DeepSpeed)", _gib(m.host_per_node))
+        if req.instance:
+            table.add_row(f"{req.instance.name} host memory", _gib(req.instance.memory_gib * 2**30))
+        console.print(table)
+        zt = Table(title=f"every ZeRO stage and offload variant ({own.gpus} GPUs, {req.nodes} node{plural}), as "
+                   "DeepSpeed prints it, plus activations and overhead", title_justify="left")
+        for col in ("ZeRO", "offload", "zero_init", "host/node GiB", "states/GPU GiB", "total/GPU GiB",
+                    f"GPU {gpu or ''}".strip(), "host"):
+            zt.add_column(col, justify="right" if "GiB" in col else "left")
+        for row in result.table:
+            offload = ("params+optimizer" if row["offload_params"] else "optimizer" if row["offload_optimizer"]
+                       else "none")
+            mark = "▶ " if row["chosen"] else ""
+            zt.add_row(f"{mark}{row['zero']}", offload, "1" if row["zero_init"] else "0",
+                       _gib(row["host_bytes_per_node"]), _gib(row["model_states_bytes_per_gpu"]),
+                       _gib(row["total_bytes_per_gpu"]), VERDICT_STYLE[row["gpu_memory"]],
+                       VERDICT_STYLE[row["host_memory"]])
+        console.print(zt)
+        console.print("fits: " + ", ".join(f"{name} {VERDICT_STYLE[v]}" for name, v in result.fits.items()),
+                      highlight=False)
+    flops = f"training FLOPs {result.training_flops:.3g} · MFU {result.mfu} · " if result.training_flops else ""
+    if own.hours is not None:
+        time = (f"{own.hours:,.1f} h ({own.ideal_hours:,.4g} h at perfect scaling ÷ {own.efficiency:.3g} "
+                f"efficiency: {escape(own.efficiency_basis)})")
+    else:
+        time = "give --gpu or --instance-type (and --tokens) for the time on your own configuration"
+    console.print(f"{flops}{time}", highlight=False)
+    if own.parts:
+        ct = Table(title="your run's cost", title_justify="left")
+        for col in ("part", "amount", "how"):
+            ct.add_column(col)
+        for line in own.parts:
+            amount = f"{line.amount:,.2f} {line.currency}" if line.amount is not None else "unpriced"
+            ct.add_row(line.name, amount + ("" if line.verified else " *"), escape(line.basis))
+        total = own.cost
+        ct.add_row("[bold]total[/]", f"[bold]{total:,.2f} {own.parts[0].currency}[/]", "")
+        console.print(ct)
+    if result.options:
+        _print_options(result, req)
     for a in est.ASSUMPTIONS:
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
+
+
+def _print_options(result, req) -> None:
+    title = ("cost per option: the smallest fleet that fits" +
+             (f" and finishes within {req.deadline_hours:g} h" if req.deadline_hours else ""))
+    t = Table(title=title, title_justify="left")
+    for col in ("cloud", "instance type", "GPU", "capacity", "nodes", "network", "efficiency", "hours", "price/hour",
+                "cost"):
+        t.add_column(col)
+    unverified = False
+    for o in result.options:
+        late = " [red]late[/]" if o.meets_deadline is False else ""
+        tcp = " [red]ZeRO-3 over TCP[/]" if o.tcp_zero3 else ""
+        mark = " *" if o.price_verified is False else ""
+        unverified |= bool(mark)
+        nodes = str(o.nodes) if o.fits else f"[red]does not fit[/] (GPU {o.gpu_memory}, host {o.host_memory})"
+        t.add_row(o.cloud, o.instance_type, o.gpu, o.capacity, nodes, escape(o.network) + tcp,
+                  f"{o.scaling_efficiency:.2f}" if o.scaling_efficiency is not None else "-",
+                  f"{o.hours:,.1f}{late}" if o.hours is not None else "-",
+                  f"{o.price_per_hour:,.2f} {o.currency}{mark}" if o.price_per_hour is not None else "unpriced",
+                  f"{o.cost:,.0f} {o.currency}{mark}" if o.cost is not None else "-")
+    console.print(t)
+    if unverified:
+        console.print("* unverified in the catalog, or a dated spot snapshot: check the price before you rely on it")
+    for currency, o in sorted(result.cheapest.items()):
+        console.print(f"[bold]cheapest ({currency})[/]: {o.cloud} {o.instance_type} x{o.nodes} {o.capacity}, "
+                      f"{o.hours:,.1f} h at {o.scaling_efficiency:.2f} efficiency, {o.cost:,.0f} {currency}",
+                      highlight=False)
+    if not result.cheapest:
+        console.print("[yellow]no priced option fits and meets the deadline[/]")
+    if any(o.tcp_zero3 and o.fits for o in result.options) and not req.allow_tcp:
+        console.print("[yellow]multi-node ZeRO-3 without RDMA is not recommended: it gathers every weight over TCP "
+                      "each step; --allow-tcp to consider it[/]")

@@ -224,3 +224,34 @@ def test_a_bad_run_section_names_the_key(run, key):
     with pytest.raises(ConfigError) as e:
         _spec(run=run)
     assert key in [p.key for p in e.value.problems], [str(p) for p in e.value.problems]
+
+
+def test_a_run_with_scaling_efficiency_egress_and_its_own_price():
+    """goldenenv:run says what the user knows: the hours at perfect scaling are billed ÷ scalingEfficiency (in
+    tenths of an hour), egressGb at the catalog's egress price, pricePerGpuHour over the catalog's compute price."""
+    base = _spec(run={"hours": 20})
+    spec = _spec(run={"hours": 20, "scalingEfficiency": 0.7, "egressGb": 100, "pricePerGpuHour": 3})
+    pool = spec.nodes[0]
+    gpus = catalog.instance_type("aws", pool.instance_type).gpu_count
+    hourly = {line.name: line for line in costs.stack_lines(spec)}
+    assert hourly[f"compute {pool.name}"].amount == pool.count * gpus * 3
+    run = {line.name: line for line in costs.run_lines(spec, costs.stack_lines(spec))}
+    assert run[f"compute {pool.name}"].amount == pytest.approx(28.6 * pool.count * gpus * 3)
+    assert "scalingEfficiency 0.7" in run[f"compute {pool.name}"].basis
+    egress = catalog.service_price(costs.NETWORK, "aws", "internet-egress", spec.region).price
+    assert run["internet egress (run)"].amount == pytest.approx(100 * egress)
+    base_run = {line.name: line for line in costs.run_lines(base, costs.stack_lines(base))}
+    catalog_rate = catalog.price("aws", pool.instance_type, spec.region).usd_per_hour
+    assert base_run[f"compute {pool.name}"].amount == pytest.approx(20 * pool.count * catalog_rate)
+
+
+@pytest.mark.parametrize(("run", "key"), [
+    ({"hours": 10, "scalingEfficiency": 0}, "goldenenv:run.scalingEfficiency"),
+    ({"hours": 10, "scalingEfficiency": 1.5}, "goldenenv:run.scalingEfficiency"),
+    ({"hours": 10, "egressGb": -1}, "goldenenv:run.egressGb"),
+    ({"hours": 10, "pricePerGpuHour": 0}, "goldenenv:run.pricePerGpuHour"),
+])
+def test_a_bad_run_figure_names_the_key(run, key):
+    with pytest.raises(ConfigError) as e:
+        _spec(run=run)
+    assert key in [p.key for p in e.value.problems], [str(p) for p in e.value.problems]
