@@ -206,6 +206,16 @@ class Network(Model):
     egress: Literal["nat", "endpoints"] = "nat"
     """nat: NAT gateway for outbound traffic; endpoints: no internet path, VPC endpoints only."""
 
+    @field_validator("cidr", mode="before")
+    @classmethod
+    def _cidr_is_text(cls, v: object) -> object:
+        """ipaddress reads a number (and a boolean) as an address: false would be 0.0.0.0/32."""
+        from goldenenv.userfile import as_written
+
+        if not isinstance(v, (str, ipaddress.IPv4Network)):
+            raise ValueError(f"write a private network as text, e.g. 10.42.0.0/16; got {as_written(v)}")
+        return v
+
     @field_validator("cidr")
     @classmethod
     def _cidr_size(cls, v: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
@@ -219,7 +229,11 @@ class Network(Model):
     @classmethod
     def _networks(cls, v: object) -> object:
         """One clear message for text that is no network, rather than one per IP version."""
+        from goldenenv.userfile import as_written
+
         for item in v if isinstance(v, list) else ():
+            if not isinstance(item, str):
+                raise ValueError(f"{as_written(item)}: write a network as text, such as 203.0.113.0/24")
             try:
                 ipaddress.ip_network(item)
             except (TypeError, ValueError) as e:

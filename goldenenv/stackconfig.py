@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from goldenenv import catalog
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
-from goldenenv.userfile import MAX_DEPTH, MAX_SHOWN, clip, dotted, read_yaml, shown
+from goldenenv.userfile import MAX_DEPTH, MAX_SHOWN, as_written, clip, dotted, read_yaml, shown
 
 NAMESPACE = "goldenenv"
 
@@ -206,7 +206,7 @@ def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> C
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
     except ValidationError as e:
-        problems += [_problem(err, values) for err in e.errors()]
+        problems += [_problem(err, values) for err in user_errors(e.errors(), values, ClusterSpec)]
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         problems.append(Problem(f"{NAMESPACE}:*", f"cannot be read: {clip(str(e) or type(e).__name__)}"))
     if problems:
@@ -316,10 +316,15 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
         return Problem(key, "unknown key" + _suggest(str(path[-1]) if path else "", model_keys(model)))
     if kind == "missing":
         return Problem(key, "required, but not set")
-    message = error_message(err)
-    if path == ["budget"] and kind == "model_type":
-        message += f" (or {NO_BUDGET}: explicitly no budget)"
     given = err.get("input")
+    if path == ["budget"] and kind == "model_type":
+        near = _suggest(given, [NO_BUDGET]) if isinstance(given, str) else ""
+        return Problem(key, f"must be {NO_BUDGET} (explicitly no budget) or {expected(err, ClusterSpec)}; "
+                            f"got {as_written(given)}{near}")
+    if path == ["nodes"] and kind == "list_type":
+        pool = expected({"type": "model_type", "loc": ("nodes", 0)}, ClusterSpec)
+        return Problem(key, f"must be one node pool ({pool}) or a list of them; got {as_written(given)}")
+    message = error_message(err, ClusterSpec)
     ctx = err.get("ctx") or {}
     if "expected" in ctx and isinstance(given, str):
         choices = [c.strip(" '") for c in str(ctx["expected"]).replace(" or ", ",").split(",")]
@@ -327,15 +332,78 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     return Problem(key, message)
 
 
-def error_message(err: Mapping[str, Any]) -> str:
-    """pydantic's message with the value the user gave, clipped wherever it appears."""
-    message = str(err["msg"]).removeprefix("Value error, ")
+WRONG_KIND = {
+    "model_type": None, "model_attributes_type": None, "dataclass_type": None,
+    "dict_type": "a mapping", "list_type": "a list", "tuple_type": "a list", "set_type": "a list",
+    "string_type": "text", "int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+}
+"""pydantic's errors for a value of the wrong kind (a list where a mapping goes), with what the kind is in a
+stack file's or lock's words; None: a mapping of a model's keys (`expected`), never the model's class name."""
+
+
+def _wrong_kind(err: Mapping[str, Any]) -> bool:
+    """An error about the kind of value, not its content; any error naming a class (ctx class_name) is one, and so is
+    a value none of a union's kinds fits (user_errors' `alternatives`)."""
+    return err["type"] in WRONG_KIND or "class_name" in (err.get("ctx") or {}) or bool(err.get("alternatives"))
+
+
+def error_message(err: Mapping[str, Any], model: type[BaseModel] | None = None) -> str:
+    """pydantic's message with the value the user gave, clipped wherever it appears, in YAML's spelling (false,
+    null). A section of the wrong kind says what it holds (`must be a mapping with bucket, parallelFs, localNvme`),
+    its keys read from `model`, the root model the error's location starts at: never a model's class name."""
     given = err.get("input")
+    if _wrong_kind(err):
+        return clip(f"must be {expected(err, model)}; got {as_written(given)}", 1000)
+    message = str(err["msg"]).removeprefix("Value error, ")
     if isinstance(given, str) and len(given) > MAX_SHOWN:
         message = message.replace(given, clip(given))
-    if isinstance(given, (str, int, float, bool)) and err["type"] != "value_error":
-        message = f"{message}; got {shown(given)}"
+    if (given is None or isinstance(given, (str, int, float, bool))) and err["type"] != "value_error":
+        message = f"{message}; got {as_written(given)}"
     return clip(message, 1000)
+
+
+def expected(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
+    """What a value of the wrong kind should have been, in a stack file's words: `a mapping with bucket, parallelFs,
+    localNvme` (the model's keys as written, from `model` down the error's location), `a list`, `text`."""
+    if err.get("alternatives"):
+        return " or ".join(dict.fromkeys(expected(alt, model) for alt in err["alternatives"]))
+    kind = WRONG_KIND.get(err["type"])
+    if kind:
+        return kind
+    hint = _walk(err["loc"], None, model)[2] if model is not None else None
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return f"a mapping with {', '.join(_written_keys(hint))}"
+    return "a mapping"
+
+
+def _written_keys(model: type[BaseModel]) -> list[str]:
+    """A model's keys as a stack file or lock writes them (camelCase aliases), in the model's order."""
+    return [f.alias or n for n, f in model.model_fields.items() if n not in _INTERNAL_FIELDS]
+
+
+def user_errors(errors: list[Mapping[str, Any]], data: Any, model: type[BaseModel]) -> list[dict[str, Any]]:
+    """pydantic's errors as the user's findings: where a value may be one of several kinds (`hostImage`: a
+    catalog name or a mapping of id and driver), pydantic reports every kind it tried. The kinds the value is not
+    are dropped when one kind fits it (`hostImage: {id: 5}` is about the id, not that it is no text); when none
+    fits, they become one error that names them all (`must be text or a mapping with id, driver; got 5`)."""
+    tried: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
+    for err in errors:
+        for at, member in _walk(err["loc"], data, model)[3]:
+            tried.setdefault(tuple(err["loc"][:at]), {}).setdefault(member, []).append(err)
+    dropped: set[int] = set()
+    merged: dict[int, dict[str, Any]] = {}
+    for at, members in tried.items():
+        def wrong_kind(errs: list[dict[str, Any]], member: str) -> bool:
+            return len(errs) == 1 and _wrong_kind(errs[0]) and tuple(errs[0]["loc"]) == (*at, member)
+
+        misses = [m for m, errs in members.items() if wrong_kind(errs, m)]
+        if len(misses) < len(members):
+            dropped.update(id(members[m][0]) for m in misses)
+        elif misses:
+            first, *rest = (members[m][0] for m in misses)
+            merged[id(first)] = {**first, "loc": at, "type": "union_type", "alternatives": [first, *rest]}
+            dropped.update(id(e) for e in rest)
+    return [merged.get(id(e), dict(e)) for e in errors if id(e) not in dropped]
 
 
 def user_path(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int], type[BaseModel] | None]:
@@ -345,12 +413,22 @@ def user_path(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str |
     member of a union it tried: `str`, `IPv4Network`, `HostImageOverride`, `[key]`). Walking the
     models' types beside the user's data keeps only the user's own keys and list indices.
     """
+    path, holder, _, _ = _walk(loc, data, model)
+    return path, holder
+
+
+def _walk(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int], type[BaseModel] | None, Any,
+                                                                 list[tuple[int, str]]]:
+    """user_path's walk: the user's key, the model holding it, the type expected at the location's end, and where
+    the location chose a member of a union: (its index in `loc`, the member's name)."""
     path: list[str | int] = []
+    unions: list[tuple[int, str]] = []
     node, hint, holder = data, model, model
-    for part in loc:
+    for i, part in enumerate(loc):
         members = _members(hint)
         if len(members) > 1:
             hint = next((m for m in members if getattr(m, "__name__", None) == part), None)
+            unions.append((i, part))
             continue
         hint = members[0] if members else None
         if part == "[key]":
@@ -382,7 +460,8 @@ def user_path(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str |
             node = node[part]
         else:
             hint = None
-    return path, holder
+    members = _members(hint)
+    return path, holder, members[0] if len(members) == 1 else hint, unions
 
 
 def _members(hint: Any) -> list[Any]:

@@ -6,6 +6,7 @@ seconds nor a traceback, whatever is in it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +261,19 @@ def shown(value: Any) -> str:
     if isinstance(value, str) and len(value) > MAX_SHOWN:
         text += f" ({len(value):,} characters)"
     return text
+
+
+def as_written(value: Any) -> str:
+    """A value as YAML spells it, for a message: false, null, .inf, 'text' (clipped); a list or mapping by its
+    kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return ".nan" if value != value else ".inf" if value > 0 else "-.inf"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return shown(value)

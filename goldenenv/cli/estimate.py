@@ -137,6 +137,13 @@ def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
     from goldenenv import estimate as est
     from goldenenv.cli.common import stack_spec
 
+    from goldenenv import project
+
+    try:  # estimate runs outside a project too: -s needs the one here
+        project.use(project.find())
+    except project.NoProject as e:
+        problems.append(f"--stack: {e}")
+        return {}, {}
     spec = stack_spec(stack)
     where = f"Pulumi.{stack}.yaml"
     values: dict = {"lock": spec.image.lock}

@@ -12,6 +12,7 @@ from pathlib import Path
 from goldenenv import catalog
 from goldenenv.estimate import footprint as mem
 from goldenenv.estimate import shapes
+from goldenenv.userfile import as_written
 
 SPEC_KEYS = ("params", "tokens", "hours", "method", "precision", "zero", "offload", "offload_params", "zero_init",
              "seq_len", "micro_batch", "grad_accum", "layers", "hidden", "heads", "kv_heads", "model", "config",
@@ -60,7 +61,7 @@ def spec_problems(loaded: object, where: str) -> tuple[dict, list[str]]:
     """The values of a --spec file or a stack's run.estimate, typed as YAML wrote them, and the problems: an
     unknown key, a boolean written as text, text where a number belongs. `where` names the file in messages."""
     if not isinstance(loaded, dict):
-        return {}, [f"{where}: must be a mapping of estimate keys to values; got {_yaml(loaded)}"]
+        return {}, [f"{where}: must be a mapping of estimate keys to values; got {as_written(loaded)}"]
     values, problems = {}, []
     for key, value in loaded.items():
         name = str(key).replace("-", "_")
@@ -69,28 +70,14 @@ def spec_problems(loaded: object, where: str) -> tuple[dict, list[str]]:
         elif value is None:
             continue
         elif name in BOOLEANS and not isinstance(value, bool):
-            problems.append(f"{where}: {key} is {_yaml(value)}; write true or false")
+            problems.append(f"{where}: {key} is {as_written(value)}; write true or false")
         elif name in NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
-            problems.append(f"{where}: {key} is {_yaml(value)}; write a number")
+            problems.append(f"{where}: {key} is {as_written(value)}; write a number")
         elif name in TEXTS and not isinstance(value, (str, int, float)) or (name in TEXTS and isinstance(value, bool)):
-            problems.append(f"{where}: {key} is {_yaml(value)}; write a name")
+            problems.append(f"{where}: {key} is {as_written(value)}; write a name")
         else:
             values[name] = value
     return values, problems
-
-
-def _yaml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return str(value)
 
 
 def request_from(values: dict, *, named: dict[str, str] | None = None):

@@ -279,7 +279,9 @@ def load(name: str, images_dir: Path | None = None) -> Lock:
     try:
         return Lock.model_validate(doc)
     except ValidationError as e:
-        raise ConfigError([_problem(path, err, doc) for err in e.errors()]) from None
+        from goldenenv.stackconfig import user_errors
+
+        raise ConfigError([_problem(path, err, doc) for err in user_errors(e.errors(), doc, Lock)]) from None
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ConfigError([Problem(f"{path.parent.name}/lock.yaml", f"cannot be read: {clip(e)}")]) from None
 
@@ -321,7 +323,7 @@ def _problem(path: Path, err: dict, doc: object = None) -> Problem:
     elif err["type"] == "missing":
         message = "required, but not set"
     else:
-        message = error_message(err)
+        message = error_message(err, Lock)
     return Problem(f"{path.parent.name}/lock.yaml: {field}", message)
 
 

@@ -11,14 +11,19 @@ import copy
 import re
 import shutil
 import shlex
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
+from goldenenv import spec as spec_module
+from goldenenv.images import lock as lock_module
 from goldenenv.images.dockerfile import BuildOptions, dockerfile
-from goldenenv.images.lock import IMAGES, load
+from goldenenv.images.lock import IMAGES, Lock, Pin, load
 from goldenenv.spec import ConfigError
 
 PAYLOADS = {
@@ -187,3 +192,51 @@ def test_legal_values_still_load_and_render_as_one_word_each(tmp_path):
     start = words.index("--download-only") + 1
     assert words[start:start + len(packages)] == packages
     assert BuildOptions(apt_mirror="http://user:secret@deb.debian.org/debian").apt_mirror
+
+
+# ---------------------------------------------------------------- a section of the wrong kind
+
+MODEL_NAME = re.compile(r"\b(%s)\b" % "|".join(sorted(
+    v.__name__ for m in (spec_module, lock_module) for v in vars(m).values()
+    if isinstance(v, type) and issubclass(v, BaseModel))))
+"""Any pydantic model class of a lock or the stack's spec, as a word: no message may name one (issue 21)."""
+
+
+def _models(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+    return []
+
+
+def _sections(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], type[BaseModel]]]:
+    """Every mapping a lock writes, by its keys as written (base.bootstrap), with the model it holds."""
+    return [found for name, field in model.model_fields.items() for inner in _models(field.annotation)
+            for found in [((*path, field.alias or name), inner), *_sections(inner, (*path, field.alias or name))]]
+
+
+SECTIONS = _sections(Lock) + [(("packages", "numpy"), Pin)]  # a package's pin: a mapping under its name
+
+
+def test_every_lock_model_is_a_section_here():
+    written = {v for v in vars(lock_module).values()
+               if isinstance(v, type) and issubclass(v, spec_module.Model) and v not in (spec_module.Model, Lock)}
+    assert written <= {model for _, model in SECTIONS}, written - {model for _, model in SECTIONS}
+
+
+@pytest.mark.parametrize("value, written", [(False, "false"), (True, "true"), ("x", "'x'"), ([1], "a list")],
+                         ids=["false", "true", "text", "list"])
+@pytest.mark.parametrize("path, model", SECTIONS, ids=[".".join(p) for p, _ in SECTIONS])
+def test_a_lock_section_of_the_wrong_kind_says_what_it_holds(tmp_path, path, model, value, written):
+    """`slurm: false` in a lock is refused with the keys slurm holds, as the lock writes them: never `instance of
+    Slurm`."""
+    doc = yaml.safe_load((IMAGES / "cpu-dev" / "lock.yaml").read_text())
+    _set(".".join(path))(doc, value)
+    with pytest.raises(ConfigError) as caught:
+        load(write_lock(tmp_path, doc), tmp_path)
+    keys = ", ".join(f.alias or n for n, f in model.model_fields.items())
+    expected = f"hostile/lock.yaml: {'.'.join(path)}: must be a mapping with {keys}; got {written}"
+    assert expected in [str(p) for p in caught.value.problems]
+    for problem in caught.value.problems:
+        assert not MODEL_NAME.search(str(problem)), str(problem)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import copy
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import yaml
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from goldenenv.clouds.aws import lustre_mount
@@ -20,11 +23,17 @@ from goldenenv import stackconfig
 from goldenenv.cli import app
 from goldenenv.guardrails import Severity
 from goldenenv.plan import NO_BUDGET, STACKS, budget_findings, pool_costs
-from goldenenv.spec import ClusterSpec, ConfigError, Network
+from goldenenv import spec as spec_module
+from goldenenv.images import lock as lock_module
+from goldenenv.spec import ClusterSpec, ConfigError, Network, NodePool
 
 STACK = STACKS / "Pulumi.aws-p5-2node.yaml"
 DIGEST = "sha256:" + "0" * 64
 runner = CliRunner()
+MODEL_NAME = re.compile(r"\b(%s)\b" % "|".join(sorted(
+    v.__name__ for m in (spec_module, lock_module) for v in vars(m).values()
+    if isinstance(v, type) and issubclass(v, BaseModel))))
+"""Any pydantic model class of the stack's spec or a lock, as a word: no message may name one (issue 21)."""
 
 PAYLOADS = {
     "semicolon": "x; touch pwned",
@@ -294,3 +303,132 @@ def test_plan_passes_budget_none_with_a_warning(tmp_path):
     result = _plan(_stack_dir(tmp_path, lambda c: c.update({"goldenenv:budget": "none"})))
     assert result.exit_code == 0, result.output
     assert re.search(rf"warning {NO_BUDGET}", result.output), result.output
+
+
+# ---------------------------------------------------------------- a section of the wrong kind
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field holds, through Optional, unions and Annotated (not inside lists or mappings)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+    return []
+
+
+def _sections(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], type[BaseModel]]]:
+    """Every mapping a stack file writes, by its keys as written (storage.parallelFs), with the model it holds."""
+    found = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        annotation = field.annotation
+        if typing.get_origin(annotation) is list:  # goldenenv:nodes: one pool's mapping in a single-pool stack
+            annotation = typing.get_args(annotation)[0]
+        for inner in _models(annotation):
+            found += [((*path, key), inner), *_sections(inner, (*path, key))]
+    return found
+
+
+SECTIONS = _sections(ClusterSpec)
+
+
+def _written_keys(model: type[BaseModel]) -> str:
+    return ", ".join(f.alias or n for n, f in model.model_fields.items())
+
+
+def test_every_nested_model_is_a_section_here():
+    """The walk above reaches every model a stack file can write, so the test below covers each one."""
+    reached = {model for _, model in SECTIONS}
+    written = {v for v in vars(spec_module).values() if isinstance(v, type) and issubclass(v, spec_module.Model)}
+    written -= {spec_module.Model, ClusterSpec}
+    assert written <= reached, written - reached
+
+
+WRONG_KINDS = {"false": (False, "false"), "true": (True, "true"), "text": ("x", "'x'"), "number": (3, "3"),
+               "list": ([1], "a list")}
+"""Values no section is, and how a message shows each (YAML's spelling)."""
+
+
+def _wrong_kind_cases():
+    for path, model in SECTIONS:
+        for name, (value, written) in WRONG_KINDS.items():
+            if name == "text" and model is spec_module.HostImageOverride:
+                continue  # hostImage may be text: a catalog name
+            if name == "list" and path == ("nodes",):
+                written = "1"  # a list of pools: its item is the pool of the wrong kind
+            yield pytest.param(path, model, value, written, id=f"{'.'.join(path)}-{name}")
+
+
+@pytest.mark.parametrize("path, model, value, written", list(_wrong_kind_cases()))
+def test_a_section_of_the_wrong_kind_says_what_it_holds(path, model, value, written):
+    """`goldenenv:storage: false` is refused with the keys storage holds, as a stack file writes them, and the value
+    in YAML's spelling: never pydantic's `instance of Storage`."""
+    values = stack_values()
+    _set(".".join(path), lambda _: value)(values, "")
+    problems = refusal(values).problems
+    key = "goldenenv:" + ".".join(path)
+    [problem] = [p for p in problems if p.key == key]
+    assert f"a mapping with {_written_keys(model)}" in problem.message, str(problem)
+    assert problem.message.startswith("must be ") and f"; got {written}" in problem.message, str(problem)
+    for p in problems:
+        assert not MODEL_NAME.search(str(p)), str(p)
+
+
+def test_a_pool_of_the_wrong_kind_is_named_by_its_index():
+    values = stack_values()
+    values["nodes"] = [values["nodes"], {**values["nodes"], "name": "b", "hostImage": False}, False]
+    problems = [str(p) for p in refusal(values).problems]
+    pool = _written_keys(NodePool)
+    assert problems == [
+        "goldenenv:nodes[1].hostImage: must be text or a mapping with id, driver; got false",
+        f"goldenenv:nodes[2]: must be a mapping with {pool}; got false",
+    ]
+
+
+def test_a_value_one_kind_fits_is_judged_as_that_kind():
+    """hostImage is a catalog name or {id, driver}: a mapping is judged as one, text as a name, in one line each."""
+    values = stack_values()
+    values["nodes"]["hostImage"] = {"id": 5, "driver": "570.133.20"}
+    assert [str(p) for p in refusal(values).problems] == ["goldenenv:nodes.hostImage.id: must be text; got 5"]
+    values["nodes"]["hostImage"] = "Not-A-Name"
+    [problem] = refusal(values).problems
+    assert problem.key == "goldenenv:nodes.hostImage" and "pattern" in problem.message and "mapping" not in str(problem)
+
+
+def _project(tmp_path: Path, stack: str, edit: Callable[[dict], None]) -> Path:
+    """A copy of a project: Pulumi.yaml and one stack file (locks and templates come from the package)."""
+    root = tmp_path / "infra"
+    (root / "stacks").mkdir(parents=True)
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "infra", "runtime": "python",
+                                                      "stackConfigDir": "stacks"}))
+    doc = yaml.safe_load(STACK.read_text())
+    edit(doc["config"])
+    (root / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
+    return root
+
+
+def test_plan_says_what_storage_holds_when_it_is_false(tmp_path, monkeypatch):
+    from goldenenv import project
+
+    monkeypatch.chdir(Path.cwd())  # --cwd moves into the project; the next test starts where this one did
+    monkeypatch.setattr(project, "_current", None)
+    root = _project(tmp_path, "bad", lambda c: c.update({"goldenenv:storage": False}))
+    assert "goldenenv:storage: false" in (root / "stacks" / "Pulumi.bad.yaml").read_text()
+    result = runner.invoke(app, ["--cwd", str(root), "plan", "-s", "bad"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert "goldenenv:storage: must be a mapping with bucket, parallelFs, localNvme; got false" in result.output
+    assert not MODEL_NAME.search(result.output) and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize("network, message", [
+    ({"cidr": False}, "goldenenv:network.cidr: write a private network as text, e.g. 10.42.0.0/16; got false"),
+    ({"cidr": 5}, "goldenenv:network.cidr: write a private network as text, e.g. 10.42.0.0/16; got 5"),
+    ({"adminCidrs": [5]}, "goldenenv:network.adminCidrs: 5: write a network as text, such as 203.0.113.0/24"),
+])
+def test_a_network_written_as_a_number_is_refused_not_read_as_an_address(network, message):
+    """ipaddress reads 5 as 0.0.0.5 and false as 0.0.0.0: a stack file's network is text."""
+    doc = yaml.safe_load((STACKS / "Pulumi.aws-p5-2node.yaml").read_text())["config"]
+    doc["goldenenv:network"] = network
+    with pytest.raises(ConfigError) as e:
+        stackconfig.load("aws-p5-2node", *stackconfig.namespaced(doc))
+    assert message in [str(p) for p in e.value.problems]
