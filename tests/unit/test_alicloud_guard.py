@@ -1,6 +1,8 @@
 """The Alibaba Cloud budget guard against API answers in the documented shapes: it alerts each threshold once a
-month, stops exactly the stack's running nodes at 100 % with the hard stop on, sums every page of the bill, and
-turns an unreadable bill into an alert.
+month, stops exactly the stack's running nodes at 100 % with the hard stop on, sums every page of the bill, turns
+an unreadable bill into an alert, fails closed on a bill it cannot compare with the limit (NaN, Infinity, text,
+missing amounts, another currency), counts a node as stopped only when StopInstances says so for it, and reads
+the bill month in Beijing time.
 
 The captures under captures/alicloud_* are assembled, not recorded from an account: BSS OpenAPI
 DescribeSplitItemBill bodies in the response model of the alibabacloud-bssopenapi20171214 SDK (Data.Items[] with
@@ -51,12 +53,21 @@ def bill_pages() -> dict[str, dict]:
     return pages
 
 
-class Cloud:
-    """BSS and ECS as the guard calls them, answering from the captures; remembers the security group's tags."""
+@pytest.fixture(autouse=True)
+def no_pause_between_stop_attempts(monkeypatch):
+    monkeypatch.setattr(guard, "STOP_RETRY_SECONDS", 0.0, raising=False)
 
-    def __init__(self, pages: dict[str, dict] | None = None, bill_error: dict | None = None):
+
+class Cloud:
+    """BSS and ECS as the guard calls them, answering from the captures; remembers the security group's tags.
+    `cycles` answers the bill by BillingCycle ({cycle: pages}); `stop` answers StopInstances (params -> body)."""
+
+    def __init__(self, pages: dict[str, dict] | None = None, bill_error: dict | None = None,
+                 cycles: dict[str, dict[str, dict]] | None = None, stop=None):
         self.pages = bill_pages() if pages is None else pages
         self.bill_error = bill_error
+        self.cycles = cycles
+        self.stop = stop
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.memory_tag: str | None = None
         self.alerts: list[tuple[str, str]] = []
@@ -65,7 +76,8 @@ class Cloud:
         self.calls.append((action, dict(params)))
         if self.bill_error:
             raise guard.ApiError(action, self.bill_error["Code"], self.bill_error["Message"])
-        return self.pages[params.get("NextToken", "")]
+        pages = self.pages if self.cycles is None else self.cycles[params["BillingCycle"]]
+        return pages[params.get("NextToken", "")]
 
     def ecs(self, action: str, params: dict[str, str]) -> dict:
         self.calls.append((action, dict(params)))
@@ -81,7 +93,7 @@ class Cloud:
             self.memory_tag = params["Tag.1.Value"]
             return {"RequestId": "tag"}
         if action == "StopInstances":
-            return capture("alicloud_ecs_StopInstances.json")
+            return self.stop(params) if self.stop else capture("alicloud_ecs_StopInstances.json")
         raise AssertionError(f"unexpected call {action}")
 
     def notify(self, subject: str, body: str) -> None:
@@ -99,6 +111,51 @@ def budget_of(limit: float, hard_stop: bool = True, thresholds=(50, 80, 100)) ->
 def run(cloud: Cloud, limit: float, **kw) -> guard.Report:
     return guard.run(budget_of(limit, **{k: v for k, v in kw.items() if k in ("hard_stop", "thresholds")}),
                      bill=cloud.bill, ecs=cloud.ecs, notify=cloud.notify, now=kw.get("now", NOW))
+
+
+UNDER_BUDGET = "alicloud_bss_DescribeSplitItemBill_2026-07_under_budget.json"
+"""One page, two CNY items: 20,000.00 (ECS) and 1.50 (OSS)."""
+
+
+def under_budget_page(amount: str | None = None, currencies: tuple | None = None) -> dict:
+    """The under-budget page as it comes off the wire with the ECS item's `"PretaxAmount": 20000.0` written
+    instead as `amount` (JSON text: NaN and Infinity are the tokens Python's json reads as floats; None drops
+    the field), and the items' Currency replaced by `currencies` (None in it drops the field)."""
+    text = (CAPTURES / UNDER_BUDGET).read_text()
+    if amount is not None:
+        assert text.count('"PretaxAmount": 20000.0,') == 1
+        text = text.replace('"PretaxAmount": 20000.0,', f'"PretaxAmount": {amount},')
+    page = json.loads(text)
+    if amount is None and currencies is None:
+        del page["Data"]["Items"][0]["PretaxAmount"]
+    for item, currency in zip(page["Data"]["Items"], currencies or (), strict=False):
+        if currency is None:
+            del item["Currency"]
+        else:
+            item["Currency"] = currency
+    return page
+
+
+def stop_ids(params: dict[str, str]) -> list[str]:
+    numbered = {int(k.removeprefix("InstanceId.")): v for k, v in params.items() if k.startswith("InstanceId.")}
+    return [numbered[n] for n in sorted(numbered)]
+
+
+def stopping(instance: str) -> dict:
+    """An InstanceResponse for an instance StopInstances stopped (ECS's documented shape)."""
+    return {"InstanceId": instance, "Code": "200", "Message": "success", "PreviousStatus": "Running",
+            "CurrentStatus": "Stopping"}
+
+
+def refused(instance: str, code: str = "IncorrectInstanceStatus",
+            message: str = "The current status of the resource does not support this operation.") -> dict:
+    return {"InstanceId": instance, "Code": code, "Message": message, "PreviousStatus": "Running",
+            "CurrentStatus": "Running"}
+
+
+def stop_answer(*responses: dict) -> dict:
+    return {"RequestId": "473469C7-AA6F-4DC5-B3DB-A3DC0DE30004",
+            "InstanceResponses": {"InstanceResponse": list(responses)}}
 
 
 # ---------------------------------------------------------------- shipped alone, speaking the program's tags
@@ -225,7 +282,8 @@ def test_stops_go_in_calls_of_at_most_100_ids():
     cloud = Cloud()
     cloud.ecs = lambda action, params: (cloud.calls.append((action, dict(params))) or (
         {"Instances": {"Instance": instances}} if action == "DescribeInstances" else
-        {"SecurityGroups": {"SecurityGroup": []}} if action == "DescribeSecurityGroups" else {}))
+        {"SecurityGroups": {"SecurityGroup": []}} if action == "DescribeSecurityGroups" else
+        stop_answer(*(stopping(i) for i in stop_ids(params))) if action == "StopInstances" else {}))
     report = run(cloud, limit=240_000)
     sizes = [sum(k.startswith("InstanceId.") for k in p) for p in cloud.of("StopInstances")]
     assert sizes == [100, 100, 30] and len(report.stopped) == 230
@@ -256,6 +314,152 @@ def test_a_failed_memory_write_is_reported_and_the_alert_still_goes_out():
     cloud.ecs = no_tagging
     report = run(cloud, limit=400_000)
     assert len(cloud.alerts) == 1 and any("may repeat" in f for f in report.failed)
+
+
+# ---------------------------------------------------------------- fails closed on a bill it cannot compare
+
+UNTRUSTED = "the bill cannot be trusted"
+
+
+def trusted_alert(cloud: Cloud) -> str:
+    """The body of the one alert that the bill cannot be trusted."""
+    bodies = [body for subject, body in cloud.alerts if UNTRUSTED in subject]
+    assert len(bodies) == 1, f"no single '{UNTRUSTED}' alert among {[subject for subject, _ in cloud.alerts]}"
+    return bodies[0]
+
+
+@pytest.mark.parametrize("hard_stop", [True, False])
+def test_a_nan_bill_alerts_and_with_the_hard_stop_stops_the_nodes(hard_stop):
+    cloud = Cloud(pages={"": under_budget_page("NaN")})
+    report = run(cloud, limit=400_000, hard_stop=hard_stop)
+    body = trusted_alert(cloud)
+    assert "PretaxAmount nan is not a finite number" in body and "i-2zeaaaaaaaaaaaaaaaa1" in body
+    assert any("not a finite number" in f for f in report.failed)  # the invocation fails
+    assert not any("passed" in subject for subject, _ in cloud.alerts)
+    if hard_stop:
+        [stop] = cloud.of("StopInstances")
+        assert set(stop_ids(stop)) == set(report.stopped) == MINE_RUNNING
+        assert "treated as over the limit" in " ".join(report.failed) and "stops every running node" in body
+        assert any("hard stop of" in subject for subject, _ in cloud.alerts)
+    else:
+        assert cloud.of("StopInstances") == [] and report.stopped == []
+
+
+@pytest.mark.parametrize("amount", ["Infinity", "-Infinity", '"NaN"', '"Infinity"', "1e999"])
+def test_an_infinite_bill_is_a_reason_in_an_alert_not_a_threshold_passed(amount):
+    cloud = Cloud(pages={"": under_budget_page(amount)})
+    report = run(cloud, limit=400_000)
+    assert "is not a finite number" in trusted_alert(cloud)
+    assert not any("passed" in subject for subject, _ in cloud.alerts) and report.percent is None
+    assert set(report.stopped) == MINE_RUNNING and report.failed
+
+
+@pytest.mark.parametrize("amount,reason", [('"N/A"', "PretaxAmount 'N/A' is not a number"),
+                                           ('""', "PretaxAmount '' is not a number"),
+                                           ("null", "PretaxAmount None is not a number"),
+                                           (None, "has no PretaxAmount")])
+def test_a_text_or_missing_amount_fails_closed(amount, reason):
+    cloud = Cloud(pages={"": under_budget_page(amount)})
+    report = run(cloud, limit=400_000)
+    assert reason in trusted_alert(cloud) and any(reason in f for f in report.failed)
+    assert set(report.stopped) == MINE_RUNNING
+    run(cloud, limit=400_000)  # 15 minutes later: stopped again, alerted once a day
+    assert len(cloud.of("StopInstances")) == 2 and len([s for s, _ in cloud.alerts if UNTRUSTED in s]) == 1
+
+
+def test_an_answer_without_data_fails_closed():
+    cloud = Cloud(pages={"": {"Code": "Success", "Message": "Successful!", "RequestId": "8A1B", "Success": True}})
+    report = run(cloud, limit=400_000)
+    assert "has no Data" in trusted_alert(cloud) and set(report.stopped) == MINE_RUNNING
+
+
+@pytest.mark.parametrize("currencies,named", [(("USD", "USD"), "USD"), (("CNY", "USD"), "USD"),
+                                              (("CNY", None), "no currency given")])
+@pytest.mark.parametrize("hard_stop", [True, False])
+def test_a_bill_in_another_currency_than_the_limit_alerts_the_reason_and_stops_with_the_hard_stop(
+        currencies, named, hard_stop):
+    cloud = Cloud(pages={"": under_budget_page(currencies=currencies)})  # 20,001.50: 5 % as plain numbers
+    report = run(cloud, limit=400_000, hard_stop=hard_stop)
+    body = trusted_alert(cloud)
+    assert f"the bill is in {named}, the limit in CNY" in body and "20,001.50" in body
+    assert any(f"the bill is in {named}" in f for f in report.failed)
+    assert report.spend == pytest.approx(20_001.5) and report.percent is None
+    assert not any("passed" in subject for subject, _ in cloud.alerts)
+    if hard_stop:
+        assert set(report.stopped) == MINE_RUNNING and len(cloud.of("StopInstances")) == 1
+    else:
+        assert cloud.of("StopInstances") == [] and report.stopped == []
+    assert cloud.memory_tag == "2026-07:;c2026-07-20"  # nothing alerted as a threshold, the problem once today
+
+
+# ---------------------------------------------------------------- a node is stopped when the answer says so
+
+FIRST, SECOND = sorted(MINE_RUNNING)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda ids: stop_answer(*(stopping(i) for i in ids if i != SECOND)),  # the answer omits one instance
+    lambda ids: stop_answer(*(stopping(i) if i != SECOND else {"InstanceId": i, "Message": "?"} for i in ids)),
+], ids=["omitted", "no-code"])
+def test_an_instance_left_out_of_the_stop_answer_is_not_stopped_but_retried_and_reported(answer):
+    cloud = Cloud(stop=lambda params: answer(stop_ids(params)))
+    report = run(cloud, limit=240_000)
+    assert report.stopped == [FIRST]
+    assert [stop_ids(p) for p in cloud.of("StopInstances")] == [[FIRST, SECOND], [SECOND], [SECOND]]
+    [failure] = [f for f in report.failed if "hard stop of" in f]
+    assert SECOND in failure and "not stopped" in failure and "tried 3 times" in failure
+    [(subject, body)] = [(s, b) for s, b in cloud.alerts if "hard stop" in s]
+    assert subject.endswith("incomplete") and f"stopped 1 node(s): {FIRST}" in body and SECOND in body
+
+    run(cloud, limit=240_000)  # the next scheduled run finds it still Running and tries again
+    assert SECOND in stop_ids(cloud.of("StopInstances")[3])
+
+
+@pytest.mark.parametrize("empty", [{"RequestId": "473469C7-AA6F-4DC5-B3DB-A3DC0DE30005"},
+                                   stop_answer(), {"RequestId": "r", "InstanceResponses": {}}])
+def test_an_empty_stop_answer_stops_nothing(empty):
+    cloud = Cloud(stop=lambda params: empty)
+    report = run(cloud, limit=240_000)
+    assert report.stopped == [] and len(cloud.of("StopInstances")) == 3
+    assert {i for i in MINE_RUNNING if any(i in f and "not in the StopInstances answer" in f
+                                           for f in report.failed)} == MINE_RUNNING
+    [(subject, body)] = [(s, b) for s, b in cloud.alerts if "hard stop" in s]
+    assert "incomplete" in subject and "stopped 0 node(s)" in body
+
+
+@pytest.mark.parametrize("first", [lambda ids: stop_answer(stopping(FIRST)),
+                                   lambda ids: stop_answer(stopping(FIRST), refused(SECOND))],
+                         ids=["omitted", "refused"])
+def test_a_node_the_first_answer_did_not_stop_is_stopped_by_the_retry_in_the_same_run(first):
+    answers = iter([first, lambda ids: stop_answer(*(stopping(i) for i in ids))])
+    cloud = Cloud(stop=lambda params: next(answers)(stop_ids(params)))
+    report = run(cloud, limit=240_000)
+    assert [stop_ids(p) for p in cloud.of("StopInstances")] == [[FIRST, SECOND], [SECOND]]
+    assert sorted(report.stopped) == [FIRST, SECOND] and report.failed == []
+
+
+# ---------------------------------------------------------------- the bill month is Beijing time
+
+def test_the_bill_month_is_beijing_time_on_both_sides_of_midnight():
+    for now, cycle in [(datetime(2026, 12, 31, 23, 30, tzinfo=timezone.utc), "2027-01"),  # 07:30 on Jan 1
+                       (datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc), "2026-12"),     # 11:00 on Dec 1
+                       (datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc), "2026-12"),   # 00:00 on Dec 1
+                       (datetime(2026, 11, 30, 15, 59, 59, tzinfo=timezone.utc), "2026-11")]:
+        cloud = Cloud(pages={"": capture(UNDER_BUDGET)})
+        report = run(cloud, limit=400_000, now=now)
+        assert report.cycle == cycle, now
+        assert {p["BillingCycle"] for p in cloud.of("DescribeSplitItemBill")} == {cycle}, now
+
+
+def test_before_eight_beijing_on_the_first_the_guard_reads_the_new_months_bill():
+    july_over, august_small = bill_pages(), {"": capture(UNDER_BUDGET)}  # 102 % and 8 % of 240,000
+    cloud = Cloud(cycles={"2026-07": july_over, "2026-08": august_small})
+    report = run(cloud, limit=240_000, now=datetime(2026, 7, 31, 20, 0, tzinfo=timezone.utc))  # 04:00 Aug 1
+    assert report.cycle == "2026-08" and report.spend == pytest.approx(20_001.5)
+    assert cloud.of("StopInstances") == [] and cloud.alerts == []
+
+    report = run(cloud, limit=240_000, now=datetime(2026, 7, 31, 15, 30, tzinfo=timezone.utc))  # 23:30 Jul 31
+    assert report.cycle == "2026-07" and set(report.stopped) == MINE_RUNNING
 
 
 # ---------------------------------------------------------------- the Function Compute entry point
@@ -290,7 +494,7 @@ def test_handler_reads_its_environment_and_fails_the_invocation_on_a_problem(mon
     assert "cannot read the bill" in mail["Subject"] and "NotAuthorized" in capsys.readouterr().out
 
 
-def test_handler_succeeds_when_all_is_well_and_flags_a_bill_in_another_currency(monkeypatch):
+def test_handler_succeeds_when_all_is_well_and_flags_a_bill_in_another_currency(monkeypatch, capsys):
     cloud = Cloud()
     clients = {"business.aliyuncs.com": cloud.bill, "business.ap-southeast-1.aliyuncs.com": cloud.bill,
                f"ecs.{REGION}.aliyuncs.com": cloud.ecs, "dm.aliyuncs.com": lambda a, p: {},
@@ -304,9 +508,12 @@ def test_handler_succeeds_when_all_is_well_and_flags_a_bill_in_another_currency(
         if currency == "CNY":
             result = json.loads(guard.handler(b"{}", Context()))
             assert result["alerts"] == [] and result["spend"] == pytest.approx(PAGES_TOTAL)
-        else:  # the captured bill is in CNY: a USD limit is a configuration error the invocation reports
-            with pytest.raises(RuntimeError, match="1 problem"):
+        else:  # the captured bill is in CNY: a USD limit is a configuration error, alerted and reported; with
+            # no sender configured the alert only reaches the output, which is the second problem
+            with pytest.raises(RuntimeError, match="2 problem"):
                 guard.handler(b"{}", Context())
+            out = capsys.readouterr().out
+            assert "ALERT goldenenv budget guard of" in out and "the bill is in CNY, the limit in USD" in out
 
 
 def test_the_sites_endpoints_follow_the_billing_currency():

@@ -11,7 +11,13 @@ What it reads, and what that means:
 - spend: BSS OpenAPI DescribeSplitItemBill for the month (BillingCycle YYYY-MM), filtered on the stack tag,
   every page (MaxResults 300 + NextToken), PretaxAmount summed. Split bills lag consumption by about 48 hours
   (72 for per-bucket OSS items) and exist only once the split bill is enabled in the Expenses and Costs console,
-  so the guard sees yesterday's spend at best: the limit is a soft one.
+  so the guard sees yesterday's spend at best: the limit is a soft one. The month is the bill's, Beijing time
+  (UTC+8), not UTC: from 00:00 Beijing on the 1st the guard reads the new month's bill.
+- fail closed: a bill answer the guard cannot read as finite amounts (NaN, Infinity, text, an amount missing,
+  no Data) or in another currency than the limit cannot be compared with the limit. It is alerted with the
+  reason (once a day), fails the invocation and, with the hard stop on, counts as over the limit: the nodes are
+  stopped. A bill call that fails outright (permission, network) is alerted and fails the invocation, but stops
+  nothing: no answer is not a wrong answer, and a network blip must not stop a training run.
 - memory: which thresholds already alerted this month is kept in one tag (``goldenenv:budget-alerts``) on the
   stack's security groups, found by the project and stack tags. A security group lives exactly as long as the
   stack and is never stopped or rolled, so the memory survives restarts of the function and of the nodes. If
@@ -19,11 +25,14 @@ What it reads, and what that means:
 - alerts: one message per threshold, to the budget's emails through Direct Mail (SingleSendMail) from the sender
   address the account has verified there; every alert is also printed to the invocation's output. Without a
   sender an alert cannot be delivered, which fails the invocation (the function's error count shows it). A bill
-  the guard cannot read is itself an alert (once a day) and fails the invocation: never a silent pass.
+  the guard cannot read or compare is itself an alert (once a day) and fails the invocation: never a silent pass.
 - hard stop: at 100 % or more, every running node of the stack (both tags match) is stopped with StopInstances,
   in calls of at most 100 ids, in economical mode (StopCharging: a pay-as-you-go instance stops billing for its
-  vCPUs, memory and GPUs; disks keep billing). Nodes started again by hand are stopped on the next run while
-  spend stays over the limit: raise the limit or turn the hard stop off to run again this month.
+  vCPUs, memory and GPUs; disks keep billing). A node counts as stopped only when the answer names it with Code
+  200; one the answer leaves out, or answers with an error, is tried again in this run (STOP_ATTEMPTS in all),
+  then reported (alert, failed invocation) and tried again by the next run, which finds it still Running. Nodes
+  started again by hand are stopped on the next run while spend stays over the limit: raise the limit or turn
+  the hard stop off to run again this month.
 """
 
 from __future__ import annotations
@@ -32,14 +41,16 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 STACK_TAG_KEY = "goldenenv:stack"
@@ -47,8 +58,21 @@ STACK_TAG_KEY = "goldenenv:stack"
 PROJECT_TAG_KEY = "project"
 """The key goldenenv.spec.Tags.resolved gives the project (checked by a test)."""
 STATE_TAG_KEY = "goldenenv:budget-alerts"
-"""On the stack's security groups: `<YYYY-MM>:<thresholds alerted, comma separated>` and `;e<YYYY-MM-DD>`, the
-last day an unreadable bill was reported."""
+"""On the stack's security groups: `<YYYY-MM>:<thresholds alerted, comma separated>`, then `;<kind><YYYY-MM-DD>`
+for each kind of bill problem (PROBLEM_KINDS) with the last day it was alerted."""
+PROBLEM_CALL, PROBLEM_AMOUNT, PROBLEM_COMPARE = "e", "n", "c"
+PROBLEM_KINDS = (PROBLEM_CALL, PROBLEM_AMOUNT, PROBLEM_COMPARE)
+"""Bill problems alerted once a day each: the bill call failed (e), the answer holds no finite amount (n), the
+spend cannot be compared with the limit (c: another currency, or a limit that is not a positive number)."""
+
+BILLING_TZ = timezone(timedelta(hours=8), "Asia/Shanghai")
+"""The time zone of Alibaba Cloud's bill: billing cycles (YYYY-MM) and billing dates are Beijing time, UTC+8,
+which has no daylight saving time. Alibaba states its bill schedule in UTC+8: "The final bill for the current
+month is available for query after 12:00 (UTC+8) on the fourth day of the next month" (BSS OpenAPI
+DescribeSplitItemBill, https://alibabacloud.com/help/en/boa/latest/api-bssopenapi-2017-12-14-describesplititembill)
+and "The final monthly bill of a month is issued after 12:00 (UTC+8) on the second day of the following month"
+(Expenses and Costs, https://www.alibabacloud.com/help/en/user-center/user-guide/how-to-manage-bills). A fixed
+offset, not zoneinfo: the FC runtime need not ship tz data."""
 
 BSS_VERSION = "2017-12-14"
 ECS_VERSION = "2014-05-26"
@@ -58,6 +82,13 @@ BILL_PAGE_SIZE = 300
 ECS_PAGE_SIZE = 100
 MAX_IDS_PER_STOP = 100
 """StopInstances takes up to 100 InstanceId.N a call."""
+STOP_OK = "200"
+"""An InstanceResponse's Code when its instance was stopped (ECS StopInstances: "A return value of 200 indicates
+that the operation was successful"); any other Code, or no answer for the instance, is a failed stop."""
+STOP_ATTEMPTS = 3
+STOP_RETRY_SECONDS = 5.0
+"""The pause before each new StopInstances attempt for the nodes the last one did not stop; the timer's next run
+(15 minutes later) tries again after that."""
 STOPPED_MODE = "StopCharging"
 """Economical mode: a stopped pay-as-you-go VPC instance stops billing for its vCPUs, memory and GPUs, which are
 released, so a start later may wait for capacity. An instance that refuses this mode is reported as a failed
@@ -91,6 +122,10 @@ class ApiError(RuntimeError):
     def __init__(self, action: str, code: str, message: str):
         super().__init__(f"{action}: {code}: {message}")
         self.action, self.code, self.message = action, code, message
+
+
+class UnreadableBill(ValueError):
+    """A bill answer that came back but cannot be read as finite amounts: the guard fails closed on it."""
 
 
 # ---------------------------------------------------------------- signed RPC calls (standard library only)
@@ -155,21 +190,63 @@ def rpc_client(endpoint: str, version: str, credentials: Credentials, timeout: f
 
 # ---------------------------------------------------------------- the bill
 
+def billing_time(now: datetime) -> datetime:
+    """`now` on the bill's clock (BILLING_TZ; a naive `now` is taken as UTC): 2026-12-31T23:30Z is already
+    2027-01-01 07:30 there, so the bill month is 2027-01."""
+    return (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).astimezone(BILLING_TZ)
+
+
+def bill_amount(value: Any, where: str) -> float:
+    """A bill amount as a finite float: a JSON number, or text that reads as one; UnreadableBill otherwise (NaN,
+    Infinity, other text, null, a missing amount)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a number")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
+        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a finite number")
+    return number
+
+
+def _item_name(item: dict[str, Any], page: int, n: int) -> str:
+    named = item.get("SplitItemID") or item.get("InstanceID") or item.get("ProductCode")
+    return f"bill item {n} of page {page}" + (f" ({named}, {item.get('BillingDate', '?')})" if named else "")
+
+
 def month_spend(bill: Call, stack: str, cycle: str) -> tuple[float, set[str]]:
-    """The stack's pretax spend for the billing cycle (YYYY-MM) over every page, and the currencies it is in."""
-    total, currencies, token = 0.0, set(), None
+    """The stack's pretax spend for the billing cycle (YYYY-MM) over every page, and the currencies it is in (""
+    for an item that names none). Raises ApiError when a call fails, UnreadableBill when an answer holds no
+    finite amount where one must be."""
+    total, currencies, token, page = 0.0, set(), None, 0
     while True:
+        page += 1
         params = {"BillingCycle": cycle, "MaxResults": str(BILL_PAGE_SIZE),
                   "TagFilter.1.TagKey": STACK_TAG_KEY, "TagFilter.1.TagValues.1": stack}
         if token:
             params["NextToken"] = token
-        data = bill("DescribeSplitItemBill", params).get("Data") or {}
-        for item in data.get("Items") or []:
-            total += float(item.get("PretaxAmount") or 0.0)
-            if item.get("Currency"):
-                currencies.add(str(item["Currency"]))
+        answer = bill("DescribeSplitItemBill", params)
+        data = answer.get("Data") if isinstance(answer, dict) else None
+        if not isinstance(data, dict):
+            raise UnreadableBill(f"page {page} of DescribeSplitItemBill has no Data: {str(answer)[:200]}")
+        items = data.get("Items")
+        if items is None:
+            items = []  # nothing billed yet (a new stack, the first two days of a month)
+        if not isinstance(items, list):
+            raise UnreadableBill(f"page {page} of DescribeSplitItemBill: Items is {str(items)[:200]}, not a list")
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict):
+                raise UnreadableBill(f"bill item {n} of page {page} is {str(item)[:200]}, not an object")
+            where = _item_name(item, page, n)
+            if "PretaxAmount" not in item:
+                raise UnreadableBill(f"{where} has no PretaxAmount")
+            total += bill_amount(item["PretaxAmount"], where)
+            currencies.add(str(item.get("Currency") or ""))
         token = data.get("NextToken")
         if not token:
+            if not math.isfinite(total):
+                raise UnreadableBill(f"the amounts sum to {total}, not a finite number")
             return total, currencies
 
 
@@ -207,29 +284,31 @@ def stack_instances(ecs: Call, region: str, project: str, stack: str) -> list[di
 
 @dataclass
 class Memory:
-    """What the guard remembers between runs: thresholds alerted in `cycle`, and the last day it reported an
-    unreadable bill; `holders` are the security groups the memory is kept on."""
+    """What the guard remembers between runs: thresholds alerted in `cycle`, and the last day each kind of bill
+    problem (PROBLEM_KINDS) was alerted; `holders` are the security groups the memory is kept on."""
 
     cycle: str
     alerted: set[int] = field(default_factory=set)
-    error_day: str = ""
+    reported: dict[str, str] = field(default_factory=dict)
     holders: list[str] = field(default_factory=list)
 
     def encode(self) -> str:
         text = f"{self.cycle}:{','.join(str(t) for t in sorted(self.alerted))}"
-        return text + (f";e{self.error_day}" if self.error_day else "")
+        return text + "".join(f";{kind}{day}" for kind, day in sorted(self.reported.items()) if day)
 
 
 def parse_memory(values: Sequence[str], cycle: str) -> Memory:
     """The union of what every holder remembers for `cycle`; other months are forgotten."""
     memory = Memory(cycle)
     for value in values:
-        head, _, error = value.partition(";e")
+        head, *marks = value.split(";")
         month, _, levels = head.partition(":")
         if month == cycle:
             memory.alerted |= {int(t) for t in levels.split(",") if t.strip().isdigit()}
-        if error.startswith(cycle):
-            memory.error_day = max(memory.error_day, error)
+        for mark in marks:
+            kind, day = mark[:1], mark[1:]
+            if kind in PROBLEM_KINDS and day.startswith(cycle):
+                memory.reported[kind] = max(memory.reported.get(kind, ""), day)
     return memory
 
 
@@ -282,7 +361,8 @@ class Report:
 
     def log_lines(self) -> list[str]:
         prefix = f"project={self.project} stack={self.stack} cycle={self.cycle}{' DRY RUN' if self.dry_run else ''}:"
-        spend = "unknown" if self.spend is None else f"{self.spend:.2f} ({self.percent:.1f} % of the limit)"
+        spend = ("unknown" if self.spend is None else f"{self.spend:.2f} (not comparable with the limit)"
+                 if self.percent is None else f"{self.spend:.2f} ({self.percent:.1f} % of the limit)")
         lines = [f"{prefix} spend {spend}"]
         lines += [f"{prefix} ALERT {subject}" for subject in self.alerts]
         lines += [f"{prefix} stopped {i}" for i in self.stopped]
@@ -292,8 +372,10 @@ class Report:
 
 def run(budget: Budget, *, bill: Call, ecs: Call, notify: Notify, now: datetime, dry_run: bool = False) -> Report:
     """One guard run at `now`: read the bill, alert new thresholds, hard stop, remember. Never raises for a
-    cloud error: each one is in the report (and an unreadable bill is alerted)."""
-    cycle, today = now.strftime("%Y-%m"), now.strftime("%Y-%m-%d")
+    cloud error: each one is in the report (and a bill problem is alerted). Fails closed: a bill that cannot be
+    read as finite amounts in the limit's currency counts as over the limit."""
+    local = billing_time(now)
+    cycle, today = local.strftime("%Y-%m"), local.strftime("%Y-%m-%d")
     report = Report(budget.project, budget.stack, cycle, dry_run=dry_run)
     try:
         memory = read_memory(ecs, budget.region, budget.project, budget.stack, cycle)
@@ -304,25 +386,35 @@ def run(budget: Budget, *, bill: Call, ecs: Call, notify: Notify, now: datetime,
 
     try:
         spend, currencies = month_spend(bill, budget.stack, cycle)
-    except (ApiError, ValueError, TypeError, AttributeError) as e:
+    except ApiError as e:
         report.failed.append(f"cannot read the bill: {e}")
-        if memory.error_day != today:
+        if memory.reported.get(PROBLEM_CALL) != today:
             subject = f"goldenenv budget guard of {budget.stack} cannot read the bill"
             _alert(report, notify, dry_run, subject, (
                 f"The budget guard of project {budget.project} stack {budget.stack} could not read this month's "
                 f"spend from DescribeSplitItemBill: {e}. Until it can, no threshold alerts and no hard stop happen. "
                 "Check the function's RAM role (bssapi:DescribeSplitItemBill) and that the split bill is enabled "
                 "in the Expenses and Costs console. This alert repeats once a day while it lasts."))
-            memory.error_day = today
+            memory.reported[PROBLEM_CALL] = today
+        _remember(report, ecs, budget.region, memory, before, dry_run)
+        return report
+    except (UnreadableBill, ValueError, TypeError, AttributeError) as e:
+        _fail_closed(report, ecs, budget, notify, dry_run, memory, today, PROBLEM_AMOUNT,
+                     f"the bill cannot be read as a finite amount: {e}")
         _remember(report, ecs, budget.region, memory, before, dry_run)
         return report
 
     report.spend = spend
-    report.percent = 100.0 * spend / budget.monthly_limit
     foreign = currencies - {budget.currency}
-    if foreign:
-        report.failed.append(f"the bill is in {', '.join(sorted(foreign))}, the limit in {budget.currency}: "
-                             "compared as numbers")
+    if foreign or not (math.isfinite(budget.monthly_limit) and budget.monthly_limit > 0):
+        why = (f"the bill is in {', '.join(sorted(c or 'no currency given' for c in foreign))}, the limit in "
+               f"{budget.currency}: {spend:,.2f} cannot be compared with {budget.monthly_limit:,.2f}" if foreign else
+               f"the monthly limit {budget.monthly_limit!r} is not a positive number")
+        _fail_closed(report, ecs, budget, notify, dry_run, memory, today, PROBLEM_COMPARE, why)
+        _remember(report, ecs, budget.region, memory, before, dry_run)
+        return report
+
+    report.percent = 100.0 * spend / budget.monthly_limit
     for level in sorted(set(budget.thresholds)):
         if report.percent >= level and level not in memory.alerted:
             _alert(report, notify, dry_run,
@@ -335,9 +427,29 @@ def run(budget: Budget, *, bill: Call, ecs: Call, notify: Notify, now: datetime,
             memory.alerted.add(level)
 
     if budget.hard_stop and report.percent >= HARD_STOP_PERCENT:
-        _hard_stop(report, ecs, budget, notify, dry_run)
+        _hard_stop(report, ecs, budget, notify, dry_run, f"{report.percent:.1f} % of its monthly limit")
     _remember(report, ecs, budget.region, memory, before, dry_run)
     return report
+
+
+def _fail_closed(report: Report, ecs: Call, budget: Budget, notify: Notify, dry_run: bool, memory: Memory,
+                 today: str, kind: str, why: str) -> None:
+    """A bill the guard cannot compare with the limit: alert the reason (once a day for this kind), fail the
+    invocation and, with the hard stop on, act as if spend were over the limit."""
+    report.failed.append(why + ("; treated as over the limit" if budget.hard_stop else "; no hard stop (it is off)"))
+    if memory.reported.get(kind) != today:
+        _alert(report, notify, dry_run, f"goldenenv budget guard of {budget.stack}: the bill cannot be trusted", (
+            f"The budget guard of project {budget.project} stack {budget.stack} cannot compare this month's spend "
+            f"({report.cycle}, DescribeSplitItemBill) with its limit of {budget.monthly_limit:,.2f} "
+            f"{budget.currency}: {why}. "
+            + ("It treats the spend as over the limit, so the hard stop stops every running node of the stack on "
+               "each run until the bill reads as finite amounts in the limit's currency (or the hard stop is "
+               "turned off). " if budget.hard_stop else
+               "No threshold alert or hard stop can be judged until it does. ")
+            + "This alert repeats once a day while it lasts."))
+        memory.reported[kind] = today
+    if budget.hard_stop:
+        _hard_stop(report, ecs, budget, notify, dry_run, f"a bill that cannot be trusted ({why})")
 
 
 def _alert(report: Report, notify: Notify, dry_run: bool, subject: str, body: str) -> None:
@@ -350,37 +462,66 @@ def _alert(report: Report, notify: Notify, dry_run: bool, subject: str, body: st
         report.failed.append(f"could not send the alert '{subject}': {e}")
 
 
-def _hard_stop(report: Report, ecs: Call, budget: Budget, notify: Notify, dry_run: bool) -> None:
+def stop_instances(ecs: Call, region: str, instances: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """One StopInstances attempt over `instances` in calls of at most 100: (stopped, {instance: why not}). An
+    instance counts as stopped only when the answer names it with Code 200; one the answer leaves out (or an
+    answer without InstanceResponses) is not."""
+    stopped: list[str] = []
+    errors: dict[str, str] = {}
+    for start in range(0, len(instances), MAX_IDS_PER_STOP):
+        chunk = list(instances[start:start + MAX_IDS_PER_STOP])
+        params = {"RegionId": region, "StoppedMode": STOPPED_MODE, "ForceStop": "false",
+                  "BatchOptimization": "SuccessFirst"}
+        params.update({f"InstanceId.{n}": instance for n, instance in enumerate(chunk, 1)})
+        try:
+            answer = ecs("StopInstances", params)
+        except ApiError as e:
+            errors.update({instance: str(e) for instance in chunk})
+            continue
+        wrapper = answer.get("InstanceResponses") if isinstance(answer, dict) else None
+        responses = wrapper.get("InstanceResponse") if isinstance(wrapper, dict) else None
+        outcome = {str(r["InstanceId"]): r for r in (responses if isinstance(responses, list) else [])
+                   if isinstance(r, dict) and r.get("InstanceId")}
+        for instance in chunk:
+            result = outcome.get(instance)
+            if result is None:
+                errors[instance] = "not in the StopInstances answer"
+            elif str(result.get("Code")) != STOP_OK:
+                errors[instance] = f"{result.get('Code')}: {result.get('Message')}"
+            else:
+                stopped.append(instance)
+    return stopped, errors
+
+
+def _hard_stop(report: Report, ecs: Call, budget: Budget, notify: Notify, dry_run: bool, why: str) -> None:
     try:
         running = [i["InstanceId"] for i in stack_instances(ecs, budget.region, budget.project, budget.stack)
                    if i.get("Status") in RUNNING_STATES]
     except ApiError as e:
         report.failed.append(f"hard stop: cannot list the stack's nodes: {e}")
         return
-    for start in range(0, len(running), MAX_IDS_PER_STOP):
-        chunk = running[start:start + MAX_IDS_PER_STOP]
-        if dry_run:
-            report.stopped += chunk
-            continue
-        params = {"RegionId": budget.region, "StoppedMode": STOPPED_MODE, "ForceStop": "false",
-                  "BatchOptimization": "SuccessFirst"}
-        params.update({f"InstanceId.{n}": instance for n, instance in enumerate(chunk, 1)})
-        try:
-            answer = ecs("StopInstances", params)
-        except ApiError as e:
-            report.failed += [f"hard stop of {i}: {e}" for i in chunk]
-            continue
-        outcome = {r.get("InstanceId"): r for r in (answer.get("InstanceResponses") or {}).get("InstanceResponse", [])}
-        for instance in chunk:
-            result = outcome.get(instance, {})
-            if result and str(result.get("Code", "200")) != "200":
-                report.failed.append(f"hard stop of {instance}: {result.get('Code')}: {result.get('Message')}")
-            else:
-                report.stopped.append(instance)
-    if report.stopped and not dry_run:
-        _alert(report, notify, dry_run, f"goldenenv budget: hard stop of {budget.stack}", (
-            f"Spend of project {budget.project} stack {budget.stack} is {report.percent:.1f} % of its monthly limit; "
-            f"the guard stopped {len(report.stopped)} node(s): {', '.join(report.stopped)}. Disks keep billing."))
+    if dry_run:
+        report.stopped += running
+        return
+    pending, errors = running, {}
+    for attempt in range(STOP_ATTEMPTS):
+        if not pending:
+            break
+        if attempt:
+            time.sleep(STOP_RETRY_SECONDS)
+        stopped, errors = stop_instances(ecs, budget.region, pending)
+        report.stopped += stopped
+        pending = [i for i in pending if i in errors]
+    report.failed += [f"hard stop of {i}: {errors[i]} (tried {STOP_ATTEMPTS} times; not stopped, the next run "
+                      "tries again)" for i in pending]
+    if report.stopped or pending:
+        _alert(report, notify, dry_run,
+               f"goldenenv budget: hard stop of {budget.stack}" + (" incomplete" if pending else ""), (
+                   f"Project {budget.project} stack {budget.stack} is at {why}; the guard stopped "
+                   f"{len(report.stopped)} node(s): {', '.join(report.stopped) or 'none'}. Disks keep billing."
+                   + (f" It could not stop {len(pending)} node(s), tried {STOP_ATTEMPTS} times: "
+                      + "; ".join(f"{i} ({errors[i]})" for i in pending)
+                      + ". The next run, in 15 minutes, tries again." if pending else "")))
 
 
 def _remember(report: Report, ecs: Call, region: str, memory: Memory, before: str, dry_run: bool) -> None:
