@@ -1,7 +1,15 @@
 """Strict reading of the YAML files users write (stack files, locks): plain data, or one clear ConfigError line.
 
-No anchors or aliases, bounded size and depth, text keys, plain scalar types: a small file can cost neither
-seconds nor a traceback, whatever is in it.
+No anchors or aliases, bounded size, depth and node count, text keys, plain scalar types: a small file can cost
+neither seconds nor a traceback, whatever is in it. Regular files only: a named pipe or a device is never opened
+for a blocking read.
+
+One reading everywhere: `plan` reads a stack file with PyYAML (YAML 1.1 rules) and `pulumi up` reads the same file
+with go-yaml (YAML 1.2's core schema, as far as Pulumi's config goes), so a value the two rule sets read
+differently is refused, naming its key: base-60 numbers (1:30), yes/no/on/off/y/n as booleans, 0-prefixed octal
+(0755, 012), 0o and 0b numbers, `_` in numbers (1_000), exponents without a dot or sign (1e3), and the 1.1-only line
+breaks (NEL, U+2028, U+2029) written raw. What both read alike (true, 12, 1.5, 0x1F, .inf, null, quoted text) is
+unchanged.
 """
 
 from __future__ import annotations
@@ -9,6 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import os
+import re
+import stat
 
 import yaml
 from yaml.composer import Composer
@@ -24,6 +36,10 @@ MAX_TEXT_CHARS = 1 << 16
 """One value in a stack file: room for a PEM or a kubeconfig of another provider, not for a runaway paste."""
 MAX_INT_CHARS = 100
 MAX_SHOWN = 80
+MAX_NODES = 10_000
+"""Values (scalars, lists, mappings, keys counted) in one file: the largest lock has about 500, a stack file under
+100. Reading is linear in them (about 0.2 s for 10,000), and so is validation: the cap keeps reading and checking
+any file well under a second, where a 1 MiB list of 400,000 items cost 9-23 s and 221 MB."""
 
 
 def read_yaml(path: Path, label: str, what: str) -> Any:
@@ -34,8 +50,7 @@ def read_yaml(path: Path, label: str, what: str) -> Any:
     of work for a small file (no anchors or aliases, bounded size and depth).
     """
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        data = _read_regular(path, label, what)
     except FileNotFoundError:
         raise ConfigError([Problem(label, f"no such {what}")]) from None
     except IsADirectoryError:
@@ -48,13 +63,15 @@ def read_yaml(path: Path, label: str, what: str) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError([_undecodable(label, data, e)]) from None
+    if (found := _ONE_ONE_BREAK.search(text)) is not None:
+        raise ConfigError([_raw_break(label, text, found)])
     try:
         loader = _StrictLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 return None
-            _check_node(node, [])
+            _check_node(node, [], loader)
             return loader.construct_document(node)
         finally:
             loader.dispose()
@@ -70,6 +87,56 @@ def read_yaml(path: Path, label: str, what: str) -> Any:
     except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as e:
         detail = (str(e).splitlines() or [type(e).__name__])[0]
         raise ConfigError([Problem(label, f"not valid YAML: {clip(detail)}")]) from None
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _read_regular(path: Path, label: str, what: str) -> bytes:
+    """The first MAX_FILE_BYTES + 1 bytes of a regular file. Opened without blocking and checked before any read:
+    a named pipe (which would wait for a writer forever), a device or a socket is refused at once."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise ConfigError([Problem(label, f"is {kind}, not a regular file; a {what} is a file on disk")])
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(MAX_FILE_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+_ONE_ONE_BREAK = re.compile("[\x85\u2028\u2029]")
+"""Line breaks in YAML 1.1 (PyYAML, libyaml) and plain characters in YAML 1.2: written raw, the two read them
+differently. Escaped in double quotes ("\\N", "\\L", "\\P") both read the character."""
+
+
+def _raw_break(label: str, text: str, found: re.Match) -> Problem:
+    char = found.group()
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    path = None
+    try:
+        loader = _StrictLoader(_ONE_ONE_BREAK.sub("\ufffd", text))
+        try:
+            path = _find_replaced(loader.get_single_node(), [])
+        finally:
+            loader.dispose()
+    except (_Refused, yaml.YAMLError, ValueError, RecursionError):
+        pass
+    name = {"\x85": "NEL", "\u2028": "LINE SEPARATOR", "\u2029": "PARAGRAPH SEPARATOR"}[char]
+    return Problem(f"{label} at {dotted(path)}" if path else label,
+                   f"a raw U+{ord(char):04X} ({name}) at line {line}, column {column}: YAML 1.1 reads it as a line "
+                   f"break and YAML 1.2 (pulumi up) as a character; remove it, or write it escaped in double quotes "
+                   f"(\"\\u{ord(char):04x}\")")
 
 
 def _undecodable(label: str, data: bytes, error: UnicodeDecodeError) -> Problem:
@@ -137,6 +204,10 @@ class _StrictComposer(Composer):
                            path, event.start_mark)
         if len(path) > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels", path[:MAX_DEPTH], event.start_mark)
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise _Refused(f"holds more than {MAX_NODES:,} values (keys, items and lists counted); stack files hold "
+                           "a few hundred", path, event.start_mark)
         self._paths.append(path)
         try:
             return super().compose_node(parent, index)
@@ -146,6 +217,14 @@ class _StrictComposer(Composer):
             raise
         finally:
             self._paths.pop()
+
+    def compose_scalar_node(self, anchor: Any) -> yaml.ScalarNode:
+        """A scalar, remembering whether YAML's rules chose its type (plain, untagged) or its tag did."""
+        event = self.peek_event()
+        node = super().compose_scalar_node(anchor)
+        node.resolved = bool(event.implicit[0])
+        node.explicit = event.tag not in (None, "!")
+        return node
 
 
 _TAG = "tag:yaml.org,2002:"
@@ -190,10 +269,12 @@ def _init(loader: Any) -> None:
     SafeConstructor.__init__(loader)
     Resolver.__init__(loader)
     loader._paths = []
+    loader._nodes = 0
 
 
-def _check_node(node: yaml.Node, path: list) -> None:
-    """Plain data only, each problem named by its key: text keys, no tags beyond YAML's core types."""
+def _check_node(node: yaml.Node, path: list, loader: Any) -> None:
+    """Plain data only, each problem named by its key: text keys, no tags beyond YAML's core types, no value YAML
+    1.1 and 1.2 read differently."""
     if isinstance(node, yaml.MappingNode):
         _check_tag(node, _TAG + "map", path)
         seen: set[str] = set()
@@ -203,17 +284,17 @@ def _check_node(node: yaml.Node, path: list) -> None:
                                path, key.start_mark)
             if not isinstance(key, yaml.ScalarNode):
                 raise _Refused("a list or mapping used as a key; keys are text", path, key.start_mark)
-            if key.tag != _TAG + "str":
+            if key.tag != _TAG + "str" or (getattr(key, "resolved", False) and not isinstance(_core(key.value), str)):
                 raise _Refused(f"key {clip(key.value)} is not text; quote it ('{clip(key.value)}') or remove it",
                                path, key.start_mark)
             if key.value in seen:
                 raise _Refused("set twice in the same mapping; keep one", path + [key.value], key.start_mark)
             seen.add(key.value)
-            _check_node(value, path + [key.value])
+            _check_node(value, path + [key.value], loader)
     elif isinstance(node, yaml.SequenceNode):
         _check_tag(node, _TAG + "seq", path)
         for i, item in enumerate(node.value):
-            _check_node(item, path + [i])
+            _check_node(item, path + [i], loader)
     else:
         if node.tag not in _SCALAR_TAGS:
             raise _Refused(f"tag {_tag_name(node.tag)} is not allowed; write plain text, numbers or lists",
@@ -224,6 +305,94 @@ def _check_node(node: yaml.Node, path: list) -> None:
         if len(node.value) > MAX_TEXT_CHARS:
             raise _Refused(f"{shown(node.value)} is too long; a value is at most {MAX_TEXT_CHARS:,} characters",
                            path, node.start_mark)
+        _check_reading(node, path, loader)
+
+
+_CORE_NULL = ("", "~", "null", "Null", "NULL")
+_CORE_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_CORE_INT = re.compile(r"[-+]?[0-9]+")
+_CORE_OCT = re.compile(r"0o[0-7]+")
+_CORE_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_CORE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_CORE_INF = re.compile(r"[-+]?\.(inf|Inf|INF)")
+_CORE_NAN = re.compile(r"\.(nan|NaN|NAN)")
+_ONE_ONE_ONLY_BOOL = {"y": True, "Y": True, "n": False, "N": False}
+"""Booleans in the YAML 1.1 spec (and go-yaml v2) that PyYAML reads as text: read as 1.1 booleans here, so they
+are refused like yes and no."""
+
+
+def _core(text: str) -> Any:
+    """A plain scalar as YAML 1.2's core schema reads it (what go-yaml, and so `pulumi up`, reads)."""
+    if text in _CORE_NULL:
+        return None
+    if text in _CORE_BOOL:
+        return _CORE_BOOL[text]
+    if _CORE_INT.fullmatch(text):
+        return int(text) if len(text) <= MAX_INT_CHARS else _Huge()
+    if _CORE_OCT.fullmatch(text):
+        return int(text[2:], 8) if len(text) <= MAX_INT_CHARS else _Huge()
+    if _CORE_HEX.fullmatch(text):
+        return int(text[2:], 16) if len(text) <= MAX_INT_CHARS else _Huge()
+    if _CORE_FLOAT.fullmatch(text):
+        return float(text)
+    if _CORE_INF.fullmatch(text):
+        return float("-inf") if text.startswith("-") else float("inf")
+    if _CORE_NAN.fullmatch(text):
+        return float("nan")
+    return text
+
+
+class _Huge(int):
+    """An integer too long to convert (its length is refused as such)."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+def _check_reading(node: yaml.ScalarNode, path: list, loader: Any) -> None:
+    """A scalar YAML 1.1 (PyYAML: `plan`) and YAML 1.2 (go-yaml: `pulumi up`) read alike, or a refusal naming the
+    two readings and how to write either so both agree."""
+    tag, text = node.tag, node.value
+    resolved, explicit = getattr(node, "resolved", False), getattr(node, "explicit", False)
+    if not resolved and (not explicit or tag == _TAG + "str"):
+        return  # quoted or block text: text under both
+    if resolved and text in _ONE_ONE_ONLY_BOOL:
+        old = _ONE_ONE_ONLY_BOOL[text]
+    elif tag == _TAG + "str" or tag in _AS_TEXT:
+        old = text
+    else:
+        old = loader.construct_object(node) if tag in _SCALAR_TAGS else text
+    new = _core(text)
+    if isinstance(new, _Huge):
+        raise _Refused(f"an integer of {sum(c.isdigit() for c in text):,} digits is too large for any setting",
+                       path, node.start_mark)
+    if explicit and tag == _TAG + "float" and type(new) is int:
+        new = float(new)
+    if _same(old, new):
+        return
+    *others, last = dict.fromkeys(_both(v) for v in sorted((old, new, text), key=lambda v: isinstance(v, str)))
+    choices = f"{', '.join(others)} or {last}"
+    raise _Refused(f"{clip(text)} reads as {_reading(old)} by YAML 1.1 (plan) but as {_reading(new)} by YAML 1.2 "
+                   f"(pulumi up); write {choices}", path, node.start_mark)
+
+
+def _reading(value: Any) -> str:
+    return f"the text {_both(value)}" if isinstance(value, str) else _both(value)
+
+
+def _both(value: Any) -> str:
+    """A value spelt so YAML 1.1 and 1.2 read it alike: true, 90, 1.0e+300, .inf, null, 'text' (quoted)."""
+    if isinstance(value, str):
+        return clip("'" + value.replace("'", "''") + "'")
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        mantissa, e, exponent = repr(value).partition("e")
+        return mantissa + ("" if "." in mantissa else ".0") + (e + exponent if e else "")
+    return as_written(value)
 
 
 def _check_tag(node: yaml.Node, expected: str, path: list) -> None:

@@ -33,7 +33,9 @@ HOSTS_BY = typer.Option(
 
 
 def fail(e: ConfigError, source: Path | None = None) -> None:
-    errors.print("[bold red]invalid stack configuration[/]" + (f" in {escape(str(source))}" if source else ""),
+    """Bad input: its heading (`invalid stack configuration`, `invalid lock`) and file, one line per problem; exit 2."""
+    source = e.source or source
+    errors.print(f"[bold red]{escape(e.heading)}[/]" + (f" in {escape(str(source))}" if source else ""),
                  soft_wrap=True)
     for p in e.problems:
         key, _, message = str(p).partition(": ")

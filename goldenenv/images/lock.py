@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from pydantic import Field, ValidationError, model_validator
 
 from goldenenv import project
-from goldenenv.spec import ConfigError, Model, Problem
+from goldenenv.spec import ConfigError, LockError, Model, Problem
 from goldenenv.userfile import clip, read_yaml
 
 IMAGES = project.packaged("images")
@@ -139,6 +139,10 @@ class Pin(Model):
 
 IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb", "slurm")
 """Fields that are part of a lock's identity only when set: a lock that does not use them keeps its tag."""
+
+
+NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+"""A lock's name, which is its folder's (images/<name>/lock.yaml) and the image's (goldenenv/<name>)."""
 
 
 class Lock(Model):
@@ -264,26 +268,46 @@ def names(images_dir: Path | None = None) -> list[str]:
 
 
 def load(name: str, images_dir: Path | None = None) -> Lock:
-    """Read and validate a lock; ConfigError names the lock field and what would be valid.
+    """Read and validate a lock; LockError (a ConfigError headed `invalid lock`) names the lock field and what would
+    be valid.
 
     Locks are YAML written by people too: read with the stack files' reader (no aliases, text
-    keys, bounded size and depth), so a broken lock is one line, never a traceback.
+    keys, bounded size and depth), so a broken lock is one line, never a traceback. A lock's name is its folder's:
+    the image it builds is goldenenv/<name>, so a copied lock that kept another's name would build that one's image.
     """
     path = lock_path(name, images_dir)
+    try:
+        return _load(name, path, images_dir)
+    except LockError:
+        raise
+    except ConfigError as e:
+        raise LockError(e.problems, path) from None
+
+
+def _load(name: str, path: Path, images_dir: Path | None) -> Lock:
     if not path.exists():
         known = ", ".join(names(images_dir)) or "none"
         raise ConfigError([Problem(f"image {name!r}", f"no {path}; images with a lock: {known}")])
     doc = read_yaml(path, f"{path.parent.name}/lock.yaml", "lock file")
     if isinstance(doc, dict) and doc.get("extends") is not None:
         doc = _extended(path, doc, images_dir)
+    folder = path.parent.name
+    named = doc.get("name") if isinstance(doc, dict) else None
+    misnamed = ([Problem(f"{folder}/lock.yaml: name", f"{clip(named)!r} is not the lock's folder; write name: {folder} "
+                                                      f"(the image it builds is goldenenv/<name>)")]
+                if isinstance(named, str) and named != folder and NAME.fullmatch(named) else [])
     try:
-        return Lock.model_validate(doc)
+        lock = Lock.model_validate(doc)
     except ValidationError as e:
         from goldenenv.stackconfig import user_errors
 
-        raise ConfigError([_problem(path, err, doc) for err in user_errors(e.errors(), doc, Lock)]) from None
+        raise ConfigError(misnamed + [_problem(path, err, doc) for err in user_errors(e.errors(), doc, Lock)]) \
+            from None
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ConfigError([Problem(f"{path.parent.name}/lock.yaml", f"cannot be read: {clip(e)}")]) from None
+    if misnamed:
+        raise ConfigError(misnamed)
+    return lock
 
 
 EXTENDING_KEYS = ("name", "description", "extends", "fabric", "efa", "erdma")

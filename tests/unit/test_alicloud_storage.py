@@ -467,3 +467,14 @@ def test_credentials_come_from_the_cli_variables_or_the_providers():
     assert storage.credentials_from_env(both) == storage.guard.Credentials("x", "y", "t")
     with pytest.raises(ConfigError, match="no Alibaba Cloud credentials"):
         storage.credentials_from_env({})
+
+
+@pytest.mark.parametrize("tier", [250, 150, 300])
+def test_a_disabled_file_system_plans_whatever_its_tier_says(tier):
+    """The tier of a file system that is not built is not judged (the config check skips it too): a disabled
+    parallelFs with the spec's default 250 plans, with no file system, rather than failing inside the program."""
+    cfg = config("alicloud-gn7i-dev")
+    cfg["goldenenv:storage"] = {"parallelFs": {"enabled": False, "throughputPerTib": tier}}
+    result = planned(stack="alicloud-gn7i-dev", cfg=cfg)
+    assert not result.of_type(FILE_SYSTEM)
+    assert result.of_type(BUCKET)

@@ -133,6 +133,8 @@ def docker_words(text: str) -> list[str]:
 def write_lock(tmp_path: Path, doc: dict) -> str:
     folder = tmp_path / "hostile"
     folder.mkdir(exist_ok=True)
+    if isinstance(doc.get("name"), str) and (IMAGES / doc["name"]).is_dir():
+        doc = {**doc, "name": "hostile"}  # a lock's name is its folder's; a payload in it stays
     stem = doc.get("extends")
     if isinstance(stem, str) and (IMAGES / stem / "lock.yaml").is_file():  # the stem it extends, beside it
         (tmp_path / stem).mkdir(exist_ok=True)
@@ -240,3 +242,41 @@ def test_a_lock_section_of_the_wrong_kind_says_what_it_holds(tmp_path, path, mod
     assert expected in [str(p) for p in caught.value.problems]
     for problem in caught.value.problems:
         assert not MODEL_NAME.search(str(problem)), str(problem)
+
+
+# ---------------------------------------------------------------- a lock's name is its folder's (issue 22)
+
+def test_a_lock_whose_name_is_not_its_folder_is_refused(tmp_path):
+    """A copied lock that kept another's name would build that lock's image (goldenenv/<name>)."""
+    doc = yaml.safe_load((IMAGES / "cpu-dev" / "lock.yaml").read_text())
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "lock.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(lock_module.LockError) as caught:
+        load("mine", tmp_path)
+    assert [str(p) for p in caught.value.problems] == [
+        "mine/lock.yaml: name: 'cpu-dev' is not the lock's folder; write name: mine (the image it builds is "
+        "goldenenv/<name>)"]
+    doc["name"] = "mine"
+    (tmp_path / "mine" / "lock.yaml").write_text(yaml.safe_dump(doc))
+    assert load("mine", tmp_path).tag.startswith("goldenenv/mine:")
+
+
+def test_lock_errors_are_headed_as_a_lock_with_its_file(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from goldenenv.cli import app
+
+    doc = yaml.safe_load((IMAGES / "cpu-dev" / "lock.yaml").read_text())
+    doc["python"] = "three"
+    shutil.copytree(IMAGES, tmp_path / "images")
+    (tmp_path / "images" / "cpu-dev" / "lock.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr("goldenenv.images.lock.IMAGES", tmp_path / "images")
+    done = CliRunner().invoke(app, ["image", "check-lock", "cpu-dev"], env={"COLUMNS": "300"})
+    assert done.exit_code == 2, done.output
+    heading = done.output.splitlines()[0]
+    assert heading == f"invalid lock in {tmp_path / 'images' / 'cpu-dev' / 'lock.yaml'}", done.output
+    assert "cpu-dev/lock.yaml: python" in done.output and "invalid stack configuration" not in done.output
+    (tmp_path / "images" / "cpu-dev" / "lock.yaml").write_text("name: cpu-dev\nuser: yes\n")
+    done = CliRunner().invoke(app, ["image", "check-lock", "cpu-dev"], env={"COLUMNS": "300"})
+    assert done.exit_code == 2 and done.output.startswith("invalid lock in "), done.output
+    assert "cpu-dev/lock.yaml at user: yes reads as true by YAML 1.1" in done.output

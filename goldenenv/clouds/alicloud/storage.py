@@ -569,7 +569,7 @@ def check_args(args: DataStoreArgs) -> None:
     if args.parallel_fs and args.fs_kind == CPFS and args.region and args.region not in CPFS_REGIONS:
         raise ValueError(f"CPFS (and its data flow to OSS) is not offered in {args.region}; use NAS extreme there "
                          f"(regions with CPFS: {', '.join(sorted(CPFS_REGIONS))})")
-    if args.fs_throughput_per_tib not in CPFS_STORAGE_TYPES:
+    if args.parallel_fs and args.fs_throughput_per_tib not in CPFS_STORAGE_TYPES:  # no tier without a file system
         raise ValueError(f"fs_throughput_per_tib {args.fs_throughput_per_tib} is not one of "
                          f"{', '.join(map(str, CPFS_STORAGE_TYPES))}")
     if not valid_bucket_name(args.bucket_name):
