@@ -87,8 +87,8 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
                     "not see it either)", CAPACITY_BLOCK_BILLING, "compute")
     price = compute_price(cloud, instance_type, region, capacity)
     if price is None:
-        return Line(name, None, _currency(cloud), per, f"no catalog price for {instance_type}: not counted",
-                    "-", verified=False)
+        return Line(name, None, _currency(cloud), per, f"no catalog price for {instance_type}: not counted; give "
+                    "its price as nodes.pricePerHour", "-", verified=False)
     span = f"{hours:g} h × " if per == "run" else ""
     scaling = f" ÷ {efficiency:g} scaling efficiency" if efficiency != 1 else ""
     rate = f"{price.usd_per_hour:g} {price.currency}/h"
@@ -119,11 +119,7 @@ def stack_lines(spec: ClusterSpec, resources: Iterable[Any] | None = None, head:
     root_volume_gib), on demand, or None for a stack without one.
     """
     currency = _stack_currency(spec)
-    own = spec.run.price_per_gpu_hour if spec.run else None
-    lines = [_compute_line(f"compute {pool.name}", spec.cloud, pool.instance_type, spec.region,
-                           pool.capacity.value, pool.count, 1.0, 1.0, "hour") if own is None
-             else _own_price_line(f"compute {pool.name}", spec, pool.instance_type, pool.count, own)
-             for pool in spec.nodes]
+    lines = [_pool_line(spec, pool) for pool in spec.nodes]
     if head is not None:
         lines.append(_compute_line(HEAD_LINE, spec.cloud, head.instance_type, spec.region, "on-demand", 1, 1.0,
                                    1.0, "hour"))
@@ -169,6 +165,20 @@ def billed_hours(hours: float, efficiency: float = 1.0) -> float:
     """Wall-clock hours of a run that takes `hours` at perfect scaling and reaches `efficiency` of it: hours ÷
     efficiency, up to the next tenth of an hour (as estimate and plan show it, so the cost re-adds by hand)."""
     return math.ceil(round(hours / efficiency * 10, 6)) / 10
+
+
+def _pool_line(spec: ClusterSpec, pool: Any) -> Line:
+    """A pool's compute per hour: its own nodes.pricePerHour, else goldenenv:run.pricePerGpuHour, else the catalog."""
+    name = f"compute {pool.name}"
+    if pool.price_per_hour is not None:
+        currency = _currency(spec.cloud)
+        return Line(name, pool.count * pool.price_per_hour, currency, "hour",
+                    f"{pool.count} × {pool.instance_type} × {pool.price_per_hour:g} {currency}/h",
+                    "nodes.pricePerHour (your price)", "compute", True)
+    if spec.run and spec.run.price_per_gpu_hour is not None:
+        return _own_price_line(name, spec, pool.instance_type, pool.count, spec.run.price_per_gpu_hour)
+    return _compute_line(name, spec.cloud, pool.instance_type, spec.region, pool.capacity.value, pool.count, 1.0,
+                         1.0, "hour")
 
 
 def _own_price_line(name: str, spec: ClusterSpec, instance_type: str, count: int, price: float) -> Line:

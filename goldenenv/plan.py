@@ -77,6 +77,11 @@ class Plan:
         return sum(c.usd_per_hour or 0.0 for c in self.costs)
 
     @property
+    def unpriced(self) -> list[str]:
+        """The instance types whose compute the catalog cannot price (the stack's total is then unknown)."""
+        return _unpriced_compute(self.spec, self.lines)
+
+    @property
     def run_lines(self) -> list[costs.Line]:
         """The projected cost of the stack's `goldenenv:run`, line by line; [] without one."""
         return costs.run_lines(self.spec, self.lines)
@@ -87,7 +92,7 @@ class Plan:
 
     @property
     def currency(self) -> str:
-        return costs_currency(self.costs)
+        return costs_currency(self.costs, self.spec.cloud)
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -118,8 +123,9 @@ class Plan:
             "outputs": self.outputs,
             "cost": {
                 "currency": self.currency,
-                "perHour": round(self.usd_per_hour, 2),
-                "perMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
+                "perHour": None if self.unpriced else round(self.usd_per_hour, 2),
+                "perMonth": None if self.unpriced else round(self.usd_per_hour * HOURS_PER_MONTH, 2),
+                "unpriced": self.unpriced,
                 "budgetPerMonth": self.spec.budget.monthly_limit if self.spec.budget else None,
                 **({"usdPerHour": round(self.usd_per_hour, 2),
                     "usdPerMonth": round(self.usd_per_hour * HOURS_PER_MONTH, 2),
@@ -204,7 +210,9 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         pools = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
         lines = [costs.Line(f"compute {p.name}", 0.0, "USD", "hour", f"{p.count} × {p.instance_type} on this "
                             "machine: no charge", "-") for p in spec.nodes]
-    findings = guardrails.evaluate(resources, spec.stack_tags) + spec_findings(spec, pools, lines)
+    findings = guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
+                                   hard_stop=bool(spec.budget and spec.budget.hard_stop))
+    findings += spec_findings(spec, pools, lines)
     findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget)
     readiness = getattr(cloud, "readiness", None)
     if strict and readiness:
@@ -424,10 +432,13 @@ def fallback_price_notes(spec: ClusterSpec) -> list[str]:
     return notes
 
 
-def costs_currency(costs: list[PoolCost]) -> str:
-    """The currency the stack's catalog prices are in (one per cloud); USD when nothing is priced."""
-    found = {c.price.currency for c in costs if c.price}
-    return found.pop() if len(found) == 1 else "USD"
+def costs_currency(pool_costs: list[PoolCost], cloud: str | None = None) -> str:
+    """The currency the stack's catalog prices are in (one per cloud); when no pool is priced, the cloud's catalog
+    currency (USD without a cloud)."""
+    found = {c.price.currency for c in pool_costs if c.price}
+    if len(found) == 1:
+        return found.pop()
+    return costs._currency(cloud) if cloud else "USD"
 
 
 def money(amount: float, currency: str, digits: int = 0) -> str:
@@ -442,6 +453,10 @@ def pool_costs(spec: ClusterSpec) -> list[PoolCost]:
     for pool in spec.nodes:
         if pool.capacity is Capacity.CAPACITY_BLOCK:  # prepaid at purchase (costs.CAPACITY_BLOCK_BILLING)
             found.append(PoolCost(pool.name, pool.instance_type, pool.count, pool.capacity.value, 0.0, None))
+            continue
+        if pool.price_per_hour is not None:  # the user's own price (nodes.pricePerHour)
+            found.append(PoolCost(pool.name, pool.instance_type, pool.count, pool.capacity.value,
+                                  pool.price_per_hour * pool.count, None))
             continue
         price = costs.compute_price(spec.cloud, pool.instance_type, spec.region, pool.capacity.value)
         found.append(PoolCost(
@@ -489,6 +504,7 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Li
 
 
 OVER_BUDGET = "cost:over-budget"
+UNPRICED = "cost:unpriced"
 BELOW_ONE_HOUR = "cost:budget-below-one-hour"
 RUNWAY = "cost:runway"
 RUN_COST = "cost:run"
@@ -499,8 +515,17 @@ def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget:
     """The cost gate. With a `goldenenv:run`, its projected cost against the monthly budget: an error over budget.
     Without one, an error when the budget cannot pay one hour at full use, else the runway. --allow-over-budget
     turns either error into a warning. Stacks with no priced line (local) or no budget are not judged here."""
+    if spec.budget is None:
+        return []
+    unpriced = _unpriced_compute(spec, lines)
+    if unpriced:
+        ahead = " (--allow-over-budget: going ahead)" if allow_over_budget else ""
+        return [Finding(UNPRICED, Severity.WARNING if allow_over_budget else Severity.ERROR, "",
+                        f"cannot judge the cost of {', '.join(unpriced)}: the catalog has no price for it; give its "
+                        f"price as goldenenv:nodes.pricePerHour (per node-hour, in {spec.budget.currency}) or pass "
+                        f"--allow-over-budget{ahead}")]
     hourly = costs.total(lines, "hour")
-    if spec.budget is None or hourly <= 0:
+    if hourly <= 0:
         return []
     budget = spec.budget
     currency = next((line.currency for line in lines if line.amount), budget.currency)
@@ -542,6 +567,15 @@ def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget:
                     "run against it")]
 
 
+def _unpriced_compute(spec: ClusterSpec, lines: list[costs.Line]) -> list[str]:
+    """The instance types whose compute line has no price: the budget cannot be judged without them."""
+    missing = {line.name for line in lines if line.kind == "compute" and line.amount is None}
+    found = [pool.instance_type for pool in spec.nodes if f"compute {pool.name}" in missing]
+    if costs.HEAD_LINE in missing:
+        found.append("the head's instance type")
+    return list(dict.fromkeys(found))
+
+
 def _then(spec: ClusterSpec) -> str:
     """What happens when the budget is spent."""
     spot = any(pool.capacity.value == "spot" for pool in spec.nodes)
@@ -564,7 +598,7 @@ def budget_findings(spec: ClusterSpec, costs: list[PoolCost]) -> list[Finding]:
     if spec.budget is not None or (clouds.Capability.BUDGET not in billed and not priced):
         return []
     monthly = sum(c.usd_per_hour for c in priced) * HOURS_PER_MONTH
-    cost = f"{money(monthly, costs_currency(costs))}/month at full use" if priced else "an unpriced amount"
+    cost = f"{money(monthly, costs_currency(costs, spec.cloud))}/month at full use" if priced else "an unpriced amount"
     if spec.budget_opt_out:
         return [Finding(NO_BUDGET, Severity.WARNING, "",
                         f"budget: none - no alert and no stop watches this stack's spending ({cost}); "

@@ -65,6 +65,21 @@ class ConfigError(Exception):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
 
+    heading = "invalid stack configuration"
+    """How a command heads the problems (`invalid stack configuration in stacks/Pulumi.dev.yaml`)."""
+    source: object = None
+    """The file the problems are in, when it is not the one the command read (a stack's lock)."""
+
+
+class LockError(ConfigError):
+    """A bad image lock (images/<name>/lock.yaml): headed `invalid lock`, with its file, wherever it is found."""
+
+    heading = "invalid lock"
+
+    def __init__(self, problems: list[Problem], source: object = None):
+        super().__init__(problems)
+        self.source = source
+
 
 class Model(BaseModel):
     model_config = ConfigDict(
@@ -126,6 +141,9 @@ class NodePool(Model):
     """RDMA interfaces on every node (EFA on AWS, eRDMA on Alibaba Cloud): None = use them when the instance type
     has them. Stack files may still write its first name, `efa`."""
     root_volume_gib: int = Field(default=200, ge=50, le=16384)
+    price_per_hour: float | None = Field(default=None, gt=0, le=100_000, allow_inf_nan=False)
+    """Your price per node-hour, in the cloud's catalog currency: for a type the catalog does not price (the cost
+    gate refuses a budgeted stack it cannot price) or a rate you negotiated. None: the catalog's price."""
     host_image: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")] | HostImageOverride | None = None
     """A host image from the catalog by name, or {id, driver}; None = the catalog's newest for the cloud."""
     ssh_public_key: str | None = None
@@ -193,9 +211,13 @@ class NodePool(Model):
         return tuple(self.capacity_fallback or (self.capacity,))
 
 
+MAX_ADMIN_CIDRS = 50
+"""Network.admin_cidrs' limit: one inbound rule each in a security group of 60."""
+
+
 class Network(Model):
     cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.42.0.0/16")
-    admin_cidrs: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(default=[], max_length=50)
+    admin_cidrs: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(default=[], max_length=MAX_ADMIN_CIDRS)
     """Extra networks (VPN, office) allowed to reach the nodes on SSH; access is otherwise SSM only.
 
     Their union may hold no public block wider than an IPv4 /8 or an IPv6 /32 (guardrails.WIDEST_PUBLIC_PREFIX:
@@ -228,9 +250,13 @@ class Network(Model):
     @field_validator("admin_cidrs", mode="before")
     @classmethod
     def _networks(cls, v: object) -> object:
-        """One clear message for text that is no network, rather than one per IP version."""
+        """One clear message for text that is no network, rather than one per IP version; too many are refused before
+        any is parsed."""
         from goldenenv.userfile import as_written
 
+        if isinstance(v, list) and len(v) > MAX_ADMIN_CIDRS:
+            raise ValueError(f"{len(v):,} networks; at most {MAX_ADMIN_CIDRS} (each is one inbound rule of the node "
+                             "security group, which holds 60 and needs a few of its own)")
         for item in v if isinstance(v, list) else ():
             if not isinstance(item, str):
                 raise ValueError(f"{as_written(item)}: write a network as text, such as 203.0.113.0/24")
@@ -295,8 +321,18 @@ Email = Annotated[str, Field(
 """A plain mailbox (no quotes, comments or shell characters): it reaches AWS Budgets and SNS subscriptions."""
 
 
+MAX_MONTHLY_LIMIT = 1_000_000_000
+"""The largest monthly budget a stack may set, in its currency. AWS Budgets takes the limit as decimal text
+(Spend.Amount, pattern ([0-9]*\\.)?[0-9]+) and documents no numeric maximum, nor does Alibaba's guard, which compares
+spend with it. A billion a month is above the largest stack goldenenv plans (MAX_NODES of the catalog's dearest type,
+p6-b200.48xlarge at 114 USD/h: about 170 million USD a month; ecs.ebmgn7ex.32xlarge at 278 CNY/h: about 416 million
+CNY), and keeps the amount a plain decimal of at most 13 characters, never a float's 1e+300."""
+
+
 class Budget(Model):
-    monthly_limit: float = Field(gt=0, allow_inf_nan=False)
+    monthly_limit: float = Field(gt=0, le=MAX_MONTHLY_LIMIT, allow_inf_nan=False)
+    """The monthly spend the alerts and the hard stop measure against: more than 0, at most MAX_MONTHLY_LIMIT
+    (1,000,000,000)."""
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     alert_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = [50, 80, 100]
     """Percent of the monthly limit at which actual spend alerts: one notification each."""
@@ -412,6 +448,12 @@ class ImageRef(Model):
     """The published image nodes pull, by digest (repo@sha256:...); None = the digest `image push` recorded."""
 
 
+MAX_NODES = 2048
+"""The most nodes in one stack, summed over its pools: NodePool.count's own limit, which is the largest cluster
+goldenenv plans (each node is its own resources in the plan: a pool of 2,048 plans in about a minute). Pools add
+up, so a stack holds no more than one pool may: two pools of 2,048 did not plan in three minutes."""
+
+
 def _in_region(zone: str | None, region: str | None) -> None:
     if zone and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", zone):
         raise ValueError(f"zone '{zone}' is not in region '{region}' (e.g. {region}a)")
@@ -454,6 +496,11 @@ class ClusterSpec(Model):
         names = [p.name for p in v]
         if len(set(names)) != len(names):
             raise ValueError("pool names repeat; give each pool its own name")
+        total = sum(p.count for p in v)
+        if total > MAX_NODES:
+            counts = ", ".join(f"{p.name}: {p.count:,}" for p in v[:8]) + (", ..." if len(v) > 8 else "")
+            raise ValueError(f"{total:,} nodes over the pools ({counts}); a stack holds at most {MAX_NODES:,}, as "
+                             "one pool may: make the pools smaller or split them into stacks")
         return v
 
     @field_validator("zone")

@@ -174,8 +174,10 @@ def _cost_table(p: Plan) -> Table:
     monthly = p.usd_per_hour * HOURS_PER_MONTH
     budget = p.spec.budget
     run = (f" · run ({p.spec.run.hours:g} h) {money(p.run_cost or 0.0, currency, 2)}" if p.spec.run else "")
-    table.caption = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
-                     + run
+    total = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
+             if not p.unpriced else f"total unknown: no price for {', '.join(p.unpriced)} (give nodes.pricePerHour)"
+             + (f"; the priced lines {money(p.usd_per_hour, currency, 2)}/hour" if p.usd_per_hour else ""))
+    table.caption = (total + run
                      + (f" · budget {money(budget.monthly_limit, budget.currency)}/month"
                         + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget"))
     return table

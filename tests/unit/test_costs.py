@@ -255,3 +255,39 @@ def test_a_bad_run_figure_names_the_key(run, key):
     with pytest.raises(ConfigError) as e:
         _spec(run=run)
     assert key in [p.key for p in e.value.problems], [str(p) for p in e.value.problems]
+
+
+def _unpriced_stack(tmp_path: Path, **pool) -> Path:
+    """64 A100s (8 × ecs.ebmgn7vx.32xlarge, a type the catalog does not price) for a 730 h run on 100 CNY."""
+    doc = _config("alicloud-ebmgn8v-2node")
+    config = doc["config"]
+    config["goldenenv:nodes"] = {**config["goldenenv:nodes"], "instanceType": "ecs.ebmgn7vx.32xlarge", "count": 8,
+                                 **pool}
+    config["goldenenv:budget"]["monthlyLimit"] = 100
+    config["goldenenv:run"] = {"hours": 730}
+    return _write(tmp_path, "a100x64", doc)
+
+
+def test_a_pool_the_catalog_cannot_price_fails_the_gate_closed(tmp_path):
+    stacks = _unpriced_stack(tmp_path)
+    assert catalog.price("alicloud", "ecs.ebmgn7vx.32xlarge", "cn-wulanchabu") is None
+    for strict in ([], ["--strict"]):
+        result = runner.invoke(app, ["plan", "-s", "a100x64", "--stacks-dir", str(stacks), *strict],
+                               env={"COLUMNS": "400"})
+        assert result.exit_code == 1, result.output
+        [message] = [line for line in result.output.splitlines() if "cost:unpriced" in line]
+        assert "cannot judge the cost of ecs.ebmgn7vx.32xlarge" in message and "nodes.pricePerHour" in message
+        assert "0.00 CNY/hour" not in result.output and "$" not in result.output.split("cost (catalog")[-1][:2000]
+        assert "total unknown: no price for ecs.ebmgn7vx.32xlarge" in result.output
+    doc = json.loads(runner.invoke(app, ["plan", "-s", "a100x64", "--stacks-dir", str(stacks), "--json"]).output)
+    assert doc["cost"]["perHour"] is None and doc["cost"]["unpriced"] == ["ecs.ebmgn7vx.32xlarge"]
+    allowed = plan("a100x64", stacks, allow_over_budget=True)
+    assert [(f.rule, f.severity) for f in _gate(allowed)] == [("cost:unpriced", Severity.WARNING)]
+
+
+def test_a_price_the_user_states_lets_the_gate_judge(tmp_path):
+    stacks = _unpriced_stack(tmp_path, pricePerHour=250)
+    p = plan("a100x64", stacks)
+    line = next(line for line in p.lines if line.name.startswith("compute") and "ebmgn7vx" in line.basis)
+    assert line.amount == 8 * 250 and "nodes.pricePerHour" in line.source
+    assert [f.rule for f in _gate(p) if f.severity is Severity.ERROR] == ["cost:over-budget"]

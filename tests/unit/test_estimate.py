@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from goldenenv import catalog, costs, estimate
+from goldenenv import catalog, costs, estimate, project
 from goldenenv.cli import app
 from goldenenv.estimate import footprint, network, shapes
 from goldenenv.images import lock as locks
@@ -359,6 +359,7 @@ def test_a_stack_supplies_its_pool_lock_and_run(tmp_path, monkeypatch):
     (tmp_path / "Pulumi.yaml").write_text("name: probe\nruntime: python\n")
     (tmp_path / "Pulumi.probe.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(project, "_current", None)  # -s makes the project found here the current one
     out = run_json("-s", "probe")
     pool = doc["config"]["goldenenv:nodes"]
     pool = pool[0] if isinstance(pool, list) else pool

@@ -432,3 +432,38 @@ def test_a_network_written_as_a_number_is_refused_not_read_as_an_address(network
     with pytest.raises(ConfigError) as e:
         stackconfig.load("aws-p5-2node", *stackconfig.namespaced(doc))
     assert message in [str(p) for p in e.value.problems]
+
+
+# ---------------------------------------------------------------- bounds a stack cannot repeat its way past (issue 22)
+
+def test_pools_cannot_add_up_past_the_node_limit_of_one_pool():
+    """Two pools of 2,048 did not plan in 180 s: the pools' sum is held to one pool's limit, naming goldenenv:nodes."""
+    values = stack_values()
+    pool = values["nodes"]
+    values["nodes"] = [{**pool, "name": "a", "count": 2048}, {**pool, "name": "b", "count": 2048}]
+    problems = [str(p) for p in refusal(values).problems]
+    assert problems == ["goldenenv:nodes: 4,096 nodes over the pools (a: 2,048, b: 2,048); a stack holds at most "
+                        "2,048, as one pool may: make the pools smaller or split them into stacks"]
+    values["nodes"] = [{**pool, "name": "a", "count": 1024}, {**pool, "name": "b", "count": 1024}]
+    assert sum(p.count for p in stackconfig.load("s", values).nodes) == spec_module.MAX_NODES
+
+
+@pytest.mark.parametrize("limit", [1e300, 1e10, 1_000_000_001])
+def test_a_monthly_limit_no_cloud_budget_takes_is_refused(limit):
+    values = stack_values()
+    values["budget"]["monthlyLimit"] = limit
+    [problem] = refusal(values).problems
+    assert problem.key == "goldenenv:budget.monthlyLimit" and "1000000000" in problem.message
+    values["budget"]["monthlyLimit"] = 1_000_000_000
+    assert stackconfig.load("s", values).budget.monthly_limit == 1e9
+
+
+def test_plan_strict_refuses_a_monthly_limit_of_1e300(tmp_path):
+    """The probe's case: `monthlyLimit: 1e300` passed --strict (YAML 1.1 reads it as text, pydantic as 1e300)."""
+    for written in ("1e300", "1.0e+300"):
+        (tmp_path / "Pulumi.hostile.yaml").write_text(
+            STACK.read_text().replace("monthlyLimit: 40000", f"monthlyLimit: {written}"))
+        result = runner.invoke(app, ["plan", "-s", "hostile", "--stacks-dir", str(tmp_path), "--strict"],
+                               env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        assert "goldenenv:budget.monthlyLimit" in result.output and "Traceback" not in result.output
