@@ -17,6 +17,7 @@ import functools
 import importlib
 import inspect
 import ipaddress
+import json
 import keyword
 import os
 import pkgutil
@@ -73,6 +74,12 @@ class Context:
     required_tags: Mapping[str, str]
     providers: Sequence[ProviderFacts] = field(default_factory=lambda: provider_facts())
     """Every provider's guardrail facts; by default those of every cloud (``provider_facts``)."""
+    budget_opt_out: bool = False
+    """budget-not-planned: the stack says `budget: none`, so no budget is expected in the plan. By default a
+    budget is expected on every stack that rents machines."""
+    hard_stop: bool | None = None
+    """budget-not-planned: whether the stack asks its budget to stop the nodes when spent (budget.hardStop);
+    None: as the planned budget says (a budget that routes its alert to a stop must have that stop planned)."""
 
     def of_type(self, *types: str) -> Iterator[PlannedResource]:
         return (r for r in self.resources if r.type in types)
@@ -99,9 +106,16 @@ HEAD_COMPONENT_KIND = "SlurmHead"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 WIDEST_PUBLIC_PREFIX = {4: 8, 6: 32}
-"""The widest public block an admin (SSH) source may cover. IPv4: a /8, the largest block ever allocated to one
-organisation; anything wider is a sizeable fraction of the internet. IPv6: a /32, the usual allocation to a whole
-ISP or RIR member; a site gets a /48 and an office a /56 or /64, so a /32 already reaches far past one admin."""
+"""How much public space an admin (SSH) source may admit, counted over the union of every source: at most the
+addresses of one IPv4 /8 and of one IPv6 /32 (PUBLIC_ALLOWANCE). IPv4: a /8 is the largest block ever allocated
+to one organisation; anything more is a sizeable fraction of the internet, however it is split (two /8s, fifty
+alternating /8s). IPv6: a /32 is the usual allocation to a whole ISP or RIR member; a site gets a /48 and an
+office a /56 or /64, so a /32 already reaches far past one admin. spec.py's adminCidrs validation and
+ssh-open-to-world both judge by this measure, so a valid stack file never fails the rule."""
+
+PUBLIC_ALLOWANCE: Mapping[int, int] = {version: 2 ** ((32 if version == 4 else 128) - prefix)
+                                       for version, prefix in WIDEST_PUBLIC_PREFIX.items()}
+"""IP version -> the most public addresses a set of admin sources may admit together."""
 
 NOT_PUBLIC: Mapping[int, tuple[Network, ...]] = {
     4: tuple(ipaddress.IPv4Network(n) for n in (
@@ -115,18 +129,40 @@ NOT_PUBLIC: Mapping[int, tuple[Network, ...]] = {
 """Address space no one on the internet can source traffic from: IANA's special-purpose registries (private,
 shared, loopback, link-local, documentation, benchmarking, multicast, reserved)."""
 
+_SHORT_IPV4 = re.compile(r"^(\d{1,3})(\.\d{1,3}){0,2}(/\d{1,2})?$")
+
+
+def parse_network(value: Any) -> Network | None:
+    """A CIDR as the network it admits, or None when it is no network.
+
+    Reads what a provider would: host bits set (10.0.0.1/8 is 10.0.0.0/8), a netmask (0.0.0.0/0.0.0.0), and the
+    classful short forms with fewer than four octets, "0/0", "10/8", "172.16/12" (the missing octets are zeros).
+    """
+    if isinstance(value, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        pass
+    if _SHORT_IPV4.match(text):
+        address, _, prefix = text.partition("/")
+        octets = address.split(".")
+        padded = ".".join(octets + ["0"] * (4 - len(octets)))
+        try:
+            return ipaddress.ip_network(f"{padded}/{prefix or 8 * len(octets)}", strict=False)
+        except ValueError:
+            return None
+    return None
+
 
 def cidr_union(cidrs: Iterable[Any]) -> list[Network]:
     """The networks together, collapsed per IP version (IPv4 first); values that are not CIDRs are skipped."""
     networks: dict[int, list[Network]] = {4: [], 6: []}
     for cidr in cidrs:
-        if isinstance(cidr, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
-            networks[cidr.version].append(cidr)
-            continue
-        try:
-            net = ipaddress.ip_network(str(cidr).strip(), strict=False) if isinstance(cidr, str) else None
-        except ValueError:
-            net = None
+        net = parse_network(cidr)
         if net is not None:
             networks[net.version].append(net)
     return [n for version in (4, 6) for n in ipaddress.collapse_addresses(networks[version])]
@@ -142,18 +178,43 @@ def _minus(blocks: list[Network], excluded: Network) -> list[Network]:
     return kept
 
 
-def wide_public_blocks(cidrs: Iterable[Any]) -> list[Network]:
-    """Public blocks wider than WIDEST_PUBLIC_PREFIX inside the union of ``cidrs``: empty when the set is narrow.
-
-    The union is what counts: 0.0.0.0/1 and 128.0.0.0/1 are each "not the world", together they are.
-    """
-    wide = []
+def public_space(cidrs: Iterable[Any]) -> list[Network]:
+    """The public part of the union of ``cidrs`` (NOT_PUBLIC taken out), collapsed, IPv4 first."""
+    union = cidr_union(cidrs)
+    public: list[Network] = []
     for version in (4, 6):
-        public = [n for n in cidr_union(cidrs) if n.version == version]
+        blocks = [n for n in union if n.version == version]
         for excluded in NOT_PUBLIC[version]:
-            public = _minus(public, excluded)
-        wide += [n for n in ipaddress.collapse_addresses(public) if n.prefixlen < WIDEST_PUBLIC_PREFIX[version]]
-    return wide
+            blocks = _minus(blocks, excluded)
+        public += ipaddress.collapse_addresses(blocks)
+    return public
+
+
+def public_addresses(cidrs: Iterable[Any]) -> dict[int, int]:
+    """IP version -> how many public addresses the union of ``cidrs`` admits (each address counted once)."""
+    counts = {4: 0, 6: 0}
+    for block in public_space(cidrs):
+        counts[block.version] += block.num_addresses
+    return counts
+
+
+def wide_public_blocks(cidrs: Iterable[Any]) -> list[Network]:
+    """The public blocks of each IP version whose union admits more than PUBLIC_ALLOWANCE: empty when the set is
+    narrow. The union is what counts, measured in addresses: 0.0.0.0/1 and 128.0.0.0/1 are each "not the world",
+    together they are; fifty public /8s, none wider than a /8, admit fifty /8s' worth."""
+    public = public_space(cidrs)
+    counts = {4: 0, 6: 0}
+    for block in public:
+        counts[block.version] += block.num_addresses
+    return [n for n in public if counts[n.version] > PUBLIC_ALLOWANCE[n.version]]
+
+
+def _amount(count: int, version: int) -> str:
+    """A number of addresses as a share of the internet's space, e.g. "50 /8s (19.5 % of IPv4)"."""
+    whole = 2 ** (32 if version == 4 else 128)
+    unit = WIDEST_PUBLIC_PREFIX[version]
+    share = count / whole * 100
+    return f"{count / PUBLIC_ALLOWANCE[version]:g} /{unit}s' worth ({share:.3g} % of IPv{version})"
 
 
 def describe_wide(cidrs: Iterable[Any]) -> str | None:
@@ -162,13 +223,13 @@ def describe_wide(cidrs: Iterable[Any]) -> str | None:
     wide = wide_public_blocks(union)
     if not wide:
         return None
-    together = ", ".join(map(str, union))
+    shown = ", ".join(map(str, union[:6])) + (f" and {len(union) - 6} more" if len(union) > 6 else "")
     if any(n.prefixlen == 0 for n in union):
-        return f"together cover {together}: the whole internet"
-    widest = sorted(wide, key=lambda n: (n.prefixlen, n.version))
-    shown = ", ".join(map(str, widest[:3])) + (f" and {len(widest) - 3} more" if len(widest) > 3 else "")
-    return (f"together cover {together}, which holds public space wider than /{WIDEST_PUBLIC_PREFIX[4]} (IPv4) "
-            f"or /{WIDEST_PUBLIC_PREFIX[6]} (IPv6): {shown}")
+        return f"together cover {shown}: the whole internet"
+    counts = public_addresses(union)
+    over = "; ".join(f"IPv{v}: {_amount(counts[v], v)}" for v in (4, 6) if counts[v] > PUBLIC_ALLOWANCE[v])
+    return (f"together cover {shown}, which admits more public addresses than one /{WIDEST_PUBLIC_PREFIX[4]} "
+            f"(IPv4) or one /{WIDEST_PUBLIC_PREFIX[6]} (IPv6) ({over})")
 
 
 # ---------------------------------------------------------------- plain-data helpers
@@ -272,6 +333,42 @@ def _never_private(resource: PlannedResource) -> bool:
     return False
 
 
+def _no_targets(resource: PlannedResource) -> Iterable[tuple[str, Any]]:
+    return ()
+
+
+def _no_document(resource: PlannedResource) -> Any:
+    return None
+
+
+def _no_acl(resource: PlannedResource) -> Iterable[str]:
+    return ()
+
+
+def _not_a_block(resource: PlannedResource) -> Sequence[str] | None:
+    return None
+
+
+def _covers_nothing(block: PlannedResource, bucket: PlannedResource, ctx: Context) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class BudgetWatch:
+    """A budget the plan holds, as budget-not-planned reads it."""
+
+    resource: PlannedResource
+    stops: bool
+    """Whether it says it stops the nodes when spent (its alert routes to a stop, or its guard is told to stop)."""
+    gap: str | None = None
+    """What of it is missing from the plan for it to act (its stop function, the timer that runs it); None if
+    nothing is."""
+
+
+def _no_budgets(ctx: Context) -> Sequence[BudgetWatch]:
+    return ()
+
+
 @dataclass(frozen=True)
 class ProviderFacts:
     """What the cloud-neutral rules need to know of one provider's resources.
@@ -313,6 +410,30 @@ class ProviderFacts:
     says_private: Callable[[PlannedResource], bool] = _never_private
     """public-ip-on-head: whether an instance says outright that it takes no public IP (AWS associatePublicIpAddress
     false, Alibaba internetMaxBandwidthOut 0); unset is not enough, it would follow the subnet's default."""
+    address_targets: Callable[[PlannedResource], Iterable[tuple[str, Any]]] = _no_targets
+    """public-ip-on-gpu-node: for a resource that gives something a public address (an elastic IP, its
+    association), each (property, value) naming what gets it; a planned instance named there is public."""
+    buckets: tuple[str, ...] = ()
+    """s3-public-access: bucket types; each needs a public access block covering it (absent counts as open)."""
+    bucket_policy: Callable[[PlannedResource], Any] = _no_document
+    """s3-public-access: the policy document (JSON text or mapping) a resource attaches to a bucket, else None."""
+    bucket_acl: Callable[[PlannedResource], Iterable[str]] = _no_acl
+    """s3-public-access: what a bucket or ACL resource grants, as canned ACL names ("public-read") or grantee
+    groups ("AllUsers", "AuthenticatedUsers"); judged against PUBLIC_ACLS."""
+    access_block: Callable[[PlannedResource], Sequence[str] | None] = _not_a_block
+    """s3-public-access: for a public access block, the settings it leaves off ([] when it blocks everything);
+    None for every other resource."""
+    block_covers: Callable[[PlannedResource, PlannedResource, Context], bool] = _covers_nothing
+    """s3-public-access: whether a public access block (account-wide or by reference) covers a bucket."""
+    account_condition_keys: frozenset[str] = frozenset()
+    """s3-public-access: policy condition keys (lower case) that, compared for equality to a concrete value, keep
+    an Allow to everyone inside the account, its organisation or its network; any other condition counts as
+    open."""
+    budgets: Callable[[Context], Sequence[BudgetWatch]] = _no_budgets
+    """budget-not-planned: the provider's budgets in the plan; its instances need one unless the stack says
+    `budget: none`."""
+    budget_hint: str = "plan the stack's budget"
+    """budget-not-planned: what restores a missing budget, in the provider's words."""
 
 
 FACTS_PACKAGE = "goldenenv.clouds"
@@ -440,10 +561,6 @@ def _ingress(resource: PlannedResource, ctx: Context) -> list[Ingress]:
     return [p for facts in ctx.providers for p in facts.ingress(resource)]
 
 
-def _world_ingress(resource: PlannedResource, ctx: Context) -> list[Ingress]:
-    return [p for p in _ingress(resource, ctx) if p.source in WORLD_CIDRS]
-
-
 def _groups(ctx: Context) -> tuple[str, ...]:
     return tuple(t for facts in ctx.providers for t in facts.security_groups)
 
@@ -482,33 +599,84 @@ def _ssh_members(resource: PlannedResource, ctx: Context) -> list[PlannedResourc
     return siblings if siblings[0] is resource else None
 
 
+_WORLD = ("0.0.0.0/0", "::/0")
+
+
+def _admitted(source: str) -> list[str]:
+    """The networks a source admits, for the union: one that is no network counts as the whole internet (the rule
+    cannot tell what it admits, and a provider reading it more loosely than ``parse_network`` would open more)."""
+    return [source] if parse_network(source) is not None else list(_WORLD)
+
+
+def _ssh_openings(members: Iterable[PlannedResource], ctx: Context) -> list[tuple[PlannedResource, Ingress]]:
+    return [(member, p) for member in members for p in _ingress(member, ctx) if p.opens(SSH_PORT)]
+
+
+def _ssh_problem(resource: PlannedResource, opening: list[tuple[PlannedResource, Ingress]]) -> str | None:
+    """Why the sources of ``opening`` together admit too much of the internet, naming the rules that do; None if
+    they do not."""
+    admitted = [cidr for _, p in opening for cidr in _admitted(p.source)]
+    why = describe_wide(admitted)
+    if why is None:
+        return None
+    wide = wide_public_blocks(admitted)
+    culprits = [(m, p) for m, p in opening
+                if parse_network(p.source) is None or any(_overlaps(p.source, w) for w in wide)]
+    unreadable = [p.source for _, p in culprits if parse_network(p.source) is None]
+    through = "; ".join(dict.fromkeys(
+        p.describe() + ("" if m is resource else f" in {_label(m)}") for m, p in culprits[:8]))
+    if len(culprits) > 8:
+        through += f"; and {len(culprits) - 8} more"
+    if unreadable:
+        why += f" ({', '.join(map(repr, unreadable))} is no network: counted as the whole internet)"
+    return why + f" ({through})"
+
+
+def _speakers(ctx: Context) -> list[PlannedResource]:
+    """The resources that speak for a group's SSH sources (a planned group, or the first rule of an unplanned one)."""
+    kinds = (*_groups(ctx), *_standalone_rules(ctx))
+    return [r for r in ctx.of_type(*kinds) if _ssh_members(r, ctx)]
+
+
 def _check_ssh_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    """Judges the union of every source that opens SSH on one group: rules split into halves are still the world."""
+    """Judges the union of every source that opens SSH on one group (rules split into halves are still the world),
+    then the union across every group of the plan: nodes in several groups are reached from all of them, so
+    groups each narrow enough can together admit a large part of the internet."""
     members = _ssh_members(resource, ctx)
     if not members:
         return
-    opening = [(member, p) for member in members for p in _ingress(member, ctx) if p.opens(SSH_PORT)]
-    why = describe_wide(p.source for _, p in opening)
-    if why is None:
+    problem = _ssh_problem(resource, _ssh_openings(members, ctx))
+    if problem is not None:
+        yield (f"{_label(resource)} allows SSH from sources that {problem}; restrict the sources to your admin "
+               f"CIDR or VPN, or reach nodes through SSM Session Manager.")
         return
-    wide = wide_public_blocks(p.source for _, p in opening)
-    culprits = [(m, p) for m, p in opening if any(_overlaps(p.source, w) for w in wide)]
-    through = "; ".join(dict.fromkeys(
-        p.describe() + ("" if m is resource else f" in {_label(m)}") for m, p in culprits))
-    yield (f"{_label(resource)} allows SSH from sources that {why} ({through}); restrict the sources to your "
-           f"admin CIDR or VPN, or reach nodes through SSM Session Manager.")
+    speakers = _speakers(ctx)
+    if not speakers or speakers[0] is not resource:
+        return  # the plan-wide union is reported once, on the first group
+    if any(_ssh_problem(s, _ssh_openings(_ssh_members(s, ctx) or [], ctx)) for s in speakers):
+        return  # a group is already too open alone: its own finding says so
+    everything = _ssh_openings(ctx.of_type(*_groups(ctx), *_standalone_rules(ctx)), ctx)
+    problem = _ssh_problem(resource, everything)
+    if problem is not None:
+        yield (f"The security groups of this plan, together, allow SSH from sources that {problem}; nodes in "
+               f"several groups are reached from all of them. Restrict the sources to your admin CIDR or VPN, or "
+               f"reach nodes through SSM Session Manager.")
 
 
 def _overlaps(cidr: str, block: Network) -> bool:
-    try:
-        net = ipaddress.ip_network(cidr, strict=False)
-    except ValueError:
-        return False
-    return net.version == block.version and net.overlaps(block)
+    net = parse_network(cidr)
+    return net is not None and net.version == block.version and net.overlaps(block)
+
+
+def _is_world(source: str) -> bool:
+    net = parse_network(source)
+    return net is not None and net.prefixlen == 0
 
 
 def _check_ingress_open(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    for permission in _world_ingress(resource, ctx):
+    for permission in _ingress(resource, ctx):
+        if not _is_world(permission.source):
+            continue
         if not permission.opens(SSH_PORT):  # SSH exposure is reported, as an error, by ssh-open-to-world
             yield (f"{_label(resource)} allows {permission.describe()}; training nodes need no inbound traffic "
                    f"from the internet: narrow the source to a known CIDR or reach the service through a tunnel.")
@@ -556,8 +724,152 @@ def _each_provider(hook: str) -> Messages:
 _check_unencrypted_storage = _each_provider("storage_encryption")
 _check_unencrypted_topic = _each_provider("topic_encryption")
 _check_imdsv1 = _each_provider("metadata")
-_check_public_ip = _each_provider("public_ip")
-_check_s3_public = _each_provider("public_data")
+_public_ip_by_provider = _each_provider("public_ip")
+_public_data_by_provider = _each_provider("public_data")
+
+
+# ---------------------------------------------------------------- rule: public-ip-on-gpu-node
+
+def _instances(ctx: Context) -> list[PlannedResource]:
+    kinds = tuple(t for facts in ctx.providers for t in facts.instances)
+    return list(ctx.of_type(*kinds))
+
+
+def _check_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """What each provider says of its nodes and subnets, then any address resource (an elastic IP, its
+    association) that gives a planned instance a public address."""
+    yield from _public_ip_by_provider(resource, ctx)
+    targets = [t for facts in ctx.providers for t in facts.address_targets(resource)]
+    if not targets:
+        return
+    for node in _instances(ctx):
+        ids = (node.id, node.outputs.get("id"), node.props.get("id"))
+        if any(_refers_to(resource, prop, value, node, ids) for prop, value in targets):
+            yield (f"{_label(resource)} gives {_label(node)} a public address, reachable from the internet; "
+                   f"release it and reach the node through a bastion, SSM or VPN (outbound goes through NAT).")
+
+
+# ---------------------------------------------------------------- rule: s3-public-access (any provider's buckets)
+
+PUBLIC_ACLS = frozenset({"public-read", "public-read-write", "authenticated-read", "allusers", "authenticatedusers"})
+"""Canned ACLs and grantee groups (lower case) that open a bucket to everyone, or to anyone with an account of the
+provider (authenticated-read: any account in the world)."""
+
+_RESTRICTING_OPERATORS = frozenset({"stringequals", "stringequalsignorecase", "stringlike", "arnequals", "arnlike"})
+
+
+def _policy_document(value: Any) -> Mapping[str, Any]:
+    """A policy as a mapping: engine inputs carry it as JSON text; unknown or unreadable is empty."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return _mapping(value)
+
+
+def _is_everyone(principal: Any) -> bool:
+    """Principal "*" or any of its forms with a wildcard value ({"AWS": "*"}, {"CanonicalUser": "*"}, in a list):
+    anyone, signed or not, from any account."""
+    if isinstance(principal, str):
+        return principal.strip() == "*"
+    if isinstance(principal, Mapping):
+        return any(_is_everyone(v) for v in principal.values())
+    return any(_is_everyone(p) for p in _items(principal))
+
+
+def _concrete(value: Any) -> bool:
+    """A condition value naming something: not empty, not all wildcards, no wildcard in an ARN's account."""
+    if not isinstance(value, str) or not value.strip("*? "):
+        return False
+    parts = value.split(":")
+    return not (len(parts) >= 5 and parts[0] in ("arn", "acs") and any(c in parts[4] for c in "*?"))
+
+
+def _restricted_to_account(condition: Any, keys: frozenset[str]) -> bool:
+    """Whether a statement's Condition keeps it inside the account (its organisation or network): an equality on
+    one of ``keys`` against concrete values. "IfExists" does not restrict (an absent key passes), nor does any
+    other condition (source IPs, TLS, dates)."""
+    for operator, clauses in _mapping(condition).items():
+        name = str(operator).split(":")[-1].lower()
+        if name not in _RESTRICTING_OPERATORS:
+            continue
+        for key, value in _mapping(clauses).items():
+            values = [value] if isinstance(value, str) else _items(value)
+            if str(key).lower() in keys and values and all(_concrete(v) for v in values):
+                return True
+    return False
+
+
+def _open_statements(document: Any, keys: frozenset[str]) -> Iterator[tuple[str, str, str]]:
+    """(sid, actions, who) of each Allow that reaches beyond the account."""
+    statements = _policy_document(document).get("Statement")
+    statements = [statements] if isinstance(statements, Mapping) else _items(statements)
+    for index, statement in enumerate(_mapping(s) for s in statements):
+        if str(statement.get("Effect", "")).strip().lower() != "allow":
+            continue
+        if "NotPrincipal" in statement:
+            who = "NotPrincipal (everyone but the principals it names)"
+        elif _is_everyone(statement.get("Principal")):
+            who = "Principal \"*\" (anyone on the internet)"
+        else:
+            continue
+        if _restricted_to_account(statement.get("Condition"), keys):
+            continue
+        action = statement.get("Action") or statement.get("NotAction")
+        actions = ", ".join(map(str, _items(action))) if _items(action) else str(action or "actions")
+        yield str(statement.get("Sid") or f"#{index}"), actions, who
+
+
+def _check_s3_public(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A bucket is public by its policy (an Allow to everyone not kept inside the account), its ACL (inline or a
+    separate resource), or by having no public access block (absent counts as open); what else a provider says."""
+    label = _label(resource)
+    for facts in ctx.providers:
+        document = facts.bucket_policy(resource)
+        if document is not None:
+            for sid, actions, who in _open_statements(document, facts.account_condition_keys):
+                yield (f"{label} statement {sid} allows {actions} to {who}, with no condition keeping it inside "
+                       f"the account; name the roles or accounts that need the data instead.")
+        for acl in facts.bucket_acl(resource):
+            if str(acl).strip().lower() in PUBLIC_ACLS:
+                yield (f"{label} grants the ACL {acl!r}, opening the bucket beyond the account; use the private "
+                       f"ACL and grant access by policy to named roles.")
+        off = facts.access_block(resource)
+        if off:
+            yield (f"{label} leaves {', '.join(off)} off (unset is off), so a policy or ACL can make the data "
+                   f"public; turn every setting on.")
+        if resource.type in facts.buckets and not any(
+                facts.access_block(block) is not None and facts.block_covers(block, resource, ctx)
+                for block in ctx.resources):
+            yield (f"{label} has no public access block (absent counts as open): any policy or ACL may make it "
+                   f"public; add one for this bucket with every setting on.")
+    yield from _public_data_by_provider(resource, ctx)
+
+
+# ---------------------------------------------------------------- rule: budget-not-planned
+
+def _check_budget_planned(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A stack that rents machines plans its budget, and the budget's stop when it has one (or the stack asks for
+    one): reported once per provider, on its first instance. `budget: none` (ctx.budget_opt_out) exempts it."""
+    if ctx.budget_opt_out:
+        return
+    for facts in ctx.providers:
+        nodes = [r for r in ctx.resources if r.type in facts.instances]
+        if not nodes or nodes[0] is not resource:
+            continue
+        watches = list(facts.budgets(ctx))
+        if not watches:
+            yield (f"The plan rents {len(nodes)} {facts.name} instance(s) ({_label(resource)} first) but holds no "
+                   f"budget, so nothing alerts or stops when the money runs out; {facts.budget_hint}, or write "
+                   f"`goldenenv:budget: none` to run without one on purpose.")
+            continue
+        if ctx.hard_stop and not any(w.stops for w in watches):
+            yield (f"The stack asks for a hard stop (budget.hardStop) but no planned {facts.name} budget stops the "
+                   f"nodes ({', '.join(_label(w.resource) for w in watches)}); plan the budget's stop.")
+        for watch in watches:
+            if watch.gap:
+                yield f"{_label(watch.resource)} {watch.gap}."
 
 
 # ---------------------------------------------------------------- rules: data-store-not-retained, -retention-unverified
@@ -608,24 +920,33 @@ def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iter
 # ---------------------------------------------------------------- the rule set
 
 UNTAGGED_RESOURCE = "untagged-resource"
+BUDGET_NOT_PLANNED = "budget-not-planned"
 
 RULES: tuple[Rule, ...] = (
     Rule(UNTAGGED_RESOURCE, "Taggable resources carry the required tags, and launch templates tag what they "
          "launch, so every dollar is attributed and no forgotten cluster hides on the bill.",
          Severity.ERROR, _check_untagged),
-    Rule("ssh-open-to-world", "No security group opens SSH (tcp/22) to the internet: the union of the CIDRs its "
-         "rules open port 22 to (or all ports) covers no public block wider than /8 (IPv4) or /32 (IPv6).",
+    Rule("ssh-open-to-world", "SSH (tcp/22, or all ports) is reachable from no more than a private range and a "
+         "small admin allowance: the public addresses the sources admit, in any form (short forms, any prefix, "
+         "IPv4 and IPv6) and summed over the union of every rule of a group and of every group of the plan, are at "
+         "most one /8 (IPv4) and one /32 (IPv6), as network.adminCidrs allows; a source that is no network counts "
+         "as the whole internet.",
          Severity.ERROR, _check_ssh_open),
     Rule("ingress-open-to-world", "No security group rule allows inbound traffic from 0.0.0.0/0 or ::/0.",
          Severity.WARNING, _check_ingress_open),
-    Rule("unencrypted-storage", "EBS volumes, launch template disks, EFS file systems and S3 buckets are "
-         "encrypted at rest.", Severity.ERROR, _check_unencrypted_storage),
+    Rule("unencrypted-storage", "Disks, file systems and buckets are encrypted at rest, judged as they will be: "
+         "a node's root disk from an image counts as unencrypted unless a block device mapping (AWS) or "
+         "systemDiskEncrypted (Alibaba) says otherwise or the account default is planned, and a bucket needs its "
+         "server-side encryption (S3, OSS).", Severity.ERROR, _check_unencrypted_storage),
     Rule("unencrypted-topic", "SNS topics (budget and interruption alerts) are encrypted with KMS.",
          Severity.WARNING, _check_unencrypted_topic),
-    Rule("imdsv1-allowed", "Instances and launch templates require IMDSv2 (metadataOptions.httpTokens "
-         "\"required\").", Severity.ERROR, _check_imdsv1),
-    Rule("public-ip-on-gpu-node", "Nodes get no public IP: no associatePublicIpAddress, and no "
-         "mapPublicIpOnLaunch on the subnets they launch in.", Severity.ERROR, _check_public_ip),
+    Rule("imdsv1-allowed", "Instances and launch templates require IMDSv2 (httpTokens \"required\"), judged on "
+         "the effective options: an instance's own metadata options over its launch template's.", Severity.ERROR,
+         _check_imdsv1),
+    Rule("public-ip-on-gpu-node", "Nodes are not reachable from the internet by any path: no public IP on the node "
+         "or its subnet (associatePublicIpAddress, mapPublicIpOnLaunch, internetMaxBandwidthOut), no elastic IP or "
+         "EIP association on it, and no global IPv6 address (ipv6AddressCount, assignIpv6AddressOnCreation).",
+         Severity.ERROR, _check_public_ip),
     Rule("data-store-not-retained", "Buckets and file systems holding datasets and checkpoints survive "
          "`pulumi destroy` (retainOnDelete, no forceDestroy; a file system is linked to a retained bucket or "
          "takes a final backup).", Severity.ERROR,
@@ -633,13 +954,18 @@ RULES: tuple[Rule, ...] = (
     Rule("data-store-retention-unverified", "Where retainOnDelete cannot be read (a policy pack: the engine does "
          "not report it), say that a data store's survival of `pulumi destroy` is unverified.", Severity.WARNING,
          _check_retention_unverified),
-    Rule("s3-public-access", "No bucket policy allows Principal \"*\", and public access blocks keep all four "
-         "settings on.", Severity.ERROR, _check_s3_public),
+    Rule("s3-public-access", "No bucket (S3, OSS) is public: no policy Allow to Principal \"*\" (any form) or "
+         "with NotPrincipal unless a condition keeps it in the account, no public-read, public-read-write or "
+         "authenticated-read ACL (inline or separate), and a public access block with every setting on (absent "
+         "counts as open).", Severity.ERROR, _check_s3_public),
     Rule("slurmctld-beyond-cluster", f"No security group rule opens slurmctld's port (tcp/{SLURMCTLD_PORT}) to an "
          "address range: only the cluster's own security groups reach the Slurm head.", Severity.ERROR,
          _check_slurmctld_open),
     Rule("public-ip-on-head", "The Slurm head says outright that it takes no public IP.", Severity.ERROR,
          _check_head_public_ip),
+    Rule(BUDGET_NOT_PLANNED, "A stack that rents machines plans its budget, and the budget's stop (a hard stop's "
+         "function and what runs it), unless the stack says `budget: none`.", Severity.ERROR,
+         _check_budget_planned),
 )
 
 
@@ -649,12 +975,15 @@ def check_rule(rule: Rule, ctx: Context) -> Iterator[Finding]:
             yield Finding(rule.id, rule.severity, resource.urn, message)
 
 
-def evaluate(resources: Sequence[PlannedResource], required_tags: Mapping[str, str]) -> list[Finding]:
+def evaluate(resources: Sequence[PlannedResource], required_tags: Mapping[str, str], *,
+             budget_opt_out: bool = False, hard_stop: bool | None = None) -> list[Finding]:
     """Every finding of every rule, in rule order then resource order.
 
-    With no required tags, the tagging rule asks only that taggable resources carry some tags.
+    With no required tags, the tagging rule asks only that taggable resources carry some tags. budget_opt_out: the
+    stack says `budget: none` (no budget expected); hard_stop: the stack's budget.hardStop (None: as the planned
+    budget says). A caller that knows the stack file passes both (see Context).
     """
-    ctx = Context(tuple(resources), dict(required_tags))
+    ctx = Context(tuple(resources), dict(required_tags), budget_opt_out=budget_opt_out, hard_stop=hard_stop)
     return [finding for rule in RULES for finding in check_rule(rule, ctx)]
 
 
@@ -674,6 +1003,16 @@ POLICY_CONFIG_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
             "type": "object",
             "additionalProperties": {"type": "string"},
             "description": "Tag key -> value every taggable resource must carry. Empty: any non-empty tags.",
+        },
+    },
+    BUDGET_NOT_PLANNED: {
+        "budgetNone": {
+            "type": "boolean",
+            "description": "The stack says `budget: none`: no budget is expected in the plan.",
+        },
+        "hardStop": {
+            "type": "boolean",
+            "description": "The stack's budget.hardStop: its budget must plan a stop. Unset: as the budget says.",
         },
     },
 }
@@ -735,7 +1074,10 @@ def stack_validation(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
         get_config = getattr(args, "get_config", None)
         config = (get_config() if get_config else None) or {}
         required_tags = {str(k): str(v) for k, v in _mapping(config.get("requiredTags")).items()}
-        ctx = Context(tuple(from_policy_resource(r) for r in args.resources), required_tags)
+        hard_stop = config.get("hardStop")
+        ctx = Context(tuple(from_policy_resource(r) for r in args.resources), required_tags,
+                      budget_opt_out=config.get("budgetNone") is True,
+                      hard_stop=hard_stop if isinstance(hard_stop, bool) else None)
         for finding in check_rule(rule, ctx):
             report_violation(finding.message, finding.urn)
 

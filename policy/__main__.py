@@ -2,7 +2,10 @@
 
 Run with `pulumi preview --policy-pack policy`. Required tags come from the `untagged-resource` policy's
 config, e.g. a file passed with `--policy-pack-config`:
-    {"untagged-resource": {"requiredTags": {"project": "llm-pretrain", "owner": "ml-team"}}}
+    {"untagged-resource": {"requiredTags": {"project": "llm-pretrain", "owner": "ml-team"}},
+     "budget-not-planned": {"hardStop": true}}
+budget-not-planned expects a budget on every stack that rents machines: give it {"budgetNone": true} for a stack
+that says `goldenenv:budget: none`, and {"hardStop": true} to require the budget's stop as well.
 
 The engine does not pass retainOnDelete to policies, so data-store-not-retained judges only what it can see
 (forceDestroy, protect, final backups) and the advisory data-store-retention-unverified names each data store

@@ -1,18 +1,20 @@
 """AWS's guardrail facts: the type tokens the generic rules of goldenenv.guardrails read, and how to read them.
 
 Security groups and their rules (inline, the classic SecurityGroupRule and the newer vpc ingress rules), launch
-template tag specifications, EBS / EFS / S3 encryption, SNS topic encryption, IMDSv2, public IPs (interfaces,
-instances, and subnets that map public IPs with nodes in them), data stores and FSx for Lustre's final backup,
-and S3 bucket policies and public access blocks. Resources are in engine form (camelCase inputs).
+template tag specifications, EBS / EFS / S3 encryption (a root disk from the AMI counts as unencrypted unless a
+block device mapping or the account default says otherwise), SNS topic encryption, IMDSv2 on the effective metadata
+options, public reachability (public IPs on interfaces, instances and the subnets nodes launch in, elastic IPs and
+their associations, global IPv6 addresses), data stores and FSx for Lustre's final backup, S3 bucket policies, ACLs
+and public access blocks, and the budget with its hard stop. Resources are in engine form (camelCase inputs).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from goldenenv.guardrails import (
+    BudgetWatch,
     Context,
     Ingress,
     PlannedResource,
@@ -37,6 +39,18 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SECURITY_GROUP_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+S3_BUCKET_ACLS = ("aws:s3/bucketAclV2:BucketAclV2", "aws:s3/bucketAcl:BucketAcl")
+EIP = "aws:ec2/eip:Eip"
+EIP_ASSOCIATION = "aws:ec2/eipAssociation:EipAssociation"
+EBS_ENCRYPTION_BY_DEFAULT = "aws:ebs/encryptionByDefault:EncryptionByDefault"
+BUDGET = "aws:budgets/budget:Budget"
+SNS_TOPIC_SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
+LAMBDA_FUNCTION = "aws:lambda/function:Function"
+ACCOUNT_CONDITION_KEYS = frozenset({
+    "aws:principalaccount", "aws:sourceaccount", "aws:principalorgid", "aws:sourceowner", "aws:principalarn",
+    "aws:sourcevpce", "aws:sourcevpc",
+})
+"""Condition keys that keep an Allow to everyone inside the account, its organisation or its VPC (lower case)."""
 S3_PUBLIC_ACCESS_BLOCKS = (
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
     "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock",
@@ -104,14 +118,24 @@ def _bucket_is_encrypted(bucket: PlannedResource, ctx: Context) -> bool:
                for config in ctx.of_type(*S3_BUCKET_ENCRYPTION))
 
 
+def _encrypted_by_default(ctx: Context) -> bool:
+    """The account's EBS encryption by default, stated in the plan (enabled); unstated counts as off."""
+    return any(not _is_false(r.props.get("enabled")) for r in ctx.of_type(EBS_ENCRYPTION_BY_DEFAULT))
+
+
 def storage_encryption(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     props, label = resource.props, _label(resource)
     if resource.type == LAUNCH_TEMPLATE:
-        for index, mapping in enumerate(_items(props.get("blockDeviceMappings"))):
-            ebs = _mapping(mapping).get("ebs")
+        mappings = [_mapping(m) for m in _items(props.get("blockDeviceMappings"))]
+        for index, mapping in enumerate(mappings):
+            ebs = mapping.get("ebs")
             if isinstance(ebs, Mapping) and not _is_true(ebs.get("encrypted")):
-                device = _mapping(mapping).get("deviceName") or f"#{index}"
+                device = mapping.get("deviceName") or f"#{index}"
                 yield f"{label} block device {device} is not encrypted; set ebs.encrypted to \"true\"."
+        if not any(isinstance(m.get("ebs"), Mapping) for m in mappings) and not _encrypted_by_default(ctx):
+            yield (f"{label} maps no encrypted EBS volume, so the root disk is the AMI's snapshot as it is "
+                   f"(unencrypted unless the account default, unstated here, says otherwise); add a block device "
+                   f"mapping for the root device with ebs.encrypted \"true\".")
     elif resource.type in (EBS_VOLUME, EFS_FILE_SYSTEM):
         if not _is_true(props.get("encrypted")):
             yield f"{label} is not encrypted at rest; set encrypted=True."
@@ -119,6 +143,9 @@ def storage_encryption(resource: PlannedResource, ctx: Context) -> Iterator[str]
         root = props.get("rootBlockDevice")
         if isinstance(root, Mapping) and not _is_true(root.get("encrypted")):
             yield f"{label} root volume is not encrypted; set rootBlockDevice.encrypted=True."
+        elif root is None and not props.get("launchTemplate") and not _encrypted_by_default(ctx):
+            yield (f"{label} sets no rootBlockDevice, so its root disk is the AMI's snapshot as it is (unencrypted "
+                   f"unless the account default, unstated here, says otherwise); set rootBlockDevice.encrypted=True.")
         for device in _items(props.get("ebsBlockDevices")):
             if not _is_true(_mapping(device).get("encrypted")):
                 name = _mapping(device).get("deviceName") or "?"
@@ -135,12 +162,31 @@ def topic_encryption(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 
 # ---------------------------------------------------------------- imdsv1-allowed
 
+METADATA_KEYS = ("httpEndpoint", "httpTokens")
+
+
+def _template_of(instance: PlannedResource, ctx: Context) -> PlannedResource | None:
+    spec = _mapping(instance.props.get("launchTemplate"))
+    for template in ctx.of_type(LAUNCH_TEMPLATE):
+        if (_refers_to(instance, "launchTemplate", spec.get("id"), template, (template.id,))
+                or (spec.get("name") and spec.get("name") == template.props.get("name"))):
+            return template
+    return None
+
+
 def metadata(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Judges the effective options: an instance's own metadataOptions win over its launch template's, key by key;
+    an instance that sets none of its own is its template's (judged there)."""
     if resource.type not in (LAUNCH_TEMPLATE, INSTANCE):
         return
+    own = {k: v for k, v in _mapping(resource.props.get("metadataOptions")).items()
+           if k in METADATA_KEYS and v is not None}
     if resource.type == INSTANCE and resource.props.get("launchTemplate"):
-        return  # its launch template is checked
-    options = _mapping(resource.props.get("metadataOptions"))
+        if not own:
+            return  # its launch template's options apply, and the template is checked
+        template = _template_of(resource, ctx)
+        own = {**_mapping(template.props.get("metadataOptions") if template else None), **own}
+    options = own
     if options.get("httpEndpoint") == "disabled" or options.get("httpTokens") == "required":
         return
     found = options.get("httpTokens") or "unset"
@@ -163,20 +209,49 @@ def _subnet_users(subnet: PlannedResource, ctx: Context) -> list[str]:
     return users
 
 
+def _ipv6(props: Mapping[str, Any]) -> bool:
+    """Whether an instance or interface takes global IPv6 addresses (a count, a list or prefixes)."""
+    return ((_port(props.get("ipv6AddressCount")) or 0) > 0 or bool(_items(props.get("ipv6Addresses")))
+            or (_port(props.get("ipv6PrefixCount")) or 0) > 0 or bool(_items(props.get("ipv6Prefixes"))))
+
+
 def public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     props, label = resource.props, _label(resource)
     if resource.type == LAUNCH_TEMPLATE:
         for index, interface in enumerate(_items(props.get("networkInterfaces"))):
+            device = _mapping(interface).get("deviceIndex", index)
             if _is_true(_mapping(interface).get("associatePublicIpAddress")):
-                yield (f"{label} network interface {_mapping(interface).get('deviceIndex', index)} gets a public IP; "
+                yield (f"{label} network interface {device} gets a public IP; "
                        f"set associatePublicIpAddress to \"false\" and reach nodes through a bastion, SSM or VPN.")
-    elif resource.type == INSTANCE and _is_true(props.get("associatePublicIpAddress")):
-        yield f"{label} gets a public IP; set associatePublicIpAddress=False and place it in a private subnet."
-    elif resource.type == SUBNET and _is_true(props.get("mapPublicIpOnLaunch")):
-        users = _subnet_users(resource, ctx)
+            if _ipv6(_mapping(interface)):
+                yield (f"{label} network interface {device} takes global IPv6 addresses, reachable from the "
+                       f"internet; drop ipv6AddressCount / ipv6Addresses.")
+    elif resource.type == INSTANCE:
+        if _is_true(props.get("associatePublicIpAddress")):
+            yield f"{label} gets a public IP; set associatePublicIpAddress=False and place it in a private subnet."
+        if _ipv6(props):
+            yield (f"{label} takes global IPv6 addresses (ipv6AddressCount / ipv6Addresses), reachable from the "
+                   f"internet; drop them.")
+    elif resource.type == SUBNET:
+        exposures = [what for key, what in (("mapPublicIpOnLaunch", "maps public IPs on launch"),
+                                            ("assignIpv6AddressOnCreation", "assigns global IPv6 addresses on launch"))
+                     if _is_true(props.get(key))]
+        users = _subnet_users(resource, ctx) if exposures else []
         if users:
-            yield (f"{label} maps public IPs on launch and nodes launch in it ({', '.join(users)}); "
-                   f"set mapPublicIpOnLaunch=False or move the nodes to a private subnet.")
+            yield (f"{label} {' and '.join(exposures)} and nodes launch in it ({', '.join(users)}); "
+                   f"set mapPublicIpOnLaunch and assignIpv6AddressOnCreation to False or move the nodes to a "
+                   f"private subnet.")
+
+
+def address_targets(resource: PlannedResource) -> list[tuple[str, Any]]:
+    """What an elastic IP (or its association) gives a public address to."""
+    if resource.type == EIP:
+        keys = ("instance", "networkInterface")
+    elif resource.type == EIP_ASSOCIATION:
+        keys = ("instanceId", "networkInterfaceId")
+    else:
+        return []
+    return [(key, resource.props.get(key)) for key in keys]
 
 
 # ---------------------------------------------------------------- data-store-not-retained: FSx for Lustre
@@ -208,42 +283,67 @@ def final_backup_gap(resource: PlannedResource, ctx: Context) -> str | None:
 
 # ---------------------------------------------------------------- s3-public-access
 
-def _policy_document(value: Any) -> Mapping[str, Any]:
-    """A bucket policy as a mapping: engine inputs carry it as JSON text; unknown or unreadable is empty."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return _mapping(value)
+def bucket_policy(resource: PlannedResource) -> Any:
+    if resource.type == S3_BUCKET_POLICY or (resource.type in S3_BUCKETS and resource.props.get("policy")):
+        return resource.props.get("policy")
+    return None
 
 
-def _is_everyone(principal: Any) -> bool:
-    """Principal "*" or {"AWS": "*"} (also in a list): anyone, signed or not, from any account."""
-    if isinstance(principal, str):
-        return principal.strip() == "*"
-    if isinstance(principal, Mapping):
-        return any(_is_everyone(p) for p in ([principal.get("AWS")] + _items(principal.get("AWS"))))
-    return any(_is_everyone(p) for p in _items(principal))
+def bucket_acl(resource: PlannedResource) -> list[str]:
+    """A bucket's inline acl / grants, or an ACL resource's canned acl and grantees (by group URI's last part)."""
+    props = resource.props
+    if resource.type not in (*S3_BUCKETS, *S3_BUCKET_ACLS):
+        return []
+    granted = [props["acl"]] if isinstance(props.get("acl"), str) else []
+    grants = _items(props.get("grants")) + _items(_mapping(props.get("accessControlPolicy")).get("grants"))
+    for grant in map(_mapping, grants):
+        grantee = _mapping(grant.get("grantee")) or grant
+        uri = grantee.get("uri") or grantee.get("URI")
+        if isinstance(uri, str) and uri.strip():
+            granted.append(uri.rstrip("/").rsplit("/", 1)[-1])
+    return granted
 
 
-def public_data(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    props, label = resource.props, _label(resource)
-    if resource.type == S3_BUCKET_POLICY or (resource.type in S3_BUCKETS and props.get("policy")):
-        statements = _policy_document(props.get("policy")).get("Statement")
-        statements = [statements] if isinstance(statements, Mapping) else _items(statements)
-        for index, statement in enumerate(_mapping(s) for s in statements):
-            if str(statement.get("Effect", "")).strip() == "Allow" and _is_everyone(statement.get("Principal")):
-                sid = statement.get("Sid") or f"#{index}"
-                action = statement.get("Action")
-                actions = ", ".join(map(str, _items(action))) if _items(action) else str(action or "actions")
-                yield (f"{label} statement {sid} allows {actions} to Principal \"*\" "
-                       f"(anyone on the internet); name the roles or accounts that need the data instead.")
-    elif resource.type in S3_PUBLIC_ACCESS_BLOCKS:
-        off = [key for key in PUBLIC_ACCESS_BLOCK_SETTINGS if not _is_true(props.get(key))]
-        if off:
-            yield (f"{label} leaves {', '.join(off)} off (unset is off), so a policy or ACL can make the data "
-                   f"public; set all four of {', '.join(PUBLIC_ACCESS_BLOCK_SETTINGS)} to true.")
+def access_block(resource: PlannedResource) -> list[str] | None:
+    if resource.type not in S3_PUBLIC_ACCESS_BLOCKS:
+        return None
+    return [key for key in PUBLIC_ACCESS_BLOCK_SETTINGS if not _is_true(resource.props.get(key))]
+
+
+def block_covers(block: PlannedResource, bucket: PlannedResource, ctx: Context) -> bool:
+    if block.type == "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock":
+        return True
+    return _refers_to(block, "bucket", block.props.get("bucket"), bucket,
+                      (bucket.id, bucket.props.get("bucket"), bucket.outputs.get("bucket")))
+
+
+# ---------------------------------------------------------------- budget-not-planned
+
+def _function_arns(ctx: Context) -> set[str]:
+    return {v for f in ctx.of_type(LAMBDA_FUNCTION) for v in (f.outputs.get("arn"), f.props.get("arn"))
+            if isinstance(v, str)}
+
+
+def budgets(ctx: Context) -> list[BudgetWatch]:
+    """Each AWS budget; it stops the nodes when an alert goes to an SNS topic, whose stop is a Lambda function
+    subscribed to that topic (both planned)."""
+    watches = []
+    functions = _function_arns(ctx)
+    for budget in ctx.of_type(BUDGET):
+        topics = [t for n in _items(budget.props.get("notifications"))
+                  for t in _items(_mapping(n).get("subscriberSnsTopicArns")) if isinstance(t, str)]
+        gap = None
+        for topic in dict.fromkeys(topics):
+            endpoints = [s.props.get("endpoint") for s in ctx.of_type(SNS_TOPIC_SUBSCRIPTION)
+                         if s.props.get("topic") == topic and str(s.props.get("protocol")).lower() == "lambda"]
+            if not endpoints:
+                gap = (f"sends its alert to {topic}, but nothing subscribed to that topic stops the nodes; plan the "
+                       f"hard stop's Lambda subscription")
+            elif not any(e in functions or e is None for e in endpoints):
+                gap = (f"sends its alert to {topic}, whose subscriber {endpoints[0]} is no Lambda function of the "
+                       f"plan: the hard stop's function is missing")
+        watches.append(BudgetWatch(budget, stops=bool(topics), gap=gap))
+    return watches
 
 
 def says_private(resource: PlannedResource) -> bool:
@@ -263,7 +363,15 @@ FACTS = ProviderFacts(
     public_ip=public_ip,
     data_stores=(*S3_BUCKETS, EFS_FILE_SYSTEM),
     final_backup_gap=final_backup_gap,
-    public_data=public_data,
     instances=(INSTANCE,),
     says_private=says_private,
+    address_targets=address_targets,
+    buckets=S3_BUCKETS,
+    bucket_policy=bucket_policy,
+    bucket_acl=bucket_acl,
+    access_block=access_block,
+    block_covers=block_covers,
+    account_condition_keys=ACCOUNT_CONDITION_KEYS,
+    budgets=budgets,
+    budget_hint="set goldenenv:budget so the stack plans its AWS Budget (and budget.hardStop its stop)",
 )
