@@ -27,18 +27,27 @@ def _lock(name: str):
 
 @app.command("list")
 def image_list() -> None:
-    """Every lock under images/, with its pins and whether it is built here."""
+    """Every lock under images/, with its pins and whether it is built here (a lock that cannot be read: its
+    first problem, and exit 2)."""
     from goldenenv.images.lock import load, names
 
     built = _local_tags()
     table = Table()
     for col in ("image", "tag", "torch", "cuda", "nccl", "fabric", "built"):
         table.add_column(col)
+    broken = []
     for name in names():
-        lock = load(name)
+        try:
+            lock = load(name)
+        except ConfigError as e:
+            broken.append(e)
+            table.add_row(name, f"[red]invalid[/]: {escape(str(e.problems[0]))}", "-", "-", "-", "-", "-")
+            continue
         table.add_row(name, lock.tag, lock.torch or "-", lock.cuda or "-", lock.nccl or "-", lock.fabric,
                       "?" if built is None else ("yes" if lock.tag in built else "no"))
     console.print(table)
+    if broken:
+        fail(broken[0])
 
 
 def _local_tags() -> set[str] | None:

@@ -41,7 +41,7 @@ def main() -> None:
             refuse_incompatible()
         outputs = build()
     except ConfigError as e:
-        raise pulumi.RunError(f"invalid stack configuration:\n{e}") from None
+        raise pulumi.RunError(f"{e.heading}:\n{e}") from None
     for key, value in outputs.items():
         if value is not None:
             pulumi.export(key, value)

@@ -280,3 +280,17 @@ def test_lock_errors_are_headed_as_a_lock_with_its_file(tmp_path, monkeypatch):
     done = CliRunner().invoke(app, ["image", "check-lock", "cpu-dev"], env={"COLUMNS": "300"})
     assert done.exit_code == 2 and done.output.startswith("invalid lock in "), done.output
     assert "cpu-dev/lock.yaml at user: yes reads as true by YAML 1.1" in done.output
+
+
+def test_image_list_shows_a_broken_lock_and_exits_2_without_a_traceback(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from goldenenv.cli import app
+
+    shutil.copytree(IMAGES, tmp_path / "images")
+    doc = yaml.safe_load((IMAGES / "cpu-dev" / "lock.yaml").read_text())
+    (tmp_path / "images" / "cpu-dev" / "lock.yaml").write_text(yaml.safe_dump({**doc, "name": "other"}))
+    monkeypatch.setattr("goldenenv.images.lock.IMAGES", tmp_path / "images")
+    done = CliRunner().invoke(app, ["image", "list"], env={"COLUMNS": "300"})
+    assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+    assert "invalid lock in" in done.output and "h100-torch" in done.output   # the other locks are still listed
