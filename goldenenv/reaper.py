@@ -12,12 +12,27 @@ last start, so a node started again by hand after the reaper stopped it gets a f
 A node is one of the stack's only when both its stack tag and its project tag match: two projects may each have
 a stack named ``dev`` in one account. Each node is judged on its own, so one bad tag cannot shield its siblings;
 calls carry at most 1,000 ids, and a failed call is retried per instance so the report says exactly which failed.
+A throttled call (RequestLimitExceeded, Throttling...) is retried with backoff; a node still pending when it is to
+be stopped (EC2 refuses with IncorrectInstanceState) is watched until it runs and then stopped, for a while in the
+same invocation, and by the next scheduled run after that.
+
+The hard stop is never lost: AWS Budgets notifies once a month, so the notification first records the month in
+the stack's SSM parameter (``GOLDENENV_HARD_STOP_PARAMETER``), then stops the nodes. Every scheduled run reads
+that parameter and, while it holds the current month (UTC, as Budgets counts), stops every running or pending node
+instead of judging time to live; a node started again is stopped within one schedule period. The stop ends with
+the month, or when an operator writes ``none`` to the parameter (after raising the budget).
+
+A node that cannot be judged (an unreadable ttl tag, no launch time) fails the invocation after its siblings
+are reaped, so Lambda's Errors metric counts it and the error names it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -45,6 +60,20 @@ STACK_ENV = "GOLDENENV_STACK"
 PROJECT_ENV = "GOLDENENV_PROJECT"
 ACTION_ENV = "GOLDENENV_ACTION"
 DRY_RUN_ENV = "GOLDENENV_DRY_RUN"
+HARD_STOP_PARAMETER_ENV = "GOLDENENV_HARD_STOP_PARAMETER"
+"""The SSM parameter the hard stop records its month in; unset: this function neither records nor reads one."""
+NO_HARD_STOP = "none"
+"""The parameter's value while no hard stop is in force; writing it ends one early."""
+THROTTLING = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "ThrottledException",
+                        "TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "SlowDown"})
+"""Error codes of a throttled AWS call: retried with backoff."""
+RETRY_ATTEMPTS = 8
+RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 0.5, 20.0
+"""Exponential backoff with full jitter: at most about a minute of waiting for one call."""
+PENDING_WAIT_SECONDS, PENDING_POLL_SECONDS = 120.0, 10.0
+"""How long an invocation watches pending nodes it could not stop yet, and how often it looks again."""
+_sleep = time.sleep
+_monotonic = time.monotonic
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -74,6 +103,8 @@ class Report:
     """Instances that could not be judged (a bad ttl tag, no launch time); the reason says why."""
     failed: list[Decision] = field(default_factory=list)
     """Instances whose stop or terminate call failed, or whose spot request could not be read; the reason is the error."""
+    hard_stop_state: str = ""
+    """What the hard-stop parameter said (or why it could not be read); empty when none is configured."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +118,8 @@ class Report:
         lines += [f"{prefix} keep {d.instance_id}: {d.reason}" for d in self.kept]
         lines += [f"{prefix} SKIPPED {d.instance_id}: {d.reason}" for d in self.skipped]
         lines += [f"{prefix} FAILED to {d.action or 'act on'} {d.instance_id}: {d.reason}" for d in self.failed]
+        if self.hard_stop_state:
+            lines.insert(0, f"{prefix} hard stop: {self.hard_stop_state}")
         lines.append(f"{prefix} {len(self.acted)} {verb}acted on, {len(self.kept)} kept, "
                      f"{len(self.skipped)} skipped, {len(self.failed)} failed")
         return lines
@@ -94,6 +127,24 @@ class Report:
 
 class Unjudgeable(ValueError):
     """A node whose tags or description do not allow a decision; it is reported and skipped."""
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore ClientError ('' for any other exception); this file imports no botocore."""
+    response = getattr(error, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _retry(call: Callable[[], T]) -> T:
+    """``call()``, again after a backoff while AWS throttles it; any other error, or the last one, is raised."""
+    for attempt in range(RETRY_ATTEMPTS):
+        try:
+            return call()
+        except Exception as error:
+            if error_code(error) not in THROTTLING or attempt == RETRY_ATTEMPTS - 1:
+                raise
+            _sleep(random.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** attempt)))
+    raise AssertionError("unreachable")
 
 
 def reap(ec2: Any, project: str, stack: str, now: datetime, action: str = "stop", dry_run: bool = False) -> Report:
@@ -149,17 +200,51 @@ def _run(ec2: Any, project: str, stack: str, now: datetime, action: str, dry_run
             decisions.append(_spot_decision(instance_id, reason, requests.get(instance_id)))
         else:
             decisions.append(Decision(instance_id, reason, action))
-    _act(ec2, report, decisions, dry_run)
+    pending = {i["InstanceId"] for i, _ in chosen if (i.get("State") or {}).get("Name") == "pending"}
+    waiting = _act(ec2, report, decisions, dry_run, pending)
+    if waiting:
+        _stop_once_running(ec2, project, stack, report, waiting)
     return report
 
 
-def _live_instances(ec2: Any, project: str, stack: str) -> list[dict[str, Any]]:
-    pages = ec2.get_paginator("describe_instances").paginate(Filters=[
+def _live_instances(ec2: Any, project: str, stack: str, instance_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
+    filters = [
         {"Name": f"tag:{STACK_TAG_KEY}", "Values": [stack]},
         {"Name": f"tag:{PROJECT_TAG_KEY}", "Values": [project]},
         {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
-    ])
-    return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    ]
+    if instance_ids:
+        filters.append({"Name": "instance-id", "Values": list(instance_ids)})
+
+    def listing() -> list[dict[str, Any]]:
+        pages = ec2.get_paginator("describe_instances").paginate(Filters=filters)
+        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+    return _retry(listing)
+
+
+def _stop_once_running(ec2: Any, project: str, stack: str, report: Report, waiting: list[Decision]) -> None:
+    """Nodes EC2 would not stop while pending: look again every PENDING_POLL_SECONDS and act on each once it runs
+    (or is gone); those still pending after PENDING_WAIT_SECONDS fail, and the next scheduled run retries them."""
+    deadline = _monotonic() + PENDING_WAIT_SECONDS
+    while waiting and _monotonic() < deadline:
+        _sleep(PENDING_POLL_SECONDS)
+        try:
+            live = {i["InstanceId"]: i for chunk in _chunks([d.instance_id for d in waiting], MAX_FILTER_VALUES)
+                    for i in _live_instances(ec2, project, stack, chunk)}
+        except Exception as error:
+            report.failed += [Decision(d.instance_id, f"still pending; it could not be looked at again: "
+                                                      f"{type(error).__name__}: {error}", d.action) for d in waiting]
+            return
+        for decision in [d for d in waiting if d.instance_id not in live]:
+            waiting.remove(decision)
+            report.kept.append(Decision(decision.instance_id, "was pending, and is no longer running nor pending"))
+        ready = [d for d in waiting if (live[d.instance_id].get("State") or {}).get("Name") != "pending"]
+        waiting[:] = [d for d in waiting if d not in ready]
+        waiting += _act(ec2, report, ready, False, set())
+    report.failed += [Decision(d.instance_id, f"still pending after {PENDING_WAIT_SECONDS:g} s: EC2 stops a node only "
+                                              "once it runs; the next scheduled run stops it", d.action)
+                      for d in waiting]
 
 
 def _expiry(instance: dict[str, Any], now: datetime) -> str | Decision:
@@ -221,23 +306,29 @@ def _spot_requests(ec2: Any, instance_ids: Sequence[str]) -> tuple[dict[str, dic
     return found, errors
 
 
-def _act(ec2: Any, report: Report, decisions: list[Decision], dry_run: bool) -> None:
-    """Stop, then terminate, in calls of at most 1,000 ids; a failed call is retried per instance."""
+def _act(ec2: Any, report: Report, decisions: list[Decision], dry_run: bool, pending: set[str]) -> list[Decision]:
+    """Stop, then terminate, in calls of at most 1,000 ids; a throttled call is retried with backoff, and a call
+    that fails is retried per instance. Returns the decisions on ``pending`` nodes EC2 would not stop yet."""
+    waiting: list[Decision] = []
     for act, call in (("stop", ec2.stop_instances), ("terminate", ec2.terminate_instances)):
         for chunk in _chunks([d for d in decisions if d.action == act], MAX_IDS_PER_CALL):
             if dry_run:
                 report.acted += chunk
                 continue
             try:
-                call(InstanceIds=[d.instance_id for d in chunk])
+                _retry(lambda: call(InstanceIds=[d.instance_id for d in chunk]))
                 report.acted += chunk
             except Exception:  # botocore's ClientError; this file imports no botocore
                 for decision in chunk:
                     try:
-                        call(InstanceIds=[decision.instance_id])
+                        _retry(lambda: call(InstanceIds=[decision.instance_id]))
                         report.acted.append(decision)
                     except Exception as error:
-                        report.failed.append(Decision(decision.instance_id, f"{type(error).__name__}: {error}", act))
+                        if decision.instance_id in pending and error_code(error) == "IncorrectInstanceState":
+                            waiting.append(decision)
+                        else:
+                            report.failed.append(Decision(decision.instance_id, f"{type(error).__name__}: {error}", act))
+    return waiting
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[list[T]]:
@@ -250,13 +341,17 @@ def utc_now() -> datetime:
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """Lambda entry point; configured by GOLDENENV_PROJECT, GOLDENENV_STACK, GOLDENENV_ACTION (stop) and
-    GOLDENENV_DRY_RUN (false).
+    """Lambda entry point; configured by GOLDENENV_PROJECT, GOLDENENV_STACK, GOLDENENV_ACTION (stop),
+    GOLDENENV_DRY_RUN (false) and GOLDENENV_HARD_STOP_PARAMETER (the hard stop's SSM parameter, if any).
 
-    A notification from SNS (the budget's topic) or an event ``{"hardStop": true}`` is the hard stop: every node
-    of the stack, now. Any other event runs the time to live. An event ``{"dryRun": true}`` turns a single
-    invocation into a dry run (it cannot turn one off), so ``aws lambda invoke --payload '{"dryRun": true}'``
-    shows what the next run would do.
+    A notification from SNS (the budget's topic) or an event ``{"hardStop": true}`` is the hard stop: it records
+    the month in the parameter first, then stops every node of the stack. Any other event (the schedule's) stops
+    every node while the parameter holds the current month, and otherwise runs the time to live. An event
+    ``{"dryRun": true}`` turns a single invocation into a dry run (it cannot turn one off, and a dry run records
+    nothing), so ``aws lambda invoke --payload '{"dryRun": true}'`` shows what the next run would do.
+
+    The invocation fails (Lambda's Errors metric counts it, the error names the nodes) when a node could not be
+    torn down or judged, or the hard stop could not be recorded or read; the nodes it could act on are acted on.
     """
     import boto3
 
@@ -264,15 +359,81 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(event, dict) and event.get("dryRun") is True:
         dry_run = True
     project, stack, ec2 = os.environ[PROJECT_ENV], os.environ[STACK_ENV], boto3.client("ec2")
+    parameter = os.environ.get(HARD_STOP_PARAMETER_ENV, "")
+    now, problems = utc_now(), []
     if is_hard_stop(event):
-        report = hard_stop(ec2, project, stack, utc_now(), dry_run)
+        state = "not recorded (dry run)" if dry_run else ""
+        if parameter and not dry_run:
+            try:
+                state = record_hard_stop(boto3.client("ssm"), parameter, now, _trigger_of(event))
+            except Exception as error:  # the nodes are still stopped; the failure fails the invocation
+                state = f"COULD NOT be recorded in {parameter}: {type(error).__name__}: {error}"
+                problems.append(f"the hard stop could not be recorded in {parameter}, so no scheduled run will "
+                                f"repeat it ({type(error).__name__}: {error})")
+        report = hard_stop(ec2, project, stack, now, dry_run)
     else:
-        report = reap(ec2, project, stack, utc_now(), os.environ.get(ACTION_ENV, "stop"), dry_run)
+        in_force, state = (hard_stop_in_force(boto3.client("ssm"), parameter, now, problems) if parameter
+                           else (False, ""))
+        if in_force:
+            report = hard_stop(ec2, project, stack, now, dry_run)
+        else:
+            report = reap(ec2, project, stack, now, os.environ.get(ACTION_ENV, "stop"), dry_run)
+    report.hard_stop_state = state
     for line in report.log_lines():
         print(line)
     if report.failed:
-        raise RuntimeError(f"{len(report.failed)} instance(s) could not be torn down; see the lines above")
+        problems.append(f"{len(report.failed)} instance(s) could not be torn down: "
+                        f"{', '.join(d.instance_id for d in report.failed)}")
+    if report.skipped:
+        problems.append(f"{len(report.skipped)} instance(s) could not be judged and keep running: "
+                        + "; ".join(f"{d.instance_id} ({d.reason})" for d in report.skipped))
+    if problems:
+        raise RuntimeError(f"project={project} stack={stack}: " + "; ".join(problems) + "; see the lines above")
     return report.to_dict()
+
+
+def month_of(now: datetime) -> str:
+    """The budget period ``now`` falls in: AWS Budgets counts calendar months in UTC."""
+    return now.astimezone(timezone.utc).strftime("%Y-%m")
+
+
+def record_hard_stop(ssm: Any, parameter: str, now: datetime, trigger: str) -> str:
+    """Write the hard stop of this month to the parameter (retried while throttled); returns what it wrote."""
+    value = json.dumps({"month": month_of(now), "since": now.isoformat(), "by": trigger}, sort_keys=True)
+    _retry(lambda: ssm.put_parameter(Name=parameter, Value=value, Type="String", Overwrite=True))
+    return f"recorded in {parameter} for {month_of(now)}: later scheduled runs stop every node until the month ends"
+
+
+def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[str]) -> tuple[bool, str]:
+    """Whether the parameter holds a hard stop of the current month, and what to log about it. A value that cannot
+    be read keeps the hard stop in force (it must not be lost) and is added to ``problems``; a parameter that does
+    not exist, or that this function may not read (it is not this stack's), means no hard stop."""
+    release = f"aws ssm put-parameter --overwrite --name {parameter} --value {NO_HARD_STOP}"
+    try:
+        value = _retry(lambda: ssm.get_parameter(Name=parameter))["Parameter"]["Value"]
+    except Exception as error:
+        if error_code(error) in ("ParameterNotFound", "AccessDeniedException"):
+            return False, f"none recorded ({parameter}: {error_code(error)})"
+        problems.append(f"the hard-stop parameter {parameter} could not be read ({type(error).__name__}: {error}); "
+                        "the time to live was run instead")
+        return False, f"UNKNOWN: {parameter} could not be read: {type(error).__name__}: {error}"
+    if value.strip() == NO_HARD_STOP:
+        return False, f"none in force ({parameter} = {NO_HARD_STOP})"
+    try:
+        month = json.loads(value)["month"]
+        datetime.strptime(month, "%Y-%m")
+    except (ValueError, TypeError, KeyError):
+        problems.append(f"the hard-stop parameter {parameter} holds {value!r}, which is not a month: every node "
+                        f"is stopped until it does, or `{release}`")
+        return True, f"IN FORCE: {parameter} holds {value!r}, which is not a month; stopping every node"
+    if month != month_of(now):
+        return False, f"the hard stop of {month} ended with its month; nodes are left alone"
+    return True, (f"IN FORCE for {month} ({value}): stopping every running or pending node until the month ends; "
+                  f"after raising the budget, `{release}` ends it")
+
+
+def _trigger_of(event: Any) -> str:
+    return "a budget notification" if isinstance(event, dict) and event.get("hardStop") is not True else "a request"
 
 
 def is_hard_stop(event: Any) -> bool:

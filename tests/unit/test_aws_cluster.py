@@ -186,11 +186,15 @@ def test_budget_filters_on_the_stack_tag_and_alerts_at_each_threshold(p5):
 
 def test_hard_stop_is_the_stacks_function_on_the_budgets_100_percent_topic(p5):
     assert p5.of_type("aws:budgets/budgetAction:BudgetAction") == []
-    budget, topic = one(p5, "aws:budgets/budget:Budget"), one(p5, "aws:sns/topic:Topic")
+    budget = one(p5, "aws:budgets/budget:Budget")
+    # the stack's other topic is FunctionAlerts' (its functions' Errors alarms, email only)
+    (topic,) = [t for t in p5.of_type("aws:sns/topic:Topic") if t.parent_urn == budget.parent_urn]
     (alert,) = [n for n in budget.props["notifications"] if n.get("subscriberSnsTopicArns")]
     assert (alert["threshold"], alert["notificationType"]) == (100.0, "ACTUAL")
     assert [a.rsplit(":", 1)[-1] for a in alert["subscriberSnsTopicArns"]] == [topic.name]
-    subscription = one(p5, "aws:sns/topicSubscription:TopicSubscription")
+    (subscription,) = [s for s in p5.of_type("aws:sns/topicSubscription:TopicSubscription")
+                       if s.props["protocol"] == "lambda"]
+    assert subscription.props["topic"].rsplit(":", 1)[-1] == topic.name
     (function,) = [f for f in p5.of_type("aws:lambda/function:Function")
                    if f.name == subscription.props["endpoint"].rsplit(":", 1)[-1]]
     env = function.props["environment"]["variables"]
@@ -201,7 +205,11 @@ def test_no_hard_stop_means_no_hard_stop_topic():
     config = copy.deepcopy(example_config())
     config["goldenenv:budget"]["hardStop"] = False
     soft = plan_config("soft", config)
-    assert soft.of_type("aws:sns/topic:Topic") == soft.of_type("aws:sns/topicSubscription:TopicSubscription") == []
+    hard_stop = [r for r in soft.resources if r.type in ("aws:sns/topic:Topic", "aws:sns/topicSubscription:TopicSubscription")
+                 and ":StackBudget" in r.urn.split("::")[2]]
+    assert hard_stop == [] and soft.of_type("aws:lambda/permission:Permission") == []
+    # the ttl reaper's Errors alarm still emails the budget's addresses: through the alert topic, never a function
+    assert {s.props["protocol"] for s in soft.of_type("aws:sns/topicSubscription:TopicSubscription")} == {"email"}
 
 
 def test_hostfile_has_one_line_per_node_with_slots_equal_to_gpus(p5):

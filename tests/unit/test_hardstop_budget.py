@@ -7,9 +7,12 @@ import copy
 import importlib.util
 import json
 import sys
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from goldenenv import reaper, stackconfig
@@ -268,3 +271,256 @@ def test_is_hard_stop_reads_sns_deliveries_and_explicit_requests_only():
     assert reaper.is_hard_stop(SNS_EVENT) and reaper.is_hard_stop({"hardStop": True})
     for other in ({}, {"hardStop": "yes"}, {"Records": "x"}, {"Records": [{"EventSource": "aws:sqs"}]}, None, []):
         assert not reaper.is_hard_stop(other), other
+
+
+# ---------------------------------------------------------------- a hard stop that is never lost
+
+PARAMETER = "aws:ssm/parameter:Parameter"
+QUEUE = "aws:sqs/queue:Queue"
+JUNE, JULY = datetime(2025, 6, 14, 12, tzinfo=timezone.utc), datetime(2025, 7, 1, 0, 5, tzinfo=timezone.utc)
+
+
+def unsecret(value):
+    """A planned input the provider marks secret (as it does a parameter's value) comes wrapped; its value."""
+    return value["value"] if isinstance(value, dict) and "value" in value else value
+
+
+@pytest.fixture(scope="module")
+def p5_plan():
+    """A stack with both a hard stop and a time to live: the budget's function and the reaper's schedule."""
+    return plan_config("aws-p5-2node", config_of("aws-p5-2node"))
+
+
+def test_the_hard_stop_records_its_month_where_the_reapers_schedule_reads_it(p5_plan):
+    (state,) = p5_plan.of_type(PARAMETER)
+    assert unsecret(state.props["value"]) == reaper.NO_HARD_STOP and state.props["type"] == "String"
+    assert "value" in state.ignore_changes, "a later up must not undo a hard stop"
+    assert {k: state.props["tags"].get(k) for k in p5_plan.spec.stack_tags} == p5_plan.spec.stack_tags
+    functions = {f.name: f for f in p5_plan.of_type(FUNCTION)}
+    assert len(functions) == 2 and any(f.name.endswith("-reaper") for f in functions.values())
+    for function in functions.values():
+        assert function.props["environment"]["variables"][reaper.HARD_STOP_PARAMETER_ENV] == state.props["name"]
+
+    def granted(function) -> list[dict]:
+        (policy,) = [p for p in p5_plan.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == f"{function.name}-policy"]
+        return [s for s in json.loads(policy.props["policy"])["Statement"]
+                if any(a.startswith("ssm:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))]
+
+    tag_scoped = {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": p5_plan.spec.stack,
+                                   f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": p5_plan.spec.tags.project}}
+    for function in functions.values():
+        (ssm,) = granted(function)
+        assert ssm["Resource"].endswith(f":parameter{state.props['name']}") and ssm["Condition"] == tag_scoped
+        writes = function.name.endswith("-hard-stop-fn")
+        assert set(ssm["Action"]) == ({"ssm:GetParameter", "ssm:PutParameter"} if writes else {"ssm:GetParameter"})
+
+
+def test_a_failed_hard_stop_invocation_keeps_its_event_in_an_encrypted_tagged_queue(spot_plan):
+    function, queue = one(spot_plan, FUNCTION), one(spot_plan, QUEUE)
+    assert name_of(function.props["deadLetterConfig"]["targetArn"]) == queue.name
+    assert queue.props["sqsManagedSseEnabled"] is True
+    assert {k: queue.props["tags"].get(k) for k in spot_plan.spec.stack_tags} == spot_plan.spec.stack_tags
+    (policy,) = [p for p in children(spot_plan, "aws:iam/rolePolicy:RolePolicy") if "-hard-stop-fn" in p.name]
+    sends = [s for s in json.loads(policy.props["policy"])["Statement"] if s["Action"] == "sqs:SendMessage"]
+    assert [name_of(s["Resource"]) for s in sends] == [queue.name]
+
+
+@pytest.fixture
+def clock(shipped, monkeypatch):
+    """The shipped module's waits take no time: sleeping moves a fake monotonic clock; the UTC time is settable."""
+    module, _ = shipped
+    ticks, now = [0.0], [JUNE]
+    monkeypatch.setattr(module, "_monotonic", lambda: ticks[0], raising=False)
+    monkeypatch.setattr(module, "_sleep", lambda seconds: ticks.__setitem__(0, ticks[0] + seconds), raising=False)
+    monkeypatch.setattr(module, "utc_now", lambda: now[0])
+    return now
+
+
+@pytest.fixture
+def planned_state(spot_plan, shipped):
+    """The hard-stop parameter as `pulumi up` leaves it in moto's SSM; returns a reader of its value."""
+    (state,) = children(spot_plan, PARAMETER)
+    ssm = boto3.client("ssm")
+    ssm.put_parameter(Name=state.props["name"], Value=unsecret(state.props["value"]), Type="String",
+                      Tags=[{"Key": k, "Value": v} for k, v in state.props["tags"].items()])
+    return lambda: ssm.get_parameter(Name=state.props["name"])["Parameter"]["Value"]
+
+
+def launch_nodes(p, ec2, count: int = 2) -> list[str]:
+    return [i["InstanceId"] for i in ec2.run_instances(
+        ImageId=IMAGE, MinCount=count, MaxCount=count, TagSpecifications=node_tags(p))["Instances"]]
+
+
+class _Pending:
+    """moto's EC2, except that the nodes in ``pending`` are described as pending, and EC2 refuses to stop them
+    (IncorrectInstanceState) as it does a node that is still starting."""
+
+    def __init__(self, client, pending: set[str]):
+        self._client, self.pending = client, pending
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def get_paginator(self, name):
+        paginator, pending = self._client.get_paginator(name), self.pending
+
+        class _Described:
+            def paginate(self, **kwargs):
+                for page in paginator.paginate(**kwargs):
+                    for r in page["Reservations"]:
+                        for i in r["Instances"]:
+                            if i["InstanceId"] in pending:
+                                i["State"] = {"Code": 0, "Name": "pending"}
+                    yield page
+
+        return _Described() if name == "describe_instances" else paginator
+
+    def stop_instances(self, **kwargs):
+        if self.pending & set(kwargs["InstanceIds"]):
+            raise ClientError({"Error": {"Code": "IncorrectInstanceState",
+                                         "Message": "The instance is not in a state from which it can be stopped."}},
+                              "StopInstances")
+        return self._client.stop_instances(**kwargs)
+
+
+def clients(monkeypatch, ec2) -> None:
+    """The handler's boto3.client("ec2") is ``ec2``; other services are moto's."""
+    real = boto3.client
+    monkeypatch.setattr(boto3, "client", lambda service, *a, **k: ec2 if service == "ec2" else real(service, *a, **k))
+
+
+def test_a_node_pending_at_the_hard_stop_is_stopped_by_the_next_scheduled_run(
+        spot_plan, shipped, clock, planned_state, monkeypatch, capsys):
+    module, ec2 = shipped
+    running, starting = launch_nodes(spot_plan, ec2)
+    pending = _Pending(ec2, {starting})
+    clients(monkeypatch, pending)
+
+    with pytest.raises(RuntimeError, match=f"could not be torn down: {starting}"):
+        module.handler(SNS_EVENT, None)  # Lambda retries it, and then keeps the event in the dead-letter queue
+    assert states(ec2)[running] in ("stopping", "stopped") and states(ec2)[starting] == "running"
+    assert json.loads(planned_state())["month"] == "2025-06"
+    assert f"FAILED to stop {starting}: still pending" in capsys.readouterr().out
+
+    pending.pending.clear()  # it has started
+    clock[0] += timedelta(minutes=15)
+    result = module.handler({}, None)  # the schedule's event
+    assert result["trigger"] == module.HARD_STOP and [d["instance_id"] for d in result["acted"]] == [starting]
+    assert states(ec2)[starting] in ("stopping", "stopped")
+
+
+def test_a_node_that_starts_during_the_hard_stop_is_stopped_in_the_same_invocation(
+        spot_plan, shipped, clock, planned_state, monkeypatch):
+    module, ec2 = shipped
+    (starting,) = launch_nodes(spot_plan, ec2, 1)
+    pending = _Pending(ec2, {starting})
+    clients(monkeypatch, pending)
+    monkeypatch.setattr(module, "_sleep", lambda seconds: pending.pending.clear(), raising=False)
+
+    result = module.handler(SNS_EVENT, None)
+    assert [d["instance_id"] for d in result["acted"]] == [starting] and result["failed"] == []
+    assert states(ec2)[starting] in ("stopping", "stopped")
+
+
+def test_a_node_started_again_after_the_hard_stop_is_stopped_by_the_next_scheduled_run(
+        spot_plan, shipped, clock, planned_state, capsys):
+    module, ec2 = shipped
+    nodes = launch_nodes(spot_plan, ec2)
+    module.handler(SNS_EVENT, None)
+    ec2.stop_instances(InstanceIds=nodes)  # moto's stopping is instant; make sure they count as stopped
+    ec2.start_instances(InstanceIds=[nodes[0]])
+    assert states(ec2)[nodes[0]] == "running"
+
+    clock[0] = JUNE.replace(day=30, hour=23, minute=50)
+    result = module.handler({}, None)
+    assert [d["instance_id"] for d in result["acted"]] == [nodes[0]]
+    assert states(ec2)[nodes[0]] in ("stopping", "stopped")
+    assert "hard stop: IN FORCE for 2025-06" in capsys.readouterr().out
+
+
+def test_after_the_month_ends_or_an_operator_releases_it_the_schedule_leaves_nodes_alone(
+        spot_plan, shipped, clock, planned_state, capsys):
+    module, ec2 = shipped
+    nodes = launch_nodes(spot_plan, ec2)
+    module.handler(SNS_EVENT, None)
+    ec2.start_instances(InstanceIds=nodes)
+
+    clock[0] = JULY
+    result = module.handler({}, None)
+    assert result["trigger"] == module.TTL and result["acted"] == []
+    assert {states(ec2)[n] for n in nodes} == {"running"}
+    assert "the hard stop of 2025-06 ended with its month" in capsys.readouterr().out
+
+    clock[0] = JULY.replace(day=2)
+    module.handler(SNS_EVENT, None)  # July's budget passes too; then the budget is raised and the stop released
+    ec2.start_instances(InstanceIds=nodes)
+    boto3.client("ssm").put_parameter(Name=module.os.environ[module.HARD_STOP_PARAMETER_ENV],
+                                      Value=module.NO_HARD_STOP, Overwrite=True)
+    assert module.handler({}, None)["acted"] == []
+    assert {states(ec2)[n] for n in nodes} == {"running"}
+
+
+def throttled(client, operation: str, times: int) -> list[int]:
+    """The next ``times`` calls of this EC2 operation answer RequestLimitExceeded, as EC2 does when throttling."""
+    left, seen = [times], []
+
+    def refuse(**_):
+        seen.append(1)
+        if left[0]:
+            left[0] -= 1
+            return (SimpleNamespace(status_code=503, headers={}),
+                    {"Error": {"Code": "RequestLimitExceeded", "Message": "Request limit exceeded."},
+                     "ResponseMetadata": {"HTTPStatusCode": 503}})
+        return None
+
+    client.meta.events.register(f"before-call.ec2.{operation}", refuse)
+    return seen
+
+
+def test_a_throttled_describe_and_stop_are_retried_and_the_hard_stop_still_happens(
+        spot_plan, shipped, clock, planned_state, monkeypatch, capsys):
+    module, ec2 = shipped
+    nodes = launch_nodes(spot_plan, ec2, 3)
+    describes, stops = throttled(ec2, "DescribeInstances", 3), throttled(ec2, "StopInstances", 2)
+    clients(monkeypatch, ec2)
+
+    result = module.handler(SNS_EVENT, None)
+    assert sorted(d["instance_id"] for d in result["acted"]) == sorted(nodes) and result["failed"] == []
+    assert {states(ec2)[n] for n in nodes} <= {"stopping", "stopped"}
+    assert len(describes) >= 4 and len(stops) == 3
+    assert "3 acted on, 0 kept, 0 skipped, 0 failed" in capsys.readouterr().out
+
+
+def test_an_exception_after_the_notification_leaves_the_hard_stop_recorded_so_the_schedule_acts(
+        spot_plan, shipped, clock, planned_state, monkeypatch):
+    module, ec2 = shipped
+    nodes = launch_nodes(spot_plan, ec2)
+    throttled(ec2, "DescribeInstances", module.RETRY_ATTEMPTS)  # throttled past every retry
+    clients(monkeypatch, ec2)
+
+    with pytest.raises(ClientError, match="RequestLimitExceeded"):
+        module.handler(SNS_EVENT, None)
+    assert {states(ec2)[n] for n in nodes} == {"running"}
+    assert json.loads(planned_state())["month"] == "2025-06"
+
+    clock[0] += timedelta(minutes=15)
+    result = module.handler({}, None)
+    assert sorted(d["instance_id"] for d in result["acted"]) == sorted(nodes)
+    assert {states(ec2)[n] for n in nodes} <= {"stopping", "stopped"}
+
+
+def test_a_hard_stop_that_cannot_be_recorded_still_stops_the_nodes_and_fails_the_invocation(
+        spot_plan, shipped, clock):
+    module, ec2 = shipped  # no parameter: as if it had been deleted, so the write is refused
+    nodes = launch_nodes(spot_plan, ec2)
+    real = boto3.client
+
+    class _NoSsm:
+        def put_parameter(self, **kwargs):
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "denied"}}, "PutParameter")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(boto3, "client", lambda service, *a, **k: _NoSsm() if service == "ssm" else real(service, *a, **k))
+        with pytest.raises(RuntimeError, match="could not be recorded"):
+            module.handler(SNS_EVENT, None)
+    assert {states(ec2)[n] for n in nodes} <= {"stopping", "stopped"}

@@ -233,3 +233,15 @@ def test_handler_fails_the_invocation_when_a_node_could_not_be_stopped(ec2, flee
     with pytest.raises(RuntimeError, match="could not be torn down"):
         reaper.handler({}, None)
     assert f"FAILED to stop {ids['expired']}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ttl", ["abc", "-5", "1e309", "nan", "", "0"])
+def test_handler_fails_the_invocation_naming_a_node_whose_ttl_tag_cannot_be_read(ec2, fleet, lambda_env, capsys, ttl):
+    """Lambda's Errors metric counts a failed invocation; a skipped node would otherwise run forever unnoticed."""
+    ids, _ = fleet
+    unreadable = launch(ec2, stack_tags(**{reaper.TTL_TAG_KEY: ttl}))
+    with pytest.raises(RuntimeError, match=f"could not be judged and keep running: {unreadable} .*{ttl!r}"):
+        reaper.handler({}, None)
+    out = capsys.readouterr().out
+    assert f"SKIPPED {unreadable}" in out and "1 acted on, 2 kept, 1 skipped, 0 failed" in out
+    assert states(ec2)[ids["expired"]] in ("stopping", "stopped"), "its siblings are still reaped"

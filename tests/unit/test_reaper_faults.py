@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+from botocore.exceptions import ClientError
 
 from goldenenv import reaper
 
@@ -174,3 +176,46 @@ def test_the_reaper_role_may_only_touch_nodes_tagged_with_both_project_and_stack
     (scoped,) = [s for s in policy["Statement"] if "ec2:StopInstances" in s["Action"]]
     assert scoped["Condition"] == {"StringEquals": {"aws:ResourceTag/goldenenv:stack": STACK,
                                                     "aws:ResourceTag/project": PROJECT}}
+
+
+class _Throttled:
+    """The moto client, except that its first calls of DescribeInstances and StopInstances are throttled."""
+
+    def __init__(self, client, describes: int, stops: int):
+        self._client, self.left = client, {"describe_instances": describes, "stop_instances": stops}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def _throttle(self, name):
+        if self.left[name]:
+            self.left[name] -= 1
+            raise ClientError({"Error": {"Code": "RequestLimitExceeded", "Message": "Request limit exceeded."}}, name)
+
+    def get_paginator(self, name):
+        paginator, throttle = self._client.get_paginator(name), self._throttle
+
+        class _Paginator:
+            def paginate(self, **kwargs):
+                if name == "describe_instances":
+                    throttle(name)
+                return paginator.paginate(**kwargs)
+
+        return _Paginator()
+
+    def stop_instances(self, **kwargs):
+        self._throttle("stop_instances")
+        return self._client.stop_instances(**kwargs)
+
+
+def test_throttled_calls_are_retried_with_growing_backoff_and_every_node_is_stopped(ec2, monkeypatch):
+    nodes = launch(ec2, 3)
+    waits: list[float] = []
+    monkeypatch.setattr(reaper, "_sleep", waits.append)
+    monkeypatch.setattr(reaper.random, "uniform", lambda low, high: high)
+    report = reaper.reap(_Throttled(ec2, describes=4, stops=3), PROJECT, STACK, later(ec2), "stop")
+
+    assert sorted(d.instance_id for d in report.acted) == sorted(nodes) and report.failed == []
+    assert {states(ec2)[n] for n in nodes} <= set(STOPPED)
+    assert waits == [0.5, 1.0, 2.0, 4.0] + [0.5, 1.0, 2.0]
+

@@ -11,7 +11,7 @@ import shlex
 import pytest
 import yaml
 
-from goldenenv import catalog, clouds, slurm, stackconfig
+from goldenenv import catalog, clouds, costs, slurm, stackconfig
 from goldenenv.catalog import health
 from goldenenv.clouds.base import HostsBy
 from goldenenv.nodeboot import MUNGE_KEY_FILE, SLURM_CONF
@@ -492,7 +492,9 @@ def test_alibaba_head_host_and_plan_notes(ali):
     cloud = clouds.get("alicloud")
     assert cloud.head_host(ali.spec, ali.outputs, "root") == f"ssh://root@{ali.outputs['headPrivateIp']}"
     notes = [f.message for f in ali.findings if f.rule == "plan-note"]
-    assert any("KMS 3.0" in n for n in notes) and any("no catalog price" in n and "ecs.g7.large" in n for n in notes)
+    assert any("KMS 3.0" in n for n in notes)
+    head = next(line for line in ali.lines if line.name == costs.HEAD_LINE)   # priced, and marked unverified
+    assert head.amount == catalog.price("alicloud", "ecs.g7.large", "cn-hangzhou").usd_per_hour and not head.verified
 
 
 FAKE_ALIBABA = r'''

@@ -21,7 +21,8 @@ from goldenenv.clouds.aws import capacity_blocks, limits, retained
 from goldenenv.clouds.aws import spot as spot_requests
 from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
-from goldenenv.clouds.aws.teardown import AutoTeardown, AutoTeardownArgs, idle_cpu_threshold, ttl_tags
+from goldenenv.clouds.aws.teardown import (AutoTeardown, AutoTeardownArgs, FunctionAlerts, FunctionAlertsArgs,
+                                            idle_cpu_threshold, ttl_tags)
 from goldenenv.clouds.base import (
     BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
 )
@@ -198,6 +199,18 @@ class AwsCloud(PulumiCloud):
                 "a day after the first up; until then the budget sees no spend"
                 + ("; budget.activateCostAllocationTag no longer creates anything: it is accepted, and this step is "
                    "still yours" if spec.budget.activate_cost_allocation_tag else ""))
+        hard_stop = bool(spec.budget and spec.budget.hard_stop)
+        if hard_stop:
+            notes.append("budget.hardStop is repeated: the reaper runs every 15 minutes and, for the rest of the month "
+                         "of a hard stop, stops any node started again"
+                         + ("" if spec.lifecycle.ttl_hours else " (the stack has no lifecycle.ttlHours: the reaper's "
+                            "runs do nothing else)"))
+        if spec.lifecycle.ttl_hours or hard_stop:
+            emails = spec.budget.emails if spec.budget else []
+            notes.append("a failing reaper or hard-stop function sets off its CloudWatch Errors alarm, which emails "
+                         + (f"{', '.join(emails)} through the stack's alert topic once each confirms AWS's "
+                            "subscription email" if emails else
+                            "nobody: the stack has no budget emails; subscribe to the stack's alert topic"))
         if spec.lifecycle.ttl_hours:
             notes.append(f"lifecycle.ttlHours: nodes are stopped {spec.lifecycle.ttl_hours:g} h after they start"
                          + (" (one-time spot nodes are terminated: EC2 cannot stop them)" if spot else "")
@@ -388,6 +401,13 @@ class GpuCluster(pulumi.ComponentResource):
         all_ids = pulumi.Output.all(*[p.instance_ids for *_, p in pools]).apply(lambda lists: sum(lists, []))
         slots = [it.gpu_count for it, pool, _ in pools for _ in range(pool.count)]
 
+        # the reaper's schedule exists for a time to live or a hard stop (it repeats a recorded hard stop); each
+        # function's Errors alarm emails the budget's addresses through a topic of its own
+        hard_stop = bool(spec.budget and spec.budget.hard_stop)
+        alerts = FunctionAlerts(f"{name}-alerts", FunctionAlertsArgs(
+            stack=spec.stack, project=spec.tags.project, emails=spec.budget.emails if spec.budget else [], tags=tags,
+        ), child) if spec.lifecycle.ttl_hours or hard_stop else None
+
         budget_name = None
         if spec.budget:
             budget = StackBudget(f"{name}-budget", StackBudgetArgs(
@@ -395,12 +415,13 @@ class GpuCluster(pulumi.ComponentResource):
                 thresholds=spec.budget.alert_thresholds, forecast_thresholds=spec.budget.forecast_thresholds,
                 emails=spec.budget.emails,
                 tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
+                alarm_topic=alerts.topic_arn if alerts else None,
                 project=spec.tags.project, tags=tags,
             ), child)
             budget_name = budget.budget_name
 
         reaper_function, idle_alarms = None, None
-        if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes:
+        if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes or hard_stop:
             nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), spot_request(pool))
                      for _, pool, p in pools for i in range(pool.count)}
             teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
@@ -409,6 +430,7 @@ class GpuCluster(pulumi.ComponentResource):
                 instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
                 one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items() if request == spot_requests.ONE_TIME),
                 idle_cpu_percent=idle_cpu_threshold(min(it.vcpus for it, *_ in pools)),
+                hard_stop=hard_stop, alarm_topic=alerts.topic_arn if alerts else None,
                 tags=tags,
             ), child)
             reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None

@@ -10,6 +10,16 @@ most 100 instance ids and cannot stop one-time spot instances. Instead the budge
 publishes to an SNS topic of the stack, whose subscriber is a Lambda function running goldenenv/reaper.py: it stops
 every node of the stack (project and stack tags), terminates the one-time spot ones, in calls of at most 1,000 ids.
 
+Budgets notifies once a month, so the function first records the month in an SSM parameter of the stack
+(teardown.hard_stop_parameter, created here with the value ``none``; the function's writes are kept by later
+ups). The reaper's schedule reads it and, while it holds the current month, stops every running or pending node,
+so a node pending at the stop, or started again after it, is stopped within 15 minutes; the stop ends with the
+month, or when the parameter is set back to ``none`` (after raising the budget). A stack with a hard stop has
+that schedule even without a time to live (teardown.AutoTeardown), there only to repeat the hard stop. An
+invocation that fails every retry leaves its event in an encrypted dead-letter queue, and a failed invocation
+sets off the function's Errors alarm, which emails the budget's addresses through the stack's alert topic
+(teardown.FunctionAlerts; never this topic, whose subscriber stops every node).
+
 The budget filters on the stack tag, which AWS counts only once it is an active cost allocation tag. That is an
 account-level step (the plan says how), not a resource of the stack: AWS lists a tag for activation
 only about 24 h after its first use, so a resource created alongside the first tagged resources would fail, and a
@@ -25,7 +35,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv.clouds.aws.teardown import reaper_function
+from goldenenv import reaper
+from goldenenv.clouds.aws.teardown import hard_stop_parameter, reaper_function
 
 HARD_STOP_PERCENT = 100
 BUDGETS_SERVICE = "budgets.amazonaws.com"
@@ -48,6 +59,8 @@ class StackBudgetArgs:
     project: str
     """The project tag: with the stack it selects the nodes, since two projects may each have a stack 'dev'."""
     hard_stop: bool
+    alarm_topic: pulumi.Input[str] | None = None
+    """The ARN of the topic the hard-stop function's Errors alarm notifies (teardown.FunctionAlerts)."""
     tags: dict[str, str]
 
 
@@ -101,11 +114,19 @@ class StackBudget(pulumi.ComponentResource):
             policy=topic.arn.apply(lambda arn: json.dumps(budgets_may_publish(arn, *_partition_and_account(arn)))),
             opts=child,
         )
+        state = aws.ssm.Parameter(
+            f"{name}-hard-stop-state", name=hard_stop_parameter(args.project, args.tag_value), type="String",
+            value=reaper.NO_HARD_STOP,
+            description=(f"goldenenv: the month (UTC) the hard stop of stack {args.tag_value} is in force for, "
+                         f"written by its function; {reaper.NO_HARD_STOP!r} while none is"),
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["value"]),
+        )
         function = reaper_function(
             f"{name}-hard-stop-fn", project=args.project, stack=args.tag_value, action="stop", purpose="hard-stop",
             description=(f"goldenenv: hard stop of project {args.project} stack {args.tag_value}: stop every node "
                          "(terminate one-time spot) once actual spend passes the monthly budget"),
-            tags=args.tags, parent=self,
+            tags=args.tags, parent=self, records_hard_stop=True, dead_letter_queue=True, alarm_topic=args.alarm_topic,
         )
         permission = aws.lambda_.Permission(
             f"{name}-hard-stop-invoke", action="lambda:InvokeFunction", function=function.name,
@@ -115,7 +136,7 @@ class StackBudget(pulumi.ComponentResource):
             f"{name}-hard-stop-subscription", topic=topic.arn, protocol="lambda", endpoint=function.arn,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
         )
-        return topic, [key_policy, topic_policy, subscription], function
+        return topic, [key_policy, topic_policy, subscription, state], function
 
 
 def notification_kinds(actual: Iterable[int], forecast: Iterable[int], hard_stop: bool) -> list[tuple[int, str]]:

@@ -4,7 +4,18 @@ Time to live: an EventBridge Scheduler schedule invokes a small Lambda function 
 is) every 15 minutes; it stops, or terminates, the stack's nodes whose launch time plus their
 ``goldenenv:ttl-hours`` tag has passed (one-time spot nodes, which EC2 cannot stop, are terminated). Stopping
 keeps the disks; storage and the network keep billing until ``pulumi destroy``. The budget's hard stop runs the
-same file in a function of its own (``reaper_function``), so both decide stop or terminate the same way.
+same file in a function of its own (``reaper_function``), so both decide stop or terminate the same way. The hard
+stop records its month in an SSM parameter of the stack (``hard_stop_parameter``); each scheduled run of the reaper
+reads it and, while it holds the current month, stops every running or pending node of the stack instead, so a
+node started again after the hard stop, or pending when it ran, is stopped within one schedule period. The
+schedule therefore exists whenever the stack has a time to live or a hard stop: without a time to live its nodes
+carry no ``goldenenv:ttl-hours`` tag, the reaper keeps them, and its runs only repeat a recorded hard stop.
+
+Failures: each function (the reaper, the hard stop) has a CloudWatch alarm on its AWS/Lambda Errors (Sum >= 1 over
+15 minutes) that notifies the stack's alert topic (``FunctionAlerts``), to which the budget's emails subscribe. The
+topic is not the budget's hard-stop topic: that one invokes the hard-stop function, so an alarm published there
+would stop every node. It is encrypted with a key of its own that CloudWatch may use (the AWS managed SNS key
+cannot grant a service).
 
 Idleness: one CloudWatch alarm per node stops it (EC2 alarm action, no role needed) when its average CPU stays
 under ``idle_cpu_percent`` for ``idle_minutes``. CPU is the proxy for GPU use because EC2 publishes
@@ -37,8 +48,13 @@ REAPER_HANDLER = "reaper.handler"
 REAPER_TIMEOUT_SECONDS = 300
 """Room for a stack of thousands of nodes: calls of 1,000 ids, and one call per node when a call fails."""
 LOG_RETENTION_DAYS = 30
+DEAD_LETTER_RETENTION_SECONDS = 14 * 24 * 3600
+"""SQS's longest: two weeks to find a lost hard-stop notification."""
 ALARM_PERIOD_SECONDS = 300
 """EC2 basic monitoring publishes CPUUtilization every 5 minutes."""
+ERRORS_PERIOD_SECONDS = 900
+"""A function's Errors alarm sums its failed invocations over 15 minutes, one schedule period."""
+CLOUDWATCH_SERVICE = "cloudwatch.amazonaws.com"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +74,10 @@ class AutoTeardownArgs:
     spot node is stopped like an on-demand one, and stays stopped until started: its request is then disabled)."""
     idle_cpu_percent: float = 5.0
     """Below this average CPU a node is idle; see idle_cpu_threshold for the cluster's value."""
+    hard_stop: bool = False
+    """The budget's hard stop is on: the reaper's schedule repeats it, so the reaper exists without a ttl too."""
+    alarm_topic: pulumi.Input[str] | None = None
+    """The ARN of the topic the reaper's Errors alarm notifies (FunctionAlerts); None: no such alarm."""
     tags: dict[str, str]
 
 
@@ -70,7 +90,7 @@ class AutoTeardown(pulumi.ComponentResource):
         if args.action not in reaper.ACTIONS:
             raise ValueError(f"action {args.action!r} is not one of {', '.join(reaper.ACTIONS)}")
         child = pulumi.ResourceOptions(parent=self)
-        self.reaper_function = self._reaper(name, args, child).name if args.ttl_hours else None
+        self.reaper_function = self._reaper(name, args, child).name if args.ttl_hours or args.hard_stop else None
         self.idle_alarms = [
             self._idle_alarm(name, node, instance_id, args, child).name
             for node, instance_id in args.instance_ids.items()
@@ -78,12 +98,16 @@ class AutoTeardown(pulumi.ComponentResource):
         self.register_outputs({"reaper_function": self.reaper_function, "idle_alarms": self.idle_alarms})
 
     def _reaper(self, name: str, args: AutoTeardownArgs, child: pulumi.ResourceOptions) -> aws.lambda_.Function:
-        """The reaper function, its role and log group, and the schedule that invokes it."""
+        """The reaper function, its role, log group and Errors alarm, and the schedule that invokes it: one per
+        stack, for the time to live and the hard stop alike."""
+        does = [f"{args.action} the nodes of project {args.project} stack {args.stack} when their time to live "
+                "ends"] if args.ttl_hours else []
+        if args.hard_stop:
+            does.append(f"stop every node of project {args.project} stack {args.stack} while the budget's hard stop "
+                        "is in force")
         function = reaper_function(
             f"{name}-reaper", project=args.project, stack=args.stack, action=args.action, purpose="reaper",
-            description=(f"goldenenv: {args.action} the nodes of project {args.project} stack {args.stack} "
-                         "when their time to live ends"),
-            tags=args.tags, parent=self,
+            description="goldenenv: " + "; ".join(does), tags=args.tags, parent=self, alarm_topic=args.alarm_topic,
         )
         invoker = aws.iam.Role(
             f"{name}-schedule-role", assume_role_policy=assumed_by("scheduler.amazonaws.com"),
@@ -142,11 +166,16 @@ def idle_periods(idle_minutes: int) -> int:
 
 
 def reaper_function(name: str, *, project: str, stack: str, action: str, purpose: str, description: str,
-                    tags: dict[str, str], parent: pulumi.Resource) -> aws.lambda_.Function:
+                    tags: dict[str, str], parent: pulumi.Resource, records_hard_stop: bool = False,
+                    dead_letter_queue: bool = False,
+                    alarm_topic: pulumi.Input[str] | None = None) -> aws.lambda_.Function:
     """A Lambda function running goldenenv/reaper.py for one stack of one project, with its role and log group.
 
-    Children are named from ``name`` (``-role``, ``-logs``, ``-policy``) and parented to ``parent``; ``purpose``
-    names the log group, so the time to live and the hard stop log apart.
+    Children are named from ``name`` (``-role``, ``-logs``, ``-policy``, ``-dlq``, ``-errors``) and parented to
+    ``parent``; ``purpose`` names the log group and the alarm, so the time to live and the hard stop log and alarm
+    apart. Every such function reads the stack's hard-stop parameter; ``records_hard_stop`` lets it write the
+    parameter too (the budget's function). ``dead_letter_queue`` keeps the events of invocations that failed every
+    retry in an encrypted queue. ``alarm_topic`` (an SNS topic ARN) is notified when the function fails.
     """
     child = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(f"{name}-role", assume_role_policy=assumed_by("lambda.amazonaws.com"), tags=tags, opts=child)
@@ -154,12 +183,18 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         f"{name}-logs", name=f"/goldenenv/{name_part(project)}/{stack}/{purpose}",
         retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child,
     )
+    queue = aws.sqs.Queue(
+        f"{name}-dlq", sqs_managed_sse_enabled=True, message_retention_seconds=DEAD_LETTER_RETENTION_SECONDS,
+        tags=tags, opts=child,
+    ) if dead_letter_queue else None
     policy = aws.iam.RolePolicy(
         f"{name}-policy", role=role.id,
-        policy=logs.arn.apply(lambda arn: json.dumps(reaper_policy(project, stack, arn))),
+        policy=pulumi.Output.all(logs.arn, queue.arn if queue else None).apply(
+            lambda arns: json.dumps(reaper_policy(project, stack, arns[0], records_hard_stop=records_hard_stop,
+                                                  dead_letter_queue_arn=arns[1]))),
         opts=child,
     )
-    return aws.lambda_.Function(
+    function = aws.lambda_.Function(
         name,
         description=description[:256],
         runtime=REAPER_RUNTIME,
@@ -170,12 +205,127 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         memory_size=128,
         environment={"variables": {
             reaper.PROJECT_ENV: project, reaper.STACK_ENV: stack, reaper.ACTION_ENV: action,
-            reaper.DRY_RUN_ENV: "false",
+            reaper.DRY_RUN_ENV: "false", reaper.HARD_STOP_PARAMETER_ENV: hard_stop_parameter(project, stack),
         }},
+        dead_letter_config={"target_arn": queue.arn} if queue else None,
         logging_config={"log_format": "Text", "log_group": logs.name},
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy]),
     )
+    if alarm_topic is not None:
+        errors_alarm(name, function, project=project, stack=stack, purpose=purpose, topic=alarm_topic, tags=tags,
+                     parent=parent)
+    return function
+
+
+def errors_alarm(name: str, function: aws.lambda_.Function, *, project: str, stack: str, purpose: str,
+                 topic: pulumi.Input[str], tags: dict[str, str], parent: pulumi.Resource) -> aws.cloudwatch.MetricAlarm:
+    """``{name}-errors``: alarms, and notifies ``topic``, once the function fails at least once in 15 minutes (a
+    node it could not stop or judge, a hard stop it could not record or read, a crash). No data is no failure."""
+    return aws.cloudwatch.MetricAlarm(
+        f"{name}-errors",
+        name=f"goldenenv-{name_part(project)}-{stack}-{purpose}-errors",
+        alarm_description=(f"goldenenv: the {purpose} function of project {project} stack {stack} failed; its log "
+                           f"group /goldenenv/{name_part(project)}/{stack}/{purpose} names the nodes or the error"),
+        namespace="AWS/Lambda",
+        metric_name="Errors",
+        dimensions={"FunctionName": function.name},
+        statistic="Sum",
+        period=ERRORS_PERIOD_SECONDS,
+        evaluation_periods=1,
+        datapoints_to_alarm=1,
+        comparison_operator="GreaterThanOrEqualToThreshold",
+        threshold=1,
+        treat_missing_data="notBreaching",
+        alarm_actions=[topic],
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionAlertsArgs:
+    stack: str
+    project: str
+    emails: list[str]
+    """Who is told a function failed: the budget's emails (each must confirm AWS's subscription email)."""
+    tags: dict[str, str]
+
+
+class FunctionAlerts(pulumi.ComponentResource):
+    """The stack's topic for its functions' Errors alarms, with an email subscription per address, encrypted with a
+    key of its own that CloudWatch may use. Not the budget's hard-stop topic, whose subscriber stops every node."""
+
+    topic_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: FunctionAlertsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("goldenenv:aws:FunctionAlerts", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        key = aws.kms.Key(
+            f"{name}-key",
+            description=f"goldenenv: encrypts the function alert topic of stack {args.stack}; CloudWatch may use it",
+            enable_key_rotation=True, tags=args.tags, opts=child,
+        )
+        key_policy = aws.kms.KeyPolicy(
+            f"{name}-key-policy", key_id=key.id,
+            policy=key.arn.apply(lambda arn: json.dumps(alert_key_policy(*_partition_and_account(arn)))),
+            opts=child,
+        )
+        topic = aws.sns.Topic(
+            name,
+            display_name=f"goldenenv alerts {args.stack}"[:100],
+            kms_master_key_id=key.arn,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[key_policy]),
+        )
+        aws.sns.TopicPolicy(
+            f"{name}-policy", arn=topic.arn,
+            policy=topic.arn.apply(lambda arn: json.dumps(alarms_may_publish(arn, *_partition_and_account(arn)))),
+            opts=child,
+        )
+        for email in dict.fromkeys(args.emails):
+            aws.sns.TopicSubscription(f"{name}-email-{email}", topic=topic.arn, protocol="email", endpoint=email,
+                                      opts=child)
+        self.topic_arn = topic.arn
+        self.register_outputs({"topic_arn": topic.arn})
+
+
+def _partition_and_account(arn: str) -> tuple[str, str]:
+    parts = arn.split(":")
+    return parts[1], parts[4]
+
+
+def alarms_may_publish(topic_arn: str, partition: str, account: str) -> dict:
+    """The account manages its topic; CloudWatch may publish to it, for this account's alarms only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "AccountManagesTopic", "Effect": "Allow",
+             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+             "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:AddPermission",
+                        "SNS:RemovePermission", "SNS:DeleteTopic", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
+                        "SNS:Publish"],
+             "Resource": topic_arn},
+            {"Sid": "CloudWatchAlarmsPublish", "Effect": "Allow", "Principal": {"Service": CLOUDWATCH_SERVICE},
+             "Action": "SNS:Publish", "Resource": topic_arn,
+             "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                           "ArnLike": {"aws:SourceArn": f"arn:{partition}:cloudwatch:*:{account}:alarm:*"}}},
+        ],
+    }
+
+
+def alert_key_policy(partition: str, account: str) -> dict:
+    """The account administers the key; CloudWatch may encrypt the alarm notifications it publishes to the topic."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "AccountAdministersKey", "Effect": "Allow",
+             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
+            {"Sid": "CloudWatchEncryptsNotifications", "Effect": "Allow",
+             "Principal": {"Service": CLOUDWATCH_SERVICE},
+             "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*"},
+        ],
+    }
 
 
 def name_part(text: str) -> str:
@@ -183,9 +333,26 @@ def name_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "-"
 
 
-def reaper_policy(project: str, stack: str, log_group_arn: str) -> dict:
+def hard_stop_parameter(project: str, stack: str) -> str:
+    """The SSM parameter the stack's hard stop records its month in (one name per project and stack)."""
+    return f"/goldenenv/{name_part(project)}/{stack}/hard-stop"
+
+
+def reaper_policy(project: str, stack: str, log_group_arn: str, *, records_hard_stop: bool = False,
+                  dead_letter_queue_arn: str | None = None) -> dict:
     """List every instance and spot request (EC2 cannot scope Describe), stop or terminate only the instances
-    tagged with both this project and this stack, log to its own group."""
+    tagged with both this project and this stack, log to its own group; read (and, for the budget's function,
+    write) only the stack's hard-stop parameter, and only while it carries the stack's tags; send only to its own
+    dead-letter queue."""
+    partition = log_group_arn.split(":")[1]
+    stack_tags = {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack,
+                                   f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": project}}
+    extra = [{"Effect": "Allow", "Action": ["ssm:GetParameter", "ssm:PutParameter"] if records_hard_stop
+              else ["ssm:GetParameter"],
+              "Resource": f"arn:{partition}:ssm:*:*:parameter{hard_stop_parameter(project, stack)}",
+              "Condition": stack_tags}]
+    if dead_letter_queue_arn:
+        extra.append({"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letter_queue_arn})
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -197,6 +364,7 @@ def reaper_policy(project: str, stack: str, log_group_arn: str) -> dict:
                                             f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": project}}},
             {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": f"{log_group_arn}:*"},
+            *extra,
         ],
     }
 
