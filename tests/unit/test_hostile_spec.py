@@ -11,7 +11,7 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
@@ -467,3 +467,56 @@ def test_plan_strict_refuses_a_monthly_limit_of_1e300(tmp_path):
                                env={"COLUMNS": "300"})
         assert result.exit_code == 2, result.output
         assert "goldenenv:budget.monthlyLimit" in result.output and "Traceback" not in result.output
+
+
+UNPATTERNED = {
+    ("NodePool", "ssh_public_key"): "parsed by goldenenv.sshkeys (one OpenSSH public key line, never echoed); it "
+                                    "reaches only the cloud key pair's publicKey field",
+    ("Run", "estimate"): "a mapping of goldenenv estimate's keys, each typed by estimate.spec_problems; no "
+                         "resource reads it",
+}
+"""The string-bearing fields of the stack and lock models without a pattern, and why each is inert."""
+
+
+def _text_without_pattern(annotation: Any, constrained: bool = False) -> bool:
+    """Whether a type admits text with no pattern on it (through Optional, unions, lists, dicts, Annotated)."""
+    origin = typing.get_origin(annotation)
+    if annotation in (str, Any, dict, list):  # a bare dict or list holds any text
+        return not constrained
+    if origin is typing.Annotated:
+        inner, *meta = typing.get_args(annotation)
+        has = constrained or any(getattr(m, "pattern", None) for m in meta) or any(
+            getattr(x, "pattern", None) for m in meta for x in getattr(m, "metadata", ()))
+        return _text_without_pattern(inner, has)
+    if origin in (typing.Union, types.UnionType, list, tuple, dict, typing.Literal):
+        return origin is not typing.Literal and any(_text_without_pattern(a, constrained)
+                                                    for a in typing.get_args(annotation))
+    return False
+
+
+def _models(root: type[BaseModel], seen: set) -> Iterator[type[BaseModel]]:
+    if root in seen:
+        return
+    seen.add(root)
+    yield root
+    for f in root.model_fields.values():
+        for t in _nested_types(f.annotation):
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                yield from _models(t, seen)
+
+
+def _nested_types(annotation: Any) -> Iterator[Any]:
+    yield annotation
+    for a in typing.get_args(annotation):
+        yield from _nested_types(a)
+
+
+def test_every_accepted_string_has_a_pattern_or_is_shown_inert():
+    found = {}
+    for root in (ClusterSpec, lock_module.Lock):
+        for model in _models(root, set()):
+            for name, f in model.model_fields.items():
+                has = any(getattr(m, "pattern", None) for m in f.metadata)
+                if _text_without_pattern(f.annotation, has):
+                    found[(model.__name__, name)] = f.annotation
+    assert set(found) == set(UNPATTERNED), {k: str(v) for k, v in found.items() if k not in UNPATTERNED}
