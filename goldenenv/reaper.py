@@ -20,7 +20,8 @@ The hard stop is never lost: AWS Budgets notifies once a month, so the notificat
 the stack's SSM parameter (``GOLDENENV_HARD_STOP_PARAMETER``), then stops the nodes. Every scheduled run reads
 that parameter and, while it holds the current month (UTC, as Budgets counts), stops every running or pending node
 instead of judging time to live; a node started again is stopped within one schedule period. The stop ends with
-the month, or when an operator writes ``none`` to the parameter (after raising the budget).
+the month, when `up` deploys a budget above the one the stop recorded (``GOLDENENV_BUDGET_LIMIT``), or when an
+operator writes ``none`` to the parameter.
 
 A node that cannot be judged (an unreadable ttl tag, no launch time) fails the invocation after its siblings
 are reaped, so Lambda's Errors metric counts it and the error names it.
@@ -60,6 +61,9 @@ STACK_ENV = "GOLDENENV_STACK"
 PROJECT_ENV = "GOLDENENV_PROJECT"
 ACTION_ENV = "GOLDENENV_ACTION"
 DRY_RUN_ENV = "GOLDENENV_DRY_RUN"
+BUDGET_LIMIT_ENV = "GOLDENENV_BUDGET_LIMIT"
+"""The stack's monthly budget as deployed: the hard stop records it, and a later limit above the recorded one (the
+budget raised by `up`) ends the stop. Unset: only the month's end or an operator ends it."""
 HARD_STOP_PARAMETER_ENV = "GOLDENENV_HARD_STOP_PARAMETER"
 """The SSM parameter the hard stop records its month in; unset: this function neither records nor reads one."""
 NO_HARD_STOP = "none"
@@ -399,9 +403,14 @@ def month_of(now: datetime) -> str:
 
 def record_hard_stop(ssm: Any, parameter: str, now: datetime, trigger: str) -> str:
     """Write the hard stop of this month to the parameter (retried while throttled); returns what it wrote."""
-    value = json.dumps({"month": month_of(now), "since": now.isoformat(), "by": trigger}, sort_keys=True)
+    record = {"month": month_of(now), "since": now.isoformat(), "by": trigger}
+    limit = _budget_limit()
+    if limit is not None:
+        record["limit"] = limit
+    value = json.dumps(record, sort_keys=True)
     _retry(lambda: ssm.put_parameter(Name=parameter, Value=value, Type="String", Overwrite=True))
-    return f"recorded in {parameter} for {month_of(now)}: later scheduled runs stop every node until the month ends"
+    return (f"recorded in {parameter} for {month_of(now)}: later scheduled runs stop every node until the month ends "
+            "or the budget is raised")
 
 
 def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[str]) -> tuple[bool, str]:
@@ -420,7 +429,8 @@ def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[s
     if value.strip() == NO_HARD_STOP:
         return False, f"none in force ({parameter} = {NO_HARD_STOP})"
     try:
-        month = json.loads(value)["month"]
+        recorded = json.loads(value)
+        month = recorded["month"]
         datetime.strptime(month, "%Y-%m")
     except (ValueError, TypeError, KeyError):
         problems.append(f"the hard-stop parameter {parameter} holds {value!r}, which is not a month: every node "
@@ -428,8 +438,21 @@ def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[s
         return True, f"IN FORCE: {parameter} holds {value!r}, which is not a month; stopping every node"
     if month != month_of(now):
         return False, f"the hard stop of {month} ended with its month; nodes are left alone"
-    return True, (f"IN FORCE for {month} ({value}): stopping every running or pending node until the month ends; "
-                  f"after raising the budget, `{release}` ends it")
+    limit, stopped_at = _budget_limit(), recorded.get("limit")
+    if limit is not None and isinstance(stopped_at, (int, float)) and limit > stopped_at:
+        return False, (f"the hard stop of {month} ended: the budget was raised from {stopped_at:g} to {limit:g}; "
+                       "nodes are left alone (AWS Budgets notifies again if spending passes the new limit)")
+    return True, (f"IN FORCE for {month} ({value}): stopping every running or pending node until the month ends or "
+                  f"`up` raises the budget; `{release}` ends it now")
+
+
+def _budget_limit() -> float | None:
+    """The deployed monthly budget (BUDGET_LIMIT_ENV), or None when unset or unreadable."""
+    try:
+        value = float(os.environ.get(BUDGET_LIMIT_ENV, ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def _trigger_of(event: Any) -> str:

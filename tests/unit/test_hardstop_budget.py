@@ -524,3 +524,24 @@ def test_a_hard_stop_that_cannot_be_recorded_still_stops_the_nodes_and_fails_the
         with pytest.raises(RuntimeError, match="could not be recorded"):
             module.handler(SNS_EVENT, None)
     assert {states(ec2)[n] for n in nodes} <= {"stopping", "stopped"}
+
+
+def test_raising_the_budget_ends_the_hard_stop_and_the_same_budget_keeps_it(
+        spot_plan, shipped, clock, planned_state, monkeypatch, capsys):
+    """The stop records the deployed limit; `up` with a higher monthlyLimit redeploys the function's environment, and
+    the next scheduled run leaves the nodes alone. With the limit unchanged, a node started again is stopped."""
+    module, ec2 = shipped
+    limit = float(module.os.environ[module.BUDGET_LIMIT_ENV])
+    assert limit == spot_plan.spec.budget.monthly_limit
+    nodes = launch_nodes(spot_plan, ec2)
+    module.handler(SNS_EVENT, None)
+    assert json.loads(planned_state())["limit"] == limit
+    ec2.start_instances(InstanceIds=nodes)
+    module.handler({}, None)
+    assert {states(ec2)[n] for n in nodes} <= {"stopping", "stopped"}
+
+    ec2.start_instances(InstanceIds=nodes)
+    monkeypatch.setenv(module.BUDGET_LIMIT_ENV, f"{limit * 2:g}")
+    assert module.handler({}, None)["acted"] == []
+    assert {states(ec2)[n] for n in nodes} == {"running"}
+    assert f"the budget was raised from {limit:g} to {limit * 2:g}" in capsys.readouterr().out

@@ -431,7 +431,7 @@ class GpuCluster(pulumi.ComponentResource):
                 one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items() if request == spot_requests.ONE_TIME),
                 idle_cpu_percent=idle_cpu_threshold(min(it.vcpus for it, *_ in pools)),
                 hard_stop=hard_stop, alarm_topic=alerts.topic_arn if alerts else None,
-                tags=tags,
+                budget_limit=spec.budget.monthly_limit if hard_stop else None, tags=tags,
             ), child)
             reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None
 

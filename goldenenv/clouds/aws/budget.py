@@ -127,6 +127,7 @@ class StackBudget(pulumi.ComponentResource):
             description=(f"goldenenv: hard stop of project {args.project} stack {args.tag_value}: stop every node "
                          "(terminate one-time spot) once actual spend passes the monthly budget"),
             tags=args.tags, parent=self, records_hard_stop=True, dead_letter_queue=True, alarm_topic=args.alarm_topic,
+            budget_limit=args.monthly_limit_usd,
         )
         permission = aws.lambda_.Permission(
             f"{name}-hard-stop-invoke", action="lambda:InvokeFunction", function=function.name,

@@ -78,6 +78,8 @@ class AutoTeardownArgs:
     """The budget's hard stop is on: the reaper's schedule repeats it, so the reaper exists without a ttl too."""
     alarm_topic: pulumi.Input[str] | None = None
     """The ARN of the topic the reaper's Errors alarm notifies (FunctionAlerts); None: no such alarm."""
+    budget_limit: float | None = None
+    """The monthly budget with a hard stop: a limit raised above the one the stop recorded ends the stop."""
     tags: dict[str, str]
 
 
@@ -108,6 +110,7 @@ class AutoTeardown(pulumi.ComponentResource):
         function = reaper_function(
             f"{name}-reaper", project=args.project, stack=args.stack, action=args.action, purpose="reaper",
             description="goldenenv: " + "; ".join(does), tags=args.tags, parent=self, alarm_topic=args.alarm_topic,
+            budget_limit=args.budget_limit,
         )
         invoker = aws.iam.Role(
             f"{name}-schedule-role", assume_role_policy=assumed_by("scheduler.amazonaws.com"),
@@ -167,8 +170,8 @@ def idle_periods(idle_minutes: int) -> int:
 
 def reaper_function(name: str, *, project: str, stack: str, action: str, purpose: str, description: str,
                     tags: dict[str, str], parent: pulumi.Resource, records_hard_stop: bool = False,
-                    dead_letter_queue: bool = False,
-                    alarm_topic: pulumi.Input[str] | None = None) -> aws.lambda_.Function:
+                    dead_letter_queue: bool = False, alarm_topic: pulumi.Input[str] | None = None,
+                    budget_limit: float | None = None) -> aws.lambda_.Function:
     """A Lambda function running goldenenv/reaper.py for one stack of one project, with its role and log group.
 
     Children are named from ``name`` (``-role``, ``-logs``, ``-policy``, ``-dlq``, ``-errors``) and parented to
@@ -206,6 +209,7 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         environment={"variables": {
             reaper.PROJECT_ENV: project, reaper.STACK_ENV: stack, reaper.ACTION_ENV: action,
             reaper.DRY_RUN_ENV: "false", reaper.HARD_STOP_PARAMETER_ENV: hard_stop_parameter(project, stack),
+            **({reaper.BUDGET_LIMIT_ENV: f"{budget_limit:g}"} if budget_limit is not None else {}),
         }},
         dead_letter_config={"target_arn": queue.arn} if queue else None,
         logging_config={"log_format": "Text", "log_group": logs.name},
