@@ -28,7 +28,6 @@ linked (member) account cannot activate tags at all.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv import reaper
-from goldenenv.clouds.aws.teardown import hard_stop_parameter, reaper_function
+from goldenenv.clouds.aws.teardown import encrypted_topic, hard_stop_parameter, reaper_function
 
 HARD_STOP_PERCENT = 100
 BUDGETS_SERVICE = "budgets.amazonaws.com"
@@ -93,26 +92,11 @@ class StackBudget(pulumi.ComponentResource):
         """The topic the budget publishes to at 100 %, encrypted with a key Budgets may use, and the function
         it invokes. Returns the topic, what the budget must wait for, and the function."""
         child = pulumi.ResourceOptions(parent=self)
-        key = aws.kms.Key(
-            f"{name}-hard-stop-key",
-            description=f"goldenenv: encrypts the hard-stop topic of stack {args.tag_value}; AWS Budgets may use it",
-            enable_key_rotation=True, tags=args.tags, opts=child,
-        )
-        key_policy = aws.kms.KeyPolicy(
-            f"{name}-hard-stop-key-policy", key_id=key.id,
-            policy=key.arn.apply(lambda arn: json.dumps(topic_key_policy(*_partition_and_account(arn)))),
-            opts=child,
-        )
-        topic = aws.sns.Topic(
-            f"{name}-hard-stop",
-            display_name=f"goldenenv hard stop {args.tag_value}"[:100],
-            kms_master_key_id=key.arn,
-            tags=args.tags, opts=child,
-        )
-        topic_policy = aws.sns.TopicPolicy(
-            f"{name}-hard-stop-policy", arn=topic.arn,
-            policy=topic.arn.apply(lambda arn: json.dumps(budgets_may_publish(arn, *_partition_and_account(arn)))),
-            opts=child,
+        topic, policies = encrypted_topic(
+            f"{name}-hard-stop", display_name=f"goldenenv hard stop {args.tag_value}",
+            key_description=(f"goldenenv: encrypts the hard-stop topic of stack {args.tag_value}; AWS Budgets may "
+                             "use it"),
+            key_policy=topic_key_policy, publish_policy=budgets_may_publish, tags=args.tags, parent=self,
         )
         state = aws.ssm.Parameter(
             f"{name}-hard-stop-state", name=hard_stop_parameter(args.project, args.tag_value), type="String",
@@ -137,7 +121,7 @@ class StackBudget(pulumi.ComponentResource):
             f"{name}-hard-stop-subscription", topic=topic.arn, protocol="lambda", endpoint=function.arn,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
         )
-        return topic, [key_policy, topic_policy, subscription, state], function
+        return topic, [*policies, subscription, state], function
 
 
 def notification_kinds(actual: Iterable[int], forecast: Iterable[int], hard_stop: bool) -> list[tuple[int, str]]:
@@ -164,11 +148,6 @@ def notifications(actual: Iterable[int], forecast: Iterable[int], emails: list[s
             notification["subscriber_sns_topic_arns"] = [hard_stop_topic]
         result.append(notification)
     return result
-
-
-def _partition_and_account(arn: str) -> tuple[str, str]:
-    parts = arn.split(":")
-    return parts[1], parts[4]
 
 
 def budgets_may_publish(topic_arn: str, partition: str, account: str) -> dict:

@@ -265,27 +265,12 @@ class FunctionAlerts(pulumi.ComponentResource):
     def __init__(self, name: str, args: FunctionAlertsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:aws:FunctionAlerts", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        key = aws.kms.Key(
-            f"{name}-key",
-            description=f"goldenenv: encrypts the function alert topic of stack {args.stack}; CloudWatch may use it",
-            enable_key_rotation=True, tags=args.tags, opts=child,
-        )
-        key_policy = aws.kms.KeyPolicy(
-            f"{name}-key-policy", key_id=key.id,
-            policy=key.arn.apply(lambda arn: json.dumps(alert_key_policy(*_partition_and_account(arn)))),
-            opts=child,
-        )
-        topic = aws.sns.Topic(
-            name,
-            display_name=f"goldenenv alerts {args.stack}"[:100],
-            kms_master_key_id=key.arn,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[key_policy]),
-        )
-        aws.sns.TopicPolicy(
-            f"{name}-policy", arn=topic.arn,
-            policy=topic.arn.apply(lambda arn: json.dumps(alarms_may_publish(arn, *_partition_and_account(arn)))),
-            opts=child,
+        topic, _ = encrypted_topic(
+            name, display_name=f"goldenenv alerts {args.stack}",
+            key_description=(f"goldenenv: encrypts the function alert topic of stack {args.stack}; CloudWatch may "
+                             "use it"),
+            key_policy=alert_key_policy, publish_policy=alarms_may_publish, tags=args.tags, parent=self,
+            topic_waits_for_key=True,
         )
         for email in dict.fromkeys(args.emails):
             aws.sns.TopicSubscription(f"{name}-email-{email}", topic=topic.arn, protocol="email", endpoint=email,
@@ -297,6 +282,30 @@ class FunctionAlerts(pulumi.ComponentResource):
 def _partition_and_account(arn: str) -> tuple[str, str]:
     parts = arn.split(":")
     return parts[1], parts[4]
+
+
+def encrypted_topic(name: str, *, display_name: str, key_description: str, key_policy, publish_policy,
+                    tags: dict[str, str], parent: pulumi.Resource,
+                    topic_waits_for_key: bool = False) -> tuple[aws.sns.Topic, list[pulumi.Resource]]:
+    """An SNS topic ``name`` encrypted with a rotated KMS key of its own (``{name}-key``), whose policy is
+    ``key_policy(partition, account)`` (``{name}-key-policy``: the service that publishes may use the key), and the
+    topic's policy ``publish_policy(topic_arn, partition, account)`` (``{name}-policy``). Returns the topic and the
+    two policies, which whatever publishes to it must wait for."""
+    child = pulumi.ResourceOptions(parent=parent)
+    key = aws.kms.Key(f"{name}-key", description=key_description, enable_key_rotation=True, tags=tags, opts=child)
+    key_policy_resource = aws.kms.KeyPolicy(
+        f"{name}-key-policy", key_id=key.id,
+        policy=key.arn.apply(lambda arn: json.dumps(key_policy(*_partition_and_account(arn)))), opts=child,
+    )
+    topic = aws.sns.Topic(
+        name, display_name=display_name[:100], kms_master_key_id=key.arn, tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[key_policy_resource]) if topic_waits_for_key else child,
+    )
+    policy = aws.sns.TopicPolicy(
+        f"{name}-policy", arn=topic.arn,
+        policy=topic.arn.apply(lambda arn: json.dumps(publish_policy(arn, *_partition_and_account(arn)))), opts=child,
+    )
+    return topic, [key_policy_resource, policy]
 
 
 def alarms_may_publish(topic_arn: str, partition: str, account: str) -> dict:
