@@ -136,26 +136,27 @@ def test_a_named_pipe_as_the_stack_file_exits_2_at_once_naming_it(tmp_path):
     assert time.monotonic() - started < 60
 
 
-def test_a_file_of_too_many_yaml_nodes_is_refused_in_well_under_a_second(tmp_path):
+def test_a_file_of_too_many_yaml_nodes_is_refused_at_the_cap(tmp_path):
     """The probe's 800 KB list of 400,000 items cost 9-23 s and 221 MB; the node cap stops it early."""
+    from goldenenv.userfile import MAX_NODES
+
     path = stack_file(tmp_path, "  goldenenv:network:\n    adminCidrs: [" + ",".join(["1"] * 400_000) + "]\n")
-    started = time.monotonic()
     with pytest.raises(ConfigError) as caught:
         stackconfig.read_stack_file(path)
-    assert time.monotonic() - started < 1.0
     [problem] = caught.value.problems
     assert problem.key.startswith(f"{path} at config.goldenenv:network.adminCidrs[")
     assert "10,000 values" in problem.message
+    # it stops at the cap, reading no further: the item named is within the first MAX_NODES, not the 400,000th
+    assert int(problem.key.rsplit("[", 1)[1].rstrip("]")) < MAX_NODES
 
 
-def test_a_file_just_under_the_node_cap_reads_in_under_a_second(tmp_path):
+def test_a_file_just_under_the_node_cap_reads_whole(tmp_path):
     from goldenenv.userfile import MAX_NODES
 
     items = MAX_NODES - 10
     path = stack_file(tmp_path, "  goldenenv:network:\n    adminCidrs: [" + ", ".join(["10.0.0.0/8"] * items) + "]\n")
-    started = time.monotonic()
     values, _ = stackconfig.namespaced(stackconfig.read_stack_file(path))
+    assert len(values["network"]["adminCidrs"]) == items       # read whole, then judged by the model
     with pytest.raises(ConfigError, match="goldenenv:network.adminCidrs"):
         stackconfig.load("s", values)
-    assert time.monotonic() - started < 1.0
     assert MAX_NODES <= 10_000
