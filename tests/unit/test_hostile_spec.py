@@ -494,7 +494,8 @@ def _text_without_pattern(annotation: Any, constrained: bool = False) -> bool:
     return False
 
 
-def _models(root: type[BaseModel], seen: set) -> Iterator[type[BaseModel]]:
+def _all_models(root: type[BaseModel], seen: set) -> Iterator[type[BaseModel]]:
+    """Every model reachable from `root`, through lists and mappings too."""
     if root in seen:
         return
     seen.add(root)
@@ -502,7 +503,7 @@ def _models(root: type[BaseModel], seen: set) -> Iterator[type[BaseModel]]:
     for f in root.model_fields.values():
         for t in _nested_types(f.annotation):
             if isinstance(t, type) and issubclass(t, BaseModel):
-                yield from _models(t, seen)
+                yield from _all_models(t, seen)
 
 
 def _nested_types(annotation: Any) -> Iterator[Any]:
@@ -514,7 +515,7 @@ def _nested_types(annotation: Any) -> Iterator[Any]:
 def test_every_accepted_string_has_a_pattern_or_is_shown_inert():
     found = {}
     for root in (ClusterSpec, lock_module.Lock):
-        for model in _models(root, set()):
+        for model in _all_models(root, set()):
             for name, f in model.model_fields.items():
                 has = any(getattr(m, "pattern", None) for m in f.metadata)
                 if _text_without_pattern(f.annotation, has):

@@ -35,7 +35,8 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv import reaper
-from goldenenv.clouds.aws.teardown import encrypted_topic, hard_stop_parameter, reaper_function
+from goldenenv.clouds.aws.teardown import (encrypted_topic, hard_stop_parameter, reaper_function,
+                                          service_key_policy, service_may_publish)
 
 HARD_STOP_PERCENT = 100
 BUDGETS_SERVICE = "budgets.amazonaws.com"
@@ -153,35 +154,14 @@ def notifications(actual: Iterable[int], forecast: Iterable[int], emails: list[s
 def budgets_may_publish(topic_arn: str, partition: str, account: str) -> dict:
     """The topic policy AWS documents for budget notifications: Budgets may publish, for this account only;
     the account keeps managing its own topic."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "AccountManagesTopic", "Effect": "Allow",
-             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
-             "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:AddPermission",
-                        "SNS:RemovePermission", "SNS:DeleteTopic", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
-                        "SNS:Publish"],
-             "Resource": topic_arn},
-            {"Sid": "AWSBudgetsSNSPublishingPermissions", "Effect": "Allow",
-             "Principal": {"Service": BUDGETS_SERVICE}, "Action": "SNS:Publish", "Resource": topic_arn,
-             "Condition": {"StringEquals": {"aws:SourceAccount": account},
-                           "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account}:*"}}},
-        ],
-    }
+    return service_may_publish(topic_arn, partition, account, BUDGETS_SERVICE, "AWSBudgetsSNSPublishingPermissions",
+                               f"arn:{partition}:budgets::{account}:*")
 
 
 def topic_key_policy(partition: str, account: str) -> dict:
     """The account administers the key; Budgets may encrypt what it publishes to the topic. The AWS managed SNS
     key (alias/aws/sns) cannot be used: its policy cannot grant a service such as Budgets."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "AccountAdministersKey", "Effect": "Allow",
-             "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
-            {"Sid": "BudgetsEncryptsNotifications", "Effect": "Allow", "Principal": {"Service": BUDGETS_SERVICE},
-             "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*"},
-        ],
-    }
+    return service_key_policy(partition, account, BUDGETS_SERVICE, "BudgetsEncryptsNotifications")
 
 
 def cost_filter_value(tag_key: str, tag_value: str) -> str:

@@ -310,6 +310,19 @@ def encrypted_topic(name: str, *, display_name: str, key_description: str, key_p
 
 def alarms_may_publish(topic_arn: str, partition: str, account: str) -> dict:
     """The account manages its topic; CloudWatch may publish to it, for this account's alarms only."""
+    return service_may_publish(topic_arn, partition, account, CLOUDWATCH_SERVICE, "CloudWatchAlarmsPublish",
+                               f"arn:{partition}:cloudwatch:*:{account}:alarm:*")
+
+
+def alert_key_policy(partition: str, account: str) -> dict:
+    """The account administers the key; CloudWatch may encrypt the alarm notifications it publishes to the topic."""
+    return service_key_policy(partition, account, CLOUDWATCH_SERVICE, "CloudWatchEncryptsNotifications")
+
+
+def service_may_publish(topic_arn: str, partition: str, account: str, service: str, sid: str,
+                        source_arn: str) -> dict:
+    """A topic policy: the account manages its topic; `service` may publish to it, from `source_arn` of this
+    account only."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -319,23 +332,21 @@ def alarms_may_publish(topic_arn: str, partition: str, account: str) -> dict:
                         "SNS:RemovePermission", "SNS:DeleteTopic", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
                         "SNS:Publish"],
              "Resource": topic_arn},
-            {"Sid": "CloudWatchAlarmsPublish", "Effect": "Allow", "Principal": {"Service": CLOUDWATCH_SERVICE},
-             "Action": "SNS:Publish", "Resource": topic_arn,
-             "Condition": {"StringEquals": {"aws:SourceAccount": account},
-                           "ArnLike": {"aws:SourceArn": f"arn:{partition}:cloudwatch:*:{account}:alarm:*"}}},
+            {"Sid": sid, "Effect": "Allow", "Principal": {"Service": service}, "Action": "SNS:Publish",
+             "Resource": topic_arn,
+             "Condition": {"StringEquals": {"aws:SourceAccount": account}, "ArnLike": {"aws:SourceArn": source_arn}}},
         ],
     }
 
 
-def alert_key_policy(partition: str, account: str) -> dict:
-    """The account administers the key; CloudWatch may encrypt the alarm notifications it publishes to the topic."""
+def service_key_policy(partition: str, account: str, service: str, sid: str) -> dict:
+    """A key policy: the account administers the key; `service` may encrypt what it publishes to the topic."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "AccountAdministersKey", "Effect": "Allow",
              "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"}, "Action": "kms:*", "Resource": "*"},
-            {"Sid": "CloudWatchEncryptsNotifications", "Effect": "Allow",
-             "Principal": {"Service": CLOUDWATCH_SERVICE},
+            {"Sid": sid, "Effect": "Allow", "Principal": {"Service": service},
              "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*"},
         ],
     }
