@@ -320,6 +320,15 @@ def zones(cloud: str, region: str) -> RegionZones | None:
     return None
 
 
+def type_zones(cloud: str, instance_type: str) -> dict[str, tuple[str, ...]]:
+    """The zones that sell an instance type, by region (data/type_zones.csv); {} when the catalog lists none.
+
+    A subset of the region's zones (data/zones.csv): GPU types sell in a few zones of a region only.
+    """
+    return {r["region"]: tuple(r["zones"].split()) for r in _read("type_zones")
+            if (r["cloud"], r["instance_type"]) == (cloud, instance_type)}
+
+
 @dataclass(frozen=True)
 class FabricMtu:
     """The interface MTU a fabric runs at, with or without jumbo frames, and the NCCL protocols that MTU carries."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from goldenenv import catalog
+from goldenenv import catalog, fabrics
 
 NUMERIC = {
     "gpus": ("memory_gib",),
@@ -47,7 +47,8 @@ def test_instance_types_name_known_gpus_and_fit_their_fabric():
     gpus = catalog.gpus()
     for row in catalog.rows("instance_types"):
         assert row["gpu"] in gpus, f"{row['instance_type']}: unknown GPU {row['gpu']}"
-        assert row["rdma"] in {"efa", "erdma", "none"}
+        assert row["rdma"] == "none" or fabrics.get(row["rdma"]) is not None, row["instance_type"]
+        assert row["rdma"] == "none" or fabrics.get(row["rdma"]).cloud == row["cloud"], row["instance_type"]
         assert (row["rdma"] == "none") == (int(row["rdma_interfaces"]) == 0), row["instance_type"]
         if row["cloud"] == "aws":
             assert int(row["rdma_interfaces"]) <= int(row["network_cards"]), row["instance_type"]

@@ -1,0 +1,503 @@
+"""Google Cloud: A3 Mega / A3 Ultra / A4 GPU clusters on their GPU networks, Cloud Storage + Managed Lustre, labels,
+and a budget whose function stops the stack's nodes.
+
+The GPU network is the catalog's, per machine type (network.py): GPUDirect-TCPXO on 8 GPU VPCs (A3 Mega), TCPX on
+4 (A3 High), gIB on a RoCE network of 8 subnets with MRDMA NICs (A3 Ultra, A4). Nodes sit in a COLLOCATED compact
+placement policy, have no external address, and boot into the golden container with cloud-init (nodes.py).
+Outside Pulumi, the cloud's lifecycle hooks: before_up (find the retained bucket, never another stack's),
+before_destroy (export Managed Lustre to the bucket and wait), purge (the bucket, by name).
+
+The project is the Google provider's own: `gcp:project` in the stack file (Pulumi's default provider reads it), or
+GOOGLE_CLOUD_PROJECT; the program reads it back, with its number and billing account, from getProject.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from goldenenv import catalog, compat, slurm
+from goldenenv.clouds.access import head_key, node_key
+from goldenenv.clouds.base import (
+    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+)
+from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp.head import (
+    HEAD_SECRET_ROLES, NODE_SECRET_ROLE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, munge_key,
+)
+from goldenenv.clouds.gcp.network import GpuNetwork, GpuNetworkArgs, gpu_nic_layout, subnet_count, subnets
+from goldenenv.clouds.gcp.nodes import PD_DISK, ROCE_DISK, GpuNodePool, GpuNodePoolArgs, access_metadata
+from goldenenv.clouds.stores import golden_image_ref
+from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
+from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
+
+CLOUD = "gcp"
+REGION = re.compile(r"^[a-z]+-[a-z]+\d{1,2}$")
+"""us-central1, europe-west4, asia-southeast1 ..."""
+ZONE = re.compile(r"^[a-z]+-[a-z]+\d{1,2}-[a-z]$")
+IMAGE = re.compile(r"^projects/[a-z][-a-z0-9.:]{4,61}[a-z0-9]/global/images/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""A pinned image by its full path (never a family, which moves)."""
+CURRENCY = "USD"
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+PLACEHOLDER_PROJECT = "goldenenv-plan-000000"
+PLACEHOLDER_NUMBER = "000000000000"
+PLACEHOLDER_BILLING = "000000-000000-000000"
+REGISTRY = "{region}-docker.pkg.dev/{project}/{repository}"
+SERVICE_ACCOUNT_ID_MAX = 30
+LUSTRE_PORT = "988"
+"""Lustre's LNet TCP port (Managed Lustre's VPC guide: allow TCP 988 from the instance's range)."""
+
+
+def fabric_of(pool: Any, it: catalog.InstanceType) -> str:
+    """The pool's GPU network: the type's fabric (catalog instance_types.rdma) unless the pool turns RDMA off."""
+    return it.rdma if pool.rdma is not False and it.rdma not in ("", "none") else "none"
+
+
+def stack_fabric(spec: ClusterSpec) -> str:
+    """The one fabric the stack's networks are built for (check() refuses pools that differ)."""
+    found = {fabric_of(p, catalog.instance_type(CLOUD, p.instance_type)) for p in spec.nodes}
+    found.discard("none")
+    return found.pop() if len(found) == 1 else "none"
+
+
+def stack_zone(spec: ClusterSpec) -> str | None:
+    """The zone to build in: the stack's, else the first the catalog says sells the first pool's type there."""
+    if spec.placed_zone:
+        return spec.placed_zone
+    zones = catalog.type_zones(CLOUD, spec.nodes[0].instance_type).get(spec.region, ())
+    return zones[0] if zones else None
+
+
+def host_image(spec: ClusterSpec, pool: Any) -> str:
+    host = compat.node_host(CLOUD, spec.region, pool.host_image)
+    if host.override_id:
+        return host.override_id
+    if host.image is None or not host.image.image_id:
+        raise ValueError(f"no host image for {CLOUD} in {spec.region}: set hostImage")
+    return host.image.image_id
+
+
+def boot_disk_type(it: catalog.InstanceType) -> str:
+    """Hyperdisk for the A3/A4 families (A3 Ultra and A4 take no Persistent Disk), pd-balanced otherwise."""
+    return ROCE_DISK if it.name.startswith(("a3-", "a4-")) else PD_DISK
+
+
+class GcpCloud(PulumiCloud):
+    name = CLOUD
+    capabilities = frozenset({Capability.RDMA, Capability.SPOT, Capability.CAPACITY_RESERVATION,
+                              Capability.PARALLEL_FS, Capability.LOCAL_NVME, Capability.BUDGET,
+                              Capability.HARD_STOP})
+    registry_types = ("gcp:artifactregistry/",)
+    key_props = {
+        "gcp:compute/network:Network": ("mtu", "networkProfile"),
+        "gcp:compute/subnetwork:Subnetwork": ("ipCidrRange",),
+        "gcp:compute/firewall:Firewall": ("direction", "sourceRanges"),
+        "gcp:compute/resourcePolicy:ResourcePolicy": ("groupPlacementPolicy.collocation",
+                                                      "groupPlacementPolicy.vmCount"),
+        "gcp:compute/instance:Instance": ("machineType", "zone", "scheduling.provisioningModel"),
+        "gcp:storage/bucket:Bucket": ("name", "publicAccessPrevention"),
+        "gcp:lustre/instance:Instance": ("capacityGib", "perUnitStorageThroughput"),
+    }
+    data_bearing = {"Instance": "boot disk and Local SSD scratch erased; a Lustre instance after its export to "
+                                "the bucket"}
+    store_kinds = ("Bucket", "Repository")
+    placeholder_account = PLACEHOLDER_PROJECT
+    ssh_user = "ubuntu"
+    """Google's Ubuntu images: OS Login maps the caller's account, a metadata key logs in as the user it names."""
+    head_instance_type = "n2-standard-2"
+    """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv)."""
+
+    def check(self, spec: ClusterSpec) -> list[Problem]:
+        problems = []
+        if not REGION.fullmatch(spec.region):
+            problems.append(Problem("goldenenv:region", f"'{spec.region}' is not a Google Cloud region name "
+                                    "(e.g. us-central1, europe-west4)"))
+        known = catalog.zones(CLOUD, spec.region)
+        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
+            if zone and known and known.complete and zone not in known.zones:
+                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
+                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
+        if spec.zones:
+            problems.append(Problem("goldenenv:zones", "gcp stacks build in one zone (their RoCE and placement "
+                                    "are zonal): set goldenenv:zone instead"))
+        if spec.budget and spec.budget.currency != CURRENCY:
+            problems.append(Problem("goldenenv:budget.currency", f"the catalog prices Google Cloud in {CURRENCY}; "
+                                    f"a {spec.budget.currency} budget cannot be compared with the stack's cost: set "
+                                    f"currency: {CURRENCY} (a billing account in another currency takes the budget "
+                                    "in its own)"))
+        problems += [Problem("goldenenv:tags", p) for p in gcp_labels.problems(spec.stack_tags)]
+        fabrics = set()
+        for i, pool in enumerate(spec.nodes):
+            at = pool_key(i, len(spec.nodes))
+            it = catalog.instance_types(CLOUD).get(pool.instance_type)
+            if it is None:
+                continue
+            fabrics.add(fabric_of(pool, it))
+            problems += _host_image_problems(spec, pool, f"{at}.hostImage")
+            if Capacity.CAPACITY_BLOCK in pool.capacities:
+                problems.append(Problem(f"{at}.capacity", "capacity-block is EC2's; on Google Cloud use "
+                                        "capacity-reservation with the reservation's name in capacityReservationId"))
+            sold = catalog.type_zones(CLOUD, it.name)
+            zone = stack_zone(spec)
+            if sold and spec.region not in sold:
+                problems.append(Problem("goldenenv:region", f"{it.name} is not sold in {spec.region} (catalog "
+                                        f"type_zones.csv); regions that sell it: {', '.join(sorted(sold))}"))
+            elif zone and sold.get(spec.region) and zone not in sold[spec.region]:
+                problems.append(Problem("goldenenv:zone", f"{it.name} is not sold in {zone}; zones of "
+                                        f"{spec.region} that sell it: {', '.join(sold[spec.region])} (catalog "
+                                        "type_zones.csv)"))
+            if zone is None:
+                problems.append(Problem("goldenenv:zone", f"the catalog knows no zone of {spec.region} selling "
+                                        f"{it.name}: set goldenenv:zone"))
+        if len(fabrics - {"none"}) > 1 or (len(fabrics) > 1 and "none" in fabrics and len(spec.nodes) > 1):
+            problems.append(Problem("goldenenv:nodes", "the pools need different GPU networks ("
+                                    f"{', '.join(sorted(fabrics))}): a gcp stack builds one; split the stack"))
+        fabric = stack_fabric(spec) if not problems else "none"
+        try:
+            first = catalog.instance_type(CLOUD, spec.nodes[0].instance_type)
+            subnets(spec.network.cidr, subnet_count(fabric, first.network_cards, first.rdma_interfaces))
+        except (KeyError, ValueError) as e:
+            if isinstance(e, ValueError):
+                problems.append(Problem("goldenenv:network.cidr", str(e).removeprefix("goldenenv:network.cidr ")))
+        problems += self._storage_problems(spec)
+        return problems
+
+    @staticmethod
+    def _storage_problems(spec: ClusterSpec) -> list[Problem]:
+        from goldenenv.clouds.gcp import storage
+
+        found = getattr(storage, "spec_problems", None)
+        return found(spec) if found else []
+
+    def offline_lookup(self, spec: ClusterSpec) -> Any:
+        from goldenenv.clouds.gcp import storage
+
+        return storage.OfflineLookup()
+
+    def plan_mock(self, args: Any) -> tuple[str | None, dict[str, Any]] | None:
+        """What Google computes for a new resource (self links, addresses, emails), as stand-ins; the storage
+        and budget components' own first."""
+        from goldenenv.clouds.gcp import budget, storage
+
+        for component in (storage, budget):
+            found = component.plan_mock(args)
+            if found is not None:
+                return found
+        kind = args.typ.rsplit(":", 1)[-1]
+        inputs = args.inputs
+        project = inputs.get("project") or PLACEHOLDER_PROJECT
+        name = inputs.get("name") or args.name
+        if args.typ == "gcp:compute/instance:Instance":
+            interfaces = [{**nic, "networkIp": mock_address(args.name) if i == 0 else
+                           f"10.{100 + i}.{stable_number(args.name) % 200}.{10 + stable_number(args.name) % 200}"}
+                          for i, nic in enumerate(inputs.get("networkInterfaces") or [])]
+            link = f"projects/{project}/zones/{inputs.get('zone')}/instances/{name}"
+            return link, {"networkInterfaces": interfaces, "name": name, "instanceId": str(stable_number(link)),
+                          "selfLink": f"https://www.googleapis.com/compute/v1/{link}", "currentStatus": "RUNNING"}
+        if args.typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
+            return f"projects/{project}/serviceAccounts/{email}", {"email": email, "member": f"serviceAccount:{email}",
+                                                                   "name": email}
+        scopes = {"Network": "global/networks", "Subnetwork": f"regions/{inputs.get('region')}/subnetworks",
+                  "Firewall": "global/firewalls", "Router": f"regions/{inputs.get('region')}/routers",
+                  "ResourcePolicy": f"regions/{inputs.get('region')}/resourcePolicies",
+                  "GlobalAddress": "global/addresses"}
+        if args.typ.startswith("gcp:compute/") and kind in scopes:
+            link = f"projects/{project}/{scopes[kind]}/{name}"
+            return link, {"selfLink": f"https://www.googleapis.com/compute/v1/{link}", "name": name}
+        if args.typ == "gcp:artifactregistry/repository:Repository":
+            repo = inputs.get("repositoryId")
+            return (f"projects/{project}/locations/{inputs.get('location')}/repositories/{repo}",
+                    {"name": repo})
+        return None
+
+    def plan_call(self, args: Any) -> dict[str, Any] | None:
+        """getProject: a placeholder project, its number and billing account, never a live answer."""
+        if args.token == GET_PROJECT:
+            return {"projectId": PLACEHOLDER_PROJECT, "number": PLACEHOLDER_NUMBER, "name": PLACEHOLDER_PROJECT,
+                    "billingAccount": PLACEHOLDER_BILLING, "id": f"projects/{PLACEHOLDER_PROJECT}"}
+        return None
+
+    def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
+        notes = []
+        zone = stack_zone(spec)
+        for pool in spec.nodes:
+            it = catalog.instance_type(CLOUD, pool.instance_type)
+            fabric = fabric_of(pool, it)
+            if fabric != "none":
+                notes.append(f"{pool.name}: {it.rdma_interfaces} GPU NICs per node on {fabric} "
+                             f"({'one RoCE network of ' if fabric == 'gib' else ''}{it.rdma_interfaces} "
+                             f"{'subnets' if fabric == 'gib' else 'GPU VPCs'}); Google sells {it.name} mostly "
+                             "through reservations, DWS or spot: an on-demand request can fail for capacity "
+                             f"(ZONE_RESOURCE_POOL_EXHAUSTED) in {zone}")
+            if pool.capacity is Capacity.SPOT:
+                notes.append(f"{pool.name}: spot nodes are stopped when Google preempts them (about 30 s notice, "
+                             "instanceTerminationAction STOP): their boot disks stay, their Local SSD scratch does "
+                             "not; keep checkpoints in the bucket or on Lustre")
+            if pool.capacity is Capacity.CAPACITY_RESERVATION:
+                notes.append(f"{pool.name}: nodes consume reservation {pool.capacity_reservation_id} "
+                             "(RESERVATION_BOUND); Google places reserved capacity itself, so the pool has no "
+                             "placement policy of its own")
+        if spec.budget:
+            notes.append("Cloud Billing budgets lag usage by hours and alert rather than cap: the stack's function "
+                         "stops its instances when a notification reports the spend at or above the limit; disks, "
+                         "Lustre and the bucket keep billing until destroy. The budget is created on the project's "
+                         "billing account, which needs Billing Account Administrator (or Costs Manager) for the "
+                         "caller of up")
+        if spec.network.egress == "endpoints":
+            notes.append("network.egress endpoints: no Cloud NAT; nodes reach Google APIs (Cloud Storage, Artifact "
+                         "Registry) by Private Google Access and nothing on the internet")
+        return notes + [
+            "The nodes have no external address: reach them at their private IPs from network.adminCidrs (a VPN, "
+            "or IAP TCP forwarding: `gcloud compute ssh --tunnel-through-iap`), with OS Login unless the pool sets "
+            "sshPublicKey",
+        ]
+
+    def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
+        if not spec.storage.parallel_fs.enabled:
+            return []
+        bucket = outputs.get("bucket") or "<bucket>"
+        return [f"export Managed Lustre to gs://{bucket}/ (exportData) and wait; a failed export stops destroy "
+                "before anything is deleted (--skip-export destroys without it, losing files not yet exported)"]
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        from goldenenv.clouds.gcp import readiness
+
+        return readiness.findings(resources, required_tags)
+
+    def describe(self, resource: Any) -> list[str]:
+        words = []
+        if resource.type == "gcp:compute/instance:Instance":
+            nics = resource.props.get("networkInterfaces") or []
+            kinds = [str(n.get("nicType", "")) for n in nics if isinstance(n, dict)]
+            words.append(f"nics={len(kinds)} ({', '.join(f'{kinds.count(k)} {k}' for k in dict.fromkeys(kinds))})")
+        return words + key_words(resource, self.key_props)
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None) -> Any:
+        from goldenenv.clouds.gcp import storage
+
+        stores = RetainedStores.find(spec, lookup or storage.LiveLookup(_project_from_env()))
+        if stores.adopt_bucket:
+            log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
+        return stores
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None], token: Callable[[], str] | None = None) -> None:
+        from goldenenv.clouds.gcp import storage
+
+        fs = outputs.get("lustreInstance")
+        if not fs:
+            return
+        if skip_export:
+            log(f"not exporting {fs} (--skip-export): files written on Lustre and not yet exported to the bucket "
+                "are lost")
+            return
+        storage.transfer("export", outputs.get("gcpProject"), outputs.get("zone"), fs, outputs.get("bucket"), "",
+                         token or storage.access_token, log)
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+        from goldenenv.clouds.gcp import storage
+
+        bucket = outputs.get("bucket")
+        if not bucket:
+            return []
+        storage.purge(bucket, log=log)
+        return [bucket]
+
+    def build(self, spec: ClusterSpec, context: BuildContext | None = None) -> dict[str, Any]:
+        return GpuCluster(spec.stack, spec, context or BuildContext()).outputs
+
+
+def _project_from_env() -> str | None:
+    import os
+
+    return next((os.environ[k] for k in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT", "CLOUDSDK_CORE_PROJECT")
+                 if os.environ.get(k)), None)
+
+
+@dataclass(frozen=True)
+class RetainedStores:
+    bucket: str
+    adopt_bucket: str | None
+
+    @classmethod
+    def find(cls, spec: ClusterSpec, lookup: Any) -> RetainedStores:
+        """A bucket labelled for another project or stack under the derived name is refused (storage.adoptable)."""
+        from goldenenv.clouds.gcp import storage
+
+        bucket = spec.storage.bucket.bucket_name or storage.bucket_name(
+            spec.tags.project, spec.stack, lookup.project_id(), spec.region)
+        return cls(bucket, storage.adoptable(lookup.bucket(bucket), spec.tags.project, spec.stack))
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Network, data store, image repository, node pools and budget of one stack."""
+
+    outputs: dict[str, Any]
+
+    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
+                 opts: pulumi.ResourceOptions | None = None):
+        from goldenenv.clouds.gcp import storage
+
+        super().__init__("goldenenv:gcp:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        labels = gcp_labels.labels(spec.stack_tags)
+        project = gcp.organizations.get_project_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        project_id = project.project_id
+
+        def names(*parts: str) -> str:
+            return gcp_labels.resource_name(spec.tags.project, spec.stack, *parts)
+
+        zone = stack_zone(spec)
+        fabric = stack_fabric(spec)
+        first = catalog.instance_type(CLOUD, spec.nodes[0].instance_type)
+        fabric_entry = None
+        mtu = None
+        if fabric != "none":
+            from goldenenv import fabrics
+
+            fabric_entry = fabrics.get(fabric)
+            found = fabric_entry.mtu(CLOUD, first.name) if fabric_entry else None
+            mtu = found.mtu if found else None
+        network = GpuNetwork(name, GpuNetworkArgs(
+            project=project_id, region=spec.region, zone=zone, cidr=spec.network.cidr, fabric=fabric,
+            host_nics=first.network_cards, gpu_nics=first.rdma_interfaces if fabric != "none" else 0, gpu_mtu=mtu,
+            egress=spec.network.egress, admin_cidrs=[str(c) for c in spec.network.admin_cidrs],
+            labels=labels, names=names), child)
+
+        fs = spec.storage.parallel_fs
+        stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(_project_from_env()))
+        data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
+            bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
+            noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
+            parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
+            region=spec.region, zone=zone, network_id=network.system_network,
+            network_name=network.system_network_name, gcp_project=project_id,
+            checkpoint_prefix=fs.checkpoint_prefix, labels=labels), child)
+
+        if data.lustre_range is not None:
+            gcp.compute.Firewall(
+                f"{name}-lustre", name=names("lustre"), project=project_id, network=network.system_network,
+                direction="INGRESS", priority=1000, source_ranges=[data.lustre_range], target_tags=[network.tag],
+                allows=[{"protocol": "tcp", "ports": [LUSTRE_PORT]}],
+                description="goldenenv: Managed Lustre's servers (its private services range) reach the clients",
+                opts=child)
+
+        repository_id = names("images")
+        repository = gcp.artifactregistry.Repository(
+            f"{name}-images", repository_id=repository_id, project=project_id, location=spec.region,
+            format="DOCKER", description=f"goldenenv {spec.stack}: golden images", labels=labels,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
+        repository_url = pulumi.Output.all(project_id, repository.repository_id).apply(
+            lambda v: REGISTRY.format(region=spec.region, project=v[0], repository=v[1]))
+        image_ref = golden_image_ref(spec, repository_url)
+
+        shape = head_shape(spec, GcpCloud)
+        head = munge = None
+        if shape:
+            munge = MungeSecret(f"{name}-munge", MungeSecretArgs(
+                project=project_id, secret_id=names("munge"), region=spec.region, labels=labels), child)
+            conf = slurm_conf(spec, GcpCloud.slurmd_timeout)
+            head_ssh = head_key(spec)
+            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+                project=project_id, machine_type=shape.instance_type, zone=zone,
+                image=host_image(spec, spec.nodes[0]), boot_disk_gib=shape.root_volume_gib,
+                subnet=network.system_subnet,
+                user_data=pulumi.Output.all(data.mount, image_ref, project_id, munge.secret_id).apply(
+                    lambda v: HeadBoot(spec, v[1], munge_key(v[2], v[3]), conf, registry_login="gar")
+                    .cloud_config(v[0])),
+                service_account_id=gcp_labels.resource_name("ge", spec.stack, slurm.HEAD_HOSTNAME,
+                                                            limit=SERVICE_ACCOUNT_ID_MAX),
+                instance_name=names(slurm.HEAD_HOSTNAME), labels=labels,
+                metadata=access_metadata(head_ssh, GcpCloud.ssh_user), network_tag=network.tag), child)
+            munge.grant(f"{name}-{slurm.HEAD_HOSTNAME}-munge", head.member, HEAD_SECRET_ROLES)
+
+        pools = []
+        for pool in spec.nodes:
+            it = catalog.instance_type(CLOUD, pool.instance_type)
+            pool_fabric = fabric_of(pool, it)
+            user_data = pulumi.Output.all(
+                data.mount, image_ref, head.private_ip if head else None, project_id,
+                munge.secret_id if munge else None,
+            ).apply(
+                lambda v, pool=pool, it=it, pool_fabric=pool_fabric: NodeBoot(
+                    spec, pool.name, fabric=pool_fabric, local_nvme=it.local_nvme_count > 0, image_ref=v[1],
+                    registry_login="gar",
+                    slurm=SlurmNode(v[2], munge_key(v[3], v[4])) if v[2] else None,
+                ).cloud_config(v[0]))
+            layout = catalog.node_layout(CLOUD, it.name)
+            pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
+                project=project_id, machine_type=it.name, count=pool.count, zone=zone, region=spec.region,
+                image=host_image(spec, pool), boot_disk_type=boot_disk_type(it), boot_disk_gib=pool.root_volume_gib,
+                host_subnets=network.host_subnets[:max(1, it.network_cards)], gpu_subnets=network.gpu_subnets,
+                gpu_nics=gpu_nic_layout(pool_fabric, it.rdma_interfaces) if pool_fabric != "none" else [],
+                placement=layout.placement if layout else "none", capacity=pool.capacity.value,
+                reservation=pool.capacity_reservation_id, user_data=user_data,
+                service_account_id=gcp_labels.resource_name("ge", spec.stack, pool.name,
+                                                            limit=SERVICE_ACCOUNT_ID_MAX),
+                labels=labels, names=lambda *parts, pool=pool: names(pool.name, *parts),
+                ssh_key=node_key(spec, pool), network_tag=network.tag), child)))
+
+        for it, pool, nodes in pools:
+            if munge:
+                munge.grant(f"{name}-{pool.name}-munge", nodes.service_account_email.apply(
+                    lambda e: f"serviceAccount:{e}"), (NODE_SECRET_ROLE,))
+            gcp.storage.BucketIAMMember(
+                f"{name}-{pool.name}-bucket", bucket=data.bucket_name, role="roles/storage.objectUser",
+                member=nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-{pool.name}-pull", project=project_id, location=spec.region,
+                repository=repository.repository_id, role="roles/artifactregistry.reader",
+                member=nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+
+        all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
+        all_names = pulumi.Output.all(*[p.instance_names for *_, p in pools]).apply(lambda lists: sum(lists, []))
+        slots = [it.gpu_count for it, pool, _ in pools for _ in range(pool.count)]
+
+        budget_function = None
+        if spec.budget:
+            from goldenenv.clouds.gcp.budget import BudgetStop, BudgetStopArgs
+
+            stop = BudgetStop(f"{name}-budget", BudgetStopArgs(
+                project=spec.tags.project, stack=spec.stack, gcp_project=project_id,
+                billing_account=project.billing_account, project_number=project.number,
+                monthly_limit=spec.budget.monthly_limit, currency=spec.budget.currency,
+                thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails, hard_stop=spec.budget.hard_stop,
+                region=spec.region, labels=labels, ttl_hours=spec.lifecycle.ttl_hours,
+                idle_minutes=spec.lifecycle.idle_minutes), child)
+            budget_function = stop.function_name
+
+        self.outputs = {
+            **launch_outputs(all_ips, slots),
+            "instanceIds": all_names,
+            "gcpProject": project_id,
+            "zone": zone,
+            "placementPolicies": [p.placement_policy for *_, p in pools if p.placement_policy is not None],
+            "bucket": data.bucket_name,
+            "sharedFs": data.fs_id if fs.enabled else None,
+            "lustreInstance": data.fs_id if fs.enabled else None,
+            "budgetFunction": budget_function,
+            "imageRepository": repository_url,
+            "imageRef": image_ref,
+            **({"headPrivateIp": head.private_ip, "headInstanceId": head.instance_name} if head else {}),
+        }
+        self.register_outputs(self.outputs)
+
+
+def _host_image_problems(spec: ClusterSpec, pool: Any, at: str) -> list[Problem]:
+    usable = [n for n, h in catalog.host_images(CLOUD).items() if h.region in ("*", spec.region)]
+    if isinstance(pool.host_image, str) and pool.host_image not in usable:
+        return [Problem(at, f"{pool.host_image!r} is not a host image in the catalog for {spec.region}; valid: "
+                        f"{', '.join(usable) or 'none'}, or {{id, driver}}")]
+    if pool.host_image is None and not usable:
+        return [Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage to {{id: "
+                        "projects/<project>/global/images/<name>, driver: <its NVIDIA driver>}")]
+    if pool.host_image is not None and not isinstance(pool.host_image, str) and not IMAGE.fullmatch(pool.host_image.id):
+        return [Problem(f"{at}.id", f"{pool.host_image.id!r} is not a pinned Compute Engine image: write "
+                        "projects/<project>/global/images/<name> (a family would move under the lock)")]
+    return []

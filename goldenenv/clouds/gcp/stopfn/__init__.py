@@ -1,0 +1,1 @@
+"""The stop function's code, shipped alone to Cloud Functions (main.py); see goldenenv/clouds/gcp/budget.py."""
