@@ -250,7 +250,8 @@ def _ofi_row(plugin: str) -> dict[str, str] | None:
 
 
 def _check_efa(lock: Lock, nccl: str | None) -> list[Conflict]:
-    if lock.fabric != "efa" or lock.efa is None:
+    """EFA's own rules: its installer bundles one aws-ofi-nccl (catalog efa_installer), whose NCCL range is known."""
+    if lock.efa is None:
         return []
     efa = lock.efa
     installer_pin, plugin_pin = f"efa.installer={efa.installer}", f"efa.awsOfiNccl={efa.aws_ofi_nccl}"
@@ -289,17 +290,22 @@ def _check_efa(lock: Lock, nccl: str | None) -> list[Conflict]:
 
 
 def _fabric_nccl(lock: Lock, rows: list[dict[str, str]], nccl: str | None, where: str) -> list[Conflict]:
+    """The catalog's NCCL and plugin floors (fabric_min_nccl) against the lock's NCCL and its fabric section's plugin:
+    each refusal names the lock key and the version it needs."""
+    fabric = fabrics.get(lock.fabric)
+    plugin = fabric.plugin_pin(getattr(lock, fabric.lock_section)) if fabric else None
     found = []
     for r in rows:
-        fabric = fabrics.label(r["fabric"])
+        label = fabrics.label(r["fabric"])
         if nccl and r["min_nccl"] and not _at_least(nccl, r["min_nccl"]):
             found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"nccl={nccl}"),
-                                  f"{fabric}{where} needs NCCL >= {r['min_nccl']} but nccl={nccl}: raise nccl "
+                                  f"{label}{where} needs NCCL >= {r['min_nccl']} but nccl={nccl}: raise nccl "
                                   f"(and the nvidia-nccl-cu12 torch loads) to >= {r['min_nccl']}"))
-        if r["min_aws_ofi_nccl"] and lock.efa and not _at_least(lock.efa.aws_ofi_nccl, r["min_aws_ofi_nccl"]):
-            found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"efa.awsOfiNccl={lock.efa.aws_ofi_nccl}"),
-                                  f"{fabric}{where} needs aws-ofi-nccl >= {r['min_aws_ofi_nccl']} but "
-                                  f"efa.awsOfiNccl={lock.efa.aws_ofi_nccl}: pin a newer EFA installer and plugin"))
+        if r["min_plugin"] and plugin and not _at_least(plugin[1], r["min_plugin"]):
+            key, version, name = plugin
+            found.append(Conflict("fabric-nccl", (f"fabric={lock.fabric}", f"{key}={version}"),
+                                  f"{label}{where} needs {name} >= {r['min_plugin']} but {key}={version}: "
+                                  f"set {key} to {r['min_plugin']} or newer (with what it comes with)"))
     return found
 
 

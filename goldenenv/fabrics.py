@@ -1,9 +1,14 @@
-"""RDMA fabrics by name: what each one is, wherever goldenenv needs to know.
+"""RDMA and GPU-direct fabrics by name: what each one is, wherever goldenenv needs to know.
 
-A fabric (EFA on AWS, eRDMA on Alibaba Cloud) brings four things: how its interfaces sit on a node's network cards
-(the cloud's layout function), the layer a golden image adds for it (a template under templates/image/ and the lock
-section that pins it), the environment NCCL needs on a node (catalog fabric_env), and the rules a lock must meet
-(catalog fabric_min_nccl and fabric_min_cuda, plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`.
+A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud) brings four things: how
+its interfaces sit on a node's network cards (the cloud's layout function), the layer a golden image adds for it (a
+template under templates/image/ and the lock section that pins it, with the section's model), the environment NCCL
+needs on a node (catalog fabric_env), and the rules a lock must meet (catalog fabric_min_nccl and fabric_min_cuda,
+plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`: a new fabric is one entry
+here, its catalog rows and its templates.
+
+The field types of the lock sections live here too, below the lock (images/lock.py imports them from here): every
+value that reaches a Dockerfile has a pattern.
 """
 
 from __future__ import annotations
@@ -11,27 +16,93 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import Field
 
 from goldenenv import catalog
+from goldenenv.spec import Model
+
+Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+DebianPackage = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$")]
+"""A Debian package name (policy 5.6.1), optionally =version in Debian's version alphabet: one shell word."""
+ReleaseTag = Annotated[str, Field(pattern=r"^\d+(\.\d+)*([-_][0-9A-Za-z]+)?$", max_length=40)]
+"""A release as Google tags its GPUDirect images (without the leading v): 1.0.12, 1.0.8-1, 1.0.13_1."""
+PackageVersion = Annotated[str, Field(pattern=r"^\d+(\.\d+)*(-[0-9A-Za-z.+~]+)?$", max_length=60)]
+"""An upstream release, optionally with its package revision: 1.1.0, 1.1.0-1."""
+
+
+class Efa(Model):
+    installer: Version
+    installer_sha256: Sha256 | None = None
+    """sha256 of aws-efa-installer-<installer>.tar.gz; the build refuses a tarball it cannot verify."""
+    aws_ofi_nccl: Version
+    """The plugin the installer bundles; must match the catalog's efa_installer table."""
+
+
+class Erdma(Model):
+    packages: list[DebianPackage] = Field(min_length=1)
+    """rdma-core userspace with the erdma verbs provider (rdma-core >= 42), from the base's distribution."""
+
+
+class GpuDirectTcp(Model):
+    """Google's GPUDirect-TCPX(O) NCCL plugin and the receive-datapath manager (RxDM) released with it: Google
+    publishes them as a coupled pair (container-engine-accelerators gpudirect-tcpxo/README.md)."""
+
+    plugin: ReleaseTag
+    """The tag of nccl-plugin-gpudirecttcpx-dev (without v): the image layer copies the plugin from it."""
+    rxdm: ReleaseTag
+    """The tag of tcpgpudmarxd-dev (without v), the RxDM the node runs beside the golden container."""
+
+
+class Gib(Model):
+    plugin: PackageVersion
+    """The nccl-gib package (gIB NCCL plugin with its own NCCL, under /usr/local/gib), from Google's apt repo."""
+
+
+class Plugin(NamedTuple):
+    """The NCCL plugin a fabric's lock section pins."""
+
+    field: str
+    """The section's field holding its version (aws_ofi_nccl, plugin)."""
+    key: str
+    """That field as the lock writes it (awsOfiNccl, plugin)."""
+    name: str
+    """As people write it (aws-ofi-nccl, nccl-gib)."""
+    component: str
+    """Its name in catalog fabric_env's conditions (aws_ofi_nccl<=1.5.0)."""
 
 
 @dataclass(frozen=True)
 class Fabric:
     name: str
-    """As the catalog and locks write it: efa | erdma."""
+    """As the catalog and locks write it: efa | erdma | tcpx | tcpxo | gib."""
     label: str
-    """As people write it: EFA | eRDMA."""
+    """As people write it: EFA | eRDMA | GPUDirect-TCPX | GPUDirect-TCPXO | gIB."""
     cloud: str
     layout: str
-    """`module:function` laying out (network_cards, interfaces) -> interface slots on a node."""
+    """`module:function` laying out the fabric's interfaces on a node; imported only when called."""
     image_layer: str
     """The image layer's template under templates/image/."""
     lock_section: str
     """The lock's section that pins the fabric's software (efa: installer + plugin; erdma: packages)."""
+    section: type[Model]
+    """The pydantic model of that section: what the lock may write there, each value with a pattern."""
     boot_check: tuple[str, str] | None = None
     """(systemd unit, script) under templates/node/ that checks the fabric on every boot before the golden
     container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
+    layer_values: Callable[[Any], dict[str, Any]] = lambda section: {}
+    """What the image layer's template renders from the lock's section."""
+    plugin: Plugin | None = None
+    """The NCCL plugin the section pins, which catalog fabric_min_nccl's min_plugin and fabric_env's conditions
+    compare; None: no versioned plugin."""
+    libraries: str = ""
+    """Where the image layer puts the NCCL plugin (LD_LIBRARY_PATH of the image); empty: the system's."""
+    plugin_library: str | None = None
+    """The plugin library the checks expect in a built image, where the layer puts it (None: checked otherwise)."""
+    labels: Callable[[Any], dict[str, str]] = lambda section: {}
+    """The image's labels (dev.goldenenv.<name>) for the section's pins."""
 
     def env(self) -> dict[str, str]:
         """What NCCL needs on a node of this fabric (catalog fabric_env, each value sourced)."""
@@ -58,18 +129,63 @@ class Fabric:
 
     def image_values(self, section: Any) -> dict[str, Any]:
         """The image layer's template and the values it renders from the lock's fabric section."""
-        values = {"template": self.image_layer}
-        if self.name == "efa":
-            values.update(installer=section.installer, sha256=section.installer_sha256)
-        else:
-            values.update(packages=section.packages)
-        return values
+        return {"template": self.image_layer, **self.layer_values(section)}
 
+    def plugin_pin(self, section: Any) -> tuple[str, str, str] | None:
+        """(the plugin's key as the lock writes it, its pinned version, the plugin's name), or None."""
+        if self.plugin is None or section is None:
+            return None
+        return f"{self.lock_section}.{self.plugin.key}", getattr(section, self.plugin.field), self.plugin.name
+
+    def versions(self, section: Any) -> dict[str, str]:
+        """The section's versions by the names catalog fabric_env's conditions use (aws_ofi_nccl<=1.5.0)."""
+        if self.plugin is None or section is None:
+            return {}
+        return {self.plugin.component: getattr(section, self.plugin.field)}
+
+
+def _tcp_layer(repository: str, libraries: str) -> Callable[[GpuDirectTcp], dict[str, Any]]:
+    return lambda section: {"image": f"{repository}:v{section.plugin}", "libraries": libraries}
+
+
+TCPX_LIBRARIES = "/var/lib/tcpx/lib64"
+TCPXO_LIBRARIES = "/var/lib/tcpxo/lib64"
+"""Where Google's installers put the plugins on a host (blueprints' LD_LIBRARY_PATH); the image layer puts them at
+the same path, so a job written for Google's host install finds them in the golden container too."""
+GIB_LIBRARIES = "/usr/local/gib/lib64"
+"""Where the nccl-gib package installs (Google's docs: all NCCL/gIB content is installed under /usr/local/gib)."""
+GPUDIRECT_REGISTRY = "us-docker.pkg.dev/gce-ai-infra"
 
 FABRICS: dict[str, Fabric] = {
-    "efa": Fabric("efa", "EFA", "aws", "goldenenv.clouds.aws.efa:interface_layout", "image/layer-efa.j2", "efa"),
-    "erdma": Fabric("erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout",
-                    "image/layer-erdma.j2", "erdma", ("goldenenv-erdma.service", "erdma-check.sh")),
+    "efa": Fabric(
+        "efa", "EFA", "aws", "goldenenv.clouds.aws.efa:interface_layout", "image/layer-efa.j2", "efa", Efa,
+        layer_values=lambda s: {"installer": s.installer, "sha256": s.installer_sha256},
+        plugin=Plugin("aws_ofi_nccl", "awsOfiNccl", "aws-ofi-nccl", "aws_ofi_nccl"),
+        libraries="/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib",
+        labels=lambda s: {"efa-installer": s.installer, "aws-ofi-nccl": s.aws_ofi_nccl}),
+    "erdma": Fabric(
+        "erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout", "image/layer-erdma.j2", "erdma",
+        Erdma, ("goldenenv-erdma.service", "erdma-check.sh"), layer_values=lambda s: {"packages": s.packages}),
+    "tcpx": Fabric(
+        "tcpx", "GPUDirect-TCPX", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
+        "tcpx", GpuDirectTcp,
+        layer_values=_tcp_layer(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev", TCPX_LIBRARIES),
+        plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpx_plugin"), libraries=TCPX_LIBRARIES,
+        plugin_library=f"{TCPX_LIBRARIES}/libnccl-net.so",
+        labels=lambda s: {"tcpx-plugin": s.plugin, "tcpx-rxdm": s.rxdm}),
+    "tcpxo": Fabric(
+        "tcpxo", "GPUDirect-TCPXO", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
+        "tcpxo", GpuDirectTcp, ("goldenenv-tcpxo.service", "tcpxo-check.sh"),
+        layer_values=_tcp_layer(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev",
+                                TCPXO_LIBRARIES),
+        plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpxo_plugin"), libraries=TCPXO_LIBRARIES,
+        plugin_library=f"{TCPXO_LIBRARIES}/libnccl-net.so",
+        labels=lambda s: {"tcpxo-plugin": s.plugin, "tcpxo-rxdm": s.rxdm}),
+    "gib": Fabric(
+        "gib", "gIB", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-gib.j2", "gib", Gib,
+        ("goldenenv-gib.service", "gib-check.sh"), layer_values=lambda s: {"plugin": s.plugin},
+        plugin=Plugin("plugin", "plugin", "nccl-gib", "nccl_gib"), libraries=GIB_LIBRARIES,
+        plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}),
 }
 
 
@@ -81,3 +197,8 @@ def get(name: str) -> Fabric | None:
 def label(name: str) -> str:
     fabric = FABRICS.get(name)
     return fabric.label if fabric else name
+
+
+def sections() -> tuple[str, ...]:
+    """Every fabric's lock section, in the registry's order."""
+    return tuple(dict.fromkeys(f.lock_section for f in FABRICS.values()))

@@ -7,12 +7,13 @@ values come from the lock (and the catalog through it), never from a test file.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from goldenenv import catalog
+from goldenenv import catalog, fabrics
 from goldenenv.checks.gpu import has_kernels
 from goldenenv.images import dockerfile
 from goldenenv.images.lock import Lock
@@ -97,6 +98,9 @@ def expectations(lock: Lock) -> list[Expectation]:
     if lock.erdma:
         expect("erdma-provider", lambda p: None if p["erdma_provider"]
                else "eRDMA: no erdma verbs provider (liberdma) under /usr/lib/*/libibverbs")
+    fabric = fabrics.get(lock.fabric)
+    if fabric and fabric.plugin_library and getattr(lock, fabric.lock_section) is not None:
+        expect("fabric-plugin", lambda p: _plugin_library(fabric, p))
     expect("spotwatch", _spotwatch)
     if lock.slurm:
         _expect_slurm(lock, expect)
@@ -130,6 +134,17 @@ def _reports(what: str, pinned: str, pattern: str, found: dict | None) -> str | 
     if found["rc"] != 0 or not re.match(pattern, first):
         return f"{what}: lock pins {pinned}, it reports {first or 'nothing'} (rc {found['rc']})"
     return None
+
+
+def _plugin_library(fabric: fabrics.Fabric, probe: Probe) -> str | None:
+    """The fabric's NCCL plugin where its image layer puts it (the probe reports every libnccl-net* by its real
+    path, so a symlink there to a library beside it counts)."""
+    folder = os.path.dirname(fabric.plugin_library)
+    found = probe["library_files"].get("libnccl-net", [])
+    if any(os.path.dirname(path) == folder for path in found):
+        return None
+    return (f"{fabric.label} NCCL plugin: expected {fabric.plugin_library} (the {fabric.lock_section} layer), "
+            f"found {', '.join(found) or 'no libnccl-net*'}")
 
 
 def _spotwatch(probe: Probe) -> str | None:

@@ -84,7 +84,7 @@ def torch_facts():
     return facts
 
 
-LIBRARIES = ("libnccl.so", "libcudart.so", "libcublas.so", "libcudnn.so")
+LIBRARIES = ("libnccl.so", "libcudart.so", "libcublas.so", "libcudnn.so", "libnccl-net")
 """Libraries an image must carry once: each name's files, by the path they resolve to."""
 COMPILERS = ("nvcc",)
 """Programs no image carries (the CUDA compiler lives in a builder stage)."""

@@ -20,7 +20,6 @@ from goldenenv.spec import ConfigError, Problem
 UID = 1000
 TOOL = "pip"
 """The builder stages install with the lock's own pip, so every lock pins it."""
-EFA_LIBRARIES = "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib"
 LABEL_PREFIX = "dev.goldenenv"
 SPOTWATCH = "/usr/local/bin/goldenenv-spotwatch"
 """The node-side spot-notice watcher (goldenenv/spotwatch.py), installed in every golden image."""
@@ -131,11 +130,13 @@ def env(lock: Lock) -> dict[str, str]:
             NVIDIA_VISIBLE_DEVICES="all",
             NVIDIA_DRIVER_CAPABILITIES="compute,utility",
         )
-    versions = {k: v for k, v in {"nccl": lock.nccl, "aws_ofi_nccl": lock.efa and lock.efa.aws_ofi_nccl}.items() if v}
-    if lock.fabric != "none":
-        values.update(catalog.fabric_env(lock.fabric, versions))
-    if lock.fabric == "efa":
-        values["LD_LIBRARY_PATH"] = EFA_LIBRARIES
+    fabric = fabrics.get(lock.fabric)
+    if fabric:
+        section = getattr(lock, fabric.lock_section)
+        versions = {"nccl": lock.nccl, **fabric.versions(section)} if lock.nccl else fabric.versions(section)
+        values.update(catalog.fabric_env(fabric.name, versions))
+        if fabric.libraries:  # where the fabric's layer put its NCCL plugin
+            values["LD_LIBRARY_PATH"] = fabric.libraries
     if lock.deepspeed and lock.torch_cuda not in (None, "cpu"):
         values["DS_ACCELERATOR"] = "cuda"  # a GPU image never falls back to DeepSpeed's CPU accelerator unnoticed
     return values
@@ -159,7 +160,7 @@ def labels(lock: Lock) -> dict[str, str]:
     pins = {
         "python": lock.python, "torch": lock.torch, "torch-cuda": lock.torch_cuda, "cuda": lock.cuda,
         "cudnn": lock.cudnn, "nccl": lock.nccl, "deepspeed": lock.deepspeed, "fabric": lock.fabric,
-        "efa-installer": lock.efa and lock.efa.installer, "aws-ofi-nccl": lock.efa and lock.efa.aws_ofi_nccl,
+        **_fabric_labels(lock),
         "gpu-archs": " ".join(lock.gpu_archs) or None,
         "min-driver": compat.min_driver(lock.cuda) if lock.cuda else None,
     }
@@ -172,6 +173,13 @@ def labels(lock: Lock) -> dict[str, str]:
     }
     values.update({f"{LABEL_PREFIX}.{k}": v for k, v in pins.items() if v})
     return values
+
+
+def _fabric_labels(lock: Lock) -> dict[str, str]:
+    """The fabric section's pins as labels (efa-installer, aws-ofi-nccl; tcpxo-plugin, tcpxo-rxdm; ...)."""
+    fabric = fabrics.get(lock.fabric)
+    section = getattr(lock, fabric.lock_section) if fabric else None
+    return fabric.labels(section) if section is not None else {}
 
 
 def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOptions()) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The lock of a golden image: the only place its versions are written.
 
 `images/<name>/lock.yaml` pins the base, the OS packages, Python, CUDA/cuDNN/NCCL, torch, the
-fabric (EFA + aws-ofi-nccl, or eRDMA) and every Python distribution with its hashes. Mirrors,
+fabric (a fabric of goldenenv/fabrics.py with its section: EFA + aws-ofi-nccl, eRDMA, GPUDirect-TCPX(O), gIB)
+and every Python distribution with its hashes. Mirrors,
 extra CAs and wheelhouses are build options and stay out of it; the lock's content hash tags
 and labels the image. The minimum driver is derived from the catalog, never written here.
 """
@@ -15,19 +16,16 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from packaging.utils import canonicalize_name
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
-from goldenenv import project
+from goldenenv import fabrics, project
+from goldenenv.fabrics import DebianPackage, Efa, Erdma, GpuDirectTcp, Gib, Sha256, Version  # noqa: F401
 from goldenenv.spec import ConfigError, LockError, Model, Problem
 from goldenenv.userfile import clip, read_yaml
 
 IMAGES = project.packaged("images")
 """The packaged locks, looked up after the project's images/. Set to another folder (tests, tools), that folder is
 looked up first and is where published.yaml is written."""
-Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-DebianPackage = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$")]
-"""A Debian package name (policy 5.6.1), optionally =version in Debian's version alphabet: one shell word."""
 MirrorUrl = Annotated[str, Field(
     pattern=r"^https?://[A-Za-z0-9._~%+-]+(:[A-Za-z0-9._~%+-]*)?(@[A-Za-z0-9._-]+(:\d+)?)?(/[A-Za-z0-9._~%+/-]*)?$",
     max_length=300)]
@@ -66,19 +64,6 @@ class Base(Model):
         if (self.image is None) == (self.bootstrap is None):
             raise ValueError("set exactly one of image (repo@sha256:...) or bootstrap (distro, release, mirror)")
         return self
-
-
-class Efa(Model):
-    installer: Version
-    installer_sha256: Sha256 | None = None
-    """sha256 of aws-efa-installer-<installer>.tar.gz; the build refuses a tarball it cannot verify."""
-    aws_ofi_nccl: Version
-    """The plugin the installer bundles; must match the catalog's efa_installer table."""
-
-
-class Erdma(Model):
-    packages: list[DebianPackage] = Field(min_length=1)
-    """rdma-core userspace with the erdma verbs provider (rdma-core >= 42), from the base's distribution."""
 
 
 DebianVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100)]
@@ -137,7 +122,15 @@ class Pin(Model):
     group: Group = "project"
 
 
-IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb", "slurm")
+FABRIC_NAMES: tuple[str, ...] = ("none", *fabrics.FABRICS)
+"""What `fabric` may say: none, or a fabric of the registry (goldenenv/fabrics.py)."""
+FABRIC_SECTIONS: tuple[str, ...] = fabrics.sections()
+"""The fabrics' lock sections, each with the model its fabric names: a lock sets its own fabric's, no other."""
+SECTIONS_IN_EVERY_IDENTITY = ("efa", "erdma")
+"""The fabric sections every lock's identity has held since before the registry (null when unset): kept there so
+no lock's tag moves. Every later fabric's section is part of the identity only when set."""
+IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb", "slurm",
+                   *(s for s in FABRIC_SECTIONS if s not in SECTIONS_IN_EVERY_IDENTITY))
 """Fields that are part of a lock's identity only when set: a lock that does not use them keeps its tag."""
 
 
@@ -158,9 +151,8 @@ class Lock(Model):
     torch_cuda: str | None = Field(default=None, pattern=r"^(cpu|cu\d{3})$")
     """The CUDA variant of the torch wheel: cpu, cu126 ..."""
     deepspeed: Version | None = None
-    fabric: Literal["none", "efa", "erdma"] = "none"
-    efa: Efa | None = None
-    erdma: Erdma | None = None
+    fabric: Literal[FABRIC_NAMES] = "none"  # type: ignore[valid-type]
+    """none, or a fabric of the registry, with its section (efa: {...}, tcpxo: {...})."""
     gpu_archs: list[Annotated[str, Field(pattern=r"^sm_\d+$")]] = []
     deepspeed_ops: DeepspeedOps | None = None
     extends: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$")
@@ -191,8 +183,12 @@ class Lock(Model):
             problems.append("torchCuda cpu goes with no cuda and no gpuArchs")
         if self.torch_cuda not in (None, "cpu") and not (self.cuda and self.gpu_archs):
             problems.append(f"torchCuda {self.torch_cuda} needs cuda and gpuArchs")
-        if (self.fabric == "efa") != (self.efa is not None) or (self.fabric == "erdma") != (self.erdma is not None):
-            problems.append(f"fabric {self.fabric} needs exactly its own section (efa or erdma)")
+        fabric = fabrics.get(self.fabric)
+        own = fabric.lock_section if fabric else None
+        written = [section for section in FABRIC_SECTIONS if getattr(self, section) is not None]
+        if written != ([own] if own else []):
+            problems.append(f"fabric {self.fabric} needs exactly its own section ({own or 'none'}) but the lock "
+                            f"writes {', '.join(written) or 'none'}; sections: {', '.join(FABRIC_SECTIONS)}")
         if self.deepspeed_ops and not (self.deepspeed and self.torch_cuda not in (None, "cpu")):
             problems.append("deepspeedOps needs deepspeed and a CUDA torch (torchCuda cu126, ...)")
         if self.deepspeed_ops:
@@ -245,6 +241,11 @@ class Lock(Model):
     def cuda_arch_list(self) -> str:
         """gpuArchs as TORCH_CUDA_ARCH_LIST writes them: [sm_80, sm_90] → '8.0;9.0'."""
         return ";".join(f"{a[3:-1]}.{a[-1]}" for a in self.gpu_archs)
+
+
+Lock = create_model(  # type: ignore[misc]  # the fields above, plus one optional section per fabric of the registry
+    "Lock", __base__=Lock, __module__=__name__,
+    **{fabric.lock_section: (fabric.section | None, None) for fabric in fabrics.FABRICS.values()})
 
 
 def folders(images_dir: Path | None = None) -> list[Path]:
@@ -310,7 +311,7 @@ def _load(name: str, path: Path, images_dir: Path | None) -> Lock:
     return lock
 
 
-EXTENDING_KEYS = ("name", "description", "extends", "fabric", "efa", "erdma")
+EXTENDING_KEYS = ("name", "description", "extends", "fabric", *FABRIC_SECTIONS)
 """What a lock that extends another may say: everything else (base, versions, archs, ops, packages) is the other's."""
 
 

@@ -396,9 +396,10 @@ def test_fabric_mismatches():
 
 
 def test_instance_specific_nccl_and_plugin_minimums_apply():
-    need = next(r for r in catalog.rows("fabric_min_nccl") if r["instance_type"] != "*" and r["min_aws_ofi_nccl"])
+    need = next(r for r in catalog.rows("fabric_min_nccl")
+                if r["fabric"] == "efa" and r["instance_type"] != "*" and r["min_plugin"])
     node = catalog.instance_type("aws", need["instance_type"])
-    old_plugin = below(need["min_aws_ofi_nccl"])
+    old_plugin = below(need["min_plugin"])
     installer = checked_installer()
     lock = make_lock("cu126", nccl=below(need["min_nccl"]), gpuArchs=[node.gpu.arch], fabric="efa",
                      efa={"installer": installer["efa_installer"], "installerSha256": SHA, "awsOfiNccl": old_plugin})
@@ -406,7 +407,7 @@ def test_instance_specific_nccl_and_plugin_minimums_apply():
     found = [c for c in compat.can_run(lock, "aws", node.name) if c.rule == "fabric-nccl"]
     assert len(found) == 2 and all(c.severity == "error" and node.name in c.message for c in found)
     assert any(need["min_nccl"] in c.message for c in found)
-    assert any(need["min_aws_ofi_nccl"] in c.message for c in found)
+    assert any(need["min_plugin"] in c.message and "efa.awsOfiNccl=" in c.message for c in found)
 
 
 def test_unknown_instance_type_suggests_the_closest():

@@ -25,7 +25,11 @@ from goldenenv.spec import ConfigError
 
 CAPTURES = Path(__file__).parent / "captures"
 STEM = "h100-torch"
-EXTENDING = ("aws-h100", "alicloud-h100")
+EXTENDING = ("aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200")
+FABRIC_LAYER_MARKS = {"efa": "efa_installer.sh", "erdma": "ibverbs-providers",
+                      "tcpxo": "gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.12 /plugins/ /var/lib/tcpxo/lib64/",
+                      "gib": "nccl-gib=1.1.0"}
+"""A line of each extending lock's fabric layer, as the lock pins it."""
 
 
 def stage(text: str, name: str) -> str:
@@ -77,7 +81,7 @@ def test_the_cloud_locks_are_the_stem_plus_their_fabric_layer(name):
     shared = next(i for i, step in enumerate(stem_steps) if step.startswith("RUN python3 -m pip check"))
     assert steps[:shared] == stem_steps[:shared]
     fabric = steps[shared]
-    assert {"efa": "efa_installer.sh", "erdma": "ibverbs-providers"}[lock.fabric] in fabric
+    assert FABRIC_LAYER_MARKS[lock.fabric] in fabric
     assert steps[shared + 1].startswith("RUN python3 -m pip check")
 
 

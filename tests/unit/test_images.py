@@ -20,6 +20,11 @@ from goldenenv.spec import ConfigError
 
 CAPTURES = Path(__file__).parent / "captures"
 LOCKS = names()
+FABRIC_LAYER_MARKS = {"efa": "efa_installer.sh", "erdma": "ibverbs-providers",
+                      "tcpx": "gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v",
+                      "tcpxo": "gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v",
+                      "gib": "--no-install-recommends nccl-gib="}
+"""A line of each fabric's image layer: what shows the layer is in a rendered Dockerfile."""
 
 
 def lock_doc(name: str) -> dict:
@@ -27,7 +32,7 @@ def lock_doc(name: str) -> dict:
 
 
 def test_the_promised_images_have_locks():
-    assert {"cpu-dev", "cuda-slim", "aws-h100", "alicloud-h100"} <= set(LOCKS)
+    assert {"cpu-dev", "cuda-slim", "aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200"} <= set(LOCKS)
 
 
 @pytest.mark.parametrize("name", LOCKS)
@@ -45,11 +50,11 @@ def test_every_lock_renders_with_layers_from_rare_to_frequent(name):
     text = dockerfile.dockerfile(lock, "base:ref")
     image_stage = text.split("FROM os AS image", 1)[1]
     copies = [line.split()[1].removeprefix("--from=layer-") for line in image_stage.splitlines()
-              if line.startswith("COPY --from=")]
+              if line.startswith("COPY --from=layer-")]
     assert copies == [g for g in GROUPS if lock.group(g)]
     if lock.fabric != "none":  # the fabric layer comes after every Python layer: the stem below it is shared
-        last_copy = image_stage.rindex("COPY --from=")
-        assert image_stage.index({"efa": "efa_installer.sh", "erdma": "ibverbs-providers"}[lock.fabric]) > last_copy
+        last_copy = image_stage.rindex("COPY --from=layer-")
+        assert image_stage.index(FABRIC_LAYER_MARKS[lock.fabric]) > last_copy
     assert f'"{lock.content_hash}"' in image_stage
     assert image_stage.rstrip().endswith(f"WORKDIR /home/{lock.user}")
     assert f"USER {lock.user}" in image_stage
