@@ -333,6 +333,10 @@ def _never_private(resource: PlannedResource) -> bool:
     return False
 
 
+def _always_holds_data(resource: PlannedResource, ctx: Context) -> bool:
+    return False
+
+
 def _no_targets(resource: PlannedResource) -> Iterable[tuple[str, Any]]:
     return ()
 
@@ -400,6 +404,9 @@ class ProviderFacts:
     """public-ip-on-gpu-node: nodes, or the subnets they launch in, that give them a public address."""
     data_stores: tuple[str, ...] = ()
     """data-store-not-retained: types holding datasets and checkpoints, to be retained (and not forceDestroy)."""
+    holds_no_data: Callable[[PlannedResource, Context], bool] = _always_holds_data
+    """data-store-not-retained: whether a resource of a data-store type holds none of the user's data, by what the
+    plan puts in it (a bucket holding only a planned function's source code)."""
     final_backup_gap: Callable[[PlannedResource, Context], str | None] = _no_gap
     """data-store-not-retained: for a file system `pulumi destroy` deletes without a final backup, what to do
     instead ("link it to ..., set ..."); None for every other resource."""
@@ -434,6 +441,18 @@ class ProviderFacts:
     `budget: none`."""
     budget_hint: str = "plan the stack's budget"
     """budget-not-planned: what restores a missing budget, in the provider's words."""
+    tag_input: str = "tags"
+    """untagged-resource: the input holding the key/value tags of the provider's resources; a type is taggable
+    when its SDK class takes it (pulumi-gcp: "labels", its `tags` being network tags, a list of strings)."""
+    tag_input_by_type: Mapping[str, str] = field(default_factory=dict)
+    """untagged-resource: types whose tags live in another input than ``tag_input`` (pulumi-gcp's monitoring
+    resources keep theirs in userLabels; a NotificationChannel's `labels` configure the channel)."""
+    tag_outputs: tuple[str, ...] = ("tagsAll",)
+    """untagged-resource: properties the engine fills with every tag a resource ends up with, the provider's
+    default tags included (pulumi-aws tagsAll, pulumi-gcp pulumiLabels); the resource's own win over them."""
+    tag_form: Callable[[Mapping[str, str]], Mapping[str, str]] = dict
+    """untagged-resource: the stack's required tags as the provider writes them on its resources (pulumi-gcp:
+    lowercased labels, goldenenv:stack -> goldenenv_stack)."""
 
 
 FACTS_PACKAGE = "goldenenv.clouds"
@@ -498,12 +517,47 @@ def _sdk_class(type_token: str) -> type | None:
     return None
 
 
-@functools.cache
-def is_taggable(type_token: str) -> bool:
-    """Whether resources of this type accept ``tags``, as the provider SDK declares it.
+def _snake(name: str) -> str:
+    """An engine (camelCase) input name as the SDK's keyword ("tagsAll" -> "tags_all")."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _package(type_token: str) -> str:
+    """The provider package of a type token ("gcp" of "gcp:compute/instance:Instance"): its facts' name."""
+    return type_token.split(":", 1)[0]
+
+
+def facts_of(type_token: str, providers: Iterable[ProviderFacts] | None = None) -> ProviderFacts | None:
+    """The facts of the provider whose package issues ``type_token`` (among ``providers``; by default every
+    provider's, found on first use), or None."""
+    package = _package(type_token)
+    return next((f for f in (provider_facts() if providers is None else providers) if f.name == package), None)
+
+
+def _tag_key(facts: ProviderFacts | None, type_token: str) -> str:
+    if facts is None:
+        return ProviderFacts.tag_input
+    return facts.tag_input_by_type.get(type_token, facts.tag_input)
+
+
+def tag_input(type_token: str, providers: Iterable[ProviderFacts] | None = None) -> str:
+    """The input that holds the key/value tags of resources of this type ("tags"; "labels" on Google Cloud)."""
+    if not _TOKEN.match(type_token):
+        return ProviderFacts.tag_input
+    return _tag_key(facts_of(type_token, providers), type_token)
+
+
+def is_taggable(type_token: str, input_name: str | None = None) -> bool:
+    """Whether resources of this type accept key/value tags, as the provider SDK declares it: its class takes the
+    provider's tag input (``tag_input``: "tags", or "labels" for pulumi-gcp, whose `tags` are network tags).
 
     Provider resources and component resources are never taggable here: their tags are not the cloud's.
     """
+    return _takes_input(type_token, _snake(input_name or tag_input(type_token)))
+
+
+@functools.cache
+def _takes_input(type_token: str, name: str) -> bool:
     cls = _sdk_class(type_token)
     if cls is None:
         return False
@@ -515,7 +569,7 @@ def is_taggable(type_token: str) -> bool:
         if constructor is None:
             continue
         try:
-            if "tags" in inspect.signature(constructor).parameters:
+            if name in inspect.signature(constructor).parameters:
                 return True
         except (TypeError, ValueError):
             continue
@@ -535,23 +589,31 @@ def _missing_tags(tags: Mapping[str, Any], required: Mapping[str, str]) -> list[
     return missing
 
 
-def _tag_problem(tags: Mapping[str, Any], required: Mapping[str, str]) -> str | None:
+def _tag_problem(tags: Mapping[str, Any], required: Mapping[str, str], noun: str = "tags") -> str | None:
     if not required:
-        return None if tags else "has no tags"
+        return None if tags else f"has no {noun}"
     missing = _missing_tags(tags, required)
-    return f"is missing required tags: {', '.join(missing)}" if missing else None
+    return f"is missing required {noun}: {', '.join(missing)}" if missing else None
 
 
 def _check_untagged(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    if not resource.custom or not is_taggable(resource.type):
+    """Reads the tags where the resource's provider keeps them (ProviderFacts.tag_input: "tags", or "labels" on
+    Google Cloud) against the required tags as that provider writes them (ProviderFacts.tag_form)."""
+    if not resource.custom:
         return
-    # tagsAll (engine outputs) includes the provider's defaultTags; plans see only per-resource tags.
-    tags = {**_mapping(resource.props.get("tagsAll")), **_mapping(resource.props.get("tags"))}
-    problem = _tag_problem(tags, ctx.required_tags)
+    facts = facts_of(resource.type, ctx.providers)
+    tags_key = _tag_key(facts, resource.type)
+    if not is_taggable(resource.type, tags_key):
+        return
+    # tagsAll / pulumiLabels (engine outputs) include the provider's default tags; plans see only the resource's own.
+    totals = facts.tag_outputs if facts else ProviderFacts.tag_outputs
+    tags = {k: v for key in (*totals, tags_key) for k, v in _mapping(resource.props.get(key)).items()}
+    required = facts.tag_form(ctx.required_tags) if facts else ctx.required_tags
+    problem = _tag_problem(tags, required, tags_key)
     if problem:
-        yield f"{_label(resource)} {problem}; set them in its tags."
-    for facts in ctx.providers:
-        yield from facts.launch_tags(resource, ctx)
+        yield f"{_label(resource)} {problem}; set them in its {tags_key}."
+    for provider in ctx.providers:
+        yield from provider.launch_tags(resource, ctx)
 
 
 # ---------------------------------------------------------------- rules: ssh-open-to-world, ingress-open-to-world
@@ -705,7 +767,8 @@ def _check_head_public_ip(resource: PlannedResource, ctx: Context) -> Iterator[s
         if resource.type in facts.instances and _in_head(resource) and not facts.says_private(resource):
             yield (f"{_label(resource)} is the Slurm head and does not say it takes no public IP (unset follows the "
                    f"subnet's default); the head is reached through the cluster's private network only: set "
-                   f"associatePublicIpAddress false (AWS) or internetMaxBandwidthOut 0 (Alibaba Cloud).")
+                   f"associatePublicIpAddress false (AWS), internetMaxBandwidthOut 0 (Alibaba Cloud), or give its "
+                   f"network interfaces no accessConfigs (Google Cloud).")
 
 
 # ---------------------------------------------------------------- rules each provider judges alone
@@ -875,7 +938,8 @@ def _check_budget_planned(resource: PlannedResource, ctx: Context) -> Iterator[s
 # ---------------------------------------------------------------- rules: data-store-not-retained, -retention-unverified
 
 def _is_data_store(resource: PlannedResource, ctx: Context) -> bool:
-    return any(resource.type in facts.data_stores for facts in ctx.providers)
+    return any(resource.type in facts.data_stores and not facts.holds_no_data(resource, ctx)
+               for facts in ctx.providers)
 
 
 def _final_backup_gap(resource: PlannedResource, ctx: Context) -> str | None:
@@ -944,8 +1008,9 @@ RULES: tuple[Rule, ...] = (
          "the effective options: an instance's own metadata options over its launch template's.", Severity.ERROR,
          _check_imdsv1),
     Rule("public-ip-on-gpu-node", "Nodes are not reachable from the internet by any path: no public IP on the node "
-         "or its subnet (associatePublicIpAddress, mapPublicIpOnLaunch, internetMaxBandwidthOut), no elastic IP or "
-         "EIP association on it, and no global IPv6 address (ipv6AddressCount, assignIpv6AddressOnCreation).",
+         "or its subnet (associatePublicIpAddress, mapPublicIpOnLaunch, internetMaxBandwidthOut, accessConfigs), no "
+         "elastic IP or EIP association on it, no global IPv6 address (ipv6AddressCount, "
+         "assignIpv6AddressOnCreation, ipv6AccessConfigs), and no serial console open to SSH (serial-port-enable).",
          Severity.ERROR, _check_public_ip),
     Rule("data-store-not-retained", "Buckets and file systems holding datasets and checkpoints survive "
          "`pulumi destroy` (retainOnDelete, no forceDestroy; a file system is linked to a retained bucket or "
@@ -954,10 +1019,11 @@ RULES: tuple[Rule, ...] = (
     Rule("data-store-retention-unverified", "Where retainOnDelete cannot be read (a policy pack: the engine does "
          "not report it), say that a data store's survival of `pulumi destroy` is unverified.", Severity.WARNING,
          _check_retention_unverified),
-    Rule("s3-public-access", "No bucket (S3, OSS) is public: no policy Allow to Principal \"*\" (any form) or "
-         "with NotPrincipal unless a condition keeps it in the account, no public-read, public-read-write or "
-         "authenticated-read ACL (inline or separate), and a public access block with every setting on (absent "
-         "counts as open).", Severity.ERROR, _check_s3_public),
+    Rule("s3-public-access", "No bucket (S3, OSS, Cloud Storage) is public: no policy Allow to Principal \"*\" "
+         "(any form) or with NotPrincipal unless a condition keeps it in the account, no public-read, "
+         "public-read-write or authenticated-read ACL (inline or separate), and a public access block with every "
+         "setting on (absent counts as open); on Cloud Storage, public access prevention enforced and no IAM or "
+         "ACL grant to allUsers or allAuthenticatedUsers.", Severity.ERROR, _check_s3_public),
     Rule("slurmctld-beyond-cluster", f"No security group rule opens slurmctld's port (tcp/{SLURMCTLD_PORT}) to an "
          "address range: only the cluster's own security groups reach the Slurm head.", Severity.ERROR,
          _check_slurmctld_open),
