@@ -135,8 +135,10 @@ class NodePool(Model):
     """The capacity types `up` may use, in order, when the cloud has none of one (a capacity error): e.g.
     [spot, on-demand]. `capacity` is one of them. None: `capacity` only."""
     capacity_reservation_id: str | None = Field(
-        default=None, pattern=r"^cr-[0-9a-f]{8,17}$", validate_default=True
+        default=None, pattern=r"^(cr-[0-9a-f]{8,17}|[a-z]([-a-z0-9]{0,61}[a-z0-9])?)$", validate_default=True
     )
+    """The reservation the pool consumes: an EC2 id (cr-...), or a Google Cloud reservation's name; which form a
+    cloud takes is its check."""
     rdma: bool | None = Field(default=None, validation_alias=AliasChoices("rdma", "efa"))
     """RDMA interfaces on every node (EFA on AWS, eRDMA on Alibaba Cloud): None = use them when the instance type
     has them. Stack files may still write its first name, `efa`."""
@@ -197,7 +199,8 @@ class NodePool(Model):
         capacities = info.data.get("capacity_fallback") or [info.data.get("capacity")]
         reserved = [c for c in capacities if c is not None and c.reserved]
         if reserved and not v:
-            raise ValueError(f"capacity '{reserved[0].value}' needs a reservation id here (cr-...)")
+            raise ValueError(f"capacity '{reserved[0].value}' needs a reservation id here (cr-... on AWS, the "
+                             "reservation's name on Google Cloud)")
         if v and not reserved and None not in capacities:
             raise ValueError(
                 f"a reservation id goes with capacity 'capacity-reservation' or 'capacity-block', not "

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from goldenenv import catalog, compat, fabrics, stackconfig
 from goldenenv.cli import app
 from goldenenv.plan import plan, plan_config, stack_file
+from goldenenv.spec import ConfigError
 
 INSTANCE = "gcp:compute/instance:Instance"
 NETWORK = "gcp:compute/network:Network"
@@ -230,3 +231,23 @@ def test_bad_input_names_the_key_and_exits_2(tmp_path, changes, key):
     result = runner.invoke(app, ["plan", "-s", TRAINING, "--stacks-dir", str(tmp_path)], env={"COLUMNS": "300"})
     assert result.exit_code == 2, result.output
     assert key in result.output and "Traceback" not in result.output
+
+
+def test_a_reservation_bound_pool_consumes_its_reservation_by_name_without_a_placement_policy():
+    reserved = plan_config(TRAINING, config(capacity="capacity-reservation", capacityReservationId="a3mega-res-1"))
+    for node in nodes(reserved):
+        assert node.props["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+        affinity = node.props["reservationAffinity"]
+        assert affinity["type"] == "SPECIFIC_RESERVATION"
+        assert affinity["specificReservation"]["values"] == ["a3mega-res-1"]
+    assert reserved.of_type(POLICY) == []
+    assert not reserved.failed
+
+
+def test_a_reservation_name_is_refused_on_aws_which_takes_only_ec2_ids():
+    aws = copy.deepcopy(stackconfig.read_stack_file(stack_file("aws-p5-2node")))
+    aws["goldenenv:nodes"].update(capacity="capacity-reservation", capacityReservationId="a3mega-res-1")
+    with pytest.raises(ConfigError) as refused:
+        plan_config("aws-p5-2node", aws)
+    (problem,) = refused.value.problems
+    assert problem.key == "goldenenv:nodes.capacityReservationId" and "cr-" in problem.message

@@ -43,6 +43,10 @@ class StoreError(RuntimeError):
     the message says what to do."""
 
 
+RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+"""An EC2 Capacity Reservation (or Capacity Block) id."""
+
+
 class AwsCloud(PulumiCloud):
     name = "aws"
     capabilities = frozenset(Capability)
@@ -106,6 +110,11 @@ class AwsCloud(PulumiCloud):
         problems = []
         if not REGION.fullmatch(spec.region):  # fullmatch: `$` in `match` also accepts "us-east-1\n"
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an AWS region name (e.g. us-east-1)"))
+        for i, pool in enumerate(spec.nodes):
+            if pool.capacity_reservation_id and not RESERVATION_ID.fullmatch(pool.capacity_reservation_id):
+                problems.append(Problem(f"{pool_key(i, len(spec.nodes))}.capacityReservationId",
+                                        f"'{pool.capacity_reservation_id}' is not an EC2 reservation id (cr- and "
+                                        "8 to 17 hex digits)"))
         if spec.budget and spec.budget.currency != "USD":
             problems.append(Problem(
                 "goldenenv:budget.currency",
