@@ -60,6 +60,10 @@ def ready_marker(unit: str) -> str:
     return f"{READY_DIR}/{unit.removesuffix('.service')}.ready"
 
 
+SEED_UNIT = "goldenenv-sharedfs-seed.service"
+"""The head's one-shot that fills the shared file system from the bucket (SharedFs.seed)."""
+
+
 @dataclass(frozen=True)
 class SharedFs:
     """How a node mounts the stack's shared file system on every boot: a cloud's mount adapter fills it in.
@@ -74,6 +78,10 @@ class SharedFs:
     """the mount script's template name under templates/node/ (without .j2), e.g. fsx-mount.sh"""
     values: dict[str, Any]
     """what the script needs besides mount_point and directories (e.g. source_path)"""
+    seed: tuple[str, dict[str, Any]] | None = None
+    """A one-shot the head runs once the file system is mounted, to fill it from the bucket where the service keeps
+    no standing link (Managed Lustre's import): a script template under templates/node/ (without .j2) and its
+    values. The golden container does not wait for it; None: the file system needs no seeding."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +299,9 @@ class HeadBoot:
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, gpus=False,
                                         user="root", hosts=[], command=slurm.head_command(),
                                         folders=[self.state_dir()]))
+        if fs.enabled and shared_fs and shared_fs.seed:
+            script, values = shared_fs.seed
+            units.append(boot_unit(SEED_UNIT, script, values, after=[shared_fs.unit]))
         return units
 
     def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:

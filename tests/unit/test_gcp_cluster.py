@@ -29,6 +29,7 @@ FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 TRAINING, DEV = "gcp-a3mega-2node", "gcp-g2-dev"
 EXAMPLES = [TRAINING, DEV]
 A3MEGA, A3ULTRA = "a3-megagpu-8g", "a3-ultragpu-8g"
+PUSHED = "us-central1-docker.pkg.dev/goldenenv-plan-000000/images/train@sha256:" + "a" * 64
 runner = CliRunner()
 
 # The provider takes these strings without checking them client-side; the valid values are the Compute API's.
@@ -251,3 +252,21 @@ def test_a_reservation_name_is_refused_on_aws_which_takes_only_ec2_ids():
         plan_config("aws-p5-2node", aws)
     (problem,) = refused.value.problems
     assert problem.key == "goldenenv:nodes.capacityReservationId" and "cr-" in problem.message
+
+
+def test_the_head_imports_the_bucket_into_lustre_once_without_holding_up_slurmctld():
+    pushed = config()
+    pushed["goldenenv:image"] = {"lock": "gcp-h100", "ref": PUSHED}
+    training = plan_config(TRAINING, pushed)
+    (head,) = [r for r in training.of_type(INSTANCE) if r.name.endswith("-head")]
+    files = {f["path"]: f["content"] for f in yaml.safe_load(head.props["metadata"]["user-data"])["write_files"]}
+    seed = next(content for path, content in files.items() if path.endswith("goldenenv-sharedfs-seed.service"))
+    script = next(content for path, content in files.items() if path.endswith("lustre-import-gcp.sh"))
+    assert "Requires=goldenenv-sharedfs.service" in seed
+    assert ":importData" in script and f"gs://{training.outputs['bucket']}" in script
+    container = next(content for path, content in files.items() if path.endswith("goldenenv-container.service"))
+    assert "goldenenv-sharedfs-seed" not in container
+    role = [r for r in training.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+            if "lustre" in r.props["roleId"]]
+    assert len(role) == 1 and sorted(role[0].props["permissions"]) == [
+        "lustre.instances.get", "lustre.instances.importData", "lustre.operations.get"]

@@ -13,6 +13,7 @@ GOOGLE_CLOUD_PROJECT; the program reads it back, with its number and billing acc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ PLACEHOLDER_NUMBER = "000000000000"
 PLACEHOLDER_BILLING = "000000-000000-000000"
 REGISTRY = "{region}-docker.pkg.dev/{project}/{repository}"
 SERVICE_ACCOUNT_ID_MAX = 30
+LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.get", "lustre.instances.importData", "lustre.operations.get")
+"""What the head's import (templates/node/lustre-import-gcp.sh.j2) calls (Managed Lustre access control page)."""
 LUSTRE_PORT = "988"
 """Lustre's LNet TCP port (Managed Lustre's VPC guide: allow TCP 988 from the instance's range)."""
 
@@ -278,10 +281,30 @@ class GcpCloud(PulumiCloud):
             words.append(f"nics={len(kinds)} ({', '.join(f'{kinds.count(k)} {k}' for k in dict.fromkeys(kinds))})")
         return words + key_words(resource, self.key_props)
 
+    def preflight(self, spec: ClusterSpec) -> None:
+        """Refuse, saying what to set, when the caller has no Google credentials: Application Default Credentials
+        (the file GOOGLE_APPLICATION_CREDENTIALS names, or gcloud's), or an access token."""
+        import os
+        import shutil
+
+        if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN"):
+            return
+        if shutil.which("gcloud"):
+            return
+        raise RuntimeError("no Google Cloud credentials: run `gcloud auth application-default login` (and `gcloud "
+                           "auth login` for goldenenv's own calls: adoption, export, purge), or set "
+                           "GOOGLE_APPLICATION_CREDENTIALS to a service account key file")
+
     def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None) -> Any:
         from goldenenv.clouds.gcp import storage
 
-        stores = RetainedStores.find(spec, lookup or storage.LiveLookup(_project_from_env()))
+        if lookup is None:
+            project = _project_from_env()
+            if not project:
+                raise RuntimeError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT (or `gcloud config set project "
+                                   "PROJECT`); the stack's gcp:project is read by the program, not by goldenenv")
+            lookup = storage.LiveLookup(project, spec.region)
+        stores = RetainedStores.find(spec, lookup)
         if stores.adopt_bucket:
             log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
         return stores
@@ -314,10 +337,23 @@ class GcpCloud(PulumiCloud):
 
 
 def _project_from_env() -> str | None:
+    """The Google project the caller's tools name: GOOGLE_CLOUD_PROJECT (or the provider's other variables), else
+    gcloud's configured project; None when neither says."""
     import os
+    import shutil
+    import subprocess
 
-    return next((os.environ[k] for k in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT", "CLOUDSDK_CORE_PROJECT")
-                 if os.environ.get(k)), None)
+    found = next((os.environ[k] for k in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT", "CLOUDSDK_CORE_PROJECT")
+                  if os.environ.get(k)), None)
+    if found or not shutil.which("gcloud"):
+        return found
+    done = subprocess.run(["gcloud", "config", "get-value", "project"], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _live_project() -> str:
+    """Inside the program: the caller's project, else the provider's own (`gcp:project` in the stack file)."""
+    return _project_from_env() or gcp.organizations.get_project().project_id
 
 
 @dataclass(frozen=True)
@@ -371,7 +407,7 @@ class GpuCluster(pulumi.ComponentResource):
             labels=labels, names=names), child)
 
         fs = spec.storage.parallel_fs
-        stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(_project_from_env()))
+        stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(_live_project(), spec.region))
         data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
             bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
@@ -408,14 +444,23 @@ class GpuCluster(pulumi.ComponentResource):
                 project=project_id, machine_type=shape.instance_type, zone=zone,
                 image=host_image(spec, spec.nodes[0]), boot_disk_gib=shape.root_volume_gib,
                 subnet=network.system_subnet,
-                user_data=pulumi.Output.all(data.mount, image_ref, project_id, munge.secret_id).apply(
+                user_data=pulumi.Output.all(data.mount, image_ref, project_id, munge.secret_id, data.fs_id,
+                                            data.bucket_name).apply(
                     lambda v: HeadBoot(spec, v[1], munge_key(v[2], v[3]), conf, registry_login="gar")
-                    .cloud_config(v[0])),
+                    .cloud_config(seeded(v[0], v[2], zone, v[4], v[5], fs.mount_point))),
                 service_account_id=gcp_labels.resource_name("ge", spec.stack, slurm.HEAD_HOSTNAME,
                                                             limit=SERVICE_ACCOUNT_ID_MAX),
                 instance_name=names(slurm.HEAD_HOSTNAME), labels=labels,
                 metadata=access_metadata(head_ssh, GcpCloud.ssh_user), network_tag=network.tag), child)
             munge.grant(f"{name}-{slurm.HEAD_HOSTNAME}-munge", head.member, HEAD_SECRET_ROLES)
+            if fs.enabled:
+                importer = gcp.projects.IAMCustomRole(
+                    f"{name}-lustre-import", project=project_id,
+                    role_id=gcp_labels.resource_name("goldenenv", spec.stack, "lustre-import").replace("-", "_"),
+                    title=f"goldenenv {spec.stack}: import the bucket into Managed Lustre",
+                    permissions=list(LUSTRE_IMPORT_PERMISSIONS), opts=child)
+                gcp.projects.IAMMember(f"{name}-lustre-import", project=project_id, role=importer.name,
+                                       member=head.member, opts=child)
 
         pools = []
         for pool in spec.nodes:
@@ -487,6 +532,16 @@ class GpuCluster(pulumi.ComponentResource):
             **({"headPrivateIp": head.private_ip, "headInstanceId": head.instance_name} if head else {}),
         }
         self.register_outputs(self.outputs)
+
+
+def seeded(mount: Any, project: str, zone: str, fs_id: str | None, bucket: str, mount_point: str) -> Any:
+    """The head's Lustre mount with its one-time import of the bucket (Managed Lustre keeps no standing link)."""
+    from goldenenv.clouds.gcp import storage
+
+    if mount is None or not fs_id:
+        return mount
+    return dataclasses.replace(mount, seed=(storage.IMPORT_SCRIPT, storage.import_values(
+        project, zone, fs_id, bucket, mount_point)))
 
 
 def _host_image_problems(spec: ClusterSpec, pool: Any, at: str) -> list[Problem]:
