@@ -6,7 +6,8 @@ Runs on a node, inside the golden image as `goldenenv-spotwatch` (stdlib only). 
     goldenenv-spotwatch -- torchrun --nnodes 2 ... train_ddp.py --steps 1000
 
 it starts the command, polls the instance metadata every few seconds and, when a notice appears
-(AWS: spot/instance-action through IMDSv2; Alibaba Cloud: spot/termination-time), sends SIGUSR1 once
+(AWS: spot/instance-action through IMDSv2; Alibaba Cloud: spot/termination-time; Google Cloud: instance/preempted
+turning TRUE), sends SIGUSR1 once
 to every process of the command's tree that catches it (the training ranks: torchrun does not forward
 SIGUSR1, and its workers run in sessions of their own). If none catches it, the command itself gets
 SIGTERM, which torchrun passes on to its workers, once --fallback-after seconds have passed without
@@ -32,18 +33,54 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 DEFAULT_METADATA_URL = "http://169.254.169.254"
-CLOUDS = ("aws", "alicloud")
 TOKEN_TTL_S = 21600
 HTTP_TIMEOUT_S = 2.0
 AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
 ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 AWS_NOTICE = "/latest/meta-data/spot/instance-action"
 ALIYUN_NOTICE = "/latest/meta-data/instance/spot/termination-time"
+GCP_NOTICE = "/computeMetadata/v1/instance/preempted"
 TOKEN_PATH = "/latest/api/token"
-VENDORS = {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud"}
+GCP_NOTICE_S = 30
+"""Google Cloud's warning: a preempted Spot VM gets about 30 s (its ACPI G2 Soft Off) before it stops, and
+instance/preempted reads TRUE from the notice on (Compute Engine, "Spot VMs": preemption process; "Create and use
+Spot VMs": detect the preemption of a Spot VM). AWS and Alibaba post the deadline itself."""
+
+
+@dataclass(frozen=True)
+class CloudFacts:
+    """How one cloud's metadata endpoint posts a spot notice: where, with which headers, in which format."""
+
+    vendor: str
+    """How the machine's DMI sys_vendor begins on this cloud."""
+    notice_path: str
+    token_headers: tuple[str, str] | None
+    """(TTL header of PUT TOKEN_PATH, header that carries the token): a session token, when the endpoint gives one;
+    None: no token (Google's server wants a fixed header instead)."""
+    headers: dict[str, str]
+    """Sent with every request."""
+    default_url: str
+
+
+ALIYUN_METADATA_URL = "http://100.100.100.200"
+"""ECS's metadata service (ECS "Instance metadata"; the address templates/node/munge-key-alicloud.sh.j2 and
+cpfs-mount.sh.j2 read): an Alibaba node that watched 169.254.169.254 would never see its notice."""
+
+CLOUD_FACTS = {
+    # "Use the Instance Metadata Service to access instance metadata" (IMDSv2); "Spot Instance interruption notices"
+    "aws": CloudFacts("Amazon EC2", AWS_NOTICE, ("X-aws-ec2-metadata-token-ttl-seconds", AWS_TOKEN_HEADER), {},
+                      DEFAULT_METADATA_URL),
+    # ECS "Instance metadata" (hardened mode); "Preemptible instances": spot/termination-time
+    "alicloud": CloudFacts("Alibaba Cloud", ALIYUN_NOTICE,
+                           ("X-aliyun-ecs-metadata-token-ttl-seconds", ALIYUN_TOKEN_HEADER), {}, ALIYUN_METADATA_URL),
+    # Compute Engine "View and query VM metadata": every request carries Metadata-Flavor: Google (else 403)
+    "gcp": CloudFacts("Google", GCP_NOTICE, None, {"Metadata-Flavor": "Google"}, "http://metadata.google.internal"),
+}
+CLOUDS = tuple(CLOUD_FACTS)
+VENDORS = {facts.vendor: cloud for cloud, facts in CLOUD_FACTS.items()}
 
 
 @dataclass(frozen=True)
@@ -97,8 +134,7 @@ class Metadata:
 
     def _token_headers(self) -> dict[str, str]:
         """IMDSv2 (AWS) or hardened mode (Alibaba): a token when the endpoint gives one, none otherwise (v1)."""
-        ttl_header, token_header = (("X-aws-ec2-metadata-token-ttl-seconds", AWS_TOKEN_HEADER) if self.cloud == "aws"
-                                    else ("X-aliyun-ecs-metadata-token-ttl-seconds", ALIYUN_TOKEN_HEADER))
+        ttl_header, token_header = CLOUD_FACTS[self.cloud].token_headers
         if self._token is None or time.monotonic() > self._token_expires:
             status, body = self._request("PUT", TOKEN_PATH, {ttl_header: str(TOKEN_TTL_S)})
             if status != 200 or not body.strip():
@@ -107,15 +143,16 @@ class Metadata:
         return {token_header: self._token}
 
     def _get(self, path: str) -> tuple[int, str]:
-        try:
-            headers = self._token_headers()
-        except MetadataError as e:
-            token_error = e
-            headers = {}
-        else:
-            token_error = None
+        facts = CLOUD_FACTS[self.cloud]
+        token_error = None
+        headers = dict(facts.headers)
+        if facts.token_headers:
+            try:
+                headers.update(self._token_headers())
+            except MetadataError as e:
+                token_error = e
         status, body = self._request("GET", path, headers)
-        if status == 401 and headers:  # the token expired early: get a new one next time
+        if status == 401 and facts.token_headers and not token_error:  # the token expired early: a new one next time
             self._token = None
         if status not in (200, 404):
             raise MetadataError(f"GET {path} answered {status}" + (f" ({token_error})" if token_error else ""))
@@ -123,18 +160,36 @@ class Metadata:
 
     def notice(self) -> Notice | None:
         """The pending interruption, or None; MetadataError when the endpoint could not say."""
-        path = AWS_NOTICE if self.cloud == "aws" else ALIYUN_NOTICE
-        status, body = self._get(path)
+        status, body = self._get(CLOUD_FACTS[self.cloud].notice_path)
         if status == 404:
             return None
-        if self.cloud == "aws":
-            try:
-                action = json.loads(body)
-                return Notice("aws", str(action.get("action", "terminate")), parse_time(str(action.get("time", ""))),
-                              body.strip())
-            except (ValueError, AttributeError):
-                return Notice("aws", "terminate", None, body.strip())
-        return Notice("alicloud", "terminate", parse_time(body), body.strip())
+        return NOTICES[self.cloud](body)
+
+
+def aws_notice(body: str) -> Notice:
+    """spot/instance-action: {"action": "terminate|stop|hibernate", "time": "<UTC ISO 8601>"}."""
+    try:
+        action = json.loads(body)
+        return Notice("aws", str(action.get("action", "terminate")), parse_time(str(action.get("time", ""))),
+                      body.strip())
+    except (ValueError, AttributeError):
+        return Notice("aws", "terminate", None, body.strip())
+
+
+def alicloud_notice(body: str) -> Notice:
+    """spot/termination-time: the UTC time of the release."""
+    return Notice("alicloud", "terminate", parse_time(body), body.strip())
+
+
+def gcp_notice(body: str) -> Notice | None:
+    """instance/preempted: TRUE once Google preempts the VM (it stops about GCP_NOTICE_S later), FALSE before."""
+    if body.strip().upper() != "TRUE":
+        return None
+    deadline = datetime.now(timezone.utc) + timedelta(seconds=GCP_NOTICE_S)
+    return Notice("gcp", "preempt", deadline.replace(microsecond=0), body.strip())
+
+
+NOTICES = {"aws": aws_notice, "alicloud": alicloud_notice, "gcp": gcp_notice}
 
 
 def detect_cloud() -> str | None:
@@ -305,8 +360,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         epilog="example: goldenenv-spotwatch -- torchrun --nproc-per-node 8 train_ddp.py --checkpoint-every 50")
     parser.add_argument("--cloud", choices=CLOUDS, default=os.environ.get("GOLDENENV_CLOUD") or None,
                         help="whose notice to poll (env GOLDENENV_CLOUD; default: from the machine's DMI vendor)")
-    parser.add_argument("--metadata-url", default=os.environ.get("GOLDENENV_METADATA_URL", DEFAULT_METADATA_URL),
-                        help="metadata endpoint (env GOLDENENV_METADATA_URL; default %(default)s)")
+    parser.add_argument("--metadata-url", default=os.environ.get("GOLDENENV_METADATA_URL") or None,
+                        help="metadata endpoint (env GOLDENENV_METADATA_URL; default: the cloud's, "
+                             + ", ".join(f"{c} {f.default_url}" for c, f in CLOUD_FACTS.items()) + ")")
     parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="poll period (default 5)")
     parser.add_argument("--signal", type=_signal_number, default=signal.SIGUSR1, metavar="NAME",
                         help="sent to the processes that catch it (default USR1)")
@@ -333,8 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cloud = args.cloud or detect_cloud()
     if cloud is None:
-        log("not on a known cloud (no AWS or Alibaba DMI vendor) and no --cloud: polling AWS's endpoint")
+        log("not on a known cloud (no " + " or ".join(VENDORS) + " DMI vendor) and no --cloud: polling AWS's "
+            "endpoint")
         cloud = "aws"
+    args.metadata_url = args.metadata_url or CLOUD_FACTS[cloud].default_url
     metadata = Metadata(cloud, args.metadata_url)
     if args.drain_node is not None:
         return drain_on_notice(metadata, args.drain_node, args.interval)

@@ -94,10 +94,13 @@ class Host:
                public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
                nvme: str | None, erdma: int, gpus: int, nvidia_smi: str, health: dict | None = None,
                extra_files: dict | None = None,
-               hostname: str | None = None, address: str | None = None, trusted_ca: str | None = None) -> Host:
+               hostname: str | None = None, address: str | None = None, trusted_ca: str | None = None,
+               seed: bool = True) -> Host:
         """hostname: the host's name where cloud-init sets one (the head), else its own; address: its private
         address on the stack's network (networks[0]) where the cloud gave one, else the engine picks; trusted_ca:
-        a CA (PEM) the host trusts besides its image's, as `update-ca-certificates` would have it."""
+        a CA (PEM) the host trusts besides its image's, as `update-ca-certificates` would have it; seed: give
+        cloud-init user_data and the key through a NoCloud seed (False: its datasource reads them from the cloud's
+        metadata server, set up by extra_files, and user_data and public_key are not used)."""
         volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"},
                    "/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"},
                    **{path: {"bind": path, "mode": "rw"} for path in shares}}
@@ -115,8 +118,8 @@ class Host:
             "/var/lib/cloud/seed/nocloud/user-data": (user_data, 0o600),
             "/var/lib/cloud/seed/nocloud/meta-data": (yaml.safe_dump({
                 "instance-id": f"i-{name}", "local-hostname": name, "public-keys": [public_key]}), 0o600),
-            "/etc/cloud/cloud.cfg.d/91-login.cfg": (LOGINS[login], 0o644),
-        }
+        } if seed else {}
+        seed["/etc/cloud/cloud.cfg.d/91-login.cfg"] = (LOGINS[login], 0o644)
         fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma, gpus=gpus,
                                 nvidia_smi=nvidia_smi, health=health)
         if trusted_ca:

@@ -460,3 +460,66 @@ def cloud_files(*, cloud: str, role: str, credentials: dict, ca_pem: str) -> dic
         f"{CONFIG}/metadata.json": (json.dumps({"cloud": cloud, "role": role, "credentials": credentials}), 0o600),
         CA_FILE: (ca_pem, 0o644),
     }
+
+GCE_DATASOURCE_PACKAGE = "/usr/local/lib/python3.11/dist-packages/goldenenv_emulated"
+"""Where cloud-init finds the GCE datasource of an emulated Google Cloud host (datasource_pkg_list)."""
+
+GCE_DATASOURCE = r'''"""cloud-init's own GCE datasource (cloudinit.sources.DataSourceGCE, Debian 12's 22.4.2) without its platform check.
+
+Its crawl is unchanged: read_md asks the metadata server (datasource.GCE.metadata_url, by default
+http://metadata.google.internal/computeMetadata/v1/) with Metadata-Flavor: Google for instance/id, instance/zone,
+instance/hostname and instance/attributes/ and project/attributes/ (recursive), and takes the user data from the
+`user-data` attribute and the keys from `ssh-keys`. What is off is platform_reports_gce(): it reads the DMI product
+name ("Google Compute Engine"), and cloud-init's dmi.read_dmi_data answers None in any container, so no
+configuration makes it pass there (22.4.2's _get_data always calls read_md with platform_check=True; upstream's
+own `python3 -m cloudinit.sources.DataSourceGCE --no-platform-check` is the same crawl with the check off).
+Both stages crawl without a DHCP of their own (upstream's local stage runs dhclient for an ephemeral lease): the
+host's network is up before cloud-init runs, so the local stage finds the instance and the network stage keeps it.
+"""
+from cloudinit import sources
+from cloudinit.sources import DataSourceGCE as upstream
+
+
+class DataSourceGCE(upstream.DataSourceGCE):
+    def _get_data(self):
+        found = upstream.read_md(address=self.metadata_address, url_params=self.get_url_params(),
+                                 platform_check=False)
+        if not found["success"]:
+            upstream.LOG.warning(found["reason"])
+            return False
+        self.metadata = found["meta-data"]
+        self.userdata_raw = found["user-data"]
+        return True
+
+
+class DataSourceGCELocal(DataSourceGCE):
+    perform_dhcp_setup = False
+
+
+datasources = [(DataSourceGCELocal, (sources.DEP_FILESYSTEM,)),
+               (DataSourceGCE, (sources.DEP_FILESYSTEM, sources.DEP_NETWORK))]
+
+
+def get_datasource_list(depends):
+    return sources.list_from_depends(depends, datasources)
+'''
+
+GCE_CLOUD_CFG = """\
+# An emulated Google Cloud host: cloud-init's GCE datasource, its platform check off (goldenenv_emulated), reading
+# the metadata server at its documented name; no NoCloud seed.
+datasource_list: [GCE]
+datasource_pkg_list: [goldenenv_emulated]
+datasource:
+  GCE:
+    metadata_url: http://metadata.google.internal/computeMetadata/v1/
+"""
+
+
+def gce_files() -> dict[str, tuple[str, int]]:
+    """What makes an emulated host a Google Cloud one: cloud-init reads its instance from the metadata server
+    (tests/nodeboot/gce_metadata.py, reached as metadata.google.internal) instead of a NoCloud seed."""
+    return {
+        f"{GCE_DATASOURCE_PACKAGE}/__init__.py": ("", 0o644),
+        f"{GCE_DATASOURCE_PACKAGE}/DataSourceGCE.py": (GCE_DATASOURCE, 0o644),
+        "/etc/cloud/cloud.cfg.d/95-gce.cfg": (GCE_CLOUD_CFG, 0o644),
+    }

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -305,3 +307,108 @@ def test_on_the_node_a_notice_drains_it_with_the_notice_as_the_reason(tmp_path, 
     assert watcher.returncode == 0
     assert fake_scontrol.read_text().splitlines() == [
         f"update nodename=gpu-3 state=drain reason=goldenenv spot: alicloud terminate at {deadline}"]
+
+
+def _gce_metadata():
+    """tests/nodeboot/gce_metadata.py: the metadata server the emulated Google Cloud node boots from."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "nodeboot" / "gce_metadata.py"
+    spec = importlib.util.spec_from_file_location("gce_metadata", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gce_metadata = _gce_metadata()
+
+
+@pytest.fixture
+def gce(tmp_path):
+    """Google's metadata server for one instance (not preempted): (state folder, base URL)."""
+    state = tmp_path / "gce"
+    state.mkdir()
+    gce_metadata.write_state(state, gce_metadata.instance_document(
+        name="ml-gpu-0", instance_id=4567890123456789012, zone="us-central1-a", project="ml-project",
+        project_number=123456789012, machine_type="g2-standard-8", ip="10.0.0.2", attributes={},
+        service_account="nodes@ml-project.iam.gserviceaccount.com"))
+    server = gce_metadata.serve(state)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield state, f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_google_preemption_signals_the_training_and_every_poll_says_metadata_flavor_google(tmp_path, gce):
+    state, url = gce
+    ready = tmp_path / "ready"
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), "--cloud", "gcp", "--metadata-url", url, "--interval", "0.2",
+         "--", sys.executable, "-c", TRAINING, str(ready), "15", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not ready.exists():
+        assert watcher.poll() is None, watcher.communicate()
+        time.sleep(0.02)
+    time.sleep(0.6)
+    assert watcher.poll() is None, "FALSE is no notice"
+    gce_metadata.set_preempted(state, True)
+    started = time.monotonic()
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert time.monotonic() - started < 3, "noticed within a few poll periods"
+    assert "signals 1" in out
+    assert "gcp spot notice: preempt at" in err, err
+    assert "(30 s left)" in err or "(29 s left)" in err, "Google's 30-second warning"
+    polls = [flavor for method, path, flavor in gce_metadata.requests_of(state)
+             if path == "/computeMetadata/v1/instance/preempted"]
+    assert len(polls) >= 3 and set(polls) == {"Google"}
+    assert not any(path.startswith("/latest/") for _, path, _ in gce_metadata.requests_of(state)), "no token asked"
+
+
+def test_google_notice_deadline_is_its_thirty_seconds_and_false_is_no_notice(gce):
+    state, url = gce
+    assert spotwatch.Metadata("gcp", url).notice() is None
+    gce_metadata.set_preempted(state, True)
+    before = datetime.now(timezone.utc)
+    notice = spotwatch.Metadata("gcp", url).notice()
+    assert (notice.cloud, notice.action, notice.raw) == ("gcp", "preempt", "TRUE")
+    assert 28 <= notice.seconds_left(before) <= 31, "Google's 30-second warning"
+
+
+def test_google_refuses_a_request_without_metadata_flavor_which_the_watcher_always_sends(gce):
+    state, url = gce
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(urllib.request.Request(url + spotwatch.GCP_NOTICE), timeout=5)
+    assert caught.value.code == 403 and caught.value.headers["Metadata-Flavor"] == "Google"
+    assert spotwatch.Metadata("gcp", url).notice() is None
+    assert [flavor for _, _, flavor in gce_metadata.requests_of(state)] == ["-", "Google"]
+
+
+def test_on_a_google_node_a_preemption_drains_it(tmp_path, gce, fake_scontrol):
+    state, url = gce
+    gce_metadata.set_preempted(state, True)
+    done = subprocess.run([sys.executable, str(WATCHER), "--cloud", "gcp", "--metadata-url", url, "--interval", "0.2",
+                           "--drain-node", "gpu-0"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    (line,) = fake_scontrol.read_text().splitlines()
+    assert line.startswith("update nodename=gpu-0 state=drain reason=goldenenv spot: gcp preempt at ")
+
+
+def test_the_cloud_facts_keep_aws_and_alibaba_as_they_were_and_add_google():
+    facts = spotwatch.CLOUD_FACTS
+    assert spotwatch.CLOUDS == ("aws", "alicloud", "gcp")
+    assert (facts["aws"].notice_path, facts["alicloud"].notice_path) == (
+        "/latest/meta-data/spot/instance-action", "/latest/meta-data/instance/spot/termination-time")
+    assert facts["gcp"].headers == {"Metadata-Flavor": "Google"} and facts["gcp"].token_headers is None
+    assert facts["gcp"].default_url == "http://metadata.google.internal"
+    assert spotwatch.VENDORS == {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud", "Google": "gcp"}
+
+
+def test_each_cloud_is_watched_at_its_own_metadata_address():
+    """Literal anchors from the clouds' metadata docs: EC2's link-local IMDS, ECS's 100.100.100.200 (an Alibaba node
+    watching 169.254.169.254 never saw its notice), Compute Engine's metadata.google.internal."""
+    from goldenenv import spotwatch
+
+    assert {c: f.default_url for c, f in spotwatch.CLOUD_FACTS.items()} == {
+        "aws": "http://169.254.169.254", "alicloud": "http://100.100.100.200",
+        "gcp": "http://metadata.google.internal"}
