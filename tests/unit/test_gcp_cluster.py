@@ -270,3 +270,15 @@ def test_the_head_imports_the_bucket_into_lustre_once_without_holding_up_slurmct
             if "lustre" in r.props["roleId"]]
     assert len(role) == 1 and sorted(role[0].props["permissions"]) == [
         "lustre.instances.get", "lustre.instances.importData", "lustre.operations.get"]
+
+
+def test_a_rolled_node_is_replaced_onto_the_new_boot_script_and_the_others_keep_theirs():
+    from goldenenv.clouds import BuildContext
+    from goldenenv.plan import offline_context
+
+    spec = plan(TRAINING).spec
+    context = BuildContext(lookup=offline_context(spec).lookup, roll_nodes=frozenset({"gpu-1"}))
+    rolled = {n.name: n for n in nodes(plan(TRAINING, context=context))}
+    kept, replaced = rolled[f"{TRAINING}-gpu-0"], rolled[f"{TRAINING}-gpu-1"]
+    assert list(kept.ignore_changes) == ["metadata"]
+    assert not replaced.ignore_changes

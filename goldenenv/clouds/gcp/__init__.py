@@ -486,7 +486,9 @@ class GpuCluster(pulumi.ComponentResource):
                 service_account_id=gcp_labels.resource_name("ge", spec.stack, pool.name,
                                                             limit=SERVICE_ACCOUNT_ID_MAX),
                 labels=labels, names=lambda *parts, pool=pool: names(pool.name, *parts),
-                ssh_key=node_key(spec, pool), network_tag=network.tag), child)))
+                ssh_key=node_key(spec, pool), network_tag=network.tag,
+                rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
+            ), child)))
 
         for it, pool, nodes in pools:
             if munge:

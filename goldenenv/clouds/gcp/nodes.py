@@ -66,6 +66,8 @@ class GpuNodePoolArgs:
     ssh_user: str = "ubuntu"
     network_tag: str
     """The cluster's network tag: the firewalls admit traffic between hosts carrying it."""
+    rolled: frozenset[int] = frozenset()
+    """Indexes of the nodes to replace onto the current boot script (`goldenenv up --roll-nodes`)."""
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -110,8 +112,12 @@ class GpuNodePool(pulumi.ComponentResource):
                 shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
                                           "enable_integrity_monitoring": True},
                 metadata=metadata, labels=args.labels, tags=[args.network_tag], allow_stopping_for_update=True,
-                # cloud-init reads user-data at the first boot only: a running node keeps the script it booted
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["metadata"])),
+                # cloud-init reads user-data at the first boot only: a running node keeps the script it booted,
+                # and a rolled one is replaced (deleted first: its place in the placement policy) to boot the new one
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=[] if i in args.rolled else ["metadata"],
+                    replace_on_changes=["metadata"] if i in args.rolled else None,
+                    delete_before_replace=True)),
             )
             nodes.append(node)
         self.instance_names = pulumi.Output.all(*[n.name for n in nodes])
