@@ -103,6 +103,15 @@ class Fabric:
     """The plugin library the checks expect in a built image, where the layer puts it (None: checked otherwise)."""
     labels: Callable[[Any], dict[str, str]] = lambda section: {}
     """The image's labels (dev.goldenenv.<name>) for the section's pins."""
+    health: str | None = None
+    """How the node health judge (goldenenv.health.judge FABRICS) counts this fabric's devices; None: by the
+    fabric's own name (efa, erdma). `none`: the judge counts none, and the fabric's boot check is what proves its
+    NICs (Google's GPU NICs are gVNICs, or RoCE ports that ibstat lists with link layer Ethernet, which the judge's
+    InfiniBand count would read as missing)."""
+
+    @property
+    def health_fabric(self) -> str:
+        return self.health or self.name
 
     def env(self) -> dict[str, str]:
         """What NCCL needs on a node of this fabric (catalog fabric_env, each value sourced)."""
@@ -172,7 +181,7 @@ FABRICS: dict[str, Fabric] = {
         layer_values=_tcp_layer(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev", TCPX_LIBRARIES),
         plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpx_plugin"), libraries=TCPX_LIBRARIES,
         plugin_library=f"{TCPX_LIBRARIES}/libnccl-net.so",
-        labels=lambda s: {"tcpx-plugin": s.plugin, "tcpx-rxdm": s.rxdm}),
+        labels=lambda s: {"tcpx-plugin": s.plugin, "tcpx-rxdm": s.rxdm}, health="none"),
     "tcpxo": Fabric(
         "tcpxo", "GPUDirect-TCPXO", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
         "tcpxo", GpuDirectTcp, ("goldenenv-tcpxo.service", "tcpxo-check.sh"),
@@ -180,12 +189,12 @@ FABRICS: dict[str, Fabric] = {
                                 TCPXO_LIBRARIES),
         plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpxo_plugin"), libraries=TCPXO_LIBRARIES,
         plugin_library=f"{TCPXO_LIBRARIES}/libnccl-net.so",
-        labels=lambda s: {"tcpxo-plugin": s.plugin, "tcpxo-rxdm": s.rxdm}),
+        labels=lambda s: {"tcpxo-plugin": s.plugin, "tcpxo-rxdm": s.rxdm}, health="none"),
     "gib": Fabric(
         "gib", "gIB", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-gib.j2", "gib", Gib,
         ("goldenenv-gib.service", "gib-check.sh"), layer_values=lambda s: {"plugin": s.plugin},
         plugin=Plugin("plugin", "plugin", "nccl-gib", "nccl_gib"), libraries=GIB_LIBRARIES,
-        plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}),
+        plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}, health="none"),
 }
 
 

@@ -1,8 +1,8 @@
 """Benchmark `goldenenv plan` against a bare Pulumi mock program of the same size, and what --strict adds.
 
-Run: .venv/bin/python scripts/bench_plan.py [--sizes 2,32,256] [--repeats 3]
+Run: .venv/bin/python scripts/bench_plan.py [--stack aws-p5-2node] [--sizes 2,32,256] [--repeats 3]
 
-For each node count, plans the aws-p5-2node stack (goldenenv.plan.plan_config) and a bare program
+For each node count, plans the stack (aws-p5-2node by default; gcp-a3mega-2node plans 9 NICs per node) (goldenenv.plan.plan_config) and a bare program
 that declares the same number of resources under the SDK's own MockMonitor, waited for the same
 way plan.run_program waits (run_pulumi_func + _sync_await), and the same plan with the deploy-readiness rules
 (`plan --strict`, which `up` runs). Ratios are computed in this run.
@@ -108,17 +108,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2,32,256", help="comma-separated node counts")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per size (median reported)")
+    ap.add_argument("--stack", default=STACK, help="a shipped stack whose first pool grows (default: %(default)s)")
     args = ap.parse_args()
+    stack = args.stack
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
-    base = stackconfig.read_stack_file(plan.stack_file(STACK))
+    base = stackconfig.read_stack_file(plan.stack_file(stack))
     print(f"python {platform.python_version()} ({sys.executable})")
     print(f"pulumi {metadata.version('pulumi')}, pulumi_aws {metadata.version('pulumi_aws')}, "
           f"cpus {os.cpu_count()} (usable {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'})")
-    print(f"stack {STACK}, repeats {args.repeats}, one untimed warm-up run of each first\n")
+    print(f"stack {stack}, repeats {args.repeats}, one untimed warm-up run of each first\n")
 
     # Warm-up: imports, pydantic/catalog caches, first-call costs out of the timings.
-    plan.plan_config(STACK, config_for(base, 2))
+    plan.plan_config(stack, config_for(base, 2))
     run_bare(2, 41)
 
     header = (f"{'nodes':>6} {'resources':>9} {'plan median s':>13} {'bare median s':>13} {'ratio':>6} "
@@ -127,14 +129,14 @@ def main() -> None:
     print("-" * len(header))
     for nodes in sizes:
         config = config_for(base, nodes)
-        plan_s, result = timed(lambda: plan.plan_config(STACK, config), args.repeats)
+        plan_s, result = timed(lambda: plan.plan_config(stack, config), args.repeats)
         count = len(result.resources)
-        pools = {r.urn for r in result.resources if r.type == "goldenenv:aws:GpuNodePool"}
-        n_instances = sum(r.parent_urn in pools for r in result.of_type("aws:ec2/instance:Instance"))
+        pools = {r.urn for r in result.resources if r.type.endswith(":GpuNodePool")}
+        n_instances = sum(r.parent_urn in pools for r in result.resources if r.type.endswith("/instance:Instance"))
         assert n_instances == nodes, (n_instances, nodes)  # the GPU nodes: the Slurm head is an instance too
         bare_s, bare_count = timed(lambda: run_bare(nodes, count), args.repeats)
         assert bare_count == count, (bare_count, count)
-        strict_s, strict = timed(lambda: plan.plan_config(STACK, config, strict=True), args.repeats)
+        strict_s, strict = timed(lambda: plan.plan_config(stack, config, strict=True), args.repeats)
         assert not strict.failed, [f.message for f in strict.findings if f.severity.value == "error"]
         print(f"{nodes:>6} {count:>9} {plan_s:>13.3f} {bare_s:>13.3f} {plan_s / bare_s:>6.2f} "
               f"{1000 * plan_s / count:>11.2f} {strict_s:>15.3f} {strict_s / plan_s:>11.2f}", flush=True)

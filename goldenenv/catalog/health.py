@@ -120,7 +120,11 @@ def expectations(cloud: str, instance_type: str) -> dict:
     if links is None:
         raise KeyError(f"health_links.csv has no row for {it.cloud} {it.name}: add its NVLinks per GPU and "
                        "NVSwitch (yes/no) with a source")
-    return {"gpus": it.gpu_count, "fabric": it.rdma, "fabric_devices": it.rdma_interfaces,
+    from goldenenv import fabrics  # lazily: fabrics reads the catalog
+
+    fabric = fabrics.get(it.rdma)
+    judged = fabric.health_fabric if fabric else "none"
+    return {"gpus": it.gpu_count, "fabric": judged, "fabric_devices": it.rdma_interfaces if judged != "none" else 0,
             "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import catalog
+from goldenenv import catalog, fabrics
 from goldenenv.catalog import health
 from goldenenv.health import judge
 
@@ -89,10 +89,14 @@ def test_nvswitch_boards_have_nvlinks():
 
 @pytest.mark.parametrize("row", catalog.rows("instance_types"), ids=lambda r: r["instance_type"])
 def test_expectations_agree_with_instance_types(row):
+    """The type's fabric as the judge counts it: Google's GPU NICs are proven by their boot check, not counted."""
+    fabric = fabrics.get(row["rdma"])
+    judged = fabric.health_fabric if fabric else "none"
+    assert judged in judge.FABRICS
     assert health.expectations(row["cloud"], row["instance_type"]) == {
         "gpus": int(row["gpu_count"]),
-        "fabric": row["rdma"],
-        "fabric_devices": int(row["rdma_interfaces"]),
+        "fabric": judged,
+        "fabric_devices": int(row["rdma_interfaces"]) if judged != "none" else 0,
         "nvlinks_per_gpu": health.link_facts()[(row["cloud"], row["instance_type"])].nvlinks_per_gpu,
         "nvswitch": health.link_facts()[(row["cloud"], row["instance_type"])].nvswitch,
     }
@@ -473,3 +477,12 @@ def test_levels_add_evidence():
     assert quick < medium < long
     assert {"dcgm_diag_2", "efa_loopback"} <= medium - quick and "ib_loopback" not in medium
     assert long - medium == {"dcgm_diag_3"}
+
+
+def test_google_gpu_nics_are_not_counted_as_infiniband_ports():
+    """A3 Ultra's 8 CX-7 RoCE ports show in ibstat with link layer Ethernet, which the InfiniBand count skips: judged
+    as `ib`, every healthy node would be drained. Its boot check proves the NICs instead."""
+    expect = health.expectations("gcp", "a3-ultragpu-8g")
+    assert expect["fabric"] == "none" and expect["fabric_devices"] == 0
+    assert catalog.instance_type("gcp", "a3-ultragpu-8g").rdma_interfaces == 8
+    assert fabrics.get("gib").boot_check is not None
