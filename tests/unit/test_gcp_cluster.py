@@ -282,3 +282,28 @@ def test_a_rolled_node_is_replaced_onto_the_new_boot_script_and_the_others_keep_
     kept, replaced = rolled[f"{TRAINING}-gpu-0"], rolled[f"{TRAINING}-gpu-1"]
     assert list(kept.ignore_changes) == ["metadata"]
     assert not replaced.ignore_changes
+
+
+def _pools(*pools: dict) -> dict:
+    found = config()
+    found["goldenenv:nodes"] = list(pools)
+    return found
+
+
+def test_a_pool_without_the_gpu_network_sits_on_the_host_network_beside_the_fabric_pool():
+    mixed = plan_config(TRAINING, _pools({"name": "gpu", "instanceType": A3MEGA, "count": 2},
+                                         {"name": "dev", "instanceType": "g2-standard-8", "count": 1}))
+    nics = {n.name: n.props["networkInterfaces"] for n in nodes(mixed)}
+    assert len(nics[f"{TRAINING}-dev-0"]) == 1 and len(nics[f"{TRAINING}-gpu-0"]) == 9
+    assert len([n for n in mixed.of_type(NETWORK)]) == 9
+
+
+@pytest.mark.parametrize("changes, key", [
+    (_pools({"name": "mega", "instanceType": A3MEGA, "count": 2},
+            {"name": "ultra", "instanceType": A3ULTRA, "count": 2}), "goldenenv:nodes"),
+    ({**config(), "goldenenv:network": {"cidr": "10.42.0.0/20"}}, "goldenenv:network.cidr"),
+])
+def test_a_stack_the_networks_cannot_hold_is_refused_naming_the_key(changes, key):
+    with pytest.raises(ConfigError) as refused:
+        plan_config(TRAINING, changes)
+    assert key in [p.key for p in refused.value.problems], refused.value.problems

@@ -61,11 +61,24 @@ def fabric_of(pool: Any, it: catalog.InstanceType) -> str:
     return it.rdma if pool.rdma is not False and it.rdma not in ("", "none") else "none"
 
 
-def stack_fabric(spec: ClusterSpec) -> str:
-    """The one fabric the stack's networks are built for (check() refuses pools that differ)."""
-    found = {fabric_of(p, catalog.instance_type(CLOUD, p.instance_type)) for p in spec.nodes}
-    found.discard("none")
-    return found.pop() if len(found) == 1 else "none"
+@dataclass(frozen=True)
+class StackNics:
+    """What the stack's networks are built for: one GPU fabric, and the most host and GPU NICs a pool's type has."""
+
+    fabric: str
+    host: int
+    gpu: int
+
+
+def stack_nics(spec: ClusterSpec) -> StackNics:
+    """The pools' one fabric (check() refuses two) and NIC counts: a pool without the fabric (a G2 beside A3 Megas)
+    takes the host NICs its type has and no GPU network."""
+    pools = [(pool, catalog.instance_type(CLOUD, pool.instance_type)) for pool in spec.nodes]
+    fabrics = {fabric_of(pool, it) for pool, it in pools} - {"none"}
+    fabric = fabrics.pop() if len(fabrics) == 1 else "none"
+    return StackNics(fabric, max(max(1, it.network_cards) for _, it in pools),
+                     max((it.rdma_interfaces for pool, it in pools if fabric_of(pool, it) == fabric), default=0)
+                     if fabric != "none" else 0)
 
 
 def stack_zone(spec: ClusterSpec) -> str | None:
@@ -157,15 +170,15 @@ class GcpCloud(PulumiCloud):
             if zone is None:
                 problems.append(Problem("goldenenv:zone", f"the catalog knows no zone of {spec.region} selling "
                                         f"{it.name}: set goldenenv:zone"))
-        if len(fabrics - {"none"}) > 1 or (len(fabrics) > 1 and "none" in fabrics and len(spec.nodes) > 1):
+        if len(fabrics - {"none"}) > 1:
             problems.append(Problem("goldenenv:nodes", "the pools need different GPU networks ("
-                                    f"{', '.join(sorted(fabrics))}): a gcp stack builds one; split the stack"))
-        fabric = stack_fabric(spec) if not problems else "none"
-        try:
-            first = catalog.instance_type(CLOUD, spec.nodes[0].instance_type)
-            subnets(spec.network.cidr, subnet_count(fabric, first.network_cards, first.rdma_interfaces))
-        except (KeyError, ValueError) as e:
-            if isinstance(e, ValueError):
+                                    f"{', '.join(sorted(fabrics - {'none'}))}): a gcp stack builds one; split the "
+                                    "stack"))
+        elif not problems:
+            nics = stack_nics(spec)
+            try:
+                subnets(spec.network.cidr, subnet_count(nics.fabric, nics.host, nics.gpu))
+            except ValueError as e:
                 problems.append(Problem("goldenenv:network.cidr", str(e).removeprefix("goldenenv:network.cidr ")))
         problems += self._storage_problems(spec)
         return problems
@@ -390,19 +403,18 @@ class GpuCluster(pulumi.ComponentResource):
             return gcp_labels.resource_name(spec.tags.project, spec.stack, *parts)
 
         zone = stack_zone(spec)
-        fabric = stack_fabric(spec)
-        first = catalog.instance_type(CLOUD, spec.nodes[0].instance_type)
-        fabric_entry = None
+        nics = stack_nics(spec)
         mtu = None
-        if fabric != "none":
+        if nics.fabric != "none":
             from goldenenv import fabrics
 
-            fabric_entry = fabrics.get(fabric)
-            found = fabric_entry.mtu(CLOUD, first.name) if fabric_entry else None
+            fabric_pool = next(p for p in spec.nodes
+                               if fabric_of(p, catalog.instance_type(CLOUD, p.instance_type)) == nics.fabric)
+            found = fabrics.get(nics.fabric).mtu(CLOUD, fabric_pool.instance_type)
             mtu = found.mtu if found else None
         network = GpuNetwork(name, GpuNetworkArgs(
-            project=project_id, region=spec.region, zone=zone, cidr=spec.network.cidr, fabric=fabric,
-            host_nics=first.network_cards, gpu_nics=first.rdma_interfaces if fabric != "none" else 0, gpu_mtu=mtu,
+            project=project_id, region=spec.region, zone=zone, cidr=spec.network.cidr, fabric=nics.fabric,
+            host_nics=nics.host, gpu_nics=nics.gpu, gpu_mtu=mtu,
             egress=spec.network.egress, admin_cidrs=[str(c) for c in spec.network.admin_cidrs],
             labels=labels, names=names), child)
 
