@@ -13,6 +13,9 @@ tests/nodeboot/emulated_cloud.py with the venv's Python:
   within 15 minutes and a valid signature (version 1.0, HMAC-SHA1 over the method and the sorted parameters); then
   the role's RAM policies (the plan's documents) must allow the action on the resource's ARN. Failures answer with
   the API's error codes.
+- Google Cloud: Secret Manager's REST API (v1) at https://secretmanager.googleapis.com, bearer tokens the
+  metadata server handed out and IAM on the secret (tests/nodeboot/gcp_apis.py; what the tests register:
+  STATE_FOLDER/gcp.json).
 
 TLS: a certificate for the name the client asks for (SNI), made at the handshake and signed by the run's CA
 (STATE_FOLDER/ca.pem, ca.key), which the hosts trust. What the tests register is read from STATE_FOLDER on each
@@ -40,6 +43,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 import certificates
+import gcp_apis
 
 STATE = sys.argv[1] if len(sys.argv) > 1 else "/state"
 TLS_PORT = 443
@@ -281,7 +285,7 @@ def server_contexts(authority: certificates.Authority) -> ssl.SSLContext:
         return made[name]
 
     def by_name(connection, name, _context):
-        if name and name.endswith((".amazonaws.com", ".aliyuncs.com")):
+        if name and name.endswith((".amazonaws.com", ".aliyuncs.com", ".googleapis.com")):
             connection.context = context_for(name)
 
     default = context_for("cloud-apis.emulated")
@@ -293,10 +297,13 @@ def main() -> None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     aws = DomainDispatcherApplication(create_backend_app)
+    google = gcp_apis.app(STATE)
 
     def cloud(environ, start_response):
         if environ.get("HTTP_HOST", "").split(":")[0].endswith(".aliyuncs.com"):
             return alibaba(environ, start_response)
+        if environ.get("HTTP_HOST", "").split(":")[0] == gcp_apis.HOST:
+            return google(environ, start_response)
         return aws(environ, start_response)
 
     with open(os.path.join(STATE, "ca.pem")) as cert, open(os.path.join(STATE, "ca.key")) as key:

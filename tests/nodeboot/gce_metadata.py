@@ -25,6 +25,10 @@ and in-process by the unit tests (serve()). What it answers, and its sources:
   current value after n seconds ("View and query VM metadata": wait for change, ETags, timeouts). Every answer
   carries the value's ETag.
 
+The token: one per service account, the same until it expires, as Google's server caches it; set_token fixes it
+(STATE_FOLDER/token.json, what the emulated Google APIs are told to accept: tests/nodeboot/gcp_apis.py), else a
+new random one per request.
+
 STATE_FOLDER/instance.json is read on every request (the test switches `preempted` with set_preempted), and every
 request is appended to STATE_FOLDER/requests.log as `METHOD PATH flavor=<header or ->`: what the node asked, and how.
 """
@@ -43,6 +47,7 @@ from pathlib import Path
 
 PREFIX = "/computeMetadata/v1/"
 INSTANCE = "instance.json"
+TOKEN = "token.json"
 LOG = "requests.log"
 WAIT_LIMIT_S = 300
 """How long a wait_for_change without timeout_sec is held at most (Google holds it until the value changes)."""
@@ -112,9 +117,26 @@ def _lookup(tree, parts: list[str]):
     return node
 
 
-def _token() -> dict:
-    return {"access_token": "ya29.emulated-" + hashlib.sha256(os.urandom(16)).hexdigest()[:40],
-            "expires_in": 3599, "token_type": "Bearer"}
+def new_token() -> str:
+    """An access token as the metadata server's look (ya29.<opaque>)."""
+    return "ya29.emulated-" + hashlib.sha256(os.urandom(16)).hexdigest()[:40]
+
+
+def set_token(folder: Path, token: str, lifetime_s: int = 3599) -> None:
+    """The default service account's access token from now on (until lifetime_s from now)."""
+    with _WRITE:
+        (folder / f"{TOKEN}.new").write_text(json.dumps({"access_token": token,
+                                                         "expires_at": time.time() + lifetime_s}))
+        (folder / f"{TOKEN}.new").rename(folder / TOKEN)
+
+
+def _token(folder: Path) -> dict:
+    try:
+        fixed = json.loads((folder / TOKEN).read_text())
+    except FileNotFoundError:
+        return {"access_token": new_token(), "expires_in": 3599, "token_type": "Bearer"}
+    return {"access_token": fixed["access_token"], "expires_in": max(0, int(fixed["expires_at"] - time.time())),
+            "token_type": "Bearer"}
 
 
 def _kebab(name: str) -> str:
@@ -176,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(404, "Not Found\n")
         parts = [p for p in url.path[len(PREFIX):].split("/") if p]
         if parts[:3] == ["instance", "service-accounts", "default"] and parts[3:] == ["token"]:
-            return self._send(200, json.dumps(_token()), "application/json")
+            return self._send(200, json.dumps(_token(self.state)), "application/json")
         recursive = query.get("recursive", "").lower() == "true"
         alt = query.get("alt")
 
