@@ -66,6 +66,48 @@ def head_shape(spec: ClusterSpec, cloud: Any) -> HeadShape | None:
     return HeadShape(spec.head.instance_type or default, max(pool.root_volume_gib for pool in spec.nodes))
 
 
+@dataclass(frozen=True)
+class HostImageForm:
+    """How a cloud writes a pinned host image of the user's own (hostImage: {id, driver}): its pattern, an example
+    for messages, and what the id is called there."""
+
+    pattern: Any
+    """A compiled pattern the whole id must match."""
+    example: str
+    """What to write ("m-...", "projects/<project>/global/images/<name>")."""
+    refusal: str
+    """Why another id is refused ("is not an Alibaba image ID (m-... or a public image's <name>.vhd)")."""
+
+
+def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any) -> str:
+    """The pool's pinned image id: the stack's own, else the catalog's for the region; never a floating alias."""
+    from goldenenv import compat
+
+    host = compat.node_host(cloud, spec.region, pool.host_image)
+    if host.override_id:
+        return host.override_id
+    if host.image is None or not host.image.image_id:
+        raise ValueError(f"no host image for {cloud} in {spec.region}: set hostImage")
+    return host.image.image_id
+
+
+def host_image_problems(cloud: str, spec: ClusterSpec, pool: Any, at: str, form: HostImageForm) -> list[Problem]:
+    """A hostImage the catalog does not know for the region, none pinned at all, or an id of the wrong form."""
+    from goldenenv import catalog
+
+    usable = [n for n, h in catalog.host_images(cloud).items() if h.region in ("*", spec.region)]
+    if isinstance(pool.host_image, str) and pool.host_image not in usable:
+        return [Problem(at, f"{pool.host_image!r} is not a host image in the catalog for {spec.region}; valid: "
+                        f"{', '.join(usable) or 'none'}, or {{id, driver}}")]
+    if pool.host_image is None and not usable:
+        return [Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage to {{id: "
+                        f"{form.example}, driver: <its NVIDIA driver>}}")]
+    if pool.host_image is not None and not isinstance(pool.host_image, str) \
+            and not form.pattern.fullmatch(pool.host_image.id):
+        return [Problem(f"{at}.id", f"{pool.host_image.id!r} {form.refusal}")]
+    return []
+
+
 def scheduler_problems(spec: ClusterSpec) -> list[Problem]:
     """With the scheduler, `head` names the head (its resources, its host name, Slurm's SlurmctldHost): no pool
     may take that name."""

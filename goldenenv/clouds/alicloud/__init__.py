@@ -33,7 +33,8 @@ from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryA
 from goldenenv import slurm
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
-    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
+    pinned_host_image, stable_number,
 )
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.guardrails import Finding, Severity
@@ -45,6 +46,7 @@ REGION = re.compile(r"^[a-z]{2}-[a-z]+(-\d{1,2})?$")
 """cn-hangzhou, cn-wulanchabu, ap-southeast-1, eu-central-1 ..."""
 IMAGE_ID = re.compile(r"^(m-[a-z0-9]{8,40}|[a-z0-9][a-z0-9_.]{2,126}\.vhd)$")
 """A custom image (m-...) or a public image by its ID (ubuntu_22_04_uefi_x64_20G_alibase_20240807.vhd)."""
+HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "m-...", "is not an Alibaba image ID (m-... or a public image's <name>.vhd)")
 CURRENCIES = ("CNY", "USD")
 """What Alibaba bills in: CNY on the China site (aliyun.com), USD on the international site."""
 ZONES_TOKEN = "alicloud:index/getZones:getZones"
@@ -110,7 +112,7 @@ class AlicloudCloud(PulumiCloud):
             it = catalog.instance_types(CLOUD).get(pool.instance_type)
             if it is None:
                 continue
-            problems += _host_image_problems(spec, pool, f"{at}.hostImage")
+            problems += host_image_problems(CLOUD, spec, pool, f"{at}.hostImage", HOST_IMAGE_FORM)
             layout = catalog.node_layout(CLOUD, it.name)
             eris = eri_count(pool, it)
             if eris > MAX_ERIS:
@@ -629,24 +631,4 @@ def munge_key(secret_name: str, region: str) -> MungeKey:
 
 def host_image_id(spec: ClusterSpec, pool: Any) -> str:
     """The pool's pinned image: the stack's own id, else the catalog's (public image IDs are the same everywhere)."""
-    host = compat.node_host(CLOUD, spec.region, pool.host_image)
-    if host.override_id:
-        return host.override_id
-    if host.image is None or not host.image.image_id:
-        raise ValueError(f"no host image for {CLOUD} in {spec.region}: set hostImage")
-    return host.image.image_id
-
-
-def _host_image_problems(spec: ClusterSpec, pool: Any, at: str) -> list[Problem]:
-    usable = [n for n, h in catalog.host_images(CLOUD).items() if h.region in ("*", spec.region)]
-    if isinstance(pool.host_image, str) and pool.host_image not in usable:
-        return [Problem(at, f"{pool.host_image!r} is not a host image in the catalog for {spec.region}; valid: "
-                        f"{', '.join(usable) or 'none'}, or {{id, driver}}")]
-    if pool.host_image is None and not usable:
-        return [Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage to {{id: m-..., "
-                        "driver: <its NVIDIA driver>}")]
-    if pool.host_image is not None and not isinstance(pool.host_image, str) \
-            and not IMAGE_ID.fullmatch(pool.host_image.id):
-        return [Problem(f"{at}.id", f"{pool.host_image.id!r} is not an Alibaba image ID (m-... or a public "
-                        "image's <name>.vhd)")]
-    return []
+    return pinned_host_image(CLOUD, spec, pool)

@@ -22,10 +22,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from goldenenv import catalog, compat, slurm
+from goldenenv import catalog, slurm
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
-    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
+    pinned_host_image, stable_number,
 )
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.clouds.gcp.head import (
@@ -43,6 +44,9 @@ REGION = re.compile(r"^[a-z]+-[a-z]+\d{1,2}$")
 ZONE = re.compile(r"^[a-z]+-[a-z]+\d{1,2}-[a-z]$")
 IMAGE = re.compile(r"^projects/[a-z][-a-z0-9.:]{4,61}[a-z0-9]/global/images/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 """A pinned image by its full path (never a family, which moves)."""
+HOST_IMAGE_FORM = HostImageForm(IMAGE, "projects/<project>/global/images/<name>",
+                                "is not a pinned Compute Engine image: write projects/<project>/global/images/<name> "
+                                "(a family would move under the lock)")
 CURRENCY = "USD"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 PLACEHOLDER_PROJECT = "goldenenv-plan-000000"
@@ -90,12 +94,7 @@ def stack_zone(spec: ClusterSpec) -> str | None:
 
 
 def host_image(spec: ClusterSpec, pool: Any) -> str:
-    host = compat.node_host(CLOUD, spec.region, pool.host_image)
-    if host.override_id:
-        return host.override_id
-    if host.image is None or not host.image.image_id:
-        raise ValueError(f"no host image for {CLOUD} in {spec.region}: set hostImage")
-    return host.image.image_id
+    return pinned_host_image(CLOUD, spec, pool)
 
 
 def boot_disk_type(it: catalog.InstanceType) -> str:
@@ -154,7 +153,7 @@ class GcpCloud(PulumiCloud):
             if it is None:
                 continue
             fabrics.add(fabric_of(pool, it))
-            problems += _host_image_problems(spec, pool, f"{at}.hostImage")
+            problems += host_image_problems(CLOUD, spec, pool, f"{at}.hostImage", HOST_IMAGE_FORM)
             if Capacity.CAPACITY_BLOCK in pool.capacities:
                 problems.append(Problem(f"{at}.capacity", "capacity-block is EC2's; on Google Cloud use "
                                         "capacity-reservation with the reservation's name in capacityReservationId"))
@@ -556,17 +555,3 @@ def seeded(mount: Any, project: str, zone: str, fs_id: str | None, bucket: str, 
         return mount
     return dataclasses.replace(mount, seed=(storage.IMPORT_SCRIPT, storage.import_values(
         project, zone, fs_id, bucket, mount_point)))
-
-
-def _host_image_problems(spec: ClusterSpec, pool: Any, at: str) -> list[Problem]:
-    usable = [n for n, h in catalog.host_images(CLOUD).items() if h.region in ("*", spec.region)]
-    if isinstance(pool.host_image, str) and pool.host_image not in usable:
-        return [Problem(at, f"{pool.host_image!r} is not a host image in the catalog for {spec.region}; valid: "
-                        f"{', '.join(usable) or 'none'}, or {{id, driver}}")]
-    if pool.host_image is None and not usable:
-        return [Problem(at, f"the catalog pins no host image for {spec.region}: set hostImage to {{id: "
-                        "projects/<project>/global/images/<name>, driver: <its NVIDIA driver>}")]
-    if pool.host_image is not None and not isinstance(pool.host_image, str) and not IMAGE.fullmatch(pool.host_image.id):
-        return [Problem(f"{at}.id", f"{pool.host_image.id!r} is not a pinned Compute Engine image: write "
-                        "projects/<project>/global/images/<name> (a family would move under the lock)")]
-    return []

@@ -12,11 +12,13 @@ clouds' readiness rules: each a guardrails.Rule whose check yields one message p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from goldenenv import catalog
-from goldenenv.guardrails import Context, Finding, PlannedResource, Rule, Severity, check_rule
+from goldenenv.guardrails import (
+    Context, Finding, PlannedResource, Rule, Severity, _items, _label, _mapping, check_rule,
+)
 
 INSTANCE = "gcp:compute/instance:Instance"
 INSTANCE_FROM_TEMPLATE = "gcp:compute/instanceFromTemplate:InstanceFromTemplate"
@@ -90,18 +92,6 @@ SPOT_MODELS = frozenset({"SPOT", "FLEX_START"})
 
 
 # ---------------------------------------------------------------- reading the plan
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
-
-
-def _label(resource: PlannedResource) -> str:
-    return f"{resource.type.rsplit(':', 1)[-1]} '{resource.name}'"
-
 
 def _last(value: Any) -> str:
     """The last path part of a reference or URL ("zones/us-central1-a/machineTypes/a3-megagpu-8g" -> the type)."""
