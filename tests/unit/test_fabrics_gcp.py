@@ -112,12 +112,14 @@ def test_gcp_h100_renders_the_stem_plus_its_tcpxo_layer():
     assert image.index(layer) > image.rindex("COPY --from=layer-")  # the fabric comes last: the stem stays shared
     assert 'LD_LIBRARY_PATH="/var/lib/tcpxo/lib64"' in image and 'NCCL_FASTRAK_CTRL_DEV="enp0s12"' in image
     labels = dockerfile.labels(lock)
-    assert labels["dev.goldenenv.tcpxo-plugin"] == "1.0.12" and labels["dev.goldenenv.tcpxo-rxdm"] == "1.0.18"
+    assert labels["dev.goldenenv.tcpxo-plugin"] == lock.tcpxo.plugin
+    assert labels["dev.goldenenv.tcpxo-rxdm"] == lock.tcpxo.rxdm
 
 
 def test_gcp_h200_installs_nccl_gib_at_the_locked_version():
-    image = dockerfile.dockerfile(load("gcp-h200"), "base:ref").split("FROM os AS image", 1)[1]
-    assert "install -y --no-install-recommends nccl-gib=1.1.0 libibverbs1 ibverbs-providers" in image
+    lock = load("gcp-h200")
+    image = dockerfile.dockerfile(lock, "base:ref").split("FROM os AS image", 1)[1]
+    assert f"install -y --no-install-recommends nccl-gib={lock.gib.plugin} libibverbs1 ibverbs-providers" in image
     assert "https://packages.cloud.google.com/apt gpudirect-gib-apt main" in image
     assert 'NCCL_NET="gIB"' in image and 'LD_LIBRARY_PATH="/usr/local/gib/lib64"' in image
 

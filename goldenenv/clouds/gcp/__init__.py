@@ -146,7 +146,7 @@ class GcpCloud(PulumiCloud):
                                     f"currency: {CURRENCY} (a billing account in another currency takes the budget "
                                     "in its own)"))
         problems += [Problem("goldenenv:tags", p) for p in gcp_labels.problems(spec.stack_tags)]
-        fabrics = set()
+        fabrics, zone = set(), stack_zone(spec)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))
             it = catalog.instance_types(CLOUD).get(pool.instance_type)
@@ -158,7 +158,6 @@ class GcpCloud(PulumiCloud):
                 problems.append(Problem(f"{at}.capacity", "capacity-block is EC2's; on Google Cloud use "
                                         "capacity-reservation with the reservation's name in capacityReservationId"))
             sold = catalog.type_zones(CLOUD, it.name)
-            zone = stack_zone(spec)
             if sold and spec.region not in sold:
                 problems.append(Problem("goldenenv:region", f"{it.name} is not sold in {spec.region} (catalog "
                                         f"type_zones.csv); regions that sell it: {', '.join(sorted(sold))}"))

@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from goldenenv.clouds.gcp.nodes import PD_DISK, USER_DATA_KEY, private_instance
 from goldenenv.nodeboot import MungeKey
 
 HEAD_COMPONENT = "goldenenv:gcp:SlurmHead"
@@ -99,19 +100,16 @@ class SlurmHead(pulumi.ComponentResource):
             display_name=f"goldenenv {name}", opts=child)
         self.member = account.email.apply(lambda e: f"serviceAccount:{e}")
         metadata: Any = pulumi.Output.from_input(args.user_data).apply(
-            lambda text: {"user-data": text, **args.metadata})
+            lambda text: {USER_DATA_KEY: text, **args.metadata})
         head = gcp.compute.Instance(
             f"{name}", name=args.instance_name, project=args.project, zone=args.zone,
             machine_type=args.machine_type,
-            boot_disk={"auto_delete": True, "initialize_params": {
-                "image": args.image, "size": args.boot_disk_gib, "type": "pd-balanced", "labels": args.labels}},
+            **private_instance(args.image, args.boot_disk_gib, PD_DISK, account.email, args.labels, args.network_tag,
+                               secure_boot=True),
             network_interfaces=[{"subnetwork": args.subnet, "nic_type": "GVNIC"}],
             scheduling={"on_host_maintenance": "MIGRATE", "automatic_restart": True,
                         "provisioning_model": "STANDARD"},
-            service_account={"email": account.email, "scopes": ["cloud-platform"]},
-            shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
-                                      "enable_integrity_monitoring": True},
-            metadata=metadata, labels=args.labels, tags=[args.network_tag], allow_stopping_for_update=True,
+            metadata=metadata,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["metadata"])))
         self.private_ip = head.network_interfaces[0].network_ip
         self.instance_name = head.name

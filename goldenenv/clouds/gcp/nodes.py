@@ -99,19 +99,15 @@ class GpuNodePool(pulumi.ComponentResource):
         for i in range(args.count):
             node = gcp.compute.Instance(
                 f"{name}-{i}", name=args.names(str(i)), project=args.project, zone=args.zone,
-                machine_type=args.machine_type, hostname=None,
-                boot_disk={"auto_delete": True, "initialize_params": {
-                    "image": args.image, "size": args.boot_disk_gib, "type": args.boot_disk_type,
-                    "labels": args.labels}},
+                machine_type=args.machine_type,
+                **private_instance(args.image, args.boot_disk_gib, args.boot_disk_type, account.email, args.labels,
+                                   args.network_tag, secure_boot=False),
                 network_interfaces=_interfaces(args),
                 scheduling=_scheduling(args.capacity),
                 reservation_affinity=({"type": "SPECIFIC_RESERVATION", "specific_reservation": {
                     "key": RESERVATION_KEY, "values": [args.reservation]}} if args.reservation else None),
                 resource_policies=policy.self_link if policy else None,
-                service_account={"email": account.email, "scopes": ["cloud-platform"]},
-                shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
-                                          "enable_integrity_monitoring": True},
-                metadata=metadata, labels=args.labels, tags=[args.network_tag], allow_stopping_for_update=True,
+                metadata=metadata,
                 # cloud-init reads user-data at the first boot only: a running node keeps the script it booted,
                 # and a rolled one is replaced (deleted first: its place in the placement policy) to boot the new one
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
@@ -122,10 +118,24 @@ class GpuNodePool(pulumi.ComponentResource):
             nodes.append(node)
         self.instance_names = pulumi.Output.all(*[n.name for n in nodes])
         self.private_ips = pulumi.Output.all(*[n.network_interfaces[0].network_ip for n in nodes])
-        self.self_links = pulumi.Output.all(*[n.self_link for n in nodes])
         self.register_outputs({"instance_names": self.instance_names, "private_ips": self.private_ips,
                                "placement_policy": self.placement_policy,
                                "service_account": self.service_account_email})
+
+
+def private_instance(image: str, disk_gib: int, disk_type: str, email: pulumi.Input[str], labels: dict[str, str],
+                     network_tag: str, secure_boot: bool) -> dict[str, Any]:
+    """What every goldenenv host on Google Cloud shares, nodes and head: a labelled boot disk from a pinned image, its
+    own service account, shielded VM (secure boot where the image's drivers allow it), the labels, and the cluster's
+    network tag (the firewalls' only member test). Its interfaces, given by the caller, take no access config."""
+    return {
+        "boot_disk": {"auto_delete": True, "initialize_params": {
+            "image": image, "size": disk_gib, "type": disk_type, "labels": labels}},
+        "service_account": {"email": email, "scopes": ["cloud-platform"]},
+        "shielded_instance_config": {"enable_secure_boot": secure_boot, "enable_vtpm": True,
+                                     "enable_integrity_monitoring": True},
+        "labels": labels, "tags": [network_tag], "allow_stopping_for_update": True,
+    }
 
 
 def _interfaces(args: GpuNodePoolArgs) -> list[dict[str, Any]]:
