@@ -247,7 +247,7 @@ def _per_gb_month(name: str, spec: ClusterSpec, item: str, tier: str, gb: float,
 def _network_lines(spec: ClusterSpec, currency: str, resources: list[Any] | None) -> list[Line]:
     lines = []
     if spec.network.egress == "nat":
-        gateways = _count(resources, lambda r: r.type.endswith("/natGateway:NatGateway"), default=1)
+        gateways = _count(resources, lambda r: r.type.rsplit(":", 1)[-1] == "NatGateway", default=1)
         how = "from the plan" if resources is not None else "one per stack (its zone)"
         lines.append(_network_line("NAT gateway", spec, "nat-gateway", gateways, "hour",
                                    f"{gateways} gateway(s) ({how})", currency))

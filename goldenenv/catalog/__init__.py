@@ -279,7 +279,9 @@ class NodeLayout:
     cloud: str
     instance_type: str
     placement: str
-    """low-latency-set (Alibaba deployment set, LowLatency) | hpc-cluster (E-HPC, SCC types) | none (zone only)"""
+    """low-latency-set (Alibaba deployment set, LowLatency) | hpc-cluster (E-HPC, SCC types) | compact (a Google
+    COLLOCATED placement policy) | scale-set (one Azure scale set's single placement group: its InfiniBand fabric)
+    | none (zone only)"""
     queue_pairs: int
     """Queue pairs asked for on each RDMA interface (0: the type has none)."""
     jumbo_frames: bool

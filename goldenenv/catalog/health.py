@@ -34,6 +34,8 @@ class LinkFacts:
     nvswitch: bool
     """An HGX 8-GPU board: NVIDIA Fabric Manager must be active."""
     source: str
+    fabric_rate_gbps: int | None = None
+    """Each fabric port's rate (InfiniBand NDR: 400), which the judge holds the ports to; None: not checked."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,10 @@ def link_facts() -> dict[tuple[str, str], LinkFacts]:
         if r["nvswitch"] not in ("yes", "no"):
             raise ValueError(f"health_links.csv row {key}: nvswitch {r['nvswitch']!r} must be yes or no")
         links = _number("health_links", key, "nvlinks_per_gpu", r["nvlinks_per_gpu"])
-        facts[(r["cloud"], r["instance_type"])] = LinkFacts(r["cloud"], r["instance_type"], int(links),
-                                                            r["nvswitch"] == "yes", r["source"])
+        rate = r.get("fabric_rate_gbps") or ""
+        facts[(r["cloud"], r["instance_type"])] = LinkFacts(
+            r["cloud"], r["instance_type"], int(links), r["nvswitch"] == "yes", r["source"],
+            int(_number("health_links", key, "fabric_rate_gbps", rate)) if rate else None)
     return facts
 
 
@@ -109,6 +113,7 @@ def pool_expectations(cloud: str, instance_type: str, rdma: bool | None) -> dict
     expect = expectations(cloud, instance_type)
     if rdma is False:
         expect.update(fabric="none", fabric_devices=0)
+        expect.pop("fabric_rate_gbps", None)
     return expect
 
 
@@ -124,8 +129,12 @@ def expectations(cloud: str, instance_type: str) -> dict:
 
     fabric = fabrics.get(it.rdma)
     judged = fabric.health_fabric if fabric else "none"
-    return {"gpus": it.gpu_count, "fabric": judged, "fabric_devices": it.rdma_interfaces if judged != "none" else 0,
-            "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
+    expect = {"gpus": it.gpu_count, "fabric": judged,
+              "fabric_devices": it.rdma_interfaces if judged != "none" else 0,
+              "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
+    if links.fabric_rate_gbps and judged != "none":
+        expect["fabric_rate_gbps"] = links.fabric_rate_gbps
+    return expect
 
 
 def rules_document() -> dict:

@@ -103,10 +103,18 @@ def test_the_a100_sizes_are_told_apart_by_memory():
     assert eighty == catalog.instance_type("aws", "p4de.24xlarge").gpu.name
 
 
+@pytest.mark.parametrize("info, listed", [
+    (gpu.GpuInfo(0, "NVIDIA H100 NVL", "570.86.15", 95830, "9.0"), "H100-NVL-94GB"),
+    (gpu.GpuInfo(0, "Tesla T4", "570.86.15", 15360, "7.5"), "T4"),
+])
+def test_azure_nc_gpus_map_to_their_catalog_rows(info, listed):
+    # the Azure NC sizes' GPUs (catalog instance_types.csv): as nvidia-smi names them
+    assert gpu.catalog_gpu(info) == listed
+
+
 @pytest.mark.parametrize("info", [
-    gpu.GpuInfo(0, "NVIDIA H100 NVL", "570.86.15", 95830, "9.0"),
     gpu.GpuInfo(0, "NVIDIA GH200 480GB", "570.86.15", 97871, "9.0"),  # H20's size and arch, but not an H20
-    gpu.GpuInfo(0, "Tesla T4", "570.86.15", 15360, "7.5"),
+    gpu.GpuInfo(0, "NVIDIA RTX 6000 Ada Generation", "570.86.15", 49140, "8.9"),
     gpu.GpuInfo(0, "NVIDIA A30", "570.86.15", 24576, "8.0"),
     gpu.GpuInfo(0, "NVIDIA H100 80GB HBM3", "570.86.15", 81559, "8.0"),
 ])

@@ -93,12 +93,15 @@ def test_expectations_agree_with_instance_types(row):
     fabric = fabrics.get(row["rdma"])
     judged = fabric.health_fabric if fabric else "none"
     assert judged in judge.FABRICS
+    links = health.link_facts()[(row["cloud"], row["instance_type"])]
+    rate = {"fabric_rate_gbps": links.fabric_rate_gbps} if links.fabric_rate_gbps and judged != "none" else {}
     assert health.expectations(row["cloud"], row["instance_type"]) == {
         "gpus": int(row["gpu_count"]),
         "fabric": judged,
         "fabric_devices": int(row["rdma_interfaces"]) if judged != "none" else 0,
-        "nvlinks_per_gpu": health.link_facts()[(row["cloud"], row["instance_type"])].nvlinks_per_gpu,
-        "nvswitch": health.link_facts()[(row["cloud"], row["instance_type"])].nvswitch,
+        "nvlinks_per_gpu": links.nvlinks_per_gpu,
+        "nvswitch": links.nvswitch,
+        **rate,
     }
 
 
