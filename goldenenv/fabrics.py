@@ -1,11 +1,11 @@
 """RDMA and GPU-direct fabrics by name: what each one is, wherever goldenenv needs to know.
 
-A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud) brings four things: how
-its interfaces sit on a node's network cards (the cloud's layout function), the layer a golden image adds for it (a
-template under templates/image/ and the lock section that pins it, with the section's model), the environment NCCL
-needs on a node (catalog fabric_env), and the rules a lock must meet (catalog fabric_min_nccl and fabric_min_cuda,
-plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`: a new fabric is one entry
-here, its catalog rows and its templates.
+A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud, InfiniBand on Azure)
+brings four things: how its interfaces sit on a node's network cards (the cloud's layout function), the layer a golden
+image adds for it (a template under templates/image/ and the lock section that pins it, with the section's model), the
+environment NCCL needs on a node (catalog fabric_env, and any host files the golden container reads), and the rules a
+lock must meet (catalog fabric_min_nccl and fabric_min_cuda, plus any fabric-specific check in compat). Code asks this
+registry, never `if fabric ==`: a new fabric is one entry here, its catalog rows and its templates.
 
 The field types of the lock sections live here too, below the lock (images/lock.py imports them from here): every
 value that reaches a Dockerfile has a pattern.
@@ -41,9 +41,22 @@ class Efa(Model):
     """The plugin the installer bundles; must match the catalog's efa_installer table."""
 
 
-class Erdma(Model):
+class RdmaPackages(Model):
+    """rdma-core's userspace from the base's distribution, for a fabric whose image needs nothing else: the verbs
+    library, the provider of the fabric's devices, and the tools the node health judge runs."""
+
     packages: list[DebianPackage] = Field(min_length=1)
-    """rdma-core userspace with the erdma verbs provider (rdma-core >= 42), from the base's distribution."""
+    """Debian package names (optionally =version), installed by the fabric's image layer."""
+
+
+class Erdma(RdmaPackages):
+    """eRDMA: the erdma verbs provider is in ibverbs-providers since rdma-core 42."""
+
+
+class Ib(RdmaPackages):
+    """InfiniBand on Azure's ND VMs: the mlx5 verbs provider (ibverbs-providers) for NCCL's IB transport, and ibstat
+    (infiniband-diags) and ib_write_bw (perftest), which the node health judge runs for this fabric. NCCL, the
+    driver and the topology file are the host image's: the golden container reads them from host_mounts."""
 
 
 class GpuDirectTcp(Model):
@@ -77,16 +90,16 @@ class Plugin(NamedTuple):
 @dataclass(frozen=True)
 class Fabric:
     name: str
-    """As the catalog and locks write it: efa | erdma | tcpx | tcpxo | gib."""
+    """As the catalog and locks write it: efa | erdma | tcpx | tcpxo | gib | ib."""
     label: str
-    """As people write it: EFA | eRDMA | GPUDirect-TCPX | GPUDirect-TCPXO | gIB."""
+    """As people write it: EFA | eRDMA | GPUDirect-TCPX | GPUDirect-TCPXO | gIB | InfiniBand."""
     cloud: str
     layout: str
     """`module:function` laying out the fabric's interfaces on a node; imported only when called."""
     image_layer: str
     """The image layer's template under templates/image/."""
     lock_section: str
-    """The lock's section that pins the fabric's software (efa: installer + plugin; erdma: packages)."""
+    """The lock's section that pins the fabric's software (efa: installer + plugin; erdma, ib: packages)."""
     section: type[Model]
     """The pydantic model of that section: what the lock may write there, each value with a pattern."""
     boot_check: tuple[str, str] | None = None
@@ -105,9 +118,14 @@ class Fabric:
     """The image's labels (dev.goldenenv.<name>) for the section's pins."""
     health: str | None = None
     """How the node health judge (goldenenv.health.judge FABRICS) counts this fabric's devices; None: by the
-    fabric's own name (efa, erdma). `none`: the judge counts none, and the fabric's boot check is what proves its
-    NICs (Google's GPU NICs are gVNICs, or RoCE ports that ibstat lists with link layer Ethernet, which the judge's
-    InfiniBand count would read as missing)."""
+    fabric's own name (efa, erdma, ib: ibstat's InfiniBand ports, one per rdma_interfaces). `none`: the judge counts
+    none, and the fabric's boot check is what proves its NICs (Google's GPU NICs are gVNICs, or RoCE ports that
+    ibstat lists with link layer Ethernet, which the judge's InfiniBand count would read as missing)."""
+    host_mounts: tuple[str, ...] = ()
+    """Host paths the golden container gets read-only at the same path, because the host image configures NCCL
+    for the fabric there (Azure's HPC images: /etc/nccl.conf naming the VM size's topology file under
+    /opt/microsoft). The fabric's boot check proves they exist before the container starts: Docker would create a
+    missing bind source as an empty folder."""
 
     @property
     def health_fabric(self) -> str:
@@ -164,6 +182,12 @@ the same path, so a job written for Google's host install finds them in the gold
 GIB_LIBRARIES = "/usr/local/gib/lib64"
 """Where the nccl-gib package installs (Google's docs: all NCCL/gIB content is installed under /usr/local/gib)."""
 GPUDIRECT_REGISTRY = "us-docker.pkg.dev/gce-ai-infra"
+AZURE_HPC_NCCL = ("/etc/nccl.conf", "/opt/microsoft")
+"""What Azure's Ubuntu HPC images write for NCCL on every boot of an ND VM (azhpc-images setup_sku_customizations.sh,
+components/customizations/ndv4.sh and ndv5.sh): /etc/nccl.conf with NCCL_IB_PCI_RELAXED_ORDERING=1,
+NCCL_IGNORE_CPU_AFFINITY=1 and NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml (ndv4/topo.xml on ND A100 v4), a link to
+the topology file beside it. The golden container reads the host's, so the values follow the pinned host image and
+the VM size, and are written nowhere else."""
 
 FABRICS: dict[str, Fabric] = {
     "efa": Fabric(
@@ -195,6 +219,10 @@ FABRICS: dict[str, Fabric] = {
         ("goldenenv-gib.service", "gib-check.sh"), layer_values=lambda s: {"plugin": s.plugin},
         plugin=Plugin("plugin", "plugin", "nccl-gib", "nccl_gib"), libraries=GIB_LIBRARIES,
         plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}, health="none"),
+    "ib": Fabric(
+        "ib", "InfiniBand", "azure", "goldenenv.clouds.azure.nodes:ib_layout", "image/layer-ib.j2", "ib", Ib,
+        ("goldenenv-ib.service", "ib-check.sh"), layer_values=lambda s: {"packages": s.packages},
+        host_mounts=AZURE_HPC_NCCL),
 }
 
 

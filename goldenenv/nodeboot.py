@@ -173,7 +173,8 @@ class NodeBoot:
         Scratch is always a unit: the host image's own instance-store volume reused (the DLAMI's), the bare disks
         striped, or a folder on the root volume; each way the image user owns it, so the golden container never
         gets a bind source Docker made as root. Where the fabric has a boot check (eRDMA: driver, devices, MTU), it
-        runs before the golden container. With the scheduler, the munge key is fetched before it too. The container
+        runs before the golden container; the host files the fabric's NCCL setup lives in (Fabric.host_mounts) are
+        bound into it read-only. With the scheduler, the munge key is fetched before it too. The container
         waits for every one of them (their ready markers), so it never runs without its mounts or its key; each of
         these units retries until it succeeds."""
         storage = self.spec.storage
@@ -199,6 +200,7 @@ class NodeBoot:
                 raise KeyError(f"catalog fabric_mtu.csv has no {fabric.name} row: the interfaces' MTU is unknown")
             units.append(boot_unit(unit, script, {
                 "mtu": mtu.mtu, "interfaces": self._instance_type().rdma_interfaces,
+                "host_mounts": list(fabric.host_mounts),
             }))
         if self.slurm:
             units.append(munge_unit(self.slurm.munge, create=False))
@@ -210,6 +212,7 @@ class NodeBoot:
             if storage.parallel_fs.enabled:
                 mounts.append(storage.parallel_fs.mount_point)
             volumes = [f"{path}:{path}" for path in mounts]
+            volumes += [f"{path}:{path}:ro" for path in (fabric.host_mounts if fabric else ())]
             if expect["gpus"]:
                 volumes.append(f"{HOST_HEALTH_DIR}:{judge.HOST_EVIDENCE_DIR}:ro")
             run: dict[str, Any] = {"gpus": True, "user": None, "hosts": [], "command": ["sleep", "infinity"]}

@@ -98,6 +98,12 @@ def expectations(lock: Lock) -> list[Expectation]:
     if lock.erdma:
         expect("erdma-provider", lambda p: None if p["erdma_provider"]
                else "eRDMA: no erdma verbs provider (liberdma) under /usr/lib/*/libibverbs")
+    if lock.ib:
+        expect("ib-provider", lambda p: None if p.get("mlx5_provider")
+               else "InfiniBand: no mlx5 verbs provider (libmlx5) under /usr/lib/*/libibverbs")
+        for package in lock.ib.packages:  # ibstat and ib_write_bw among them: the node health judge runs them
+            name, _, version = package.partition("=")
+            expect(f"ib-deb-{name}", lambda p, name=name, version=version: _deb_installed(name, version, p))
     fabric = fabrics.get(lock.fabric)
     if fabric and fabric.plugin_library and getattr(lock, fabric.lock_section) is not None:
         expect("fabric-plugin", lambda p: _plugin_library(fabric, p))
@@ -124,6 +130,14 @@ def _expect_slurm(lock: Lock, expect) -> None:
     munge_upstream = slurm.munge.split(":")[-1].split("-")[0]
     expect("munged-version", lambda p: _reports("munged", munge_upstream, rf"munge-{re.escape(munge_upstream)}\b",
                                                 p.get("scheduler", {}).get("munged")))
+
+
+def _deb_installed(name: str, version: str, probe: Probe) -> str | None:
+    """An OS package the lock names is installed, at its version when the lock pins one."""
+    found = probe["os_packages"].get(name)
+    if found is None:
+        return f"OS package {name}: not installed (the lock's fabric section names it)"
+    return _equal(f"OS package {name}", version, found) if version else None
 
 
 def _reports(what: str, pinned: str, pattern: str, found: dict | None) -> str | None:

@@ -198,6 +198,7 @@ def main(argv):
             "/opt/amazon/efa/bin/fi_info") else None,
         "ofi_plugin": sorted(glob.glob("/opt/amazon/ofi-nccl/lib*/libnccl-net*.so*")),
         "erdma_provider": sorted(glob.glob("/usr/lib/*/libibverbs/liberdma*")),
+        "mlx5_provider": sorted(glob.glob("/usr/lib/*/libibverbs/libmlx5*")),
         "spotwatch": spotwatch(),
         "scheduler": scheduler(),
     }))

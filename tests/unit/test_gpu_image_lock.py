@@ -25,10 +25,10 @@ from goldenenv.spec import ConfigError
 
 CAPTURES = Path(__file__).parent / "captures"
 STEM = "h100-torch"
-EXTENDING = ("aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200")
+EXTENDING = ("aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200", "azure-h100")
 FABRIC_LAYER_MARKS = {"efa": "efa_installer.sh", "erdma": "ibverbs-providers",
                       "tcpxo": "gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.12 /plugins/ /var/lib/tcpxo/lib64/",
-                      "gib": "nccl-gib=1.1.0"}
+                      "gib": "nccl-gib=1.1.0", "ib": "ibverbs-providers infiniband-diags"}
 """A line of each extending lock's fabric layer, as the lock pins it."""
 
 

@@ -23,7 +23,8 @@ LOCKS = names()
 FABRIC_LAYER_MARKS = {"efa": "efa_installer.sh", "erdma": "ibverbs-providers",
                       "tcpx": "gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v",
                       "tcpxo": "gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v",
-                      "gib": "--no-install-recommends nccl-gib="}
+                      "gib": "--no-install-recommends nccl-gib=",
+                      "ib": "ibverbs-providers infiniband-diags"}
 """A line of each fabric's image layer: what shows the layer is in a rendered Dockerfile."""
 
 
@@ -32,7 +33,8 @@ def lock_doc(name: str) -> dict:
 
 
 def test_the_promised_images_have_locks():
-    assert {"cpu-dev", "cuda-slim", "aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200"} <= set(LOCKS)
+    assert {"cpu-dev", "cuda-slim", "aws-h100", "alicloud-h100", "gcp-h100", "gcp-h200", "azure-h100",
+            "azure-t4"} <= set(LOCKS)
 
 
 @pytest.mark.parametrize("name", LOCKS)
