@@ -329,7 +329,85 @@ class Gcp(Cloud):
         plan.set(self.bucket(plan), publicAccessPrevention=None)
 
 
-CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp()}
+class Azure(Cloud):
+    """Azure: an NSG rule (inline or a standalone SecurityRule naming the group) is the group's rule; a public
+    address is a public IP configuration on the scale set's (or the head NIC's) IP configuration; a bucket is the
+    storage account, whose public access block is allowBlobPublicAccess false and whose ACL is a container's
+    publicAccess. IMDS answers only `Metadata: true` and Azure encrypts storage and managed disks at rest with no
+    switch to turn it off: the IMDS and encryption rows have nothing to catch here. The nodes are scale sets, the
+    head a VirtualMachine."""
+
+    name = "azure"
+    instance = "azure-native:compute:VirtualMachineScaleSet"
+    head_instance = "azure-native:compute:VirtualMachine"
+    group = "azure-native:network:NetworkSecurityGroup"
+    bucket_type = "azure-native:storage:StorageAccount"
+    budget_component = "goldenenv:azure:BudgetStop"
+    action = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"
+    not_applicable = frozenset({"imdsv1-allowed", "unencrypted-storage"})
+
+    def node_group(self, plan):
+        return plan.one(self.group)
+
+    def head_group(self, plan):
+        return plan.one(self.group)
+
+    def ssh_rule(self, plan, group, cidr, name, *, all_ports=False):
+        plan.add("azure-native:network:SecurityRule", name, {
+            "networkSecurityGroupName": group.props["networkSecurityGroupName"],
+            "resourceGroupName": group.props["resourceGroupName"], "direction": "Inbound", "access": "Allow",
+            "priority": 200, "protocol": "*" if all_ports else "Tcp", "sourceAddressPrefix": cidr,
+            "sourcePortRange": "*", "destinationAddressPrefix": "*", "destinationPortRange": "*" if all_ports else "22"})
+
+    def _ip(self, plan, node, config):
+        if node.type == self.head_instance:
+            nic = plan.one("azure-native:network:NetworkInterface")
+            configs = copy.deepcopy(nic.props["ipConfigurations"])
+            configs[0]["publicIPAddress"] = {"id": "pub-id"}
+            plan.set(nic, ipConfigurations=configs)
+            return
+        profile = copy.deepcopy(node.props["virtualMachineProfile"])
+        profile["networkProfile"]["networkInterfaceConfigurations"][0]["ipConfigurations"].append(config)
+        plan.set(node, virtualMachineProfile=profile)
+
+    def eip_on(self, plan, node):
+        plan.add("azure-native:network:PublicIPAddress", "gpu-ip", {"sku": {"name": "Standard"}})
+
+    def eip_association_on(self, plan, node):
+        self._ip(plan, node, {"name": "pub", "publicIPAddressConfiguration": {"name": "pub"}})
+
+    def ipv6_on_node(self, plan):
+        self._ip(plan, plan.nodes(self.instance)[0], {
+            "name": "v6", "privateIPAddressVersion": "IPv6",
+            "publicIPAddressConfiguration": {"name": "pub6", "publicIPAddressVersion": "IPv6"}})
+
+    def bucket(self, plan):
+        return plan.one(self.bucket_type, "-data-account")
+
+    def _container(self, plan, access):
+        plan.add("azure-native:storage:BlobContainer", "public", {
+            "accountName": self.bucket(plan).props["accountName"], "publicAccess": access})
+
+    def bucket_policy(self, plan, statement):
+        self._container(plan, "Container")
+
+    def acl_resource(self, plan, acl):
+        self._container(plan, "Container" if "write" in acl else "Blob")
+
+    def inline_acl(self, plan, acl):
+        plan.set(self.bucket(plan), allowBlobPublicAccess=True)
+
+    def block_off(self, plan):
+        plan.set(self.bucket(plan), allowBlobPublicAccess=True)
+
+    def block_dropped(self, plan):
+        plan.set(self.bucket(plan), allowBlobPublicAccess=None)
+
+    def stop_dropped(self, plan):
+        plan.drop(lambda r: r.type == "azure-native:web:WebApp")
+
+
+CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure()}
 ALL = tuple(CLOUDS)
 
 
@@ -453,7 +531,7 @@ TABLE: tuple[Row, ...] = (
     Row("ssh-split-across-node-and-head-groups", ALL, ssh_split("11.0.0.0/8", "13.0.0.0/8"), SSH),
     Row("eip-association-on-head", ALL,
         lambda plan, cloud: cloud.eip_association_on(plan, next(
-            r for r in plan.of(cloud.instance) if "SlurmHead" in r.urn)), PUBLIC_IP),
+            r for r in plan.of(getattr(cloud, "head_instance", cloud.instance)) if "SlurmHead" in r.urn)), PUBLIC_IP),
     Row("policy-aws-star-in-list", ALL, policy({"Principal": {"AWS": ["arn:aws:iam::000000000000:root", "*"]}}),
         BUCKET),
     Row("policy-star-with-source-ip-condition", ALL,
@@ -489,6 +567,7 @@ TABLE: tuple[Row, ...] = (
     Row("alicloud-system-disk-encryption-unset", ("alicloud",),
         lambda plan, cloud: plan.set(plan.nodes(cloud.instance)[0], systemDiskEncrypted=None), ENCRYPTION),
     Row("alicloud-budget-guard-never-runs", ("alicloud",), call("stop_dropped"), BUDGET),
+    Row("azure-deallocating-function-removed", ("azure",), call("stop_dropped"), BUDGET, when=_hard_stop),
     Row("alicloud-hard-stop-switched-off", ("alicloud",), call("hard_stop_off"), BUDGET, when=_hard_stop),
     Row("alicloud-inline-bucket-policy-star", ("alicloud",), lambda plan, cloud: plan.set(
         cloud.bucket(plan), policy=json.dumps({"Version": "1", "Statement": [

@@ -1,0 +1,576 @@
+"""Azure: ND InfiniBand clusters in virtual machine scale sets, Blob + Azure Managed Lustre, tags, and a budget whose
+function deallocates the stack's VMs.
+
+Each pool is one scale set in a single placement group, which is what puts its VMs in one InfiniBand fabric (Azure
+wires it; nothing is declared for it): nodes.py. The Ubuntu HPC image carries the driver, DOCA/OFED, NCCL and the
+ND topology file; the golden container gets the host's /etc/nccl.conf and /opt/microsoft (fabrics.py `ib`).
+Two resource groups: the compute group (network, nodes, head, Key Vault, Lustre, the budget's function), deleted by
+destroy, and the data group (the storage account and the container registry), kept by destroy and adopted by the
+next up (storage.py). Outside Pulumi, the cloud's lifecycle hooks: before_up (find the retained stores and a soft-
+deleted vault), before_destroy (export Managed Lustre to Blob and wait), purge (the storage account, by name).
+
+The subscription is the provider's own (`azure-native:subscriptionId` in the stack file, ARM_SUBSCRIPTION_ID, or the
+Azure CLI's); the program reads it, and the tenant, from getClientConfig.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pulumi_azure_native as azure
+
+from goldenenv import catalog, slurm
+from goldenenv.clouds.access import head_key, key_type_problems, node_key
+from goldenenv.clouds.azure import nodes as azure_nodes
+from goldenenv.clouds.azure import roles
+from goldenenv.clouds.azure.head import MungeVault, MungeVaultArgs, SlurmHead, SlurmHeadArgs, munge_key
+from goldenenv.clouds.azure.network import Network, NetworkArgs, subnet_ranges
+from goldenenv.clouds.azure.nodes import MAX_PLACEMENT_GROUP, GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds.base import (
+    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
+    pinned_host_image, stable_number,
+)
+from goldenenv.clouds.stores import golden_image_ref
+from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
+from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
+
+CLOUD = "azure"
+REGION = re.compile(r"^[a-z]+[a-z0-9]*$")
+"""ARM location names: eastus, eastus2, westus3, swedencentral."""
+ZONE = re.compile(r"^(?P<region>[a-z][a-z0-9]*)-(?P<zone>[1-9])$")
+"""goldenenv's zone notation on Azure, `<region>-<n>`: Azure's logical zone n of the region."""
+IMAGE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*:){3}\d+(\.\d+)*$"
+                   r"|^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/galleries/[^/]+"
+                   r"/images/[^/]+/versions/\d+(\.\d+)*$")
+HOST_IMAGE_FORM = HostImageForm(IMAGE, "<publisher>:<offer>:<sku>:<version>",
+                                "is not a pinned Azure image: write publisher:offer:sku:version with a version "
+                                "number (never latest), or a gallery image version's id")
+CURRENCY = "USD"
+SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")
+"""What Azure takes for a Linux VM's key (learn.microsoft.com: "SSH keys: RSA (2048 bits or more) and ED25519")."""
+GET_CLIENT_CONFIG = "azure-native:authorization:getClientConfig"
+PLACEHOLDER_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+PLACEHOLDER_TENANT = "11111111-1111-1111-1111-111111111111"
+REGISTRY_REPOSITORY = "goldenenv"
+"""The repository nodes pull from in the stack's registry: <registry>.azurecr.io/goldenenv."""
+NAME_MAX = 64
+
+
+def resource_name(*parts: str, limit: int = NAME_MAX) -> str:
+    """Parts joined by `-`, other characters made `-`, shortened with a digest past `limit`."""
+    text = re.sub(r"[^A-Za-z0-9-]+", "-", "-".join(p for p in parts if p)).strip("-").lower()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 9].rstrip('-')}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def compute_group(project: str, stack: str) -> str:
+    return resource_name("rg", project, stack, limit=90)
+
+
+def global_name(kind: str, project: str, stack: str, subscription: str, limit: int, hyphens: bool) -> str:
+    """A name Azure wants unique across all of Azure (vaults, registries): a slug of the stack and a digest of the
+    subscription, project and stack, so two stacks (or two subscriptions) never ask for the same one."""
+    digest = hashlib.sha256(f"{subscription}/{project}/{stack}/{kind}".encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9]+", "-" if hyphens else "", stack.lower()).strip("-")
+    room = limit - len(kind) - len(digest) - (2 if hyphens else 0)
+    return f"{kind}-{slug[:room].strip('-')}-{digest}" if hyphens else f"{kind}{slug[:room]}{digest}"
+
+
+def vault_name(project: str, stack: str, subscription: str) -> str:
+    """Key Vault names: 3-24 letters, digits and hyphens, a letter first."""
+    return global_name("kv", project, stack, subscription, 24, hyphens=True)
+
+
+def registry_name(project: str, stack: str, subscription: str) -> str:
+    """Container registry names: 5-50 letters and digits."""
+    return global_name("ge", project, stack, subscription, 50, hyphens=False)
+
+
+def logical_zone(spec: ClusterSpec) -> str | None:
+    """Azure's zone number for the stack's zone (eastus-1 -> "1"), else the first the catalog says sells the first
+    pool's size; None: regional."""
+    if spec.placed_zone:
+        found = ZONE.fullmatch(spec.placed_zone)
+        return found["zone"] if found else None
+    zones = catalog.type_zones(CLOUD, spec.nodes[0].instance_type).get(spec.region, ())
+    return ZONE.fullmatch(zones[0])["zone"] if zones and ZONE.fullmatch(zones[0]) else None
+
+
+def fabric_of(pool: Any, it: catalog.InstanceType) -> str:
+    return it.rdma if pool.rdma is not False and it.rdma not in ("", "none") else "none"
+
+
+def host_image(spec: ClusterSpec, pool: Any) -> str:
+    return pinned_host_image(CLOUD, spec, pool)
+
+
+class AzureCloud(PulumiCloud):
+    name = CLOUD
+    capabilities = frozenset({Capability.RDMA, Capability.SPOT, Capability.PARALLEL_FS, Capability.LOCAL_NVME,
+                              Capability.BUDGET, Capability.HARD_STOP})
+    registry_types = ("azure-native:containerregistry:",)
+    key_props = {
+        "azure-native:network:VirtualNetwork": ("addressSpace.addressPrefixes",),
+        "azure-native:network:Subnet": ("addressPrefix", "defaultOutboundAccess"),
+        "azure-native:compute:VirtualMachineScaleSet": (
+            "sku.name", "sku.capacity", "singlePlacementGroup", "platformFaultDomainCount", "overprovision",
+            "virtualMachineProfile.priority", "virtualMachineProfile.storageProfile.imageReference.version"),
+        "azure-native:compute:VirtualMachine": ("hardwareProfile.vmSize",),
+        "azure-native:storage:StorageAccount": ("accountName", "allowBlobPublicAccess", "isHnsEnabled"),
+        "azure-native:storagecache:AmlFilesystem": ("sku.name", "storageCapacityTiB"),
+        "azure-native:consumption:Budget": ("amount", "timeGrain"),
+        "azure-native:keyvault:Vault": ("vaultName",),
+    }
+    data_bearing = {"VirtualMachineScaleSet": "OS disks and local NVMe scratch erased",
+                    "AmlFilesystem": "after its export to Blob"}
+    store_kinds = ("StorageAccount", "BlobContainer", "Registry", "ResourceGroup")
+    placeholder_account = PLACEHOLDER_SUBSCRIPTION
+    ssh_user = azure_nodes.ADMIN_USER
+    head_instance_type = "Standard_D2s_v5"
+    """A 2-vCPU, 8-GiB x86 general purpose size (catalog head_types.csv)."""
+
+    def check(self, spec: ClusterSpec) -> list[Problem]:
+        from goldenenv.clouds.azure import storage, tags
+
+        problems = []
+        if not REGION.fullmatch(spec.region):
+            problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an Azure region name (e.g. eastus, "
+                                    "westus3, swedencentral)"))
+        known = catalog.zones(CLOUD, spec.region)
+        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
+            if zone and not ZONE.fullmatch(zone):
+                problems.append(Problem(key, f"'{zone}' is not an Azure zone as goldenenv writes it: "
+                                        f"<region>-<n>, e.g. {spec.region}-1 (Azure's logical zone 1)"))
+            elif zone and known and known.complete and zone not in known.zones:
+                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
+                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
+        if spec.zones:
+            problems.append(Problem("goldenenv:zones", "azure stacks build in one zone (a scale set's placement "
+                                    "group and Managed Lustre are zonal): set goldenenv:zone instead"))
+        if spec.budget and spec.budget.currency != CURRENCY:
+            problems.append(Problem("goldenenv:budget.currency", f"the catalog prices Azure in {CURRENCY}; a "
+                                    f"{spec.budget.currency} budget cannot be compared with the stack's cost: set "
+                                    f"currency: {CURRENCY}"))
+        problems += [Problem("goldenenv:tags", p) for p in tags.problems(spec.stack_tags)]
+        problems += key_type_problems(spec, SSH_KEY_TYPES, "Azure (Linux VMs take RSA and Ed25519 keys)")
+        zone = logical_zone(spec)
+        for i, pool in enumerate(spec.nodes):
+            at = pool_key(i, len(spec.nodes))
+            if pool.count > MAX_PLACEMENT_GROUP:
+                problems.append(Problem(f"{at}.count", f"{pool.count} nodes do not fit one scale set's single "
+                                        f"placement group, which holds at most {MAX_PLACEMENT_GROUP} VMs and is "
+                                        "what puts them in one InfiniBand fabric; use at most "
+                                        f"{MAX_PLACEMENT_GROUP}, or split the nodes into pools (each its own "
+                                        "fabric)"))
+            it = catalog.instance_types(CLOUD).get(pool.instance_type)
+            if it is None:
+                continue
+            problems += host_image_problems(CLOUD, spec, pool, f"{at}.hostImage", HOST_IMAGE_FORM)
+            sold = catalog.type_zones(CLOUD, it.name)
+            if sold and spec.region not in sold:
+                problems.append(Problem("goldenenv:region", f"{it.name} is not sold in {spec.region} (catalog "
+                                        f"type_zones.csv); regions that sell it: {', '.join(sorted(sold))}"))
+            elif zone and spec.zone and sold.get(spec.region) and spec.zone not in sold[spec.region]:
+                problems.append(Problem("goldenenv:zone", f"{it.name} is not sold in {spec.zone}; zones of "
+                                        f"{spec.region} that sell it: {', '.join(sold[spec.region]) or 'none'} "
+                                        "(catalog type_zones.csv)"))
+        problems += storage.spec_problems(spec)
+        if spec.budget:
+            from goldenenv.clouds.azure import budget
+
+            problems += budget.problems(spec.budget)
+        if not problems:
+            fs = spec.storage.parallel_fs
+            try:
+                subnet_ranges(spec.network.cidr, storage.amlfs_subnet_prefix(fs.size_gib) if fs.enabled else None)
+            except ValueError as e:
+                problems.append(Problem("goldenenv:network.cidr", str(e).removeprefix("goldenenv:network.cidr ")))
+        return problems
+
+    def offline_lookup(self, spec: ClusterSpec) -> Any:
+        from goldenenv.clouds.azure import storage
+
+        return storage.OfflineLookup()
+
+    def plan_mock(self, args: Any) -> tuple[str | None, dict[str, Any]] | None:
+        """What ARM computes for a new resource (ids, identities' principal and client ids, addresses) as
+        stand-ins; the storage and budget components' own first."""
+        from goldenenv.clouds.azure import budget, storage
+
+        for component in (storage, budget):
+            found = component.plan_mock(args)
+            if found is not None:
+                return found
+        inputs = args.inputs
+        group = inputs.get("resourceGroupName")
+        kind = args.typ.rsplit(":", 1)[-1]
+        name_input = {"VirtualNetwork": "virtualNetworkName", "NetworkSecurityGroup": "networkSecurityGroupName",
+                      "PublicIPAddress": "publicIpAddressName", "NatGateway": "natGatewayName",
+                      "NetworkInterface": "networkInterfaceName", "UserAssignedIdentity": "resourceName",
+                      "ApplicationSecurityGroup": "applicationSecurityGroupName",
+                      "VirtualMachineScaleSet": "vmScaleSetName", "VirtualMachine": "vmName",
+                      "Vault": "vaultName", "Registry": "registryName", "Subnet": "subnetName",
+                      "VirtualMachineExtension": "vmExtensionName"}
+        provider = {"VirtualNetwork": "Microsoft.Network/virtualNetworks",
+                    "NetworkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
+                    "PublicIPAddress": "Microsoft.Network/publicIPAddresses",
+                    "NatGateway": "Microsoft.Network/natGateways",
+                    "NetworkInterface": "Microsoft.Network/networkInterfaces",
+                    "ApplicationSecurityGroup": "Microsoft.Network/applicationSecurityGroups",
+                    "UserAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
+                    "VirtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
+                    "VirtualMachine": "Microsoft.Compute/virtualMachines",
+                    "Vault": "Microsoft.KeyVault/vaults", "Registry": "Microsoft.ContainerRegistry/registries"}
+        sub = f"/subscriptions/{PLACEHOLDER_SUBSCRIPTION}"
+        if args.typ == "azure-native:resources:ResourceGroup":
+            rg = inputs.get("resourceGroupName") or args.name
+            return f"{sub}/resourceGroups/{rg}", {"name": rg}
+        if args.typ == "azure-native:authorization:RoleAssignment":
+            name = inputs.get("roleAssignmentName") or args.name
+            return f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleAssignments/{name}", {"name": name}
+        if not args.typ.startswith("azure-native:") or kind not in name_input:
+            return None
+        name = inputs.get(name_input[kind]) or args.name
+        if kind == "Subnet":
+            vnet = inputs.get("virtualNetworkName")
+            return (f"{sub}/resourceGroups/{group}/providers/Microsoft.Network/virtualNetworks/{vnet}/subnets/{name}",
+                    {"name": name})
+        if kind == "VirtualMachineExtension":
+            return (f"{sub}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{inputs.get('vmName')}"
+                    f"/extensions/{name}", {"name": name})
+        resource_id = f"{sub}/resourceGroups/{group}/providers/{provider[kind]}/{name}"
+        outputs: dict[str, Any] = {"name": name}
+        if kind == "UserAssignedIdentity":
+            outputs |= {"principalId": str(uuid.UUID(int=stable_number(resource_id + "principal") << 68)),
+                        "clientId": str(uuid.UUID(int=stable_number(resource_id + "client") << 68)),
+                        "tenantId": PLACEHOLDER_TENANT}
+        if kind == "NetworkInterface":
+            outputs["ipConfigurations"] = [{**c, "privateIPAddress": mock_address(args.name)}
+                                           for c in inputs.get("ipConfigurations") or []]
+        if kind == "Vault":
+            outputs["properties"] = {**(inputs.get("properties") or {}),
+                                     "vaultUri": f"https://{name}.vault.azure.net/"}
+        if kind == "Registry":
+            outputs["loginServer"] = f"{name}.azurecr.io"
+        if kind in ("VirtualMachineScaleSet", "VirtualMachine") and inputs.get("identity"):
+            # ARM takes the identities as a list of ids and answers with a map of id -> its ids
+            identity = inputs["identity"]
+            outputs["identity"] = {**identity, "userAssignedIdentities": {
+                i: {} for i in identity.get("userAssignedIdentities") or []}}
+        return resource_id, outputs
+
+    def plan_call(self, args: Any) -> dict[str, Any] | None:
+        """getClientConfig: a placeholder subscription and tenant, never a live answer."""
+        if args.token == GET_CLIENT_CONFIG:
+            return {"subscriptionId": PLACEHOLDER_SUBSCRIPTION, "tenantId": PLACEHOLDER_TENANT,
+                    "clientId": PLACEHOLDER_SUBSCRIPTION, "objectId": PLACEHOLDER_SUBSCRIPTION}
+        return None
+
+    def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
+        notes = []
+        for pool in spec.nodes:
+            it = catalog.instance_type(CLOUD, pool.instance_type)
+            if fabric_of(pool, it) == "ib":
+                notes.append(f"{pool.name}: {pool.count} x {it.name} in one scale set with a single placement "
+                             f"group: Azure wires their {it.rdma_interfaces} InfiniBand ports each into one fabric "
+                             f"(at most {MAX_PLACEMENT_GROUP} VMs); the size needs its GPU family's vCPU quota in "
+                             f"{spec.region} ({it.vcpus * pool.count} vCPUs), and an on-demand request can fail for "
+                             "capacity (AllocationFailed, ZonalAllocationFailed)")
+            if pool.capacity is Capacity.SPOT:
+                notes.append(f"{pool.name}: spot VMs are deallocated when Azure evicts them (Scheduled Events "
+                             "Preempt, at least 30 s notice): their OS disks stay and bill, their local NVMe scratch "
+                             "does not; keep checkpoints in Blob or on Lustre")
+            if pool.ssh_key is None:
+                notes.append(f"{pool.name}: no sshPublicKey: log in with Microsoft Entra ID (`az ssh vm`), which "
+                             "needs the Virtual Machine User Login (or Administrator Login) role on the VMs; the "
+                             "administrator key ARM requires is one nobody holds")
+        if spec.budget:
+            notes.append("Cost Management budgets are evaluated a few times a day and lag usage by hours: the "
+                         "stack's function deallocates its VMs when the budget's action group calls it at 100 %, and "
+                         "its timer repeats the check every 15 minutes until the month ends or up raises the limit; "
+                         "disks, Lustre, Blob and the registry keep billing until destroy. The budget and the "
+                         "function's custom roles are created at subscription scope: the caller of up needs Cost "
+                         "Management Contributor and roleDefinitions/roleAssignments write there")
+        if spec.network.egress == "endpoints":
+            notes.append("network.egress endpoints: no NAT gateway; nodes reach Blob, the registry and Key Vault by "
+                         "service endpoints and nothing on the internet"
+                         + ("; Managed Lustre's prerequisites ask outbound access to Azure's services (AzureCloud), "
+                            "which its subnet then lacks: its creation may fail (unverified)"
+                            if spec.storage.parallel_fs.enabled else ""))
+        return notes + [
+            "The nodes have no public IP: reach them at their private IPs from network.adminCidrs (a VPN or a peered "
+            "network), or through Azure Bastion",
+        ]
+
+    def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
+        if not spec.storage.parallel_fs.enabled:
+            return []
+        container = outputs.get("blobContainer") or "<container>"
+        return [f"export Managed Lustre to Blob container {container} (archive) and wait; a failed export stops "
+                "destroy before anything is deleted (--skip-export destroys without it, losing files not yet "
+                "exported)"]
+
+    def readiness(self, resources: list, required_tags: dict[str, str]) -> list:
+        from goldenenv.clouds.azure import readiness
+
+        return readiness.findings(resources, required_tags)
+
+    def describe(self, resource: Any) -> list[str]:
+        return key_words(resource, self.key_props)
+
+    def preflight(self, spec: ClusterSpec) -> None:
+        """Refuse, saying what to set, when the caller has no Azure credentials: the Azure CLI's login, or a service
+        principal's (ARM_CLIENT_ID with a secret, certificate or OIDC token)."""
+        import os
+        import shutil
+
+        if os.environ.get("ARM_CLIENT_ID") or os.environ.get("ARM_USE_MSI") or shutil.which("az"):
+            return
+        raise RuntimeError("no Azure credentials: run `az login` (and `az account set --subscription ID`), or set "
+                           "ARM_CLIENT_ID, ARM_CLIENT_SECRET, ARM_TENANT_ID and ARM_SUBSCRIPTION_ID for a service "
+                           "principal")
+
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None) -> Any:
+        from goldenenv.clouds.azure import storage
+
+        lookup = lookup or storage.LiveLookup(_subscription_from_env())
+        stores = storage.RetainedStores.find(spec, lookup)
+        if stores.adopt_account:
+            log(f"adopting retained storage account {stores.account} (datasets and checkpoints of an earlier up)")
+        return stores
+
+    def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
+                       log: Callable[[str], None], token: Callable[[], str] | None = None) -> None:
+        from goldenenv.clouds.azure import storage
+
+        fs = outputs.get("lustreFilesystem")
+        if not fs:
+            return
+        if skip_export:
+            log(f"not exporting {fs} (--skip-export): files written on Lustre and not yet exported to Blob are lost")
+            return
+        storage.archive(outputs.get("subscriptionId"), outputs.get("resourceGroup"), fs, log, token_fn=token)
+
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+        from goldenenv.clouds.azure import storage
+
+        account = outputs.get("storageAccount")
+        if not account:
+            return []
+        storage.purge(outputs.get("subscriptionId"), outputs.get("dataResourceGroup"), account, log)
+        return [account]
+
+    def registry_url(self, spec: ClusterSpec) -> str:
+        """`<registry>.azurecr.io/goldenenv`: the stack's registry and the repository nodes pull from."""
+        name = registry_name(spec.tags.project, spec.stack, _subscription_from_env())
+        return f"{name}.azurecr.io/{REGISTRY_REPOSITORY}"
+
+    def registry_auth(self, spec: ClusterSpec, registry: str, run: Callable[..., Any] | None = None) -> dict:
+        """Docker credentials for the stack's registry from the caller's Azure CLI login (`az acr login
+        --expose-token`: an ACR token for the fixed user ACR documents)."""
+        import json
+        import subprocess
+
+        server = registry.split("/", 1)[0]
+        done = (run or subprocess.run)(["az", "acr", "login", "--name", server.split(".", 1)[0], "--expose-token",
+                                        "--output", "json"], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"az acr login --name {server} failed: {done.stderr.strip()[:300]}")
+        token = json.loads(done.stdout)["accessToken"]
+        return {"username": "00000000-0000-0000-0000-000000000000", "password": token, "registry": server}
+
+    def build(self, spec: ClusterSpec, context: BuildContext | None = None) -> dict[str, Any]:
+        return AzureCluster(spec.stack, spec, context or BuildContext()).outputs
+
+
+def _subscription_from_env() -> str:
+    """The subscription the caller's tools name: ARM_SUBSCRIPTION_ID / AZURE_SUBSCRIPTION_ID, else the Azure CLI's."""
+    import os
+    import shutil
+    import subprocess
+
+    found = os.environ.get("ARM_SUBSCRIPTION_ID") or os.environ.get("AZURE_SUBSCRIPTION_ID")
+    if found:
+        return found
+    if shutil.which("az"):
+        done = subprocess.run(["az", "account", "show", "--query", "id", "--output", "tsv"], capture_output=True,
+                              text=True, timeout=60)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    raise RuntimeError("no Azure subscription: set ARM_SUBSCRIPTION_ID, or `az login` and `az account set "
+                       "--subscription ID`")
+
+
+def _node_addresses(lookup: Any, scale_set_id: pulumi.Output[str], count: int, pool: str
+                    ) -> pulumi.Output[list[str]]:
+    """The scale set's VMs' private addresses: Azure assigns them (no Pulumi resource or function lists a Uniform
+    scale set's NICs), so `up` asks ARM once the scale set exists (its id is unknown before, so a preview asks
+    nothing); the offline plan writes placeholders."""
+    if not hasattr(lookup, "scale_set_addresses"):
+        return pulumi.Output.from_input([mock_address(f"{pool}-{i}") for i in range(count)])
+
+    def ask(resource_id: str) -> list[str]:
+        parts = resource_id.split("/")
+        return lookup.scale_set_addresses(parts[parts.index("resourceGroups") + 1], parts[-1])
+
+    return scale_set_id.apply(ask)
+
+
+class AzureCluster(pulumi.ComponentResource):
+    """Resource groups, network, data store, registry, vault, head, node pools and budget of one stack."""
+
+    outputs: dict[str, Any]
+
+    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
+                 opts: pulumi.ResourceOptions | None = None):
+        from goldenenv.clouds.azure import storage, tags as azure_tags
+
+        super().__init__("goldenenv:azure:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = azure_tags.tags(spec.stack_tags)
+        client = azure.authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        lookup = context.lookup or storage.LiveLookup(_subscription_from_env())
+        subscription = lookup.subscription_id()
+        location = spec.region
+        zone = logical_zone(spec)
+        project, stack = spec.tags.project, spec.stack
+
+        def names(*parts: str) -> str:
+            return resource_name(project, stack, *parts)
+
+        stores = storage.RetainedStores.find(spec, lookup)
+        group = azure.resources.ResourceGroup(
+            f"{name}-rg", resource_group_name=compute_group(project, stack), location=location, tags=tags,
+            opts=child)
+        data_group = azure.resources.ResourceGroup(
+            f"{name}-data-rg", resource_group_name=stores.data_group, location=location, tags=tags,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                retain_on_delete=True, import_=stores.adopt_group)))
+
+        fs = spec.storage.parallel_fs
+        network = Network(f"{name}-network", NetworkArgs(
+            resource_group=group.name, location=location, cidr=spec.network.cidr,
+            lustre_prefix=storage.amlfs_subnet_prefix(fs.size_gib) if fs.enabled else None,
+            egress=spec.network.egress, admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
+            names=names, zone=zone), child)
+
+        data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
+            data_group=data_group.name, compute_group=group.name, location=location, zone=zone,
+            account_name=stores.account, adopt_account=stores.adopt_account,
+            noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
+            parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
+            fs_subnet_id=network.lustre_subnet_id, node_subnet_id=network.compute_subnet_id,
+            checkpoint_prefix=fs.checkpoint_prefix, mount_point=fs.mount_point, tags=tags,
+            subscription_id=subscription, hpc_cache_principal_id=stores.hpc_cache_principal_id,
+            adopt_children=stores.adopt_children,
+            allowed_ip_ranges=[str(c) for c in spec.network.admin_cidrs if c.version == 4]), child)
+
+        registry_id = registry_name(project, stack, subscription)
+        found_registry = lookup.registry(stores.data_group, registry_id)
+        registry = azure.containerregistry.Registry(
+            f"{name}-registry", registry_name=registry_id, resource_group_name=data_group.name, location=location,
+            sku={"name": "Standard"}, admin_user_enabled=False, anonymous_pull_enabled=False, tags=tags,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                retain_on_delete=True,
+                import_=(f"/subscriptions/{subscription}/resourceGroups/{stores.data_group}/providers/"
+                         f"Microsoft.ContainerRegistry/registries/{registry_id}") if found_registry else None)))
+        repository_url = registry.login_server.apply(lambda server: f"{server}/{REGISTRY_REPOSITORY}")
+        image_ref = golden_image_ref(spec, repository_url)
+
+        shape = head_shape(spec, AzureCloud)
+        head = vault = None
+        if shape:
+            vault_id = vault_name(project, stack, subscription)
+            vault = MungeVault(f"{name}-munge", MungeVaultArgs(
+                resource_group=group.name, location=location, vault_name=vault_id, tenant_id=client.tenant_id,
+                subnet_id=network.compute_subnet_id, recover=lookup.deleted_vault(vault_id), tags=tags), child)
+            head_identity = azure.managedidentity.UserAssignedIdentity(
+                f"{name}-{slurm.HEAD_HOSTNAME}-identity", resource_name_=names(slurm.HEAD_HOSTNAME, "identity"),
+                resource_group_name=group.name, location=location, tags=tags, opts=child)
+            conf = slurm_conf(spec, AzureCloud.slurmd_timeout)
+            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+                resource_group=group.name, location=location, zone=zone, vm_size=shape.instance_type,
+                image=host_image(spec, spec.nodes[0]), os_disk_gib=shape.root_volume_gib,
+                subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
+                user_data=pulumi.Output.all(data.mount, image_ref, vault.vault_uri, head_identity.client_id).apply(
+                    lambda v: HeadBoot(spec, v[1], munge_key(v[2], v[3]), conf, registry_login="azurecr")
+                    .cloud_config(v[0])),
+                ssh_key=head_key(spec), tags=tags, names=lambda *parts: names(slurm.HEAD_HOSTNAME, *parts)),
+                head_identity, child)
+            roles.grant(f"{name}-{slurm.HEAD_HOSTNAME}-munge", role="Key Vault Secrets Officer",
+                        scope=vault.vault_id, principal_id=head_identity.principal_id, subscription_id=subscription,
+                        opts=child)
+            data.grant(f"{name}-{slurm.HEAD_HOSTNAME}-blob", head_identity.principal_id)
+            roles.grant(f"{name}-{slurm.HEAD_HOSTNAME}-pull", role="AcrPull", scope=registry.id,
+                        principal_id=head_identity.principal_id, subscription_id=subscription, opts=child)
+
+        pools = []
+        for pool in spec.nodes:
+            it = catalog.instance_type(CLOUD, pool.instance_type)
+            pool_fabric = fabric_of(pool, it)
+            identity = azure.managedidentity.UserAssignedIdentity(
+                f"{name}-{pool.name}-identity", resource_name_=names(pool.name, "identity"),
+                resource_group_name=group.name, location=location, tags=tags, opts=child)
+            user_data = pulumi.Output.all(
+                data.mount, image_ref, head.private_ip if head else None, vault.vault_uri if vault else None,
+                identity.client_id,
+            ).apply(
+                lambda v, pool=pool, it=it, pool_fabric=pool_fabric: NodeBoot(
+                    spec, pool.name, fabric=pool_fabric, local_nvme=it.local_nvme_count > 0, image_ref=v[1],
+                    registry_login="azurecr",
+                    slurm=SlurmNode(v[2], munge_key(v[3], v[4])) if v[2] else None,
+                ).cloud_config(v[0]))
+            nodes = GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
+                resource_group=group.name, location=location, zone=zone, vm_size=it.name, count=pool.count,
+                image=host_image(spec, pool), os_disk_gib=pool.root_volume_gib,
+                subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
+                capacity=pool.capacity.value, user_data=user_data,
+                ssh_key=node_key(spec, pool), tags=tags, hostname_prefix=pool.name,
+                names=lambda *parts, pool=pool: names(pool.name, *parts)), identity, child)
+            if vault:
+                roles.grant(f"{name}-{pool.name}-munge", role="Key Vault Secrets User", scope=vault.vault_id,
+                            principal_id=identity.principal_id, subscription_id=subscription, opts=child)
+            data.grant(f"{name}-{pool.name}-blob", identity.principal_id)
+            roles.grant(f"{name}-{pool.name}-pull", role="AcrPull", scope=registry.id,
+                        principal_id=identity.principal_id, subscription_id=subscription, opts=child)
+            pools.append((it, pool, nodes, _node_addresses(lookup, nodes.scale_set_id, pool.count, pool.name)))
+
+        all_ips = pulumi.Output.all(*[ips for *_, ips in pools]).apply(lambda lists: sum(lists, []))
+        slots = [it.gpu_count for it, pool, *_ in pools for _ in range(pool.count)]
+
+        budget_function = None
+        if spec.budget:
+            from goldenenv.clouds.azure.budget import BudgetStop, BudgetStopArgs
+
+            stop = BudgetStop(f"{name}-budget", BudgetStopArgs(
+                project=project, stack=stack, subscription_id=subscription, resource_group=group.name,
+                location=location, monthly_limit=spec.budget.monthly_limit, currency=spec.budget.currency,
+                thresholds=spec.budget.alert_thresholds, forecast_thresholds=spec.budget.forecast_thresholds,
+                emails=spec.budget.emails, hard_stop=spec.budget.hard_stop, tags=tags,
+                ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes,
+                node_vcpus=min(it.vcpus for it, *_ in pools)), child)
+            budget_function = stop.function_name
+
+        self.outputs = {
+            **launch_outputs(all_ips, slots),
+            "subscriptionId": subscription,
+            "resourceGroup": group.name,
+            "dataResourceGroup": data_group.name,
+            "zone": zone,
+            "scaleSets": pulumi.Output.all(*[p.scale_set_name for _, _, p, _ in pools]),
+            "storageAccount": data.account_name,
+            "blobContainer": data.container_name,
+            "sharedFs": data.fs_name if fs.enabled else None,
+            "lustreFilesystem": data.fs_name if fs.enabled else None,
+            "budgetFunction": budget_function,
+            "imageRepository": repository_url,
+            "imageRef": image_ref,
+            **({"headPrivateIp": head.private_ip, "headInstanceId": head.vm_name} if head else {}),
+        }
+        self.register_outputs(self.outputs)
