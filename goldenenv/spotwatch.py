@@ -7,7 +7,7 @@ Runs on a node, inside the golden image as `goldenenv-spotwatch` (stdlib only). 
 
 it starts the command, polls the instance metadata every few seconds and, when a notice appears
 (AWS: spot/instance-action through IMDSv2; Alibaba Cloud: spot/termination-time; Google Cloud: instance/preempted
-turning TRUE), sends SIGUSR1 once
+turning TRUE; Azure: a Preempt or Terminate scheduled event naming this VM), sends SIGUSR1 once
 to every process of the command's tree that catches it (the training ranks: torchrun does not forward
 SIGUSR1, and its workers run in sessions of their own). If none catches it, the command itself gets
 SIGTERM, which torchrun passes on to its workers, once --fallback-after seconds have passed without
@@ -24,6 +24,7 @@ lands on a node about to go; the node is resumed when it comes back (goldenenv-s
 from __future__ import annotations
 
 import argparse
+import email.utils
 import json
 import os
 import signal
@@ -43,11 +44,19 @@ ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 AWS_NOTICE = "/latest/meta-data/spot/instance-action"
 ALIYUN_NOTICE = "/latest/meta-data/instance/spot/termination-time"
 GCP_NOTICE = "/computeMetadata/v1/instance/preempted"
+AZURE_NOTICE = "/metadata/scheduledevents?api-version=2020-07-01"
+AZURE_VM_NAME = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
 TOKEN_PATH = "/latest/api/token"
 GCP_NOTICE_S = 30
 """Google Cloud's warning: a preempted Spot VM gets about 30 s (its ACPI G2 Soft Off) before it stops, and
 instance/preempted reads TRUE from the notice on (Compute Engine, "Spot VMs": preemption process; "Create and use
 Spot VMs": detect the preemption of a Spot VM). AWS and Alibaba post the deadline itself."""
+AZURE_EVICTIONS = {"Preempt": "preempt", "Terminate": "terminate"}
+"""The scheduled events that take an Azure VM away for good, and the action a notice names (Azure Metadata Service,
+"Scheduled Events for Linux VMs": Preempt, "the Spot Virtual Machine is being deleted", at least 30 s ahead;
+Terminate, "the virtual machine is scheduled to be deleted", 5 to 15 minutes ahead where the scale set enables
+terminate notifications). Freeze (a pause of seconds, memory kept), Reboot and Redeploy (the VM comes back) are
+maintenance, not an interruption the watcher checkpoints for."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,10 @@ class CloudFacts:
     headers: dict[str, str]
     """Sent with every request."""
     default_url: str
+    machine_path: str | None = None
+    """Where the endpoint names this machine (text), when its notices list the machines they concern and others'
+    appear too (Azure: the VM's name; a scale set's placement group shares its events); None: every notice is
+    this machine's."""
 
 
 ALIYUN_METADATA_URL = "http://100.100.100.200"
@@ -78,6 +91,12 @@ CLOUD_FACTS = {
                            ("X-aliyun-ecs-metadata-token-ttl-seconds", ALIYUN_TOKEN_HEADER), {}, ALIYUN_METADATA_URL),
     # Compute Engine "View and query VM metadata": every request carries Metadata-Flavor: Google (else 403)
     "gcp": CloudFacts("Google", GCP_NOTICE, None, {"Metadata-Flavor": "Google"}, "http://metadata.google.internal"),
+    # Azure "Instance Metadata Service" and "Scheduled Events for Linux VMs": every request carries Metadata: true (else
+    # 400), none carries X-Forwarded-For; a scale set's events list the VMs they concern, by name
+    # (compute/name: <scale set>_<instance id>). DMI board/sys vendor "Microsoft Corporation" (cloud-init's
+    # tools/hook-dhclient tests it to tell an Azure VM)
+    "azure": CloudFacts("Microsoft Corporation", AZURE_NOTICE, None, {"Metadata": "true"}, DEFAULT_METADATA_URL,
+                        machine_path=AZURE_VM_NAME),
 }
 CLOUDS = tuple(CLOUD_FACTS)
 VENDORS = {facts.vendor: cloud for cloud, facts in CLOUD_FACTS.items()}
@@ -113,6 +132,16 @@ def parse_time(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def parse_http_date(text: str) -> datetime | None:
+    """An RFC 1123 date as Azure's scheduled events write NotBefore ("Mon, 19 Sep 2016 18:29:47 GMT"); None when
+    blank (an event already Started) or unreadable."""
+    try:
+        moment = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 class Metadata:
     """One cloud's metadata endpoint, with its session token kept until it nearly expires."""
 
@@ -120,6 +149,7 @@ class Metadata:
         self.cloud, self.base_url, self.timeout = cloud, base_url.rstrip("/"), timeout
         self._token: str | None = None
         self._token_expires = 0.0
+        self._machine: str | None = None
 
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
         request = urllib.request.Request(self.base_url + path, method=method, headers=headers,
@@ -158,15 +188,27 @@ class Metadata:
             raise MetadataError(f"GET {path} answered {status}" + (f" ({token_error})" if token_error else ""))
         return status, body
 
+    def machine(self) -> str | None:
+        """This machine's name as the cloud's notices list it (asked once), or None where they name no machine."""
+        path = CLOUD_FACTS[self.cloud].machine_path
+        if path is None or self._machine is not None:
+            return self._machine
+        status, body = self._get(path)
+        if status != 200 or not body.strip():
+            raise MetadataError(f"GET {path} answered {status} without this machine's name")
+        self._machine = body.strip()
+        return self._machine
+
     def notice(self) -> Notice | None:
         """The pending interruption, or None; MetadataError when the endpoint could not say."""
+        machine = self.machine()
         status, body = self._get(CLOUD_FACTS[self.cloud].notice_path)
         if status == 404:
             return None
-        return NOTICES[self.cloud](body)
+        return NOTICES[self.cloud](body, machine)
 
 
-def aws_notice(body: str) -> Notice:
+def aws_notice(body: str, machine: str | None = None) -> Notice:
     """spot/instance-action: {"action": "terminate|stop|hibernate", "time": "<UTC ISO 8601>"}."""
     try:
         action = json.loads(body)
@@ -176,12 +218,12 @@ def aws_notice(body: str) -> Notice:
         return Notice("aws", "terminate", None, body.strip())
 
 
-def alicloud_notice(body: str) -> Notice:
+def alicloud_notice(body: str, machine: str | None = None) -> Notice:
     """spot/termination-time: the UTC time of the release."""
     return Notice("alicloud", "terminate", parse_time(body), body.strip())
 
 
-def gcp_notice(body: str) -> Notice | None:
+def gcp_notice(body: str, machine: str | None = None) -> Notice | None:
     """instance/preempted: TRUE once Google preempts the VM (it stops about GCP_NOTICE_S later), FALSE before."""
     if body.strip().upper() != "TRUE":
         return None
@@ -189,7 +231,27 @@ def gcp_notice(body: str) -> Notice | None:
     return Notice("gcp", "preempt", deadline.replace(microsecond=0), body.strip())
 
 
-NOTICES = {"aws": aws_notice, "alicloud": alicloud_notice, "gcp": gcp_notice}
+def azure_notice(body: str, machine: str | None) -> Notice | None:
+    """scheduledevents: {"DocumentIncarnation", "Events": [{"EventId", "EventType", "Resources": [VM names],
+    "EventStatus": "Scheduled"|"Started", "NotBefore": RFC 1123 or "" once started, ...}]}. A notice is a Preempt or
+    Terminate whose Resources name this VM; other VMs' events (the rest of the placement group's), and maintenance
+    that keeps the VM, are none."""
+    try:
+        events = json.loads(body).get("Events") or []
+    except (ValueError, AttributeError):
+        raise MetadataError(f"scheduled events unreadable: {body.strip()[:200]!r}") from None
+    me = (machine or "").casefold()
+    for event in events:
+        action = AZURE_EVICTIONS.get(event.get("EventType")) if isinstance(event, dict) else None
+        if action and me in (str(r).casefold() for r in event.get("Resources") or []):
+            raw = json.dumps({k: event.get(k) for k in ("EventId", "EventType", "EventStatus", "NotBefore")
+                              if k in event})
+            return Notice("azure", action, parse_http_date(str(event.get("NotBefore") or "")), raw)
+    return None
+
+
+NOTICES = {"aws": aws_notice, "alicloud": alicloud_notice, "gcp": gcp_notice, "azure": azure_notice}
+"""cloud -> parser(body, this machine's name or None): the Notice, or None when the answer holds none for it."""
 
 
 def detect_cloud() -> str | None:

@@ -394,21 +394,150 @@ def test_on_a_google_node_a_preemption_drains_it(tmp_path, gce, fake_scontrol):
     assert line.startswith("update nodename=gpu-0 state=drain reason=goldenenv spot: gcp preempt at ")
 
 
-def test_the_cloud_facts_keep_aws_and_alibaba_as_they_were_and_add_google():
+def test_the_cloud_facts_keep_aws_alibaba_and_google_as_they_were_and_add_azure():
     facts = spotwatch.CLOUD_FACTS
-    assert spotwatch.CLOUDS == ("aws", "alicloud", "gcp")
+    assert spotwatch.CLOUDS == ("aws", "alicloud", "gcp", "azure")
     assert (facts["aws"].notice_path, facts["alicloud"].notice_path) == (
         "/latest/meta-data/spot/instance-action", "/latest/meta-data/instance/spot/termination-time")
     assert facts["gcp"].headers == {"Metadata-Flavor": "Google"} and facts["gcp"].token_headers is None
     assert facts["gcp"].default_url == "http://metadata.google.internal"
-    assert spotwatch.VENDORS == {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud", "Google": "gcp"}
+    assert all(facts[c].machine_path is None for c in ("aws", "alicloud", "gcp")), "their notices are the machine's"
+    # Azure's Scheduled Events at the version its docs call current, with the header IMDS wants, no token
+    assert facts["azure"].notice_path == "/metadata/scheduledevents?api-version=2020-07-01"
+    assert facts["azure"].headers == {"Metadata": "true"} and facts["azure"].token_headers is None
+    assert facts["azure"].machine_path == "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+    assert spotwatch.VENDORS == {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud", "Google": "gcp",
+                                 "Microsoft Corporation": "azure"}
 
 
 def test_each_cloud_is_watched_at_its_own_metadata_address():
     """Literal anchors from the clouds' metadata docs: EC2's link-local IMDS, ECS's 100.100.100.200 (an Alibaba node
-    watching 169.254.169.254 never saw its notice), Compute Engine's metadata.google.internal."""
+    watching 169.254.169.254 never saw its notice), Compute Engine's metadata.google.internal, Azure's IMDS at the
+    same link-local address as EC2's."""
     from goldenenv import spotwatch
 
     assert {c: f.default_url for c, f in spotwatch.CLOUD_FACTS.items()} == {
         "aws": "http://169.254.169.254", "alicloud": "http://100.100.100.200",
-        "gcp": "http://metadata.google.internal"}
+        "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254"}
+
+
+def _nodeboot_module(name: str):
+    """A module of tests/nodeboot (the emulated hosts' cloud endpoints), loaded by path."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "nodeboot" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+azure_imds = _nodeboot_module("azure_imds")
+AZURE_VM = "ml-gpu_3"
+"""A Uniform scale set's VM name, as IMDS's compute/name gives it: <scale set>_<instance id>."""
+
+
+@pytest.fixture
+def azure(tmp_path):
+    """Azure's IMDS for one VM of a scale set, no event scheduled: (state folder, base URL)."""
+    state = tmp_path / "azure"
+    state.mkdir()
+    azure_imds.write_state(state, azure_imds.instance_document(
+        name=AZURE_VM, vm_id="2ec8ee77-1a34-4c64-b8d4-4b3a8d4c9f10", location="eastus", zone="1",
+        vm_size="Standard_ND96isr_H100_v5", computer_name="ml-gpu000003", admin_username="azureuser",
+        public_keys=[], subscription_id="00000000-0000-0000-0000-000000000000", resource_group="rg-ml",
+        resource_id="/subscriptions/0/resourceGroups/rg-ml/providers/Microsoft.Compute/virtualMachineScaleSets/ml-gpu"
+                    "/virtualMachines/3", image={}, priority="Spot", eviction_policy="Deallocate", tags={},
+        address="10.0.0.7", prefix=24, mac="00:0d:3a:00:00:07", scale_set="ml-gpu"), identities={},
+        tenant_id="11111111-1111-1111-1111-111111111111")
+    server = azure_imds.serve(state)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield state, f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_azure_preemption_of_this_vm_signals_the_training_and_every_poll_says_metadata_true(tmp_path, azure):
+    state, url = azure
+    ready = tmp_path / "ready"
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), "--cloud", "azure", "--metadata-url", url, "--interval", "0.2",
+         "--", sys.executable, "-c", TRAINING, str(ready), "15", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not ready.exists():
+        assert watcher.poll() is None, watcher.communicate()
+        time.sleep(0.02)
+    # the placement group's other VMs' events, and maintenance that keeps this VM, are no notice
+    azure_imds.schedule(state, "Preempt", ["ml-gpu_0", "ml-gpu_1"])
+    azure_imds.schedule(state, "Freeze", [AZURE_VM], notice_s=900)
+    azure_imds.schedule(state, "Reboot", [AZURE_VM], notice_s=900)
+    time.sleep(0.8)
+    assert watcher.poll() is None, "another VM's preemption and this VM's maintenance are no notice"
+    azure_imds.schedule(state, "Preempt", ["ml-gpu_2", AZURE_VM])
+    started = time.monotonic()
+    out, err = watcher.communicate(timeout=20)
+    assert watcher.returncode == 0, err
+    assert time.monotonic() - started < 3, "noticed within a few poll periods"
+    assert "signals 1" in out
+    assert "azure spot notice: preempt at" in err, err
+    assert "(30 s left)" in err or "(29 s left)" in err, "Azure's 30-second Preempt notice, from NotBefore"
+    asked = azure_imds.requests_of(state)
+    polls = [h for m, p, h in asked if p == spotwatch.AZURE_NOTICE]
+    assert len(polls) >= 3 and set(polls) == {"true"}
+    names = [h for m, p, h in asked if p == spotwatch.AZURE_VM_NAME]
+    assert names == ["true"], "the VM's name is asked once"
+
+
+def test_azure_notices_are_this_vms_preempt_or_terminate_only_with_notbefore_as_the_deadline(azure):
+    state, url = azure
+    metadata = spotwatch.Metadata("azure", url)
+    assert metadata.notice() is None, "no event: no notice"
+    for kind in ("Freeze", "Reboot", "Redeploy"):
+        azure_imds.schedule(state, kind, [AZURE_VM], notice_s=600)
+    azure_imds.schedule(state, "Preempt", ["ml-gpu_30"])  # a name that only begins like this VM's
+    azure_imds.schedule(state, "Terminate", ["ml-gpu_0"], notice_s=300)
+    assert metadata.notice() is None
+    azure_imds.schedule(state, "Terminate", [AZURE_VM.upper()], notice_s=300)
+    notice = spotwatch.Metadata("azure", url).notice()
+    assert (notice.cloud, notice.action) == ("azure", "terminate"), "VM names compare as Azure's do, any case"
+    assert 295 <= notice.seconds_left() <= 301
+    assert json.loads(notice.raw)["EventType"] == "Terminate"
+
+
+def test_azure_notbefore_is_rfc_1123_and_blank_once_the_event_started():
+    """Recorded shapes from "Scheduled Events for Linux VMs" (its event properties and example responses)."""
+    body = json.dumps({"DocumentIncarnation": 2, "Events": [{
+        "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventStatus": "Scheduled", "EventType": "Preempt",
+        "ResourceType": "VirtualMachine", "Resources": ["WestNO_0", "WestNO_1"],
+        "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT", "Description": "", "EventSource": "Platform",
+        "DurationInSeconds": -1}]})
+    notice = spotwatch.azure_notice(body, "WestNO_1")
+    assert (notice.action, notice.deadline) == ("preempt", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc))
+    assert spotwatch.azure_notice(body, "WestNO_2") is None, "another VM's event"
+    started = json.loads(body)
+    started["Events"][0].update(EventStatus="Started", NotBefore="")
+    notice = spotwatch.azure_notice(json.dumps(started), "WestNO_0")
+    assert notice.action == "preempt" and notice.deadline is None, "under way already: no deadline to show"
+    assert spotwatch.azure_notice(json.dumps({"DocumentIncarnation": 1, "Events": []}), "WestNO_0") is None
+    with pytest.raises(spotwatch.MetadataError):
+        spotwatch.azure_notice("<html>proxy error</html>", "WestNO_0")
+
+
+def test_azure_refuses_a_request_without_metadata_true_which_the_watcher_always_sends(azure):
+    state, url = azure
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(urllib.request.Request(url + spotwatch.AZURE_NOTICE), timeout=5)
+    assert caught.value.code == 400
+    assert json.loads(caught.value.read()) == {"error": "Bad request. Required metadata header not specified"}
+    assert spotwatch.Metadata("azure", url).notice() is None
+    assert [h for _, _, h in azure_imds.requests_of(state)] == ["-", "true", "true"]
+
+
+def test_on_an_azure_node_a_preemption_drains_it(azure, fake_scontrol):
+    state, url = azure
+    azure_imds.schedule(state, "Preempt", [AZURE_VM])
+    done = subprocess.run([sys.executable, str(WATCHER), "--cloud", "azure", "--metadata-url", url,
+                           "--interval", "0.2", "--drain-node", "gpu-3"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    (line,) = fake_scontrol.read_text().splitlines()
+    assert line.startswith("update nodename=gpu-3 state=drain reason=goldenenv spot: azure preempt at ")
