@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -106,6 +111,70 @@ def host_image_problems(cloud: str, spec: ClusterSpec, pool: Any, at: str, form:
             and not form.pattern.fullmatch(pool.host_image.id):
         return [Problem(f"{at}.id", f"{pool.host_image.id!r} {form.refusal}")]
     return []
+
+
+class CloudApiError(RuntimeError):
+    """A cloud REST API's refusal: the HTTP status, and the cloud's own message and code from its JSON error body."""
+
+    def __init__(self, status: int, message: str, code: str = ""):
+        super().__init__(f"HTTP {status}{f' {code}' if code else ''}: {message}")
+        self.status, self.message, self.code = status, message, code
+
+
+def json_call(method: str, url: str, token: str, body: Any = None, timeout: float = 60, *,
+              error: type[CloudApiError] = CloudApiError, code_field: str = "code") -> dict[str, Any]:
+    """One JSON call with a bearer token, as goldenenv's own calls outside Pulumi make them (adoption, export,
+    purge): the decoded answer, or `error` with the message and `code_field` of the body's `error` object (Google:
+    status; Azure: code) on an HTTP error. No cloud SDK is a dependency."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read().decode()
+    except urllib.error.HTTPError as e:
+        raw = e.read().decode(errors="replace")
+        try:
+            found = json.loads(raw).get("error") or {}
+        except (ValueError, AttributeError):
+            found = {}
+        raise error(e.code, str(found.get("message") or raw[:300] or e.reason),
+                    str(found.get(code_field) or "")) from None
+    return json.loads(text) if text.strip() else {}
+
+
+def cli_token(command: list[str], install: str, login: str) -> str:
+    """The caller's access token from the cloud's own CLI (the login the Pulumi provider uses by default); a
+    ConfigError saying how to install or sign in when it cannot give one."""
+    if shutil.which(command[0]) is None:
+        raise ConfigError([Problem("goldenenv:region", f"reaching the cloud needs the {command[0]} CLI on PATH "
+                                   f"({install}), signed in: {login}")])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ConfigError([Problem("goldenenv:region", f"{' '.join(command[:3])} failed "
+                                   f"({done.stderr.strip()[:300]}): run {login}")])
+    return done.stdout.strip()
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """A cloud function's code as goldenenv ships it (a budget's stop function): its files, zipped for the cloud,
+    and their digest, which changes with the code so the cloud picks the new code up."""
+
+    folder: Any
+    """A pathlib.Path: the folder holding the files."""
+    files: tuple[str, ...]
+
+    def archive(self) -> Any:
+        import pulumi
+
+        return pulumi.AssetArchive({f: pulumi.FileAsset(str(self.folder / f)) for f in self.files})
+
+    def digest(self) -> str:
+        found = hashlib.sha256()
+        for file in self.files:
+            found.update(file.encode() + b"\0" + (self.folder / file).read_bytes() + b"\0")
+        return found.hexdigest()[:16]
 
 
 def scheduler_problems(spec: ClusterSpec) -> list[Problem]:

@@ -16,6 +16,8 @@ payloads for a budget (alerts-common-schema-test-action-definitions): the common
 
 from __future__ import annotations
 
+import dataclasses
+
 import ast
 import importlib.util
 import json
@@ -262,17 +264,17 @@ def test_the_app_runs_the_shipped_package_with_its_own_identity_for_storage(hard
     assert set(budget.source_archive().assets) == {"function_app.py", "host.json"}
 
 
-def test_the_code_digest_changes_with_the_code(tmp_path, monkeypatch):
+def test_the_code_digest_changes_with_the_code(tmp_path):
     shipped = tmp_path / "stopfn"
     shutil.copytree(budget.STOPFN_DIR, shipped)
-    monkeypatch.setattr(budget, "STOPFN_DIR", shipped)
-    before = budget.source_digest()
-    assert before == budget.source_digest()
+    source = dataclasses.replace(budget.STOPFN, folder=shipped)
+    before = source.digest()
+    assert before == source.digest() == budget.source_digest()
     (shipped / "function_app.py").write_text((shipped / "function_app.py").read_text() + "\n# changed\n")
-    assert budget.source_digest() != before
+    assert source.digest() != before
     (shipped / "README.md").write_text("not shipped")
-    after = budget.source_digest()
-    assert budget.source_digest() == after  # only the shipped files count
+    after = source.digest()
+    assert source.digest() == after  # only the shipped files count
 
 
 def test_every_taggable_resource_carries_the_stacks_tags_and_every_child_is_the_components(hard_stop_plan):

@@ -69,6 +69,12 @@ def resource_name(*parts: str, limit: int = NAME_MAX) -> str:
     return f"{text[:limit - 9].rstrip('-')}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
+def mock_guid(resource_id: str, what: str) -> str:
+    """A GUID ARM would assign (an identity's principal or client id) under the offline plan: stable per
+    resource."""
+    return str(uuid.UUID(int=stable_number(f"{resource_id}/{what}") << 68))
+
+
 def compute_group(project: str, stack: str) -> str:
     return resource_name("rg", project, stack, limit=90)
 
@@ -247,9 +253,8 @@ class AzureCloud(PulumiCloud):
         resource_id = f"{sub}/resourceGroups/{group}/providers/{provider[kind]}/{name}"
         outputs: dict[str, Any] = {"name": name}
         if kind == "UserAssignedIdentity":
-            outputs |= {"principalId": str(uuid.UUID(int=stable_number(resource_id + "principal") << 68)),
-                        "clientId": str(uuid.UUID(int=stable_number(resource_id + "client") << 68)),
-                        "tenantId": PLACEHOLDER_TENANT}
+            outputs |= {"principalId": mock_guid(resource_id, "principal"),
+                        "clientId": mock_guid(resource_id, "client"), "tenantId": PLACEHOLDER_TENANT}
         if kind == "NetworkInterface":
             outputs["ipConfigurations"] = [{**c, "privateIPAddress": mock_address(args.name)}
                                            for c in inputs.get("ipConfigurations") or []]

@@ -61,9 +61,9 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 
-from goldenenv.clouds.azure import global_name, resource_name, roles
+from goldenenv.clouds.azure import global_name, mock_guid, resource_name, roles
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
-from goldenenv.clouds.base import stable_number
+from goldenenv.clouds.base import FunctionSource, stable_number
 from goldenenv.spec import STACK_TAG_KEY, Problem
 
 STOPFN_DIR = Path(__file__).parent / "stopfn"
@@ -441,23 +441,13 @@ def app_settings(args: BudgetStopArgs, subscription: pulumi.Input[str], account:
     }
 
 
-def source_archive() -> pulumi.AssetArchive:
-    return pulumi.AssetArchive({f: pulumi.FileAsset(str(STOPFN_DIR / f)) for f in STOPFN_FILES})
-
-
-def source_digest() -> str:
-    """A digest of the shipped files: an app setting, so new code restarts the app."""
-    digest = hashlib.sha256()
-    for file in STOPFN_FILES:
-        digest.update(file.encode() + b"\0" + (STOPFN_DIR / file).read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES)
+source_archive = STOPFN.archive
+source_digest = STOPFN.digest
+# the digest is an app setting, so new code restarts the app
 
 
 # ---------------------------------------------------------------- the offline plan
-
-def _principal(resource_id: str, what: str) -> str:
-    return str(uuid.UUID(int=stable_number(f"{resource_id}/{what}") << 68))
-
 
 def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:
     """What ARM computes for this component's resources under the offline plan (ids, host names, the app's
@@ -485,10 +475,10 @@ def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:
         resource_id = f"{sub}/resourceGroups/{group}/providers/Microsoft.Web/sites/{name}"
         host = f"{name}-{stable_number(resource_id) % 16**16:016x}.{inputs.get('location')}-01.azurewebsites.net"
         given = inputs.get("identity") or {}
-        identity = {"type": given.get("type"), "principalId": _principal(resource_id, "principal"),
+        identity = {"type": given.get("type"), "principalId": mock_guid(resource_id, "principal"),
                     "tenantId": "11111111-1111-1111-1111-111111111111",
-                    "userAssignedIdentities": {i: {"principalId": _principal(i, "principal"),
-                                                   "clientId": _principal(i, "client")}
+                    "userAssignedIdentities": {i: {"principalId": mock_guid(i, "principal"),
+                                                   "clientId": mock_guid(i, "client")}
                                                for i in given.get("userAssignedIdentities") or []}}
         return resource_id, {"name": name, "defaultHostName": host, "identity": identity, "state": "Running"}
     if args.typ in ("azure-native:web:WebAppFtpAllowed", "azure-native:web:WebAppScmAllowed"):

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 
-from goldenenv.clouds.azure.nodes import ADMIN_USER, ENTRA_LOGIN, OS_DISK, custom_data, image_reference, linux_login
+from goldenenv.clouds.azure.nodes import ADMIN_USER, ENTRA_LOGIN, custom_data, image_reference, linux_login, os_disk
 from goldenenv.clouds import access
 from goldenenv.nodeboot import MungeKey
 
@@ -119,9 +119,7 @@ class SlurmHead(pulumi.ComponentResource):
                         "custom_data": pulumi.Output.from_input(args.user_data).apply(custom_data),
                         "linux_configuration": linux_login(args.ssh_key)},
             storage_profile={"image_reference": image_reference(args.image),
-                             "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
-                                         "disk_size_gb": args.os_disk_gib, "delete_option": "Delete",
-                                         "managed_disk": {"storage_account_type": OS_DISK}}},
+                             "os_disk": {**os_disk(args.os_disk_gib), "delete_option": "Delete"}},
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
             tags=args.tags,
             # customData is read at creation only; Azure refuses to change it on a VM (a new script replaces it)

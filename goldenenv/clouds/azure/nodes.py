@@ -68,6 +68,12 @@ def custom_data(cloud_config: str) -> str:
     return base64.b64encode(cloud_config.encode()).decode()
 
 
+def os_disk(gib: int) -> dict[str, Any]:
+    """The OS disk every goldenenv host boots from: the image's, on Premium SSD (encrypted at rest by the platform)."""
+    return {"create_option": "FromImage", "caching": "ReadWrite", "disk_size_gb": gib,
+            "managed_disk": {"storage_account_type": OS_DISK}}
+
+
 def linux_login(ssh_key: access.NodeKey | None) -> dict[str, Any]:
     """The admin user with the pool's key (or the locked one), passwords off."""
     key = ssh_key.public_key if ssh_key else LOCKED_ADMIN_KEY
@@ -129,8 +135,7 @@ class GpuNodePool(pulumi.ComponentResource):
                                "linux_configuration": linux_login(args.ssh_key)},
                 "storage_profile": {
                     "image_reference": image_reference(args.image),
-                    "os_disk": {"create_option": "FromImage", "caching": "ReadWrite", "disk_size_gb": args.os_disk_gib,
-                                "managed_disk": {"storage_account_type": OS_DISK}}},
+                    "os_disk": os_disk(args.os_disk_gib)},
                 "network_profile": {"network_interface_configurations": [{
                     "name": "eth0", "primary": True, "enable_accelerated_networking": True,
                     "ip_configurations": [{"name": "ipv4", "primary": True, "subnet": {"id": args.subnet_id},

@@ -45,12 +45,9 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import math
 import os
 import re
-import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -64,7 +61,7 @@ import pulumi_azure_native as azure
 
 from goldenenv.clouds import stores
 from goldenenv.clouds.azure import roles
-from goldenenv.clouds.base import stable_number
+from goldenenv.clouds.base import CloudApiError, cli_token, json_call, stable_number
 from goldenenv.clouds.stores import PROJECT_TAG_KEY, Found
 from goldenenv.nodeboot import SharedFs
 from goldenenv.spec import STACK_TAG_KEY, ConfigError, Problem
@@ -292,24 +289,15 @@ TokenFn = Callable[[], str]
 Rest = Callable[..., dict[str, Any]]
 
 
-class ArmError(RuntimeError):
-    def __init__(self, status: int, message: str, code: str = ""):
-        super().__init__(f"HTTP {status}{f' {code}' if code else ''}: {message}")
-        self.status, self.message, self.code = status, message, code
+class ArmError(CloudApiError):
+    """Azure's refusal, with its error code (ResourceNotFound, AuthorizationFailed ...)."""
 
 
 def az_token(resource: str = f"{ARM_URL}/") -> str:
     """The caller's access token for `resource` from the Azure CLI (`az account get-access-token`): the same login
     the provider uses by default; no Azure SDK is a dependency."""
-    if shutil.which("az") is None:
-        raise ConfigError([Problem("goldenenv:region", "reaching Azure needs the Azure CLI on PATH "
-                                   "(https://learn.microsoft.com/cli/azure/install-azure-cli), signed in: az login")])
-    done = subprocess.run(["az", "account", "get-access-token", "--resource", resource, "--query", "accessToken",
-                           "--output", "tsv"], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise ConfigError([Problem("goldenenv:region", "az account get-access-token failed "
-                                   f"({done.stderr.strip()[:300]}): run az login")])
-    return done.stdout.strip()
+    return cli_token(["az", "account", "get-access-token", "--resource", resource, "--query", "accessToken",
+                      "--output", "tsv"], "https://learn.microsoft.com/cli/azure/install-azure-cli", "az login")
 
 
 def arm_token() -> str:
@@ -322,21 +310,7 @@ def graph_token() -> str:
 
 def call(method: str, url: str, token: str, body: Any = None, timeout: float = 60) -> dict[str, Any]:
     """One JSON call to Azure (ARM or Graph); ArmError with Azure's own code and message on an HTTP error."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            text = response.read().decode()
-    except urllib.error.HTTPError as e:
-        raw = e.read().decode(errors="replace")
-        try:
-            error = json.loads(raw).get("error") or {}
-        except (ValueError, AttributeError):
-            error = {}
-        raise ArmError(e.code, str(error.get("message") or raw[:300] or e.reason),
-                       str(error.get("code") or "")) from None
-    return json.loads(text) if text.strip() else {}
+    return json_call(method, url, token, body, timeout, error=ArmError)
 
 
 def _get_or_none(rest: Rest, url: str, token: str) -> dict[str, Any] | None:

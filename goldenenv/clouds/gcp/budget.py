@@ -40,6 +40,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from goldenenv.clouds.base import FunctionSource
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.spec import STACK_TAG_KEY
 
@@ -308,16 +309,10 @@ def function_environment(args: BudgetStopArgs) -> dict[str, pulumi.Input[str]]:
     return env
 
 
-def source_archive() -> pulumi.AssetArchive:
-    return pulumi.AssetArchive({f: pulumi.FileAsset(str(STOPFN_DIR / f)) for f in STOPFN_FILES})
-
-
-def source_digest() -> str:
-    """A digest of the function's files: the object's name changes with the code, so Cloud Functions rebuilds."""
-    digest = hashlib.sha256()
-    for file in STOPFN_FILES:
-        digest.update(file.encode() + b"\0" + (STOPFN_DIR / file).read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES)
+source_archive = STOPFN.archive
+source_digest = STOPFN.digest
+# the object's name changes with the digest, so Cloud Functions rebuilds
 
 
 def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:

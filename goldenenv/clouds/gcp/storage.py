@@ -22,10 +22,7 @@ print-access-token`, standard library only); the offline plan answers from Offli
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -38,7 +35,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from goldenenv.clouds import stores
-from goldenenv.clouds.base import stable_number
+from goldenenv.clouds.base import CloudApiError, cli_token, json_call, stable_number
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.clouds.stores import PROJECT_TAG_KEY, Found
 from goldenenv.nodeboot import SharedFs
@@ -227,23 +224,19 @@ LUSTRE_URL = "https://lustre.googleapis.com"
 TokenFn = Callable[[], str]
 
 
-class GoogleApiError(RuntimeError):
-    def __init__(self, status: int, message: str, reason: str = ""):
-        super().__init__(f"HTTP {status}{f' {reason}' if reason else ''}: {message}")
-        self.status, self.message, self.reason = status, message, reason
+class GoogleApiError(CloudApiError):
+    """A Google API's refusal; `reason` is Google's status (NOT_FOUND, PERMISSION_DENIED ...)."""
+
+    @property
+    def reason(self) -> str:
+        return self.code
 
 
 def gcloud_token() -> str:
     """The caller's access token (`gcloud auth print-access-token`): the same identity the provider uses by
     default (application-default or gcloud credentials); google-auth is not a dependency."""
-    if shutil.which("gcloud") is None:
-        raise ConfigError([Problem("goldenenv:region", "reaching Google Cloud needs the gcloud CLI on PATH "
-                                   "(https://cloud.google.com/sdk/docs/install), signed in: gcloud auth login")])
-    done = subprocess.run(["gcloud", "auth", "print-access-token"], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise ConfigError([Problem("goldenenv:region", "gcloud auth print-access-token failed "
-                                   f"({done.stderr.strip()[:300]}): run gcloud auth login")])
-    return done.stdout.strip()
+    return cli_token(["gcloud", "auth", "print-access-token"], "https://cloud.google.com/sdk/docs/install",
+                     "gcloud auth login")
 
 
 access_token = gcloud_token
@@ -251,21 +244,7 @@ access_token = gcloud_token
 
 def call(method: str, url: str, token: str, body: Any = None, timeout: float = 60) -> dict[str, Any]:
     """One JSON call to a Google API; GoogleApiError with Google's own message on an HTTP error."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            text = response.read().decode()
-    except urllib.error.HTTPError as e:
-        raw = e.read().decode(errors="replace")
-        try:
-            error = json.loads(raw).get("error") or {}
-        except ValueError:
-            error = {}
-        raise GoogleApiError(e.code, str(error.get("message") or raw[:300] or e.reason),
-                             str(error.get("status") or "")) from None
-    return json.loads(text) if text.strip() else {}
+    return json_call(method, url, token, body, timeout, error=GoogleApiError, code_field="status")
 
 
 class LiveLookup:
