@@ -177,6 +177,32 @@ class FunctionSource:
         return found.hexdigest()[:16]
 
 
+def zone_problems(cloud: str, spec: ClusterSpec) -> list[Problem]:
+    """goldenenv:zone and goldenenv:zones that are not zones of the region, where the catalog lists them all."""
+    from goldenenv import catalog
+
+    known = catalog.zones(cloud, spec.region)
+    return [Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: {', '.join(known.zones)} (catalog "
+                    "zones.csv)")
+            for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]
+            if zone and known and known.complete and zone not in known.zones]
+
+
+def sold_problems(cloud: str, spec: ClusterSpec, instance_type: str, zone: str | None) -> list[Problem]:
+    """An instance type the catalog says is not sold in the stack's region, or not in its zone (type_zones.csv);
+    nothing where the catalog does not say."""
+    from goldenenv import catalog
+
+    sold = catalog.type_zones(cloud, instance_type)
+    if sold and spec.region not in sold:
+        return [Problem("goldenenv:region", f"{instance_type} is not sold in {spec.region} (catalog type_zones.csv); "
+                        f"regions that sell it: {', '.join(sorted(sold))}")]
+    if zone and sold.get(spec.region) and zone not in sold[spec.region]:
+        return [Problem("goldenenv:zone", f"{instance_type} is not sold in {zone}; zones of {spec.region} that "
+                        f"sell it: {', '.join(sold[spec.region])} (catalog type_zones.csv)")]
+    return []
+
+
 def scheduler_problems(spec: ClusterSpec) -> list[Problem]:
     """With the scheduler, `head` names the head (its resources, its host name, Slurm's SlurmctldHost): no pool
     may take that name."""

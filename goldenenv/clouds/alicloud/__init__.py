@@ -34,7 +34,7 @@ from goldenenv import slurm
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
     BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
-    pinned_host_image, stable_number,
+    pinned_host_image, stable_number, zone_problems,
 )
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.guardrails import Finding, Severity
@@ -101,11 +101,7 @@ class AlicloudCloud(PulumiCloud):
         if not REGION.fullmatch(spec.region):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an Alibaba Cloud region name "
                                     "(e.g. cn-hangzhou, cn-wulanchabu, ap-southeast-1)"))
-        known = catalog.zones(CLOUD, spec.region)
-        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
-            if zone and known and known.complete and zone not in known.zones:
-                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
-                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
+        problems += zone_problems(CLOUD, spec)
         problems += self._currency(spec) + _lifecycle_problems(spec) + _storage_problems(spec)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))

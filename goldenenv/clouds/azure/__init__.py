@@ -33,7 +33,7 @@ from goldenenv.clouds.azure.network import Network, NetworkArgs, subnet_ranges
 from goldenenv.clouds.azure.nodes import MAX_PLACEMENT_GROUP, GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.base import (
     BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
-    pinned_host_image, stable_number,
+    pinned_host_image, sold_problems, stable_number, zone_problems,
 )
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
@@ -148,14 +148,11 @@ class AzureCloud(PulumiCloud):
         if not REGION.fullmatch(spec.region):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not an Azure region name (e.g. eastus, "
                                     "westus3, swedencentral)"))
-        known = catalog.zones(CLOUD, spec.region)
-        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
-            if zone and not ZONE.fullmatch(zone):
-                problems.append(Problem(key, f"'{zone}' is not an Azure zone as goldenenv writes it: "
-                                        f"<region>-<n>, e.g. {spec.region}-1 (Azure's logical zone 1)"))
-            elif zone and known and known.complete and zone not in known.zones:
-                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
-                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
+        written = [Problem(key, f"'{zone}' is not an Azure zone as goldenenv writes it: <region>-<n>, e.g. "
+                           f"{spec.region}-1 (Azure's logical zone 1)")
+                   for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]
+                   if zone and not ZONE.fullmatch(zone)]
+        problems += written or zone_problems(CLOUD, spec)
         if spec.zones:
             problems.append(Problem("goldenenv:zones", "azure stacks build in one zone (a scale set's placement "
                                     "group and Managed Lustre are zonal): set goldenenv:zone instead"))
@@ -165,7 +162,6 @@ class AzureCloud(PulumiCloud):
                                     f"currency: {CURRENCY}"))
         problems += [Problem("goldenenv:tags", p) for p in tags.problems(spec.stack_tags)]
         problems += key_type_problems(spec, SSH_KEY_TYPES, "Azure (Linux VMs take RSA and Ed25519 keys)")
-        zone = logical_zone(spec)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))
             if pool.count > MAX_PLACEMENT_GROUP:
@@ -178,14 +174,7 @@ class AzureCloud(PulumiCloud):
             if it is None:
                 continue
             problems += host_image_problems(CLOUD, spec, pool, f"{at}.hostImage", HOST_IMAGE_FORM)
-            sold = catalog.type_zones(CLOUD, it.name)
-            if sold and spec.region not in sold:
-                problems.append(Problem("goldenenv:region", f"{it.name} is not sold in {spec.region} (catalog "
-                                        f"type_zones.csv); regions that sell it: {', '.join(sorted(sold))}"))
-            elif zone and spec.zone and sold.get(spec.region) and spec.zone not in sold[spec.region]:
-                problems.append(Problem("goldenenv:zone", f"{it.name} is not sold in {spec.zone}; zones of "
-                                        f"{spec.region} that sell it: {', '.join(sold[spec.region]) or 'none'} "
-                                        "(catalog type_zones.csv)"))
+            problems += sold_problems(CLOUD, spec, it.name, spec.zone)
         problems += storage.spec_problems(spec)
         if spec.budget:
             from goldenenv.clouds.azure import budget

@@ -26,7 +26,7 @@ from goldenenv import catalog, slurm
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
     BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
-    pinned_host_image, stable_number,
+    pinned_host_image, sold_problems, stable_number, zone_problems,
 )
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.clouds.gcp.head import (
@@ -132,11 +132,7 @@ class GcpCloud(PulumiCloud):
         if not REGION.fullmatch(spec.region):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not a Google Cloud region name "
                                     "(e.g. us-central1, europe-west4)"))
-        known = catalog.zones(CLOUD, spec.region)
-        for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]:
-            if zone and known and known.complete and zone not in known.zones:
-                problems.append(Problem(key, f"'{zone}' is not a zone of {spec.region}; valid: "
-                                        f"{', '.join(known.zones)} (catalog zones.csv)"))
+        problems += zone_problems(CLOUD, spec)
         if spec.zones:
             problems.append(Problem("goldenenv:zones", "gcp stacks build in one zone (their RoCE and placement "
                                     "are zonal): set goldenenv:zone instead"))
@@ -157,14 +153,7 @@ class GcpCloud(PulumiCloud):
             if Capacity.CAPACITY_BLOCK in pool.capacities:
                 problems.append(Problem(f"{at}.capacity", "capacity-block is EC2's; on Google Cloud use "
                                         "capacity-reservation with the reservation's name in capacityReservationId"))
-            sold = catalog.type_zones(CLOUD, it.name)
-            if sold and spec.region not in sold:
-                problems.append(Problem("goldenenv:region", f"{it.name} is not sold in {spec.region} (catalog "
-                                        f"type_zones.csv); regions that sell it: {', '.join(sorted(sold))}"))
-            elif zone and sold.get(spec.region) and zone not in sold[spec.region]:
-                problems.append(Problem("goldenenv:zone", f"{it.name} is not sold in {zone}; zones of "
-                                        f"{spec.region} that sell it: {', '.join(sold[spec.region])} (catalog "
-                                        "type_zones.csv)"))
+            problems += sold_problems(CLOUD, spec, it.name, zone)
             if zone is None:
                 problems.append(Problem("goldenenv:zone", f"the catalog knows no zone of {spec.region} selling "
                                         f"{it.name}: set goldenenv:zone"))
