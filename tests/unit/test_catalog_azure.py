@@ -234,3 +234,13 @@ def test_estimate_ranks_azure_sizes_with_their_infiniband():
     assert nd.fits and nd.cost is not None and nd.currency == "USD"
     links = network.links("azure", "Standard_ND96isr_H100_v5")
     assert links.rdma and links.inter == "IB 3280 Gbps"
+
+
+def test_one_nd_h100_v5_below_aznhcs_all_reduce_figure_fails_the_cluster_check():
+    from goldenenv.checks.cluster import busbw_verdict
+
+    (ref,) = [r for r in catalog.busbw_references() if r.instance_type == "Standard_ND96isr_H100_v5"]
+    assert (ref.nodes, ref.busbw_gbytes_per_s) == (1, 460)  # AzNHC's check_nccl_allreduce 460.0 at 16G
+    assert busbw_verdict(ref.instance_type, 1, 470.0, 0.9, message_bytes=16 << 30)[0]
+    ok, why = busbw_verdict(ref.instance_type, 1, 300.0, 0.9, message_bytes=16 << 30)
+    assert not ok and "460" in why
