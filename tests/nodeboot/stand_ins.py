@@ -297,7 +297,7 @@ exec cat %(config)s/nvidia-smi.csv
 def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]:
     """The evidence a healthy node with these expectations (catalog.health.pool_expectations) gives its health
     check, file by file, in the formats the tools print: every GPU listed without ECC errors or remaps, no XID, every
-    NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device and eRDMA link there."""
+    NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device, eRDMA link and InfiniBand port there."""
     buses = [f"00000000:{0x53 + 0x11 * i:02X}:00.0" for i in range(expect["gpus"])]
     files = {
         "nvidia_smi_gpus.csv": "".join(f"{i}, {bus}, {gpu_name}, {driver}, 0\n" for i, bus in enumerate(buses)),
@@ -326,6 +326,13 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
     if expect["fabric"] == "erdma":
         files["rdma_link.txt"] = "".join(f"link erdma_{d}/1 state ACTIVE physical_state LINK_UP netdev eth{d}\n"
                                          for d in devices)
+    if expect["fabric"] == "ib":
+        # `ibstat` on an ND VM: one CA per GPU (Azure's persistent names mlx5_ib0..), port 1 Active/LinkUp at the
+        # catalog's rate, link layer InfiniBand
+        rate = expect.get("fabric_rate_gbps", 400)
+        files["ibstat.txt"] = "".join(
+            f"CA 'mlx5_ib{d}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
+            f"\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n\t\tLink layer: InfiniBand\n" for d in devices)
     return files
 
 
