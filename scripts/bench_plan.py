@@ -132,9 +132,15 @@ def main() -> None:
         plan_s, result = timed(lambda: plan.plan_config(stack, config), args.repeats)
         count = len(result.resources)
         pools = {r.urn for r in result.resources if r.type.endswith(":GpuNodePool")}
-        n_instances = sum(r.parent_urn in pools for r in result.resources if r.type.endswith("/instance:Instance"))
-        assert n_instances == nodes, (n_instances, nodes)  # the GPU nodes: the Slurm head is an instance too
-        bare_s, bare_count = timed(lambda: run_bare(nodes, count), args.repeats)
+        # the GPU nodes (the Slurm head is an instance too, outside the pools): one instance each, or an Azure scale
+        # set of sku.capacity VMs
+        node_resources = [r for r in result.resources if r.parent_urn in pools
+                          and (r.type.endswith("/instance:Instance") or r.type.endswith(":VirtualMachineScaleSet"))]
+        n_instances = sum(1 if r.type.endswith("/instance:Instance") else int(r.props["sku"]["capacity"])
+                          for r in node_resources)
+        assert n_instances == nodes, (n_instances, nodes)
+        # the bare program declares as many node resources (instances; one per Azure scale set) and as many in all
+        bare_s, bare_count = timed(lambda: run_bare(len(node_resources), count), args.repeats)
         assert bare_count == count, (bare_count, count)
         strict_s, strict = timed(lambda: plan.plan_config(stack, config, strict=True), args.repeats)
         assert not strict.failed, [f.message for f in strict.findings if f.severity.value == "error"]
