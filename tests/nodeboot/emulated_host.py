@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
+import shlex
 import tarfile
 import time
 from dataclasses import dataclass
@@ -202,3 +204,17 @@ def node_resource(resources, cloud: str):
 def user_data_of(resource) -> str:
     """The user data as the plan renders it for that instance or launch template."""
     return base64.b64decode(resource.props[USER_DATA[resource.type]]).decode()
+
+
+HTTP_GET = ("import json, sys, urllib.request, urllib.error\n"
+            "req = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))\n"
+            "try:\n    r = urllib.request.urlopen(req, timeout=10)\n"
+            "except urllib.error.HTTPError as e:\n    r = e\n"
+            "print(json.dumps({'status': r.status, 'body': r.read().decode(), 'headers': dict(r.headers)}))\n")
+
+
+def http_get(host: Host, url: str, headers: dict[str, str]) -> dict:
+    """A GET made from the host, as its programs make them (python's urllib): {status, body, headers}."""
+    rc, out = host.sh(f"python3 -c {shlex.quote(HTTP_GET)} {shlex.quote(url)} {shlex.quote(json.dumps(headers))}")
+    assert rc == 0, out
+    return json.loads(out)

@@ -203,17 +203,9 @@ def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> A
 
 
 def fetch(host, path: str, metadata: bool = True) -> dict:
-    """A GET of IMDS from the node, as its programs make it: {status, body}."""
-    code = ("import json, sys, urllib.request, urllib.error\n"
-            "req = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))\n"
-            "try:\n    r = urllib.request.urlopen(req, timeout=10)\n"
-            "except urllib.error.HTTPError as e:\n    r = e\n"
-            "print(json.dumps({'status': r.status, 'body': r.read().decode()}))\n")
-    url = f"http://{azure_imds.IMDS_ADDRESS}{path}"
-    headers = json.dumps({"Metadata": "true"} if metadata else {})
-    rc, out = host.sh(f"python3 -c {shlex.quote(code)} {shlex.quote(url)} {shlex.quote(headers)}")
-    assert rc == 0, out
-    return json.loads(out)
+    """A GET of IMDS from the node, as its programs make it: {status, body, headers}."""
+    return emulated_host.http_get(host, f"http://{azure_imds.IMDS_ADDRESS}{path}",
+                                  {"Metadata": "true"} if metadata else {})
 
 
 def test_the_node_boots_from_its_custom_data_through_cloud_inits_azure_datasource(azure_node):

@@ -134,18 +134,10 @@ def gcp_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fac
 
 
 def fetch(host, path: str, flavor: bool = True) -> dict:
-    """A GET of the metadata server from the node, as its programs make it: {status, body, flavor (answer's)}."""
-    code = ("import json, sys, urllib.request, urllib.error\n"
-            "req = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))\n"
-            "try:\n    r = urllib.request.urlopen(req, timeout=10)\n"
-            "except urllib.error.HTTPError as e:\n    r = e\n"
-            "print(json.dumps({'status': r.status, 'body': r.read().decode(), "
-            "'flavor': r.headers.get('Metadata-Flavor')}))\n")
-    url = f"http://metadata.google.internal/computeMetadata/v1/{path}"
-    headers = json.dumps({"Metadata-Flavor": "Google"} if flavor else {})
-    rc, out = host.sh(f"python3 -c {shlex.quote(code)} {shlex.quote(url)} {shlex.quote(headers)}")
-    assert rc == 0, out
-    return json.loads(out)
+    """A GET of the metadata server from the node: {status, body, flavor (the answer's Metadata-Flavor)}."""
+    got = emulated_host.http_get(host, f"http://metadata.google.internal/computeMetadata/v1/{path}",
+                                 {"Metadata-Flavor": "Google"} if flavor else {})
+    return {**got, "flavor": got["headers"].get("Metadata-Flavor")}
 
 
 def test_the_node_boots_from_the_user_data_the_metadata_server_gives_it(gcp_node):
