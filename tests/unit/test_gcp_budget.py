@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import spec
+from goldenenv import catalog, spec
 from goldenenv.clouds.gcp import budget
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.clouds.gcp.stopfn import main as stopfn
@@ -240,11 +240,22 @@ def test_label_keys_and_mode_agree_with_the_program():
 # ---------------------------------------------------------------- the function against a fake Google
 
 def instance(name: str, status: str, stack: str = STACK, project: str = PROJECT, zone: str = ZONE,
-             started_hours_ago: float | None = 1.0, created_hours_ago: float = 200.0) -> dict:
+             started_hours_ago: float | None = 1.0, created_hours_ago: float = 200.0,
+             machine_type: str = "a3-highgpu-8g") -> dict:
+    """An instance as instances.aggregatedList lists it, with its boot disk and, as the catalog says its machine
+    type has, Local SSD (attached disks of type SCRATCH on NVMe)."""
     link = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/zones/{zone}"
+    local_ssd = catalog.instance_type("gcp", machine_type)
+    disks = [{"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "boot": True, "index": 0,
+              "interface": "NVME", "autoDelete": True, "deviceName": name, "source": f"{link}/disks/{name}"}]
+    disks += [{"kind": "compute#attachedDisk", "type": "SCRATCH", "mode": "READ_WRITE", "boot": False, "index": k + 1,
+               "interface": "NVME", "autoDelete": True, "deviceName": f"local-nvme-ssd-{k}",
+               "diskSizeGb": str(local_ssd.local_nvme_gib)}
+              for k in range(local_ssd.local_nvme_count)]
     found = {
         "kind": "compute#instance", "id": str(abs(hash(name)) % 10**19), "name": name, "status": status,
-        "zone": link, "machineType": f"{link}/machineTypes/a3-highgpu-8g", "selfLink": f"{link}/instances/{name}",
+        "zone": link, "machineType": f"{link}/machineTypes/{machine_type}", "selfLink": f"{link}/instances/{name}",
+        "disks": disks,
         "creationTimestamp": (NOW - timedelta(hours=created_hours_ago)).astimezone(
             timezone(timedelta(hours=-7))).isoformat(timespec="milliseconds"),
         "labels": {"goldenenv_stack": stack, "project": project, "owner": "ml-infra"},
@@ -318,6 +329,8 @@ class FakeGoogle:
             name = name.removesuffix("/stop")
             if name in self.refuse_stop:
                 return self.send(request, 503, error(503, "UNAVAILABLE", "The service is currently unavailable."))
+            if has_local_ssd(self.instances[name]) and query.get("discardLocalSsd") not in ("true", "false"):
+                return self.send(request, 400, LOCAL_SSD_UNDECIDED)
             self.instances[name]["status"] = "TERMINATED"
             link = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/zones/{zone}"
             return self.send(request, 200, {
@@ -362,6 +375,19 @@ class FakeGoogle:
         request.send_header("Content-Length", str(len(data)))
         request.end_headers()
         request.wfile.write(data)
+
+
+def has_local_ssd(found: dict) -> bool:
+    return any(d.get("type") == "SCRATCH" for d in found.get("disks") or [])
+
+
+LOCAL_SSD_MESSAGE = ("VM has a Local SSD attached but an undefined value for `discard-local-ssd`. If using gcloud, "
+                     "please add `--discard-local-ssd=false` or `--discard-local-ssd=true` to your command.")
+LOCAL_SSD_UNDECIDED = {"error": {"code": 400, "message": LOCAL_SSD_MESSAGE, "status": "INVALID_ARGUMENT",
+                                 "errors": [{"message": LOCAL_SSD_MESSAGE, "domain": "global",
+                                             "reason": "badRequest"}]}}
+"""Compute Engine's answer to instances.stop without discardLocalSsd on a VM with Local SSD, as Google's API
+returned it to others (skypilot-org/skypilot#2586, ansible-collections/google.cloud#686)."""
 
 
 def error(code: int, status: str, message: str) -> dict:
@@ -412,7 +438,8 @@ def test_over_budget_stops_the_stacks_live_nodes_and_no_others(google, capsys):
     listings = [q for m, p, q in google.calls if p.endswith("/aggregated/instances")]
     assert listings[0]["filter"] == '(labels.goldenenv_stack = "gcp-a3-2node") (labels.project = "llm-pretrain")'
     assert len(listings) == 2 and listings[1]["pageToken"] == "CkQIkPKxo"
-    assert ("POST", f"/compute/v1/projects/{GCP_PROJECT}/zones/us-central1-b/instances/mine-3/stop", {}) in google.calls
+    assert ("POST", f"/compute/v1/projects/{GCP_PROJECT}/zones/us-central1-b/instances/mine-3/stop",
+            {"discardLocalSsd": "true"}) in google.calls
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all(set(line) == {"severity", "message"} for line in lines)
     assert sum("stop us-central1" in line["message"] for line in lines) == 3

@@ -77,6 +77,8 @@ MODE_ATTRIBUTE = "goldenenv_mode"
 REAPER_MODE = "reaper"
 """The schedule's messages carry this attribute; every other message is read as the budget's."""
 LIVE_STATES = ("PROVISIONING", "STAGING", "RUNNING")
+DISCARD_LOCAL_SSD = "discardLocalSsd"
+"""instances.stop's query parameter (Compute Engine API v1): required on a VM with Local SSD."""
 CPU_METRIC = "compute.googleapis.com/instance/cpu/utilization"
 IDLE_PERIOD_SECONDS = 300
 IDLE_CPU_PERCENT_CAP = 5.0
@@ -174,9 +176,17 @@ def stack_instances(api: Google, gcp_project: str, project: str, stack: str) -> 
 
 
 def stop_instance(api: Google, gcp_project: str, instance: dict[str, Any]) -> dict[str, Any]:
-    """instances.stop; returns the zonal operation Compute Engine started."""
+    """instances.stop with discardLocalSsd=true; returns the zonal operation Compute Engine started.
+
+    Compute Engine refuses to stop a VM with Local SSD unless the call says what becomes of it (HTTP 400 "VM has a
+    Local SSD attached but an undefined value for `discard-local-ssd`"; gcloud compute instances stop: "If a VM has
+    any attached Local SSD disks, you must use the --discard-local-ssd flag"), and A3, A4 and A2 Ultra nodes all
+    have Local SSD. It is discarded: it holds /scratch only, which a node never keeps across a stop, and preserving
+    it bills and is limited (https://cloud.google.com/compute/docs/disks/local-ssd#stop_instance). The parameter
+    is accepted on a VM without Local SSD too, so every stop path sends it."""
+    query = urllib.parse.urlencode({DISCARD_LOCAL_SSD: "true"})
     return api.call("POST", f"{api.compute}/projects/{gcp_project}/zones/{zone_of(instance)}/instances/"
-                            f"{urllib.parse.quote(str(instance['name']))}/stop")
+                            f"{urllib.parse.quote(str(instance['name']))}/stop?{query}")
 
 
 # ---------------------------------------------------------------- the budget's message
