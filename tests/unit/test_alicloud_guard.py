@@ -63,7 +63,10 @@ class Cloud:
     `cycles` answers the bill by BillingCycle ({cycle: pages}); `stop` answers StopInstances (params -> body)."""
 
     def __init__(self, pages: dict[str, dict] | None = None, bill_error: dict | None = None,
-                 cycles: dict[str, dict[str, dict]] | None = None, stop=None):
+                 cycles: dict[str, dict[str, dict]] | None = None, stop=None, fleet: list[dict] | None = None):
+        """`fleet`: instances (DescribeInstances' Instance shape) that StopInstances stops as ECS does, refusing
+        economical mode on a type with local disks (ecs_refusal); without it the captures answer."""
+        self.fleet = fleet
         self.pages = bill_pages() if pages is None else pages
         self.bill_error = bill_error
         self.cycles = cycles
@@ -82,6 +85,9 @@ class Cloud:
     def ecs(self, action: str, params: dict[str, str]) -> dict:
         self.calls.append((action, dict(params)))
         if action == "DescribeInstances":
+            if self.fleet is not None:
+                return {"RequestId": "describe", "TotalCount": len(self.fleet), "PageSize": 100, "PageNumber": 1,
+                        "NextToken": "", "Instances": {"Instance": self.fleet}}
             return capture("alicloud_ecs_DescribeInstances.json")
         if action == "DescribeSecurityGroups":
             answer = capture("alicloud_ecs_DescribeSecurityGroups.json")
@@ -93,8 +99,25 @@ class Cloud:
             self.memory_tag = params["Tag.1.Value"]
             return {"RequestId": "tag"}
         if action == "StopInstances":
-            return self.stop(params) if self.stop else capture("alicloud_ecs_StopInstances.json")
+            if self.stop:
+                return self.stop(params)
+            if self.fleet is None:
+                return capture("alicloud_ecs_StopInstances.json")
+            return self.stop_fleet(params)
         raise AssertionError(f"unexpected call {action}")
+
+    def stop_fleet(self, params: dict[str, str]) -> dict:
+        found = {i["InstanceId"]: i for i in self.fleet or []}
+        answers = []
+        for instance_id in stop_ids(params):
+            instance = found[instance_id]
+            refusal = ecs_refusal(instance, params.get("StoppedMode", ""))
+            if refusal:
+                answers.append(refused(instance_id, *refusal))
+                continue
+            answers.append(stopping(instance_id))
+            instance["Status"] = "Stopping"
+        return stop_answer(*answers)
 
     def notify(self, subject: str, body: str) -> None:
         self.alerts.append((subject, body))
@@ -151,6 +174,20 @@ def refused(instance: str, code: str = "IncorrectInstanceStatus",
             message: str = "The current status of the resource does not support this operation.") -> dict:
     return {"InstanceId": instance, "Code": code, "Message": message, "PreviousStatus": "Running",
             "CurrentStatus": "Running"}
+
+
+def ecs_refusal(instance: dict, stopped_mode: str) -> tuple[str, str] | None:
+    """Economical mode (StoppedMode=StopCharging) is not for "instance families with local SSDs (i series), all big
+    data instance families (d series)" (Alibaba Cloud ECS, "Economical mode", Requirements): a stop in that mode of
+    a type the catalog gives local disks is refused. The code and message are this fake's: Alibaba's exact answer
+    is not captured."""
+    from goldenenv import catalog
+
+    local = catalog.instance_type("alicloud", instance["InstanceType"]).local_nvme_count
+    if stopped_mode == "StopCharging" and local:
+        return ("UnsupportedOperation", f"{instance['InstanceType']} has local disks: economical mode "
+                                        "(StopCharging) is not supported")
+    return None
 
 
 def stop_answer(*responses: dict) -> dict:

@@ -430,10 +430,12 @@ class FakeArm:
 
     # the fleet
 
-    def scale_set(self, name: str, instances: dict[str, dict], tags: dict | None = None) -> None:
+    def scale_set(self, name: str, instances: dict[str, dict], tags: dict | None = None,
+                  size: str = "Standard_ND96isr_H100_v5", os_disk: dict | None = None) -> None:
+        """A scale set of `size` whose model's OS disk is `os_disk` as the program writes it (nodes.os_disk)."""
         rid = f"{GROUP_ID}/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
         self.scale_sets[name] = {"id": rid, "name": name, "tags": TAGS if tags is None else tags,
-                                 "instances": instances}
+                                 "instances": instances, "size": size, "os_disk": os_disk or {}}
 
     def vm(self, name: str, power: str = "running", tags: dict | None = None, **times) -> None:
         rid = f"{GROUP_ID}/providers/Microsoft.Compute/virtualMachines/{name}"
@@ -482,6 +484,8 @@ class FakeArm:
                 return self.send(request, 200, {"value": [self.instance(name, i, v)
                                                           for i, v in scale_set["instances"].items()]})
             if path == f"{scale_set['id']}/deallocate" and method == "POST":
+                if ephemeral(scale_set["os_disk"]):
+                    return self.send(request, 409, error("OperationNotAllowed", EPHEMERAL_DEALLOCATE))
                 for instance_id in (body or {}).get("instanceIds") or list(scale_set["instances"]):
                     scale_set["instances"][instance_id]["power"] = "deallocating"
                 return self.accepted(request)
@@ -524,7 +528,7 @@ class FakeArm:
         """Page 1: the first half and a nextLink; page 2: the rest."""
         sets = [{"id": s["id"], "name": n, "type": "Microsoft.Compute/virtualMachineScaleSets",
                  "location": LOCATION, **({"tags": s["tags"]} if s["tags"] else {}),
-                 "sku": {"name": "Standard_ND96isr_H100_v5", "tier": "Standard", "capacity": len(s["instances"])},
+                 "sku": {"name": s["size"], "tier": "Standard", "capacity": len(s["instances"])},
                  "properties": {"orchestrationMode": "Uniform", "singlePlacementGroup": True,
                                 "provisioningState": "Succeeded"}} for n, s in self.scale_sets.items()]
         half = len(sets) // 2
@@ -590,6 +594,19 @@ def statuses(power: str, provisioned: datetime | None) -> list[dict]:
 
 def error(code: str, message: str) -> dict:
     return {"error": {"code": code, "message": message}}
+
+
+def ephemeral(os_disk: dict) -> bool:
+    """An OS disk on the host's local storage (diffDiskSettings, the program's diff_disk_settings)."""
+    return bool(os_disk.get("diff_disk_settings") or os_disk.get("diffDiskSettings"))
+
+
+EPHEMERAL_DEALLOCATE = ("Operation 'deallocate' is not supported for VMs or VM Scale Set instances using an "
+                        "ephemeral OS disk.")
+"""Azure refuses to stop-deallocate a VM or scale-set instance with an ephemeral OS disk (learn.microsoft.com
+virtual-machines/ephemeral-os-disks, "VMs and scale set instances cannot be stop-deallocated"; asked and answered in
+MicrosoftDocs/azure-docs#41362). Local NVMe data disks (ND H100 v5's eight) do not block it: their data is lost.
+The message's wording is this fake's; the code is ARM's for an operation a resource does not allow."""
 
 
 def node(power: str = "running", started_hours_ago: float | None = 1.0, computer: str | None = None,

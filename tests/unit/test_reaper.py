@@ -171,6 +171,47 @@ class _StopFails:
         raise RuntimeError("UnsupportedOperation: cannot stop")
 
 
+class Ec2Refusing:
+    """The moto client, refusing StopInstances as EC2 does where moto does not: "You can only stop an Amazon
+    EBS-backed instance" (Amazon EC2 User Guide, "Stop and start Amazon EC2 instances"); an EBS-backed instance with
+    instance-store volumes (p5's 8 local NVMe) stops, and the volumes' data is lost. The message is EC2's as
+    tools quote it; the code is UnsupportedOperation."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def stop_instances(self, **kwargs):
+        from botocore.exceptions import ClientError
+
+        described = self._client.describe_instances(InstanceIds=kwargs["InstanceIds"])
+        for instance in (i for r in described["Reservations"] for i in r["Instances"]):
+            if instance.get("RootDeviceType") != "ebs":
+                raise ClientError({"Error": {"Code": "UnsupportedOperation", "Message": (
+                    f"The instance '{instance['InstanceId']}' does not have an 'ebs' root device type and cannot "
+                    "be stopped.")}}, "StopInstances")
+        return self._client.stop_instances(**kwargs)
+
+
+def test_the_refusing_ec2_refuses_an_instance_store_root_and_stops_an_ebs_one(ec2):
+    instance_id = launch(ec2, stack_tags())
+    refusing = Ec2Refusing(ec2)
+    refusing.stop_instances(InstanceIds=[instance_id])
+    assert states(ec2)[instance_id] in ("stopping", "stopped")
+
+    class InstanceStoreRoot(Ec2Refusing):
+        pass
+
+    store = InstanceStoreRoot(ec2)
+    store._client = type("Described", (), {
+        "describe_instances": staticmethod(lambda **_: {"Reservations": [{"Instances": [
+            {"InstanceId": instance_id, "RootDeviceType": "instance-store"}]}]})})()
+    with pytest.raises(Exception, match="UnsupportedOperation"):
+        store.stop_instances(InstanceIds=[instance_id])
+
+
 def test_a_failed_stop_is_reported_not_hidden(ec2, fleet):
     ids, now = fleet
     report = reaper.reap(_StopFails(ec2), PROJECT, STACK, now, "stop")
