@@ -144,15 +144,17 @@ def cloud_head(spec: ClusterSpec, host: str | None, ssh_config: str | None, iden
                ssh_user: str | None, hosts_by, exec_prefix: str | None) -> Head:
     from goldenenv import automation, remote
 
+    from goldenenv.clouds import access
+
     cloud = clouds.get(spec.cloud)
     if not host:
         outputs = automation.outputs(spec)
-        found = cloud.head_host(spec, outputs, ssh_user or cloud.ssh_user, hosts_by)
+        found = cloud.head_host(spec, outputs, access.login_name(cloud.node_login(spec, None), ssh_user), hosts_by)
         if not found:
             raise ConfigError([Problem(f"stack {spec.stack}", "no head node in the stack outputs: goldenenv up "
                                        "first, or name it with --head ssh://user@address")])
         host = found
-    return SshHead(host, remote.Ssh(ssh_config, identity), exec_prefix or container_exec(spec))
+    return SshHead(host, remote.Ssh(ssh_config, identity), exec_prefix or container_exec(spec, head=True))
 
 
 def slurmd_timeout(spec: ClusterSpec) -> int:
@@ -160,9 +162,14 @@ def slurmd_timeout(spec: ClusterSpec) -> int:
     return clouds.get(spec.cloud).slurmd_timeout
 
 
-def container_exec(spec: ClusterSpec) -> str:
-    """How a command reaches the golden container on a cloud node, as the image's user (jobs run as that user)."""
-    return f"docker exec --user {shlex.quote(load_lock(spec.image.lock).user)} goldenenv"
+def container_exec(spec: ClusterSpec, head: bool = False) -> str:
+    """How a command reaches the golden container on a cloud stack's nodes (or its head), as the image's user (jobs
+    run as that user): `docker exec`, through `sudo -n` where the cloud's login is outside the docker group."""
+    from goldenenv.clouds import access
+
+    cloud = clouds.get(spec.cloud)
+    logins = [cloud.node_login(spec, None)] if head else [cloud.node_login(spec, pool) for pool in spec.nodes]
+    return shlex.join([*access.docker_words(logins), "exec", "--user", load_lock(spec.image.lock).user, "goldenenv"])
 
 
 def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: int | None, hours: float | None,

@@ -22,6 +22,7 @@ from goldenenv import catalog, clouds, project, stackconfig
 from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
+from goldenenv.clouds.base import HostsBy
 from goldenenv.clouds.local.cluster import DATA, LocalCluster
 from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
@@ -121,17 +122,19 @@ def code_dir(spec: ClusterSpec) -> tuple[str, bool]:
 
 def run_remote(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None],
                hosts: list[str] | None = None, outputs: dict | None = None, ssh_config: str | None = None,
-               exec_prefix: str = "docker exec goldenenv", code: Path | None = None, resume: bool = False,
+               exec_prefix: str | None = None, code: Path | None = None, resume: bool = False,
                ssh_user: str | None = None, procs: int | None = None, env: dict[str, str] | None = None,
                identity: str | None = None, log: Log = print):
     """Run CMD under torchrun on a cloud stack's nodes over ssh, the transport `validate` uses.
 
-    Hosts are given or come from the stack outputs (nodePrivateIps, with the cloud's ssh user); the rendezvous is
+    Hosts are given or come from the stack outputs (nodePrivateIps, as each pool's login: the cloud's node_login);
+    the exec prefix is given or reaches the golden container as that login can (jobs.container_exec); the rendezvous is
     the outputs' launchEnv, else the nodes' own addresses. Checkpoints go where the node env puts them
     (GOLDENENV_CHECKPOINTS: the parallel FS, which the stack exports to its bucket). With resume, the ranks see
     GOLDENENV_RESUME=1; examples/train_ddp.py resumes from its latest checkpoint on every start anyway.
     """
-    from goldenenv import remote
+    from goldenenv import jobs, remote
+    from goldenenv.clouds import access
     from goldenenv.nodeboot import NodeBoot
 
     cloud = clouds.get(spec.cloud)
@@ -139,8 +142,10 @@ def run_remote(spec: ClusterSpec, command: list[str], on_line: Callable[[str, st
         raise ConfigError([Problem("goldenenv:cloud", f"{spec.stack} is on the local cloud: goldenenv run -s "
                                    f"{spec.stack} without --hosts runs it on the node containers")])
     outputs = outputs or {}
+    if exec_prefix is None:
+        exec_prefix = jobs.container_exec(spec)
     if not hosts:
-        hosts = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user)
+        hosts = access.node_targets(cloud, spec, outputs, ssh_user, HostsBy.PRIVATE_IP)
     if not hosts:
         raise ConfigError([Problem(f"stack {spec.stack}", "no nodes in the stack outputs: goldenenv up first, "
                                    "or name them with --hosts ssh://user@address,...")])
@@ -376,8 +381,9 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
                    log: Log = print, procs_per_node: int | None = None, host_driver: str | None = None) -> Validation:
     """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
 
-    On cloud nodes the golden image runs as the `goldenenv` container: pass
-    exec_prefix='docker exec goldenenv'. With an instance type, the GPU-host checks run and the
+    On cloud nodes the golden image runs as the `goldenenv` container: pass exec_prefix=jobs.container_exec(spec)
+    (`docker exec`, through `sudo -n` where the login is outside the docker group). With an instance type, the
+    GPU-host checks run and the
     all-reduce's bus bandwidth is judged against the catalog's reference for that type at the size measured.
     With host_driver (the host image's pinned driver), a node whose GPUs report another driver fails.
     """

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from goldenenv.streams import RUN_MARKER, Job, Line, RunResult, stream_until_first_failure
 
@@ -48,7 +48,7 @@ class Host:
         url = urlsplit(text if "://" in text else f"ssh://{text}")
         if url.scheme != "ssh" or not url.hostname:
             raise ValueError(f"{text!r} is not an ssh host: write ssh://user@address[:port]")
-        return cls(url.hostname, url.username, url.port)
+        return cls(url.hostname, unquote(url.username) if url.username else None, url.port)
 
     @property
     def destination(self) -> str:
@@ -99,10 +99,11 @@ class RemoteRun(RunResult):
 
 
 def prefix_words(exec_prefix: str, stdin: bool = False) -> list[str]:
-    """The exec prefix as words; a `docker exec` that must read stdin gets -i."""
+    """The exec prefix as words; a `docker exec` (plain or through `sudo -n`) that must read stdin gets -i."""
     words = shlex.split(exec_prefix)
-    if stdin and words[:2] == ["docker", "exec"] and not {"-i", "--interactive"} & set(words):
-        words.insert(2, "-i")
+    at = 2 if words[:2] == ["sudo", "-n"] else 0
+    if stdin and words[at:at + 2] == ["docker", "exec"] and not {"-i", "--interactive"} & set(words):
+        words.insert(at + 2, "-i")
     return words
 
 

@@ -86,8 +86,10 @@ def lifecycle_failure(e: Exception) -> None:
 def cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
                   ssh_user: str | None) -> tuple[list[str], dict | None]:
     """The nodes validate and run log in to, and the stack outputs when they were read: --hosts as given, else the
-    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or the host image's login."""
+    stack's nodes addressed as --hosts-by says (the cloud's node_hosts), as --ssh-user or each pool's login (the
+    cloud's node_login: the key's user, or the caller's own on OS Login and Entra ID)."""
     from goldenenv import automation, clouds
+    from goldenenv.clouds import access
 
     if hosts and hosts_by:
         errors.print("--hosts names the nodes itself, --hosts-by picks them from the stack outputs: give one")
@@ -100,7 +102,7 @@ def cloud_targets(spec, hosts: str | None, hosts_by: HostsBy | None,
     cloud = clouds.get(spec.cloud)
     by = hosts_by or HostsBy.PRIVATE_IP
     outputs = automation.outputs(spec)
-    targets = cloud.node_hosts(spec, outputs, ssh_user or cloud.ssh_user, by)
+    targets = access.node_targets(cloud, spec, outputs, ssh_user, by)
     if not targets:
         raise ConfigError([Problem(f"stack {spec.stack}", f"no nodes in the stack output {HOST_OUTPUTS[by]}: "
                                    "goldenenv up first, or name them with --hosts ssh://user@address,...")])

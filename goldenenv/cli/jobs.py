@@ -20,9 +20,11 @@ HEAD = typer.Option(None, "--head", help="Cloud stacks: the head node (ssh://use
                     "stack output headPrivateIp (or headInstanceId with --hosts-by instance-id).")
 SSH_CONFIG = typer.Option(None, "--ssh-config", help="Cloud stacks: ssh config reaching the head (bastion or SSM "
                           "ProxyCommand, IdentityFile).")
-SSH_USER = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the head; default: the host image's.")
+SSH_USER = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the head; default: the cloud's (the key's "
+                        "user, or yours by OS Login or Entra ID on Google Cloud and Azure without a key).")
 EXEC_PREFIX = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to reach the golden container on the "
-                           "head; default: docker exec --user <the image's user> goldenenv.")
+                           "head; default: docker exec --user <the image's user> goldenenv, through sudo -n where "
+                           "the login is outside the docker group.")
 JOB = typer.Argument(..., help="The job id `goldenenv submit` printed (goldenenv jobs lists them).")
 
 

@@ -276,12 +276,14 @@ def run_cmd(ctx: typer.Context, stack: str = STACK, code: Path = typer.Option(
                                   "default: the stack's nodePrivateIps and launchEnv through the Pulumi backend."),
         ssh_config: str = typer.Option(None, "--ssh-config", help="Cloud stacks: ssh config reaching the nodes "
                                        "(bastion or SSM ProxyCommand, IdentityFile)."),
-        ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the host "
-                                     "image's (ubuntu on AWS, root on Alibaba Cloud)."),
+        ssh_user: str = typer.Option(None, "--ssh-user", help="Cloud stacks: login on the nodes; default: the "
+                                     "cloud's (ubuntu on AWS, root on Alibaba Cloud; yours by OS Login or Entra ID "
+                                     "on Google Cloud and Azure without a key; README: Logging in)."),
         hosts_by: HostsBy = HOSTS_BY,
         exec_prefix: str = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to reach the golden image on "
                                         "a node ('' when torch is on the host itself); default: docker exec --user "
-                                        "<the image's user> goldenenv."),
+                                        "<the image's user> goldenenv, through sudo -n where the login is outside "
+                                        "the docker group."),
         nproc_per_node: int = typer.Option(None, "--nproc-per-node", min=1, help="Cloud stacks: processes per node; "
                                            "default: the launchEnv's NPROC_PER_NODE (the instance type's GPUs)."),
         resume: bool = typer.Option(False, "--resume", help="Cloud stacks: tell the ranks (GOLDENENV_RESUME=1) to "
@@ -332,11 +334,13 @@ def validate_cmd(
     hosts: str = typer.Option(None, "--hosts", help="Cloud nodes as testinfra hosts (ssh://ubuntu@10.0.0.5,...); "
                               "default: the stack's nodePrivateIps through the Pulumi backend."),
     ssh_config: str = typer.Option(None, "--ssh-config", help="ssh config reaching the nodes (bastion or SSM ProxyCommand)."),
-    ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the host image's "
-                                 "(ubuntu on AWS, root on Alibaba Cloud)."),
+    ssh_user: str = typer.Option(None, "--ssh-user", help="Login on the nodes; default: the cloud's (ubuntu on "
+                                 "AWS, root on Alibaba Cloud; yours by OS Login or Entra ID on Google Cloud and "
+                                 "Azure without a key; README: Logging in)."),
     hosts_by: HostsBy = HOSTS_BY,
     exec_prefix: str = typer.Option(None, "--exec-prefix", help="How to reach the golden image on a node; default: "
-                                    "docker exec --user <the image's user> goldenenv."),
+                                    "docker exec --user <the image's user> goldenenv, through sudo -n where the "
+                                    "login is outside the docker group."),
     min_fraction: float = typer.Option(0.8, "--min-fraction", help="Fail below this fraction of the catalog's busbw."),
     head: str = typer.Option(None, "--head", help="Slurm cloud stacks: the head node (ssh://user@address); default: "
                              "the stack output headPrivateIp (headInstanceId with --hosts-by instance-id)."),
@@ -356,10 +360,10 @@ def validate_cmd(
             result = lifecycle.validate(spec, log=say)
         else:
             targets, _ = cloud_targets(spec, hosts, hosts_by, ssh_user)
-            exec_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
+            node_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             pool = spec.nodes[0]
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
-            result = lifecycle.validate_hosts(spec.image.lock, targets, exec_prefix, ssh_config,
+            result = lifecycle.validate_hosts(spec.image.lock, targets, node_prefix, ssh_config,
                                               pool.instance_type, spec.cloud, min_fraction, log=say,
                                               host_driver=host.driver)
             from goldenenv.cli.health import node_verdicts

@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from goldenenv.spec import ClusterSpec, NodePool, Problem, pool_key
+from goldenenv.spec import ClusterSpec, ConfigError, NodePool, Problem, pool_key
 
 KEY_PAIR_NAME_MAX = 128
 """Alibaba's limit (ImportKeyPair KeyPairName: 2 to 128, a letter first, letters, digits, `:`, `_`, `-`); EC2's
@@ -83,3 +83,49 @@ def login_notes(spec: ClusterSpec, user: str, with_key: str, without_key: str) -
     if bare:
         notes.append(f"{', '.join(bare)}: no nodes.sshPublicKey, so the nodes take no SSH key. {without_key}")
     return notes
+
+
+def login_name(login, given: str | None = None, run=None) -> str:
+    """The ssh login: --ssh-user when given, else the cloud's shared user, else the caller's own name as the
+    cloud's CLI prints it (OS Login's POSIX user, Entra ID's UPN); a ConfigError naming --ssh-user when none."""
+    import subprocess
+
+    if given:
+        return given
+    if login.user:
+        return login.user
+    words = " ".join(login.caller)
+    try:
+        done = (run or subprocess.run)(list(login.caller), capture_output=True, text=True, timeout=60)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+        said = f"{login.caller[0]} is not on PATH" if isinstance(e, FileNotFoundError) else "no answer in 60 s"
+        raise ConfigError([Problem("--ssh-user", f"the hosts take your own login ({login.how}); finding it with "
+                                   f"`{words}` failed ({said}): {login.caller_setup}, or give --ssh-user")]) from None
+    name = done.stdout.strip().splitlines()[0].strip() if done.returncode == 0 and done.stdout.strip() else ""
+    if not name:
+        raise ConfigError([Problem("--ssh-user", f"the hosts take your own login ({login.how}); `{words}` printed "
+                                   f"none ({(done.stderr or '').strip()[:200]}): {login.caller_setup}, or give "
+                                   "--ssh-user")])
+    return name
+
+
+def docker_words(logins) -> list[str]:
+    """`docker`, or `sudo -n docker` when any of these logins reaches Docker only through sudo."""
+    from goldenenv.clouds.base import DockerReach
+
+    return ["sudo", "-n", "docker"] if any(login.docker is DockerReach.SUDO for login in logins) else ["docker"]
+
+
+def node_targets(cloud, spec: ClusterSpec, outputs: dict, given: str | None, by, run=None) -> list[str]:
+    """Every node's ssh:// host in output order, each as its pool's login (--ssh-user for all when given)."""
+    users: list[str] = []
+    resolved: dict[str | None, str] = {}
+    for pool in spec.nodes:
+        login = cloud.node_login(spec, pool)
+        if login.user not in resolved:
+            resolved[login.user] = login_name(login, given, run)
+        users += [resolved[login.user]] * pool.count
+    hosts = {user: cloud.node_hosts(spec, outputs, user, by) for user in dict.fromkeys(users)}
+    if len(hosts) <= 1:
+        return next(iter(hosts.values()), [])
+    return [hosts[user][i] for i, user in enumerate(users) if i < len(hosts[user])]

@@ -52,6 +52,34 @@ HEAD_OUTPUTS = {HostsBy.PRIVATE_IP: "headPrivateIp", HostsBy.INSTANCE_ID: "headI
 """The Slurm head's stack outputs, one per way of addressing it (absent with goldenenv:scheduler none)."""
 
 
+class DockerReach(str, Enum):
+    """How a login on a cloud host reaches its Docker engine, where the golden container runs."""
+
+    DIRECT = "direct"
+    """root, or a user the host image itself puts in the docker group: `docker exec`."""
+    SUDO = "sudo"
+    """A user outside the docker group with passwordless sudo: `sudo -n docker exec` (-n: fail, never prompt)."""
+
+
+@dataclass(frozen=True)
+class NodeLogin:
+    """How a user reaches a stack's hosts over ssh: the login, how it reaches Docker there, and how to set it up.
+
+    validate, run, submit, jobs, logs and cancel build every remote command from it, so a cloud whose logins are the
+    callers' own (Google's OS Login, Microsoft Entra ID) is reached as the caller, through sudo."""
+
+    user: str | None
+    """The login every user shares (the key's user: ubuntu, root, azureuser); None: each caller's own identity,
+    which `caller` prints."""
+    docker: DockerReach
+    how: str
+    """How to log in, in words (plan notes, the README's table)."""
+    caller: tuple[str, ...] = ()
+    """Where user is None: the command that prints the caller's login name on the hosts."""
+    caller_setup: str = ""
+    """What to run when `caller` gives no name (install the CLI, sign in)."""
+
+
 
 @dataclass(frozen=True)
 class HeadShape:
@@ -419,6 +447,10 @@ class Cloud(Protocol):
     """Kinds of the retained stores plan names as kept on destroy (bucket, repository, volume)."""
     ssh_user: str
     """The login of the cloud's host images, for `validate` over ssh://."""
+
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> NodeLogin:
+        """How a user logs in to the pool's nodes (pool None: the Slurm head) and reaches Docker there."""
+
     node_updates: NodeUpdates | None
     """How its GPU nodes take a change on `up` (what plan says an up keeps, updates or replaces), or None."""
     head_instance_type: str | None
@@ -514,18 +546,24 @@ class PulumiCloud:
     def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
         return []
 
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> NodeLogin:
+        """The host image's user with the stack's key, reaching Docker through sudo (cloud images give their
+        default user passwordless sudo; the docker group only where the host image says so)."""
+        return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey")
+
     def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
                    by: HostsBy = HostsBy.PRIVATE_IP) -> list[str]:
         """ssh://user@<private IP> or ssh://user@<instance id>, one per node in output order (node-0 first): the
-        one place a cloud stack's hosts are named for validate and run."""
-        return [f"ssh://{user}@{address}" for address in outputs.get(HOST_OUTPUTS[HostsBy(by)]) or []]
+        one place a cloud stack's hosts are named for validate and run. The user is percent-encoded: an Entra ID
+        login (a UPN) holds an `@`."""
+        return [f"ssh://{ssh_user_part(user)}@{address}" for address in outputs.get(HOST_OUTPUTS[HostsBy(by)]) or []]
 
     def head_host(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
                   by: HostsBy = HostsBy.PRIVATE_IP) -> str | None:
         """ssh://user@<head private IP> or ssh://user@<head instance id>, by the same rules as node_hosts: the one
         place a cloud stack's head is named for submit, jobs, logs and cancel."""
         address = outputs.get(HEAD_OUTPUTS[HostsBy(by)])
-        return f"ssh://{user}@{address}" if address else None
+        return f"ssh://{ssh_user_part(user)}@{address}" if address else None
 
     def describe(self, resource: Any) -> list[str]:
         return key_words(resource, self.key_props)
@@ -534,6 +572,14 @@ class PulumiCloud:
         """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name
         says which)."""
         return vcpu_lines(asks, region)
+
+
+def ssh_user_part(user: str) -> str:
+    """A login as the user part of an ssh:// host: percent-encoded (alice%40contoso.com), as testinfra and
+    remote.Host read it back."""
+    import urllib.parse
+
+    return urllib.parse.quote(user, safe="")
 
 
 def stable_number(text: str) -> int:

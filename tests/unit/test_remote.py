@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from goldenenv import lifecycle, remote
 from goldenenv.cli import app
+from goldenenv.images.lock import load as load_lock
 from goldenenv.spec import ConfigError
 
 LAUNCH_ENV = {"MASTER_ADDR": "10.0.1.5", "MASTER_PORT": "29500", "NNODES": "2", "NPROC_PER_NODE": "8"}
@@ -76,6 +77,16 @@ def test_code_sync_reads_stdin_so_docker_exec_gets_dash_i():
     assert words[:4] == ["docker", "exec", "-i", "goldenenv"]
     assert "tar -x" in words[-1] and "/fsx/code" in words[-1]
     assert shlex.split(remote.sync_command("/fsx/code", ""))[:2] == ["sh", "-c"]
+    through_sudo = shlex.split(remote.sync_command("/fsx/code", "sudo -n docker exec --user trainer goldenenv"))
+    assert through_sudo[:7] == ["sudo", "-n", "docker", "exec", "-i", "--user", "trainer"]
+
+
+def test_a_login_with_an_at_sign_reaches_ssh_whole():
+    """An Entra ID login is a UPN: the stack's hosts carry it percent-encoded, ssh gets it back whole (OpenSSH
+    splits user@host at the last @)."""
+    host = remote.Host.parse("ssh://alice%40contoso.com@10.0.0.4")
+    assert (host.user, host.address) == ("alice@contoso.com", "10.0.0.4")
+    assert remote.Ssh().argv("ssh://alice%40contoso.com@10.0.0.4", "true")[-2] == "alice@contoso.com@10.0.0.4"
 
 
 def test_code_archive_leaves_out_bytecode(tmp_path):
@@ -212,9 +223,11 @@ def test_a_cloud_run_takes_hosts_and_rendezvous_from_the_outputs_and_checkpoints
                          resume=True, log=lambda m: None)
     hosts, command, launch, addresses, _, ssh, prefix, env = captured["run"]
     assert hosts == ["ssh://ubuntu@10.0.1.5", "ssh://ubuntu@10.0.1.6"] and addresses == ["10.0.1.5", "10.0.1.6"]
-    assert launch == remote.Launch("10.0.1.5", 29500, 2, 8) and prefix == "docker exec goldenenv"
+    user = load_lock(spec.image.lock).user
+    assert launch == remote.Launch("10.0.1.5", 29500, 2, 8)
+    assert prefix == f"sudo -n docker exec --user {user} goldenenv", "the DLAMI's ubuntu reaches Docker by sudo"
     assert env["GOLDENENV_CHECKPOINTS"] == "/fsx/checkpoints" and env["GOLDENENV_RESUME"] == "1"
-    assert captured["sync"] == (hosts, "/fsx/code", "docker exec goldenenv", True), "once, to the shared FS"
+    assert captured["sync"] == (hosts, "/fsx/code", prefix, True), "once, to the shared FS"
     assert env["GOLDENENV_CODE"] == "/fsx/code"
     assert captured.get("spot_cloud") is None  # on-demand nodes: no spot watcher
 

@@ -89,6 +89,13 @@ class AlicloudCloud(PulumiCloud):
     placeholder_account = storage.PLACEHOLDER_ACCOUNT
     node_updates = NODE_UPDATES
     ssh_user = "root"
+
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
+        """root with the pool's key pair (Alibaba's Ubuntu images log in as root): Docker directly."""
+        from goldenenv.clouds.base import DockerReach, NodeLogin
+
+        return NodeLogin(self.ssh_user, DockerReach.DIRECT, f"ssh as {self.ssh_user} with nodes.sshPublicKey (the "
+                         "key pair) from network.adminCidrs; without a key, Cloud Assistant only")
     """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
     head_instance_type = "ecs.g7.large"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""

@@ -78,6 +78,15 @@ class AwsCloud(PulumiCloud):
     destroy_runs_program = True
     """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
     head_instance_type = "m7i.large"
+
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
+        """ubuntu (the Ubuntu Deep Learning AMI's cloud-init user, with passwordless sudo) with nodes.sshPublicKey,
+        through SSM or from adminCidrs. No AWS page we read says the DLAMI puts ubuntu in the docker group, so Docker
+        is reached through sudo."""
+        from goldenenv.clouds.base import DockerReach, NodeLogin
+
+        return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey, through "
+                         "SSM (--hosts-by instance-id, the ssh config plan prints) or from network.adminCidrs")
     """A 2-vCPU, 8-GiB on-demand Intel (x86_64, like the golden image) general purpose type: slurmctld for a few
     hundred nodes needs little; catalog head_types.csv and prices.csv."""
 

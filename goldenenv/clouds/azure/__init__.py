@@ -51,6 +51,14 @@ HOST_IMAGE_FORM = HostImageForm(IMAGE, "<publisher>:<offer>:<sku>:<version>",
                                 "is not a pinned Azure image: write publisher:offer:sku:version with a version "
                                 "number (never latest), or a gallery image version's id")
 CURRENCY = "USD"
+ENTRA_LOGIN_USER = ("az", "account", "show", "--query", "user.name", "--output", "tsv")
+"""The caller's Microsoft Entra ID login: the signed-in user's UPN (alice@contoso.com), the name `az ssh vm` logs in
+as."""
+ENTRA_LOGIN_HOW = ("Microsoft Entra ID as your own UPN: `az ssh vm`, or for goldenenv's ssh an OpenSSH certificate "
+                   "from `az ssh cert --public-key-file ~/.ssh/id_rsa.pub --file ~/.ssh/id_rsa-aadcert.pub` (the "
+                   "CertificateFile of the ssh config); "
+                   "Docker needs sudo, which the Virtual Machine Administrator Login role grants (Virtual Machine "
+                   "User Login does not); from network.adminCidrs or through Azure Bastion")
 SSH_KEY_TYPES = ("ssh-rsa", "ssh-ed25519")
 """What Azure takes for a Linux VM's key (learn.microsoft.com: "SSH keys: RSA (2048 bits or more) and ED25519")."""
 GET_CLIENT_CONFIG = "azure-native:authorization:getClientConfig"
@@ -138,6 +146,21 @@ class AzureCloud(PulumiCloud):
     store_kinds = ("StorageAccount", "BlobContainer", "Registry", "ResourceGroup")
     placeholder_account = PLACEHOLDER_SUBSCRIPTION
     ssh_user = azure_nodes.ADMIN_USER
+    """The administrator user, which takes nodes.sshPublicKey."""
+
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
+        """A pool with nodes.sshPublicKey: the administrator user (passwordless sudo). Without one (the head: when no
+        pool has a key): Microsoft Entra ID, where the login is the caller's UPN and sudo, which Docker needs, comes
+        with the Virtual Machine Administrator Login role only."""
+        from goldenenv.clouds.base import DockerReach, NodeLogin
+
+        keyed = pool.ssh_key is not None if pool is not None else head_key(spec) is not None
+        if keyed:
+            return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey")
+        return NodeLogin(None, DockerReach.SUDO, ENTRA_LOGIN_HOW, caller=ENTRA_LOGIN_USER,
+                         caller_setup="run `az login` (Azure CLI: "
+                         "https://learn.microsoft.com/cli/azure/install-azure-cli)")
+
     head_instance_type = "Standard_D2s_v5"
     """A 2-vCPU, 8-GiB x86 general purpose size (catalog head_types.csv)."""
 
@@ -281,9 +304,11 @@ class AzureCloud(PulumiCloud):
                              "Preempt, at least 30 s notice): their OS disks stay and bill, their local NVMe scratch "
                              "does not; keep checkpoints in Blob or on Lustre")
             if pool.ssh_key is None:
-                notes.append(f"{pool.name}: no sshPublicKey: log in with Microsoft Entra ID (`az ssh vm`), which "
-                             "needs the Virtual Machine User Login (or Administrator Login) role on the VMs; the "
-                             "administrator key ARM requires is one nobody holds")
+                notes.append(f"{pool.name}: no sshPublicKey: log in with Microsoft Entra ID (`az ssh vm`, or ssh "
+                             "with `az ssh cert`'s certificate) as your own UPN, which needs the Virtual Machine "
+                             "Administrator Login role on the VMs: goldenenv reaches Docker through sudo, which "
+                             "Virtual Machine User Login does not give; the administrator key ARM requires is one "
+                             "nobody holds")
         if spec.budget:
             notes.append("Cost Management budgets are evaluated a few times a day and lag usage by hours: the "
                          "stack's function deallocates its VMs when the budget's action group calls it at 100 %, and "

@@ -48,6 +48,14 @@ HOST_IMAGE_FORM = HostImageForm(IMAGE, "projects/<project>/global/images/<name>"
                                 "is not a pinned Compute Engine image: write projects/<project>/global/images/<name> "
                                 "(a family would move under the lock)")
 CURRENCY = "USD"
+OS_LOGIN_USER = ("gcloud", "compute", "os-login", "describe-profile", "--format=value(posixAccounts[0].username)")
+"""The caller's OS Login POSIX user (`gcloud compute os-login describe-profile`: the profile's POSIX accounts; e.g.
+user_example_com for user@example.com)."""
+OS_LOGIN_HOW = ("OS Login as your own POSIX user (gcloud compute os-login describe-profile) with your key added by "
+                "`gcloud compute os-login ssh-keys add --key-file ~/.ssh/id_ed25519.pub`; Docker needs sudo, which "
+                "roles/compute.osAdminLogin grants (roles/compute.osLogin does not); from network.adminCidrs, or "
+                "through IAP with `ProxyCommand gcloud compute start-iap-tunnel %h 22 --listen-on-stdin --zone "
+                "<zone>` in the ssh config and roles/iap.tunnelResourceAccessor")
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 PLACEHOLDER_PROJECT = "goldenenv-plan-000000"
 PLACEHOLDER_NUMBER = "000000000000"
@@ -124,6 +132,20 @@ class GcpCloud(PulumiCloud):
     placeholder_account = PLACEHOLDER_PROJECT
     ssh_user = "ubuntu"
     """Google's Ubuntu images: OS Login maps the caller's account, a metadata key logs in as the user it names."""
+
+    def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
+        """A pool with nodes.sshPublicKey: its metadata key's user (Google's guest agent makes it a sudoer). Without
+        one (the head: when no pool has a key): OS Login, where the login is the caller's own POSIX user
+        (user_example_com) and sudo, which Docker needs, comes with roles/compute.osAdminLogin only."""
+        from goldenenv.clouds.base import DockerReach, NodeLogin
+
+        keyed = pool.ssh_key is not None if pool is not None else head_key(spec) is not None
+        if keyed:
+            return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey (the "
+                             "instance's ssh-keys metadata; project keys blocked)")
+        return NodeLogin(None, DockerReach.SUDO, OS_LOGIN_HOW, caller=OS_LOGIN_USER,
+                         caller_setup="run `gcloud auth login` (gcloud CLI: https://cloud.google.com/sdk/docs/install)")
+
     head_instance_type = "n2-standard-2"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv)."""
 
@@ -258,7 +280,8 @@ class GcpCloud(PulumiCloud):
         return notes + [
             "The nodes have no external address: reach them at their private IPs from network.adminCidrs (a VPN, "
             "or IAP TCP forwarding: `gcloud compute ssh --tunnel-through-iap`), with OS Login unless the pool sets "
-            "sshPublicKey",
+            "sshPublicKey: as your own POSIX user, with roles/compute.osAdminLogin for the sudo goldenenv reaches "
+            "Docker through",
         ]
 
     def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
