@@ -7,6 +7,7 @@ clear error, never a missing branch deep in a component.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import hashlib
 import json
@@ -349,6 +350,52 @@ class NodeUpdates:
         return ", ".join(self.meaning.get(k, k) for k in inputs)
 
 
+USER_DATA_HEADROOM = 0.9
+"""The share of its cloud's user data limit a shipped stack's host may take: the rest is room for what a user's
+stack adds (pools, a shared file system, a longer lock) before `plan --strict` refuses it."""
+
+
+@dataclass(frozen=True)
+class UserDataLimit:
+    """The most user data (cloud-init's #cloud-config) one host may carry on a cloud, and where and how the cloud's
+    program passes it: a host over the limit is refused at `up`, often halfway through (AWS: the launch)."""
+
+    max_bytes: int
+    """Measured on the bytes the host receives, before any base64 the API asks for."""
+    inputs: Mapping[str, str]
+    """Type token -> the dotted input path holding a host's user data (node template, instances, head)."""
+    base64: bool
+    """True: the program passes it base64-encoded (the API's form); False: as text (a metadata value)."""
+    source: str
+    """Where the cloud documents the limit."""
+
+    def carried(self, resource: Any) -> bytes | None:
+        """The user data a planned resource carries, as the host receives it; None where it carries none."""
+        path = self.inputs.get(resource.type)
+        value: Any = resource.props if path else None
+        for step in (path or "").split("."):
+            value = value.get(step) if isinstance(value, Mapping) else None
+        if not isinstance(value, str) or not value:
+            return None
+        return base64.b64decode(value) if self.base64 else value.encode()
+
+
+def user_data_rule(limit: UserDataLimit, prefix: str = "") -> Any:
+    """The readiness rule (`plan --strict`) every cloud runs on its own limit: each host's user data fits. Its id
+    is strict:<prefix>user-data-size (prefix: the cloud's own, as its other rules have)."""
+    from goldenenv.guardrails import Rule, Severity
+
+    def check(resource: Any, ctx: Any) -> Iterable[str]:
+        data = limit.carried(resource)
+        if data is not None and len(data) > limit.max_bytes:
+            yield (f"{resource.type.rsplit(':', 1)[-1]} '{resource.name}' carries {len(data):,} bytes of user data"
+                   f"{' (before base64)' if limit.base64 else ''}; the cloud takes at most {limit.max_bytes:,} "
+                   f"({limit.source}); the host would not launch: shorten the boot templates it renders (templates/node/)")
+
+    return Rule(f"strict:{prefix}user-data-size", f"Each host's user data fits the cloud's {limit.max_bytes:,} bytes.",
+                Severity.ERROR, check)
+
+
 COMPONENT_PACKAGE = "goldenenv"
 """goldenenv's components are typed goldenenv:<cloud>:<Kind> (goldenenv:aws:GpuCluster): the cloud is in the token."""
 
@@ -458,6 +505,8 @@ class Cloud(Protocol):
     the cloud runs no head of its own."""
     slurmd_timeout: int
     """slurm.conf SlurmdTimeout on this cloud, seconds."""
+    user_data_limit: UserDataLimit | None
+    """The most user data a host takes, and where the program passes it; None: no host boots from user data."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -508,6 +557,7 @@ class PulumiCloud:
     """How its GPU nodes take a change on `up`; None: plan says nothing per node."""
     head_instance_type: str | None = None
     slurmd_timeout = slurm.SLURMD_TIMEOUT_S
+    user_data_limit: UserDataLimit | None = None
     destroy_runs_program = False
     """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
     delete hooks, which run in the program."""

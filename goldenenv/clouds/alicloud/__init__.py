@@ -99,6 +99,7 @@ class AlicloudCloud(PulumiCloud):
     """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
     head_instance_type = "ecs.g7.large"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""
+    user_data_limit = limits.USER_DATA
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Region and zone names, the budget's currency, host images, and Alibaba's limits on placement and ERIs.

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from goldenenv.clouds.alicloud import limits
+from goldenenv.clouds.base import user_data_rule
 from goldenenv.guardrails import Context, Finding, PlannedResource, Rule, Severity, check_rule
 
 INSTANCE = "alicloud:ecs/instance:Instance"
@@ -193,6 +194,7 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:auto-release-time", "A node's auto-release time is ISO 8601 UTC, on a PostPaid node, between "
          f"{limits.AUTO_RELEASE_MIN_MINUTES.value} min and {limits.AUTO_RELEASE_MAX_DAYS.value} days ahead.",
          Severity.ERROR, _check_auto_release),
+    user_data_rule(limits.USER_DATA),
 )
 
 

@@ -77,6 +77,7 @@ class AwsCloud(PulumiCloud):
     node_updates = NODE_UPDATES
     destroy_runs_program = True
     """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
+    user_data_limit = limits.USER_DATA
     head_instance_type = "m7i.large"
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:

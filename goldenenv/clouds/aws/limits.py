@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from goldenenv.clouds.base import VcpuAsk
+from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
+from goldenenv.clouds.base import UserDataLimit, VcpuAsk
 from goldenenv.spec import ClusterSpec, Problem
 
 
@@ -73,6 +74,11 @@ _TAGGING = "https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html
 TAGS_PER_RESOURCE = Limit(
     50, _TAGGING, note="User tags; tags AWS creates (the aws: prefix) do not count, and users cannot create them.",
 )
+USER_DATA = UserDataLimit(
+    16 * 1024, {LAUNCH_TEMPLATE: "userData", INSTANCE: "userDataBase64"}, base64=True,
+    source="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html: \"User data is "
+           "limited to 16 KB, in raw form, before it is base64-encoded\"")
+"""The GPU nodes' launch template and the head instance carry cloud-init's user data, base64-encoded."""
 TAG_KEY_LENGTH = Limit(128, _TAGGING, note="Unicode characters.")
 TAG_VALUE_LENGTH = Limit(256, _TAGGING, note="Unicode characters.")
 AWS_TAG_PREFIX = "aws:"

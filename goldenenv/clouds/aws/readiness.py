@@ -19,7 +19,7 @@ from goldenenv.clouds.aws import limits, spot
 from goldenenv.clouds.aws.guardrail_facts import (
     DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
 )
-from goldenenv.clouds.base import VcpuAsk
+from goldenenv.clouds.base import VcpuAsk, user_data_rule
 from goldenenv.guardrails import Context, Finding, PlannedResource, Rule, Severity, check_rule, is_taggable
 from goldenenv.spec import STACK_TAG_KEY
 
@@ -468,6 +468,7 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:spot-restart", "Spot nodes that EC2 stops on interruption sit in no placement group (EC2 refuses "
          "it) and cancel their persistent request before they are deleted (else EC2 launches them again).",
          Severity.ERROR, _check_spot_restart),
+    user_data_rule(limits.USER_DATA),
 )
 
 

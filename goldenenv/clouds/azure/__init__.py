@@ -28,6 +28,7 @@ from goldenenv import catalog, slurm
 from goldenenv.clouds.access import head_key, key_type_problems, node_key
 from goldenenv.clouds.azure import nodes as azure_nodes
 from goldenenv.clouds.azure import roles
+from goldenenv.clouds.azure.readiness import USER_DATA
 from goldenenv.clouds.azure.head import MungeVault, MungeVaultArgs, SlurmHead, SlurmHeadArgs, munge_key
 from goldenenv.clouds.azure.network import Network, NetworkArgs, subnet_ranges
 from goldenenv.clouds.azure.nodes import MAX_PLACEMENT_GROUP, GpuNodePool, GpuNodePoolArgs
@@ -163,6 +164,7 @@ class AzureCloud(PulumiCloud):
 
     head_instance_type = "Standard_D2s_v5"
     """A 2-vCPU, 8-GiB x86 general purpose size (catalog head_types.csv)."""
+    user_data_limit = USER_DATA
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         from goldenenv.clouds.azure import storage, tags

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from goldenenv import catalog
+from goldenenv.clouds.base import UserDataLimit, user_data_rule
 from goldenenv.clouds.azure import tags as azure_tags
 from goldenenv.guardrails import (
     Context, Finding, PlannedResource, Rule, Severity, _items, _label, _mapping, check_rule,
@@ -32,6 +33,11 @@ SUBNET = "azure-native:network:Subnet"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 LUSTRE = "azure-native:storagecache:AmlFilesystem"
 BUDGET = "azure-native:consumption:Budget"
+USER_DATA = UserDataLimit(
+    65535, {SCALE_SET: "virtualMachineProfile.osProfile.customData", VIRTUAL_MACHINE: "osProfile.customData"},
+    base64=True, source="https://learn.microsoft.com/en-us/rest/api/compute/virtual-machines/create-or-update "
+                        "(OSProfile.customData): \"The maximum length of the binary array is 65535 bytes\"")
+"""The pools' scale sets and the head VM carry cloud-init's user data as customData, base64-encoded."""
 
 # ---------------------------------------------------------------- Azure's facts, with their sources
 
@@ -516,6 +522,7 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:azure-gpu-quota", "The nodes need that many vCPUs of their family's regional quota (or of the "
          "regional Spot quota) and of Total Regional vCPUs, often 0 on a new subscription: said per quota, to check "
          "before up.", Severity.WARNING, _check_gpu_quota),
+    user_data_rule(USER_DATA, "azure-"),
 )
 
 

@@ -29,6 +29,7 @@ from goldenenv.clouds.base import (
     pinned_host_image, sold_problems, stable_number, zone_problems,
 )
 from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp.readiness import USER_DATA
 from goldenenv.clouds.gcp.head import (
     HEAD_SECRET_ROLES, NODE_SECRET_ROLE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, munge_key,
 )
@@ -148,6 +149,7 @@ class GcpCloud(PulumiCloud):
 
     head_instance_type = "n2-standard-2"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv)."""
+    user_data_limit = USER_DATA
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         problems = []

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from goldenenv import catalog
+from goldenenv.clouds.base import UserDataLimit, user_data_rule
 from goldenenv.guardrails import (
     Context, Finding, PlannedResource, Rule, Severity, _items, _label, _mapping, check_rule,
 )
@@ -27,6 +28,11 @@ NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 LUSTRE = "gcp:lustre/instance:Instance"
+USER_DATA = UserDataLimit(
+    256 * 1024, {kind: "metadata.user-data" for kind in INSTANCES}, base64=False,
+    source="https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations: a metadata "
+           "entry's value is limited to 256 KB")
+"""Every node and the head take cloud-init's user data as the text of their `user-data` metadata key."""
 
 # ---------------------------------------------------------------- Google's facts, with their sources
 
@@ -382,6 +388,7 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:gcp-gpu-quota", "The nodes need that many GPUs of their family's regional quota (PREEMPTIBLE_ for "
          "spot and flex-start) and of GPUS_ALL_REGIONS (often 0 on a new project): said per quota, to check "
          "before up.", Severity.WARNING, _check_gpu_quota),
+    user_data_rule(USER_DATA, "gcp-"),
 )
 
 

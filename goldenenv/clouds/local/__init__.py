@@ -19,6 +19,8 @@ class LocalCloud:
     uses_pulumi = False
     slurmd_timeout = 10
     """A lost node container is DOWN this soon: the local drill sees its requeue quickly."""
+    user_data_limit = None
+    """Its containers get their boot files from goldenenv itself: no user data."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
     "docker:network": ("internal",),
