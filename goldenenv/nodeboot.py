@@ -32,6 +32,8 @@ SCRIPT_DIR = "/usr/local/libexec/goldenenv"
 """What the units run on every boot."""
 UNIT_DIR = "/etc/systemd/system"
 SCRATCH_UNIT = "goldenenv-scratch.service"
+DISK_BY_ID = "/dev/disk/by-id"
+"""Where udev links each disk by its identity (the cloud's names for local NVMe among them)."""
 CONTAINER_UNIT = "goldenenv-container.service"
 HEALTH_EVIDENCE_UNIT = "goldenenv-health-evidence.service"
 HOST_HEALTH_DIR = "/run/goldenenv/health"
@@ -186,8 +188,9 @@ class NodeBoot:
             units.append(boot_unit(SCRATCH_UNIT, "scratch-host-volume.sh", {
                 "mount_point": scratch, "owner": owner, "source": host_store.mount, "service": host_store.unit,
             }, after=[host_store.unit]))
-        elif self.local_nvme and storage.local_nvme.raid0:
-            units.append(boot_unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": scratch, "owner": owner}))
+        elif self.local_nvme and storage.local_nvme.raid0 and (disks := local_disks(self.spec.cloud,
+                                                                                 self._pool().instance_type)):
+            units.append(boot_unit(SCRATCH_UNIT, "nvme-raid0.sh", {"mount_point": scratch, "owner": owner, **disks}))
         else:
             units.append(boot_unit(SCRATCH_UNIT, "scratch-root.sh", {"mount_point": scratch, "owner": owner}))
         if storage.parallel_fs.enabled and shared_fs:
@@ -321,6 +324,16 @@ def slurm_conf(spec: ClusterSpec, slurmd_timeout: int) -> str:
     from goldenenv.slurm import config
 
     return config.render_conf(spec, slurmd_timeout, slurm.STATE_DIR)
+
+
+def local_disks(cloud: str, instance_type: str) -> dict[str, str] | None:
+    """What nvme-raid0.sh selects the local NVMe disks by, from the catalog (local_nvme_devices.csv): the model
+    lsblk reports for them and their /dev/disk/by-id names, never an OS or data disk's; None where the catalog knows
+    neither (scratch then stays on the root volume: a guess could stripe the OS disk)."""
+    device = catalog.local_nvme_device(cloud, instance_type)
+    if device is None or not device.known:
+        return None
+    return {"disk_model": device.lsblk_model, "disk_by_id": device.by_id_glob, "by_id_dir": DISK_BY_ID}
 
 
 def boot_unit(name: str, script: str, values: dict[str, Any], after: list[str] | None = None,

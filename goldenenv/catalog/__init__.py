@@ -380,6 +380,36 @@ def busbw_references() -> tuple[BusbwReference, ...]:
     )
 
 
+@dataclass(frozen=True)
+class LocalNvmeDevice:
+    """How a node tells its local NVMe disks from its OS and data disks (data/local_nvme_devices.csv): the
+    model lsblk reports for them, and the /dev/disk/by-id names the cloud's udev rules give them."""
+
+    cloud: str
+    instance_types: str
+    """A glob of the instance types the row covers (`*`: every type of the cloud)."""
+    lsblk_model: str
+    """An extended regular expression the whole model (trailing blanks dropped) must match; empty: none known."""
+    by_id_glob: str
+    """A glob of names under /dev/disk/by-id, each a link to one local disk; empty: none known."""
+    source: str
+
+    @property
+    def known(self) -> bool:
+        return bool(self.lsblk_model or self.by_id_glob)
+
+
+def local_nvme_device(cloud: str, instance_type: str) -> LocalNvmeDevice | None:
+    """The local NVMe identity of an instance type: its own row if one names it, else its cloud's `*` row; None when
+    the catalog has neither."""
+    import fnmatch
+
+    rows = [LocalNvmeDevice(r["cloud"], r["instance_types"], r["lsblk_model"], r["by_id_glob"], r["source"])
+            for r in _read("local_nvme_devices") if r["cloud"] == cloud]
+    matching = [r for r in rows if fnmatch.fnmatchcase(instance_type, r.instance_types)]
+    return min(matching, key=lambda r: r.instance_types == "*", default=None)
+
+
 def tables() -> Iterator[str]:
     """Names of every data file, for the consistency test."""
     for entry in resources.files(__package__).joinpath("data").iterdir():
