@@ -81,6 +81,51 @@ class NodeLogin:
     """What to run when `caller` gives no name (install the CLI, sign in)."""
 
 
+class SpotBack(str, Enum):
+    """How an evicted or reclaimed spot node comes back (the README's "what survives what")."""
+
+    CLOUD = "cloud"
+    """The cloud restarts or restores it in place by itself, by a setting the program plans (SpotReturn.setting)."""
+    UP_RECREATES = "up-recreates"
+    """The cloud deletes it; `up` refreshes first, sees it gone, and the program creates it again."""
+    UP_STARTS = "up-starts"
+    """The cloud leaves it stopped (deallocated); `up` starts it (the cloud's before_up, through stopped_nodes)."""
+
+
+@dataclass(frozen=True)
+class SpotReturn:
+    """How a pool's spot nodes come back after an eviction, in the order they would."""
+
+    ways: tuple[SpotBack, ...]
+    """Empty: they do not come back (the rule's failure)."""
+    setting: tuple[str, str, Any] | None = None
+    """With SpotBack.CLOUD: (type token, dotted input path, value) a planned resource of the pool carries."""
+    how: str = ""
+
+
+class StoppedNodes(Protocol):
+    """The stack's nodes the cloud holds stopped or deallocated, and a way to start them (a cloud API's answers)."""
+
+    def stopped(self) -> list[str]:
+        """Names of the stack's nodes that are stopped (deallocated) and not starting."""
+
+    def start(self, names: list[str]) -> None:
+        """Ask the cloud to start these nodes (without waiting for them to boot)."""
+
+
+def start_stopped(nodes: StoppedNodes | None, log: Callable[[str], None]) -> list[str]:
+    """Start what the cloud holds stopped of the stack (a spot node it evicted, a node the budget stopped): `up`
+    brings the cluster back whole. Returns the names started."""
+    if nodes is None:
+        return []
+    names = nodes.stopped()
+    if names:
+        log(f"starting {len(names)} stopped node(s): {', '.join(names)} (evicted spot or stopped by the budget, TTL "
+            "or idle rule)")
+        nodes.start(names)
+    return names
+
+
 
 @dataclass(frozen=True)
 class HeadShape:
@@ -498,6 +543,13 @@ class Cloud(Protocol):
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> NodeLogin:
         """How a user logs in to the pool's nodes (pool None: the Slurm head) and reaches Docker there."""
 
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> SpotReturn:
+        """How the pool's spot nodes come back after the cloud evicts or reclaims them."""
+
+    def stopped_nodes(self, spec: ClusterSpec) -> StoppedNodes | None:
+        """The stack's stopped nodes as the cloud answers with the caller's credentials (what `up` starts); None:
+        the cloud leaves none stopped for `up` to start."""
+
     node_updates: NodeUpdates | None
     """How its GPU nodes take a change on `up` (what plan says an up keeps, updates or replaces), or None."""
     head_instance_type: str | None
@@ -600,6 +652,13 @@ class PulumiCloud:
         """The host image's user with the stack's key, reaching Docker through sudo (cloud images give their
         default user passwordless sudo; the docker group only where the host image says so)."""
         return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey")
+
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> SpotReturn:
+        """No way back declared: a cloud with Capability.SPOT must say how its evicted nodes return."""
+        return SpotReturn(())
+
+    def stopped_nodes(self, spec: ClusterSpec) -> StoppedNodes | None:
+        return None
 
     def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,
                    by: HostsBy = HostsBy.PRIVATE_IP) -> list[str]:

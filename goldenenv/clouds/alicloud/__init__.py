@@ -96,6 +96,13 @@ class AlicloudCloud(PulumiCloud):
 
         return NodeLogin(self.ssh_user, DockerReach.DIRECT, f"ssh as {self.ssh_user} with nodes.sshPublicKey (the "
                          "key pair) from network.adminCidrs; without a key, Cloud Assistant only")
+
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> Any:
+        """Alibaba releases a reclaimed spot instance (SpotAsPriceGo); the next `up` refreshes and creates it again."""
+        from goldenenv.clouds.base import SpotBack, SpotReturn
+
+        return SpotReturn((SpotBack.UP_RECREATES,), how="a reclaimed spot node is released; goldenenv up creates it "
+                          "again")
     """Alibaba's public Ubuntu images log in as root (key pair only); a custom image may bring its own user."""
     head_instance_type = "ecs.g7.large"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""

@@ -88,6 +88,17 @@ class AwsCloud(PulumiCloud):
 
         return NodeLogin(self.ssh_user, DockerReach.SUDO, f"ssh as {self.ssh_user} with nodes.sshPublicKey, through "
                          "SSM (--hosts-by instance-id, the ssh config plan prints) or from network.adminCidrs")
+
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> Any:
+        """Outside a placement group EC2 restarts a reclaimed node itself (a persistent request, interruption
+        behaviour stop); in one (EFA pools) the node is terminated and the next `up` creates it again."""
+        from goldenenv.clouds.base import SpotBack, SpotReturn
+
+        if spot_request(pool) == spot_requests.PERSISTENT:
+            return SpotReturn((SpotBack.CLOUD,), ("aws:ec2/launchTemplate:LaunchTemplate",
+                                                  "instanceMarketOptions.spotOptions.instanceInterruptionBehavior",
+                                                  "stop"), spot_note(pool))
+        return SpotReturn((SpotBack.UP_RECREATES,), how=spot_note(pool))
     """A 2-vCPU, 8-GiB on-demand Intel (x86_64, like the golden image) general purpose type: slurmctld for a few
     hundred nodes needs little; catalog head_types.csv and prices.csv."""
 

@@ -304,7 +304,9 @@ class AzureCloud(PulumiCloud):
             if pool.capacity is Capacity.SPOT:
                 notes.append(f"{pool.name}: spot VMs are deallocated when Azure evicts them (Scheduled Events "
                              "Preempt, at least 30 s notice): their OS disks stay and bill, their local NVMe scratch "
-                             "does not; keep checkpoints in Blob or on Lustre")
+                             "does not; keep checkpoints in Blob or on Lustre. Azure's Try & restore starts an "
+                             f"evicted VM again within {azure_nodes.SPOT_RESTORE_TIMEOUT[2:].lower()} when capacity "
+                             "returns; goldenenv up starts any still deallocated")
             if pool.ssh_key is None:
                 notes.append(f"{pool.name}: no sshPublicKey: log in with Microsoft Entra ID (`az ssh vm`, or ssh "
                              "with `az ssh cert`'s certificate) as your own UPN, which needs the Virtual Machine "
@@ -357,14 +359,37 @@ class AzureCloud(PulumiCloud):
                            "ARM_CLIENT_ID, ARM_CLIENT_SECRET, ARM_TENANT_ID and ARM_SUBSCRIPTION_ID for a service "
                            "principal")
 
-    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None) -> Any:
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None,
+                  nodes: Any = None) -> Any:
+        """Find the retained stores to adopt, and start the stack's deallocated VMs (an evicted spot VM that Try &
+        restore did not bring back, a VM the budget's function deallocated): `nodes` answers, the live ones when
+        no lookup is given."""
         from goldenenv.clouds.azure import storage
+        from goldenenv.clouds.base import start_stopped
 
+        live = lookup is None
         lookup = lookup or storage.LiveLookup(_subscription_from_env())
         stores = storage.RetainedStores.find(spec, lookup)
         if stores.adopt_account:
             log(f"adopting retained storage account {stores.account} (datasets and checkpoints of an earlier up)")
+        start_stopped(nodes if nodes is not None or not live else self.stopped_nodes(spec), log)
         return stores
+
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> Any:
+        """Azure restores an evicted VM itself while capacity returns within the restore timeout (the scale set's
+        spotRestorePolicy); past it the VM stays deallocated, in place, and `up` starts it."""
+        from goldenenv.clouds.base import SpotBack, SpotReturn
+
+        return SpotReturn((SpotBack.CLOUD, SpotBack.UP_STARTS),
+                          (azure_nodes.SCALE_SET, "spotRestorePolicy.enabled", True),
+                          f"an evicted VM is deallocated in place; Azure's Try & restore starts it again within "
+                          f"{azure_nodes.SPOT_RESTORE_TIMEOUT[2:].lower()} when capacity returns, else goldenenv up "
+                          "starts it")
+
+    def stopped_nodes(self, spec: ClusterSpec) -> Any:
+        from goldenenv.clouds.azure.stopped import LiveStoppedNodes
+
+        return LiveStoppedNodes(_subscription_from_env(), compute_group(spec.tags.project, spec.stack))
 
     def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
                        log: Callable[[str], None], token: Callable[[], str] | None = None) -> None:

@@ -14,7 +14,9 @@ is declared for it (ib_layout). So each pool is one `VirtualMachineScaleSet` (RE
   AADSSHLoginForLinux extension: `az ssh vm`, granted by the Virtual Machine (Administrator) User Login role), and
   the administrator key ARM requires is LOCKED_ADMIN_KEY, a key nobody holds;
 - spot: priority Spot, eviction Deallocate (the VM, its disks and its place in the scale set stay; a stopped but
-  allocated VM would keep billing), maxPrice -1 (never evicted for price, only for capacity);
+  allocated VM would keep billing), maxPrice -1 (never evicted for price, only for capacity), and Try & restore
+  (spotRestorePolicy) for SPOT_RESTORE_TIMEOUT: Azure starts an evicted VM again when capacity returns; after that
+  `up` starts what is still deallocated (stopped.py);
 - booted by cloud-init from customData (base64), which the HPC image's cloud-init reads from the Azure datasource.
 """
 
@@ -40,6 +42,13 @@ PRIORITY = {"on-demand": "Regular", "spot": "Spot"}
 SPOT_EVICTION = "Deallocate"
 SPOT_MAX_PRICE = -1
 """billingProfile.maxPrice -1: pay up to the on-demand price, never evicted for price (RESEARCH-3 §2.8)."""
+SPOT_RESTORE_TIMEOUT = "PT2H"
+"""How long Azure tries to restore an evicted spot VM (the scale set's spotRestorePolicy.restoreTimeout, ISO 8601):
+the longest it takes. learn.microsoft.com virtual-machine-scale-sets/use-spot, "Try & restore": "automatically try
+to restore evicted Azure Spot Virtual Machine instances inside a scale set to maintain the target instance count"
+(`az vmss create ... --enable-spot-restore True --spot-restore-timeout PT1H`); the azurerm provider's spot_restore
+timeout: "between 15 minutes and 120 minutes (inclusive) ... Defaults to PT1H". Try & restore is off in scale sets
+that use Autoscale; goldenenv's use none."""
 OS_DISK = "Premium_LRS"
 LOCKED_ADMIN_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOoKCxMuEfR9KlZ9jxG+qsOXghwGoGRyadeQ0D2aU+sq "
                     "goldenenv-locked-admin")
@@ -125,6 +134,7 @@ class GpuNodePool(pulumi.ComponentResource):
             overprovision=False, upgrade_policy={"mode": "Manual"},
             zones=[args.zone] if args.zone else None,
             identity={"type": "UserAssigned", "user_assigned_identities": [identity.id]},
+            spot_restore_policy={"enabled": True, "restore_timeout": SPOT_RESTORE_TIMEOUT} if spot else None,
             virtual_machine_profile={
                 "priority": PRIORITY[args.capacity],
                 **({"eviction_policy": SPOT_EVICTION, "billing_profile": {"max_price": SPOT_MAX_PRICE}}

@@ -320,9 +320,14 @@ class GcpCloud(PulumiCloud):
                            "auth login` for goldenenv's own calls: adoption, export, purge), or set "
                            "GOOGLE_APPLICATION_CREDENTIALS to a service account key file")
 
-    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None) -> Any:
+    def before_up(self, spec: ClusterSpec, log: Callable[[str], None], lookup: Any = None,
+                  nodes: Any = None) -> Any:
+        """Find the retained stores to adopt, and start the stack's stopped nodes (a spot node Google preempted, a
+        node the budget, TTL or idle rule stopped): `nodes` answers, the live ones when no lookup is given."""
+        from goldenenv.clouds.base import start_stopped
         from goldenenv.clouds.gcp import storage
 
+        live = lookup is None
         if lookup is None:
             project = _project_from_env()
             if not project:
@@ -332,7 +337,25 @@ class GcpCloud(PulumiCloud):
         stores = RetainedStores.find(spec, lookup)
         if stores.adopt_bucket:
             log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
+        start_stopped(nodes if nodes is not None or not live else self.stopped_nodes(spec), log)
         return stores
+
+    def spot_return(self, spec: ClusterSpec, pool: Any) -> Any:
+        """Google stops a preempted spot node (instanceTerminationAction STOP: name, boot disk and place in Slurm
+        kept) and never starts it again itself; `up` starts it."""
+        from goldenenv.clouds.base import SpotBack, SpotReturn
+
+        return SpotReturn((SpotBack.UP_STARTS,), how="a preempted spot node is stopped in place; goldenenv up "
+                          "starts it")
+
+    def stopped_nodes(self, spec: ClusterSpec) -> Any:
+        from goldenenv.clouds.gcp.stopped import LiveStoppedNodes
+
+        project = _project_from_env()
+        if not project:
+            raise RuntimeError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT (or `gcloud config set project "
+                               "PROJECT`)")
+        return LiveStoppedNodes(project, spec.tags.project, spec.stack)
 
     def before_destroy(self, spec: ClusterSpec, outputs: dict[str, Any], skip_export: bool,
                        log: Callable[[str], None], token: Callable[[], str] | None = None) -> None:
