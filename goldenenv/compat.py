@@ -532,6 +532,36 @@ def _check_host_image(lock: Lock, cloud: str, instance_type: str, host: NodeHost
                      f"or {fix}", WARNING)]
 
 
+HOST_MODULES = "host-image-modules"
+"""The rule: a pool's fabric needs kernel modules on its hosts (goldenenv.fabrics kernel_modules) that its host image
+does not carry (catalog host_images kernel_modules, or the stack's own hostImage kernelModules). An error at plan:
+the fabric's boot check would fail on every node and the golden container never start, while the nodes bill."""
+
+
+def _check_fabric_modules(cloud: str, pool, host: NodeHost, key: str) -> list[Conflict]:
+    """Fail closed: a module the image is not known to carry is one it lacks."""
+    node = catalog.instance_types(cloud).get(pool.instance_type)
+    fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
+    if fabric is None or not fabric.kernel_modules:
+        return []
+    if host.override_id:
+        have, image = frozenset(pool.host_image.kernel_modules), f"hostImage {host.override_id}"
+    else:
+        have = host.image.modules if host.image else frozenset()
+        image = f"host image {host.image.name}" if host.image else "the pool's host image"
+    missing = [m for m in fabric.kernel_modules if m not in have]
+    if not missing:
+        return []
+    said = "as the stack declares it (kernelModules)" if host.override_id else "(catalog host_images.csv)"
+    modules = ", ".join(fabric.kernel_modules)
+    return [Conflict(HOST_MODULES, (f"hostImage={host.override_id or (host.image.name if host.image else '')}",
+                                    f"fabric={fabric.name}"),
+                     f"{key}.hostImage: {image} has no kernel module {', '.join(missing)} {said}, which "
+                     f"{fabric.label} needs on every node: its boot check would fail and the golden container never "
+                     f"start. Use {fabric.host_image_hint or 'an image with it'}, and set {key}.hostImage to "
+                     f"{{id: <that image>, driver: <its NVIDIA driver>, kernelModules: [{modules}]}}", ERROR)]
+
+
 @dataclass(frozen=True)
 class PoolCompat:
     """The lock checked against one pool's instance type and host image."""
@@ -558,6 +588,7 @@ def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: lis
         host = node_host(cloud, region, pool.host_image)
         found = can_run(lock, cloud, pool.instance_type, host.driver, wheelhouse=wheelhouse)
         found += _check_host_image(lock, cloud, pool.instance_type, host, key)
+        found += _check_fabric_modules(cloud, pool, host, key)
         if host.driver is None and not any(c.rule == HOST_IMAGE for c in found):
             found.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
                                   f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "

@@ -1,11 +1,14 @@
 """RDMA and GPU-direct fabrics by name: what each one is, wherever goldenenv needs to know.
 
 A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud, InfiniBand on Azure)
-brings four things: how its interfaces sit on a node's network cards (the cloud's layout function), the layer a golden
+brings five things: how its interfaces sit on a node's network cards (the cloud's layout function), the layer a golden
 image adds for it (a template under templates/image/ and the lock section that pins it, with the section's model), the
-environment NCCL needs on a node (catalog fabric_env, and any host files the golden container reads), and the rules a
-lock must meet (catalog fabric_min_nccl and fabric_min_cuda, plus any fabric-specific check in compat). Code asks this
-registry, never `if fabric ==`: a new fabric is one entry here, its catalog rows and its templates.
+environment NCCL needs on a node (catalog fabric_env, any env files of the fabric's own, and any host files the golden
+container reads), what its host must run and expose (kernel modules, sidecar daemons, device nodes: goldenenv.nodeboot
+turns that declaration into the boot units, the boot check's expectations and the golden container's run, and compat
+refuses a host image without the modules), and the rules a lock must meet (catalog fabric_min_nccl and
+fabric_min_cuda, plus any fabric-specific check in compat). Code asks this registry, never `if fabric ==`: a new
+fabric is one entry here, its catalog rows and its templates.
 
 The field types of the lock sections live here too, below the lock (images/lock.py imports them from here): every
 value that reaches a Dockerfile has a pattern.
@@ -67,11 +70,43 @@ class GpuDirectTcp(Model):
     """The tag of nccl-plugin-gpudirecttcpx-dev (without v): the image layer copies the plugin from it."""
     rxdm: ReleaseTag
     """The tag of tcpgpudmarxd-dev (without v), the RxDM the node runs beside the golden container."""
+    rxdm_digest: Sha256 | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The sha256 of that tag's image, where a public source gives it: the node then pulls RxDM by digest. None: by
+    the tag alone (Google's release notes list tags only), which the node's RxDM unit says when it starts. Unset, it
+    is left out of the lock's identity, so the image's tag stays what it was."""
 
 
 class Gib(Model):
     plugin: PackageVersion
     """The nccl-gib package (gIB NCCL plugin with its own NCCL, under /usr/local/gib), from Google's apt repo."""
+
+
+class Sidecar(NamedTuple):
+    """A daemon the fabric needs on the host beside the golden container (Google's RxDM): its own container, run by a
+    unit of its own that starts before the golden container and is restarted with it (goldenenv.nodeboot)."""
+
+    name: str
+    """Its unit is goldenenv-<name>.service and its container goldenenv-<name>."""
+    label: str
+    """As people write it, in logs and unit descriptions."""
+    image: Callable[[Any], str]
+    """Its image reference from the lock's fabric section: repository:tag, or repository:tag@sha256:... where the
+    lock pins the digest."""
+    options: tuple[str, ...]
+    """`docker run` options (privileges, network, volumes, env) as its publisher runs it."""
+    command: tuple[str, ...]
+    """Its arguments after the image."""
+    ready: str
+    """The line its log prints once it serves: the golden container waits for it."""
+
+
+class EnvFile(NamedTuple):
+    """A shell file in the golden image that sets the fabric's tuning (Google's set_nccl_env.sh, nccl-env-profile.sh),
+    sourced with `env` set: the node evaluates it once per boot into the golden container's environment, so every
+    process there has it (slurmd and its jobs, `docker exec`), not only login shells."""
+
+    path: str
+    env: dict[str, str] = {}
 
 
 class Plugin(NamedTuple):
@@ -126,6 +161,21 @@ class Fabric:
     for the fabric there (Azure's HPC images: /etc/nccl.conf naming the VM size's topology file under
     /opt/microsoft). The fabric's boot check proves they exist before the container starts: Docker would create a
     missing bind source as an empty folder."""
+    kernel_modules: tuple[str, ...] = ()
+    """Kernel modules the host must have loaded, as lsmod names them: the boot check loads and asserts each, and a
+    pool whose host image lacks one (catalog host_images kernel_modules) is refused at plan (compat)."""
+    devices: tuple[str, ...] = ()
+    """Device nodes the golden container gets (`--device`): the boot check proves each exists first."""
+    device_dirs: tuple[str, ...] = ()
+    """Host folders of device files the golden container gets read-write at the same path (the aperture devices'
+    bound PCI resources, which NCCL maps): the boot check makes and proves each."""
+    host_image_hint: str = ""
+    """Where to get a host image with the kernel modules, for the message that refuses one without them."""
+    sidecars: tuple[Sidecar, ...] = ()
+    """Daemons the host runs beside the golden container, each in a unit started before it and restarted with it."""
+    env_files: tuple[EnvFile, ...] = ()
+    """The fabric's own env files in the golden image, evaluated into the golden container's environment (the
+    catalog's fabric_env values are applied after them, so the node's interface names win)."""
 
     @property
     def health_fabric(self) -> str:
@@ -181,7 +231,39 @@ TCPXO_LIBRARIES = "/var/lib/tcpxo/lib64"
 the same path, so a job written for Google's host install finds them in the golden container too."""
 GIB_LIBRARIES = "/usr/local/gib/lib64"
 """Where the nccl-gib package installs (Google's docs: all NCCL/gIB content is installed under /usr/local/gib)."""
+GIB_ENV_FILE = "/usr/local/gib/scripts/set_nccl_env.sh"
+"""gIB's NCCL tuning, from the nccl-gib package (Google's 'Run NCCL on Compute Engine instances': source it)."""
 GPUDIRECT_REGISTRY = "us-docker.pkg.dev/gce-ai-infra"
+APERTURE_DEVICES = "/dev/aperture_devices"
+"""Where an A3 Mega host binds its aperture devices (PCI 1ae0:0084), one folder per PCI function: Cluster Toolkit's
+a3mega-slurm-blueprint udev rule, and NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY in catalog fabric_env."""
+IMPORT_HELPER = "/dev/dmabuf_import_helper"
+"""The misc device the dmabuf-import-helper kernel module (import_helper) registers, which RxDM and the TCPXO plugin
+open (google/nccl-plugin-gpudirect-tcpxo's import-helper source: miscdevice "dmabuf_import_helper")."""
+
+
+def _image(repository: str, tag: Callable[[Any], str], digest: Callable[[Any], str | None]) -> Callable[[Any], str]:
+    def ref(section: Any) -> str:
+        pinned = digest(section)
+        return f"{repository}:v{tag(section)}" + (f"@sha256:{pinned}" if pinned else "")
+    return ref
+
+
+TCPXO_HOST_IMAGE = ("an image built as Cluster Toolkit's a3mega-slurm-blueprint builds its own (its image group "
+                    "installs the dmabuf-import-helper DKMS package from Google's gpudirect-tcpxo-apt repository "
+                    "and the aperture devices' udev rule)")
+RXDM_TCPXO = Sidecar(
+    "rxdm", "GPUDirect-TCPXO receive-datapath manager (RxDM)",
+    _image(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpxo/tcpgpudmarxd-dev", lambda s: s.rxdm, lambda s: s.rxdm_digest),
+    ("--cap-add=NET_ADMIN", "--network=host", "--privileged", "--gpus", "all",
+     "--volume", "/var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
+     "--volume", f"{IMPORT_HELPER}:{IMPORT_HELPER}", "--env", "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu"),
+    ("--num_hops=2", "--num_nics=8"),
+    "Buffer manager initialization complete")
+"""As Google's Slurm prolog runs it (slurm-gcp tools/prologs-epilogs/receive-data-path-manager-mega, which Cluster
+Toolkit's a3mega-slurm-blueprint installs), with the flags of the open-source RxDM from v1.0.18 on
+(google/nccl-plugin-gpudirect-tcpxo README: `--num_hops=2 --num_nics=8`; --uid= and --alsologtostderr retired), and
+the line the prolog waits for. With --network=host on both, RxDM and the plugin meet on the host's UNIX sockets."""
 AZURE_HPC_NCCL = ("/etc/nccl.conf", "/opt/microsoft")
 """What Azure's Ubuntu HPC images write for NCCL on every boot of an ND VM (azhpc-images setup_sku_customizations.sh,
 components/customizations/ndv4.sh and ndv5.sh): /etc/nccl.conf with NCCL_IB_PCI_RELAXED_ORDERING=1,
@@ -213,12 +295,16 @@ FABRICS: dict[str, Fabric] = {
                                 TCPXO_LIBRARIES),
         plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpxo_plugin"), libraries=TCPXO_LIBRARIES,
         plugin_library=f"{TCPXO_LIBRARIES}/libnccl-net.so",
-        labels=lambda s: {"tcpxo-plugin": s.plugin, "tcpxo-rxdm": s.rxdm}, health="none"),
+        labels=lambda s: {"tcpxo-plugin": s.plugin, "tcpxo-rxdm": s.rxdm}, health="none",
+        kernel_modules=("import_helper",), devices=(IMPORT_HELPER,), device_dirs=(APERTURE_DEVICES,),
+        host_image_hint=TCPXO_HOST_IMAGE, sidecars=(RXDM_TCPXO,),
+        env_files=(EnvFile(f"{TCPXO_LIBRARIES}/nccl-env-profile.sh", {"NCCL_LIB_DIR": TCPXO_LIBRARIES}),)),
     "gib": Fabric(
         "gib", "gIB", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-gib.j2", "gib", Gib,
         ("goldenenv-gib.service", "gib-check.sh"), layer_values=lambda s: {"plugin": s.plugin},
         plugin=Plugin("plugin", "plugin", "nccl-gib", "nccl_gib"), libraries=GIB_LIBRARIES,
-        plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}, health="none"),
+        plugin_library=f"{GIB_LIBRARIES}/libnccl-net.so", labels=lambda s: {"nccl-gib": s.plugin}, health="none",
+        env_files=(EnvFile(GIB_ENV_FILE),)),
     "ib": Fabric(
         "ib", "InfiniBand", "azure", "goldenenv.clouds.azure.nodes:ib_layout", "image/layer-ib.j2", "ib", Ib,
         ("goldenenv-ib.service", "ib-check.sh"), layer_values=lambda s: {"packages": s.packages},

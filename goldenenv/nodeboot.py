@@ -14,6 +14,7 @@ same digest, runs slurmctld. No key is ever in user data: each host fetches it w
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,11 @@ from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
 ENV_FILE = "/etc/goldenenv/launch.env"
+"""The node's launch environment as cloud-init writes it; the golden container's environment file is bound at this
+path inside it too, so a Slurm job's tasks read the node's environment (templates/slurm/job.sbatch.j2)."""
+CONTAINER_ENV = "/run/goldenenv/container.env"
+"""The golden container's environment on a node whose fabric has env files: what they set (evaluated in the image
+on every boot), then the launch environment over it."""
 STEP_DIR = "/usr/local/lib/goldenenv"
 """What cloud-init runs once (runcmd): enabling the units."""
 SCRIPT_DIR = "/usr/local/libexec/goldenenv"
@@ -176,7 +182,8 @@ class NodeBoot:
         striped, or a folder on the root volume; each way the image user owns it, so the golden container never
         gets a bind source Docker made as root. Where the fabric has a boot check (eRDMA: driver, devices, MTU), it
         runs before the golden container; the host files the fabric's NCCL setup lives in (Fabric.host_mounts) are
-        bound into it read-only. With the scheduler, the munge key is fetched before it too. The container
+        bound into it read-only. A fabric's sidecars (A3 Mega's RxDM) each run in a unit after its check and before
+        the container. With the scheduler, the munge key is fetched before it too. The container
         waits for every one of them (their ready markers), so it never runs without its mounts or its key; each of
         these units retries until it succeeds."""
         storage = self.spec.storage
@@ -203,8 +210,12 @@ class NodeBoot:
                 raise KeyError(f"catalog fabric_mtu.csv has no {fabric.name} row: the interfaces' MTU is unknown")
             units.append(boot_unit(unit, script, {
                 "mtu": mtu.mtu, "interfaces": self._instance_type().rdma_interfaces,
-                "host_mounts": list(fabric.host_mounts),
+                "host_mounts": list(fabric.host_mounts), **fabric_host_values(fabric),
             }))
+        elif fabric and (fabric.kernel_modules or fabric.devices or fabric.device_dirs):
+            raise ValueError(f"fabric {fabric.name} declares kernel modules or devices but no boot check proves them")
+        if fabric and fabric.sidecars:
+            units += sidecar_units(fabric, self.fabric_section(), [fabric.boot_check[0]] if fabric.boot_check else [])
         if self.slurm:
             units.append(munge_unit(self.slurm.munge, create=False))
         expect = health.pool_expectations(self.spec.cloud, self._pool().instance_type, self._pool().rdma)
@@ -224,8 +235,21 @@ class NodeBoot:
                 run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
                                                      [self.pool], self._spot_cloud(), expect)}
-            units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run))
+            units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run,
+                                        fabric=fabric))
         return units
+
+    def fabric_section(self) -> Any:
+        """The lock's section for this node's fabric (it pins the fabric's sidecars); compat refuses a lock whose
+        fabric is not the pool's at plan, so a missing section here is the program's error."""
+        from goldenenv.images.lock import load
+
+        fabric = fabrics.get(self.fabric)
+        section = getattr(load(self.spec.image.lock), fabric.lock_section, None) if fabric else None
+        if fabric and section is None:
+            raise ValueError(f"lock {self.spec.image.lock} has no {fabric.lock_section} section, which the "
+                             f"{fabric.label} nodes of pool {self.pool} need")
+        return section
 
     def host_store(self) -> HostStore | None:
         """The host image's own instance-store volume (catalog host_images: the DLAMI's dlami-nvme.service at
@@ -383,14 +407,75 @@ def munge_unit(munge: MungeKey, create: bool) -> BootUnit:
 
 def container_unit(steps: list[BootUnit], image_ref: str, registry_login: str | None, volumes: list[str], *,
                    gpus: bool, user: str | None, hosts: list[str], command: list[str],
-                   folders: list[str] = ()) -> BootUnit:
-    """The golden container, started once every step before it has left its ready marker."""
+                   folders: list[str] = (), fabric: fabrics.Fabric | None = None) -> BootUnit:
+    """The golden container, started once every step before it has left its ready marker, with what the node's
+    fabric declares: its devices (`--device`), its device folders (bound read-write), its env files evaluated into
+    the container's environment, and its sidecars, which the container is bound to (it stops when one stops)."""
     before = [u.name for u in steps]
+    env_files = list(fabric.env_files) if fabric else []
+    env_file = CONTAINER_ENV if env_files else ENV_FILE
+    volumes = [*volumes, *(f"{path}:{path}" for path in (fabric.device_dirs if fabric else ())),
+               f"{env_file}:{ENV_FILE}:ro"]
     return boot_unit(CONTAINER_UNIT, "golden-image.sh", {
-        "image_ref": image_ref, "env_file": ENV_FILE, "volumes": volumes, "registry_login": registry_login,
-        "wait_for": [(u, ready_marker(u)) for u in before], "gpus": gpus, "user": user, "hosts": hosts,
-        "command": command, "folders": list(folders),
-    }, storage_units=before)
+        "image_ref": image_ref, "env_file": env_file, "launch_env": ENV_FILE, "volumes": volumes,
+        "registry_login": registry_login, "wait_for": [(u, ready_marker(u)) for u in before], "gpus": gpus,
+        "user": user, "hosts": hosts, "command": command, "folders": list(folders),
+        "devices": list(fabric.devices) if fabric else [], "env_files": [f.path for f in env_files],
+        "evaluate": evaluate_env_files(env_files) if env_files else "",
+    }, storage_units=before, binds_to=[sidecar_unit_name(s) for s in (fabric.sidecars if fabric else ())])
+
+
+def fabric_host_values(fabric: fabrics.Fabric) -> dict[str, Any]:
+    """What the fabric's boot check proves on the host: exactly the kernel modules, device nodes and device folders
+    the fabric declares (templates/node/fabric-host.sh.j2)."""
+    return {"kernel_modules": list(fabric.kernel_modules), "devices": list(fabric.devices),
+            "device_dirs": list(fabric.device_dirs)}
+
+
+def sidecar_unit_name(sidecar: fabrics.Sidecar) -> str:
+    return f"goldenenv-{sidecar.name}.service"
+
+
+def sidecar_units(fabric: fabrics.Fabric, section: Any, after: list[str]) -> list[BootUnit]:
+    """One unit per sidecar the fabric declares: its container from the image the lock's section pins, started
+    after the fabric's boot check and before the golden container, and restarted with it (PartOf)."""
+    units = []
+    for sidecar in fabric.sidecars:
+        name = sidecar_unit_name(sidecar)
+        image = sidecar.image(section)
+        units.append(boot_unit(name, "sidecar.sh", {
+            "name": f"goldenenv-{sidecar.name}", "label": sidecar.label, "image": image,
+            "by_digest": "@sha256:" in image, "options": list(sidecar.options), "command": list(sidecar.command),
+            "ready_line": sidecar.ready, "wait_for": [(u, ready_marker(u)) for u in after],
+        }, after=after, label=sidecar.label, container=f"goldenenv-{sidecar.name}", ready=ready_marker(name)))
+    return units
+
+
+ENV_UNCHANGED = ("_", "SHLVL", "PWD", "OLDPWD")
+"""Variables a shell sets itself, never part of what an env file sets."""
+
+
+def evaluate_env_files(files: list[fabrics.EnvFile]) -> str:
+    """A bash script run in the golden image that sources the fabric's env files (each with the variables it expects,
+    e.g. NCCL_LIB_DIR) and prints what they set or changed as KEY=VALUE lines, Docker's --env-file format (a value
+    on several lines cannot be one and is left out). A file missing from the image ends it with status 3."""
+    skip = " ".join(ENV_UNCHANGED)
+    lines = ["declare -A before",
+             "while IFS= read -r -d '' kv; do before[${kv%%=*}]=${kv#*=}; done < <(env -0)",
+             "set -a"]
+    for file in files:
+        path = shlex.quote(file.path)
+        lines += [f"{name}={shlex.quote(value)}" for name, value in file.env.items()]
+        lines += [f"if [ ! -r {path} ]; then echo {shlex.quote(f'no {file.path} in the image')} >&2; exit 3; fi",
+                  f". {path}"]
+    lines += ["set +a",
+              "while IFS= read -r -d '' kv; do",
+              "  k=${kv%%=*} v=${kv#*=}",
+              f"  case \" {skip} \" in *\" $k \"*) continue ;; esac",
+              "  [[ $v == *$'\\n'* ]] && continue",
+              "  if [[ ! -v before[$k] || ${before[$k]} != \"$v\" ]]; then printf '%s=%s\\n' \"$k\" \"$v\"; fi",
+              "done < <(env -0)"]
+    return "\n".join(lines) + "\n"
 
 
 def boot_files(spec: ClusterSpec, env: dict[str, str], units: list[BootUnit]) -> list[BootFile]:

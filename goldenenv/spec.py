@@ -121,6 +121,9 @@ class HostImageOverride(Model):
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
     driver: DriverVersion
+    kernel_modules: list[Annotated[str, Field(pattern=r"^[a-z0-9_]{1,64}$")]] = Field(default=[], max_length=32)
+    """The kernel modules the image carries that the pool's fabric needs (as lsmod names them: import_helper), the
+    stack's statement in place of the catalog's host_images kernel_modules."""
 
 
 class NodePool(Model):

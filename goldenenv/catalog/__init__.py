@@ -251,6 +251,13 @@ class HostImage:
     instance_store_mount: str
     """Where that service mounts the instance store (/opt/dlami/nvme); empty with no such service."""
     source: str
+    kernel_modules: str
+    """The kernel modules a fabric declares (goldenenv.fabrics kernel_modules) that the image carries, as lsmod names
+    them, space-separated; a module not listed is one the image lacks, and a pool of that fabric is refused on it."""
+
+    @property
+    def modules(self) -> frozenset[str]:
+        return frozenset(self.kernel_modules.split())
 
 
 @functools.cache

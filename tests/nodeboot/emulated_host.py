@@ -99,12 +99,13 @@ class Host:
     def create(cls, client: docker.DockerClient, image: str, *, name: str, networks: list[str], user_data: str,
                public_key: str, login: str, key: Path, shares: list[str], sharedfs: str | None,
                nvme: str | None, erdma: int, gpus: int, nvidia_smi: str, health: dict | None = None,
-               extra_files: dict | None = None,
+               extra_files: dict | None = None, disks: stand_ins.Disks | None = None,
                hostname: str | None = None, address: str | None = None, trusted_ca: str | None = None,
                seed: bool = True) -> Host:
         """hostname: the host's name where cloud-init sets one (the head), else its own; address: its private
         address on the stack's network (networks[0]) where the cloud gave one, else the engine picks; trusted_ca:
-        a CA (PEM) the host trusts besides its image's, as `update-ca-certificates` would have it; seed: give
+        a CA (PEM) the host trusts besides its image's, as `update-ca-certificates` would have it; disks: the
+        node's recorded disks, its local NVMe bare (Local SSD, NVMe Direct Disks) and backed by `nvme`; seed: give
         cloud-init user_data and the key through a NoCloud seed (False: its datasource reads them from the cloud's
         metadata server, set up by extra_files, and user_data and public_key are not used)."""
         volumes = {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"},
@@ -127,7 +128,7 @@ class Host:
         } if seed else {}
         seed["/etc/cloud/cloud.cfg.d/91-login.cfg"] = (LOGINS[login], 0o644)
         fakes = stand_ins.files(name=name, rootfs=rootfs, sharedfs=sharedfs, nvme=nvme, erdma=erdma, gpus=gpus,
-                                nvidia_smi=nvidia_smi, health=health)
+                                nvidia_smi=nvidia_smi, health=health, disks=disks)
         if trusted_ca:
             fakes[CA_BUNDLE] = (ca_bundle(container) + trusted_ca, 0o644)
         container.put_archive("/", tar_of({**fakes, **(extra_files or {}), **seed}))

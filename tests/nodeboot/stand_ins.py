@@ -17,6 +17,11 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
 - instance-store disks as the AWS Deep Learning AMI leaves them: its dlami-nvme.service claims them at every boot
   (blank after a stop/start) and mounts the volume at /opt/dlami/nvme; here a folder of this machine stands for
   the volume and is bound there, empty on every boot, as a stop/start leaves instance store.
+- bare local NVMe disks, as Google's Local SSD and Azure's NVMe Direct Disks come (no host service claims them):
+  `lsblk` lists the recorded disks of the cloud with their models (a capture of tests/unit/captures/local_nvme/),
+  and mdadm, blkid, mkfs.xfs and mount act on them as on blank disks. Only the capture's local disks can join an
+  array or take a file system (an OS or data disk is busy: mdadm's and mkfs's refusal); the array's file system,
+  mounted, is the machine folder standing for the disks, emptied when the file system is made.
 - `mount -t lustre` / `mount -t nfs`: the file system server is a folder of this machine shared by every host of
   the stack; the mount helpers check the source as Lustre's and NFS's do, then bind that folder.
 - the NVIDIA driver (`nvidia-smi` answering from a capture of the instance type), the eRDMA driver (`lsmod`,
@@ -34,9 +39,32 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 CONFIG = "/etc/goldenenv-emulated"
 """Per-host facts the stand-ins read: name, rootfs, sharedfs, nvme, erdma."""
+
+
+@dataclass(frozen=True)
+class Disks:
+    """A cloud node's disks as recorded (tests/unit/captures/local_nvme/<cloud>_<type>.txt)."""
+
+    lsblk: str
+    """`lsblk -dpno NAME,MODEL` as the node prints it: its OS, data and local disks with their models."""
+    local: tuple[str, ...]
+    """Which of them are the local NVMe disks."""
+
+    @classmethod
+    def recorded(cls, capture) -> Disks:
+        """The capture's `$ lsblk -dpno NAME,MODEL` and `$ local` sections."""
+        sections: dict[str, list[str]] = {}
+        current = None
+        for line in open(capture).read().splitlines():
+            if line.startswith("$ "):
+                current = sections.setdefault(line[2:].split()[0], [])
+            elif current is not None and line.strip() and not line.startswith("#"):
+                current.append(line)
+        return cls("".join(f"{line}\n" for line in sections["lsblk"]), tuple(sections.get("local", ())))
 HEALTH = CONFIG + "/health"
 """The hardware's healthy answers to the health check's commands (healthy_evidence)."""
 RECORDED = "/etc/goldenenv/health/recorded"
@@ -232,6 +260,86 @@ find "$volume" -mindepth 1 -delete
 echo "dlami-nvme: vg.01/lv_ephemeral mounted at /opt/dlami/nvme"
 ''' % {"config": CONFIG}
 
+DISKS = CONFIG + "/disks"
+"""The bare local disks' facts: `lsblk` (the recorded `lsblk -dpno NAME,MODEL`), `local` (which of them are local)."""
+DISK_STATE = "/run/goldenenv-emulated/disks"
+"""The array and file system made on the local disks this boot: a stop/start hands back blank disks."""
+
+LOCAL_LSBLK = r'''#!/bin/bash
+# lsblk on a host with the recorded disks: their names and models as the cloud's node lists them; a question about one
+# of them as a blank disk (or a member of the array made this boot) answers; anything else is util-linux's
+set -euo pipefail
+disks=%(disks)s; state=%(state)s
+[ "$*" = "-dpno NAME,MODEL" ] && exec cat "$disks/lsblk"
+last=${!#}
+if awk -v d="$last" '$1 == d {found = 1} END {exit !found}' "$disks/lsblk"; then
+  member=""; [ -e "$state/members" ] && grep -qx -- "$last" "$state/members" && member=1
+  case "$1 $2" in
+    "-ndo FSTYPE") [ -n "$member" ] && echo linux_raid_member; exit 0 ;;
+    "-ndo MOUNTPOINT") exit 0 ;;
+    "-nlo TYPE") echo disk; [ -n "$member" ] && echo raid0; exit 0 ;;
+    "-nlo NAME,TYPE"|"-lnpo NAME,TYPE") echo "$last disk"; [ -n "$member" ] && echo "/dev/md0 raid0"; exit 0 ;;
+  esac
+fi
+exec /usr/bin/lsblk "$@"
+''' % {"disks": DISKS, "state": DISK_STATE}
+
+LOCAL_MDADM = r'''#!/bin/bash
+# mdadm on blank local disks: nothing to assemble after a stop/start; an array only over the local disks
+set -euo pipefail
+disks=%(disks)s; state=%(state)s
+case "${1:-}" in
+  --assemble) exit 0 ;;
+  --create)
+    device=$2; members=()
+    for arg in "${@:3}"; do [[ $arg == /dev/* ]] && members+=("$arg"); done
+    for member in "${members[@]}"; do
+      grep -qx -- "$member" "$disks/local" || { echo "mdadm: cannot open $member: Device or resource busy" >&2; exit 1; }
+    done
+    mkdir -p "$state" && printf '%%s\n' "${members[@]}" > "$state/members" && echo "$device" > "$state/array"
+    echo "mdadm: array $device started." ;;
+  *) echo "mdadm (emulated): $*: not emulated" >&2; exit 1 ;;
+esac
+''' % {"disks": DISKS, "state": DISK_STATE}
+
+LOCAL_DEVICE = r'''is_local() {  # the array made this boot, or a single local disk
+  { [ -e %(state)s/array ] && [ "$1" = "$(cat %(state)s/array)" ]; } || grep -qx -- "$1" %(disks)s/local
+}
+''' % {"disks": DISKS, "state": DISK_STATE}
+
+LOCAL_BLKID = r'''#!/bin/bash
+%(is_local)s
+if [ $# -eq 1 ] && is_local "$1"; then [ -e %(state)s/filesystem ]; exit; fi
+exec /usr/sbin/blkid "$@"
+''' % {"is_local": LOCAL_DEVICE, "state": DISK_STATE}
+
+LOCAL_MKFS_XFS = r'''#!/bin/bash
+# mkfs.xfs -f DEVICE: a new, empty file system on the local disks (the machine folder that stands for them, emptied)
+set -euo pipefail
+%(is_local)s
+device=${!#}
+is_local "$device" || { echo "mkfs.xfs: cannot open $device: Device or resource busy" >&2; exit 1; }
+find "$(cat %(config)s/nvme)" -mindepth 1 -delete
+mkdir -p %(state)s && touch %(state)s/filesystem
+echo "meta-data=$device isize=512 (emulated)"
+''' % {"is_local": LOCAL_DEVICE, "state": DISK_STATE, "config": CONFIG}
+
+LOCAL_MOUNT = r'''#!/bin/bash
+# mount [-o options] DEVICE DIR: the local disks' file system is the machine folder standing for them, bound at DIR;
+# every other mount is util-linux's
+%(is_local)s
+words=(); skip=""
+for arg in "$@"; do
+  if [ -n "$skip" ]; then skip=""; continue; fi
+  case "$arg" in -o|-t) skip=1 ;; -*) ;; *) words+=("$arg") ;; esac
+done
+if [ "${#words[@]}" -eq 2 ] && is_local "${words[0]}"; then
+  [ -e %(state)s/filesystem ] || { echo "mount: ${words[1]}: wrong fs type, bad option, bad superblock on ${words[0]}" >&2; exit 32; }
+  exec /usr/local/libexec/emulated/bind "$(cat %(config)s/nvme)" "${words[1]}"
+fi
+exec /usr/bin/mount "$@"
+''' % {"is_local": LOCAL_DEVICE, "state": DISK_STATE, "config": CONFIG}
+
 MOUNT_LUSTRE = r'''#!/bin/bash
 # mount.lustre <mgs nid>@tcp:/<fsname> <dir> [-o options]
 set -euo pipefail
@@ -337,8 +445,11 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
 
 
 def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erdma: int, gpus: int,
-          nvidia_smi: str, health: dict[str, str] | None = None) -> dict[str, tuple[str, int]]:
-    """Path on the host -> (content, mode) of every stand-in and the facts they read; "->target" is a symlink."""
+          nvidia_smi: str, health: dict[str, str] | None = None,
+          disks: Disks | None = None) -> dict[str, tuple[str, int]]:
+    """Path on the host -> (content, mode) of every stand-in and the facts they read; "->target" is a symlink.
+
+    nvme: the machine folder behind the instance store: the DLAMI's volume, or with `disks`, bare local disks."""
     out = {
         "/usr/local/bin/docker": (DOCKER, 0o755),
         "/usr/local/libexec/emulated/bind": (BIND, 0o755),
@@ -361,7 +472,14 @@ def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erd
         out[f"{HEALTH}/{file}"] = (text, 0o644)
     if sharedfs:
         out[f"{CONFIG}/sharedfs"] = (sharedfs, 0o644)
-    if nvme:
+    if nvme and disks:
+        out[f"{CONFIG}/nvme"] = (nvme, 0o644)
+        out[f"{DISKS}/lsblk"] = (disks.lsblk, 0o644)
+        out[f"{DISKS}/local"] = ("".join(f"{disk}\n" for disk in disks.local), 0o644)
+        for command, text in (("lsblk", LOCAL_LSBLK), ("mdadm", LOCAL_MDADM), ("blkid", LOCAL_BLKID),
+                              ("mkfs.xfs", LOCAL_MKFS_XFS), ("mount", LOCAL_MOUNT)):
+            out[f"/usr/local/sbin/{command}"] = (text, 0o755)
+    elif nvme:
         out[f"{CONFIG}/nvme"] = (nvme, 0o644)
         out["/usr/local/libexec/emulated/dlami-nvme"] = (DLAMI_SCRIPT, 0o755)
         out["/etc/systemd/system/dlami-nvme.service"] = (DLAMI_UNIT, 0o644)

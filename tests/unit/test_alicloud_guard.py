@@ -622,6 +622,29 @@ def test_budget_guard_is_a_timer_function_running_guard_py_alone(hard_stop):
     assert "dm:SingleSendMail" not in by_action  # no sender configured
 
 
+def test_a_failing_guard_alarms_the_budgets_addresses_without_a_sender():
+    """A failed invocation (a stop that failed among them) reaches every budget address through CloudMonitor, even
+    with no Direct Mail sender to mail from."""
+    emails = ["ml-infra@example.com", "finance@example.com", "ml-infra@example.com"]
+    args = budget.BudgetGuardArgs(project=PROJECT, stack=STACK, monthly_limit=400_000, currency="CNY",
+                                  thresholds=[50, 100], emails=emails, hard_stop=True, region=REGION,
+                                  tags={"goldenenv:stack": STACK, "project": PROJECT})
+    from goldenenv import plan
+
+    records, outputs = plan.record(lambda: {"name": budget.BudgetGuard("b", args).function_name}, MockCloud())
+    contacts = {r.props["alarmContactName"]: r.props["channelsMail"] for r in records
+                if r.type == "alicloud:cms/alarmContact:AlarmContact"}
+    (group,) = [r.props for r in records if r.type == "alicloud:cms/alarmContactGroup:AlarmContactGroup"]
+    (alarm,) = [r.props for r in records if r.type == "alicloud:cms/alarm:Alarm"]
+    assert sorted(contacts.values()) == ["finance@example.com", "ml-infra@example.com"]
+    assert sorted(group["contacts"]) == sorted(contacts) and all(2 <= len(n) <= 40 for n in contacts)
+    assert alarm["contactGroups"] == [group["alarmContactGroupName"]]
+    assert (alarm["project"], alarm["metric"]) == ("acs_fc", "FunctionFunctionErrors")
+    assert json.loads(alarm["metricDimensions"]) == [{"region": REGION, "functionName": outputs["name"]}]
+    assert alarm["escalationsCritical"]["comparisonOperator"] == ">" and alarm["escalationsCritical"]["threshold"] == "0"
+    assert alarm["enabled"] is True and alarm["tags"] == args.tags
+
+
 def test_the_code_archive_is_the_same_bytes_on_every_plan():
     assert budget.code_zip() == budget.code_zip()
 

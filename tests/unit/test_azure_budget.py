@@ -115,6 +115,14 @@ def planned(**changes) -> tuple[dict[str, list], dict]:
     return by_type, outputs
 
 
+def stop_group(resources: dict[str, list]):
+    """The hard stop's action group: the one whose receiver is the stack's function; None without one."""
+    found = [g for g in resources.get("azure-native:monitor:ActionGroup", [])
+             if g.props.get("azureFunctionReceivers")]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
 def one(resources: dict[str, list], typ: str):
     (found,) = resources[typ]
     return found
@@ -148,14 +156,14 @@ def test_the_budget_is_monthly_at_subscription_scope_on_the_stacks_tags_and_emai
 
 def test_only_the_100_percent_actual_notification_calls_the_action_group_and_only_with_the_hard_stop(hard_stop_plan):
     resources, outputs = hard_stop_plan
-    group = one(resources, "azure-native:monitor:ActionGroup")
+    group = stop_group(resources)
     notifications = one(resources, "azure-native:consumption:Budget").props["notifications"]
     calling = {k: n["contactGroups"] for k, n in notifications.items() if n.get("contactGroups")}
     assert calling == {"actual-100-percent": [group.id]} and outputs["group"] == group.id
     assert group.id == f"{GROUP_ID}/providers/Microsoft.Insights/actionGroups/{group.props['actionGroupName']}"
 
     without, outputs = planned(hard_stop=False, thresholds=[50, 80])
-    assert "azure-native:monitor:ActionGroup" not in without and outputs.get("group") is None
+    assert stop_group(without) is None and outputs.get("group") is None
     assert "azure-native:web:WebApp" not in without and outputs.get("function") is None
     kinds = sorted((n["thresholdType"], n["threshold"])
                    for n in one(without, "azure-native:consumption:Budget").props["notifications"].values())
@@ -167,7 +175,7 @@ def test_only_the_100_percent_actual_notification_calls_the_action_group_and_onl
 def test_the_action_group_calls_the_stacks_alert_function_over_https_in_the_common_schema(hard_stop_plan):
     resources, outputs = hard_stop_plan
     app = one(resources, "azure-native:web:WebApp")
-    group = one(resources, "azure-native:monitor:ActionGroup").props
+    group = stop_group(resources).props
     (receiver,) = group["azureFunctionReceivers"]
     assert receiver["functionAppResourceId"] == app.id
     assert receiver["functionName"] == "budget_alert" == stopfn.ALERT_FUNCTION
@@ -207,7 +215,7 @@ def test_the_idle_stop_adds_only_reading_metrics_and_no_hard_stop_means_no_budge
     (role,) = resources["azure-native:authorization:RoleDefinition"]
     assert sorted(role.props["permissions"][0]["actions"]) == sorted(
         [*COMPUTE_ACTIONS, "Microsoft.Insights/metrics/read"])
-    assert "azure-native:monitor:ActionGroup" not in resources
+    assert stop_group(resources) is None
     env = settings(one(resources, "azure-native:web:WebApp"))
     assert env["GOLDENENV_IDLE_MINUTES"] == "30" and env["GOLDENENV_HARD_STOP"] == "false"
     assert env["GOLDENENV_IDLE_CPU_PERCENT"] == "0.5208"  # half a core of 96 vCPUs
@@ -280,10 +288,45 @@ def test_the_code_digest_changes_with_the_code(tmp_path):
 def test_every_taggable_resource_carries_the_stacks_tags_and_every_child_is_the_components(hard_stop_plan):
     resources, outputs = hard_stop_plan
     for typ in ("azure-native:web:WebApp", "azure-native:web:AppServicePlan", "azure-native:storage:StorageAccount",
-                "azure-native:monitor:ActionGroup", "azure-native:managedidentity:UserAssignedIdentity"):
+                "azure-native:managedidentity:UserAssignedIdentity", "azure-native:operationalinsights:Workspace",
+                "azure-native:applicationinsights:Component", "azure-native:monitor:MetricAlert"):
         assert one(resources, typ).props["tags"] == TAGS, typ
+    assert [g.props["tags"] for g in resources["azure-native:monitor:ActionGroup"]] == [TAGS, TAGS]
     children = [r for rs in resources.values() for r in rs if r.type != "goldenenv:azure:BudgetStop"]
     assert children and all(r.parent_urn == outputs["urn"] for r in children)
+
+
+def test_a_failing_function_alerts_the_budgets_emails_through_its_own_action_group(hard_stop_plan):
+    """Failed invocations (the timer raised, the alert answered 500) count in Application Insights' requests/failed,
+    on which a metric alert emails the budget's addresses; never through the hard stop's group."""
+    resources, _ = hard_stop_plan
+    app = one(resources, "azure-native:web:WebApp")
+    insights = one(resources, "azure-native:applicationinsights:Component")
+    workspace = one(resources, "azure-native:operationalinsights:Workspace")
+    alert = one(resources, "azure-native:monitor:MetricAlert").props
+    assert settings(app)["APPLICATIONINSIGHTS_CONNECTION_STRING"] == insights.outputs["connectionString"]
+    assert insights.props["workspaceResourceId"] == workspace.id and insights.props["ingestionMode"] == "LogAnalytics"
+    assert alert["scopes"] == [insights.id] and alert["enabled"] is True
+    (criterion,) = alert["criteria"]["allOf"]
+    assert alert["criteria"]["odataType"] == "Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria"
+    assert (criterion["metricNamespace"], criterion["metricName"]) == ("microsoft.insights/components",
+                                                                       "requests/failed")
+    assert (criterion["operator"], criterion["threshold"], criterion["timeAggregation"]) == ("GreaterThan", 0, "Count")
+    groups = {g.id: g.props for g in resources["azure-native:monitor:ActionGroup"]}
+    (action,) = alert["actions"]
+    people = groups[action["actionGroupId"]]
+    assert sorted(r["emailAddress"] for r in people["emailReceivers"]) == sorted(EMAILS)
+    assert not people.get("azureFunctionReceivers") and len(people["groupShortName"]) <= 12
+
+
+def test_a_failed_deallocation_fails_the_timer_run(arm, monkeypatch):
+    """What the failure alert counts: Azure refuses the deallocation, the run raises."""
+    arm.scale_sets["gpu"]["os_disk"] = {"diff_disk_settings": {"option": "Local"}}
+    for key, value in arm.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(stopfn, "utc_now", lambda: NOW)
+    with pytest.raises(RuntimeError, match="gpu/0.*OperationNotAllowed"):
+        stopfn.handle_timer()
 
 
 def test_a_time_to_live_alone_builds_the_function_without_an_action_group():

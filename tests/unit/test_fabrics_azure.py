@@ -259,7 +259,9 @@ def test_every_other_fabrics_container_keeps_its_volumes(stack):
     fabric = fabrics.get(it.rdma)
     assert fabric is None or fabric.host_mounts == ()
     read_only = [v for v in container_volumes(spec) if v.endswith(":ro")]
-    assert all(v.startswith((nodeboot.HOST_HEALTH_DIR, nodeboot.MUNGE_KEY_FILE)) for v in read_only), read_only
+    env_file = f":{nodeboot.ENV_FILE}:ro"  # the container's environment file, where a job's tasks read it
+    assert all(v.startswith((nodeboot.HOST_HEALTH_DIR, nodeboot.MUNGE_KEY_FILE)) or v.endswith(env_file)
+               for v in read_only), read_only
 
 
 def test_only_ib_names_host_mounts():

@@ -14,7 +14,7 @@ from goldenenv import catalog, compat, fabrics
 from goldenenv.checks.expectations import expectations
 from goldenenv.images import dockerfile
 from goldenenv.images.lock import IMAGES, Lock, load
-from goldenenv.nodeboot import CONTAINER_UNIT, boot_unit
+from goldenenv.nodeboot import CONTAINER_UNIT, boot_unit, fabric_host_values
 from goldenenv.spec import ConfigError
 
 GCP = ("tcpx", "tcpxo", "gib")
@@ -184,7 +184,8 @@ def test_the_boot_checks_render_with_the_values_nodeboot_passes(name):
     unit, script = fabric.boot_check
     node = next(t for t in catalog.instance_types("gcp").values() if t.rdma == name)
     mtu = fabric.mtu("gcp", node.name).mtu
-    rendered = boot_unit(unit, script, {"mtu": mtu, "interfaces": node.rdma_interfaces})
+    rendered = boot_unit(unit, script, {"mtu": mtu, "interfaces": node.rdma_interfaces,
+                                        **fabric_host_values(fabric)})
     text = rendered.script.content
     assert f"mtu={mtu}\n" in text and f"expected={node.rdma_interfaces}\n" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0

@@ -205,6 +205,29 @@ def test_without_hard_stop_ttl_or_idle_the_budget_only_emails():
     assert "pubsubTopic" not in rule and len(rule["monitoringNotificationChannels"]) == 2
 
 
+@pytest.mark.parametrize("duty", [{"hard_stop": True}, {"hard_stop": False, "ttl_hours": 12},
+                                  {"hard_stop": False, "idle_minutes": 30}])
+def test_a_failing_stop_function_alerts_the_budgets_email_channels(duty):
+    resources, _ = planned(**duty)
+    function = one(resources, "gcp:cloudfunctionsv2/function:Function").props
+    policy = one(resources, "gcp:monitoring/alertPolicy:AlertPolicy").props
+    channels = resources["gcp:monitoring/notificationChannel:NotificationChannel"]
+    (condition,) = policy["conditions"]
+    assert condition["conditionMatchedLog"]["filter"] == (
+        f'resource.type = "cloud_run_revision" AND resource.labels.service_name = "{function["name"]}" '
+        "AND severity >= ERROR")
+    assert sorted(policy["notificationChannels"]) == sorted(c.id for c in channels)
+    assert sorted(c.props["labels"]["email_address"] for c in channels) == ["finance@example.com",
+                                                                             "ml-infra@example.com"]
+    assert policy["alertStrategy"]["notificationRateLimit"]["period"] == "3600s"  # required by a log-match alert
+    assert policy["userLabels"] == LABELS and policy["combiner"] == "OR"
+
+
+def test_without_a_stop_function_there_is_no_failure_alert():
+    resources, _ = planned(hard_stop=False)
+    assert "gcp:monitoring/alertPolicy:AlertPolicy" not in resources
+
+
 def test_more_emails_than_a_budget_takes_is_refused():
     with pytest.raises(ValueError, match="at most 5"):
         planned(emails=[f"a{i}@example.com" for i in range(6)])

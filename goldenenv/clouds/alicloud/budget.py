@@ -11,7 +11,9 @@ guard remembers which alerts it sent) and, with a sender, send mail through Dire
 What a user must know (the plan says it): split bills lag usage by about 48 hours and exist only once the split
 bill is enabled in the Expenses and Costs console; alerts are emailed only from a Direct Mail sender address the
 account has verified (alert_sender): without one, an alert fails the invocation, so it shows in the function's
-error count, and its text is kept only if the function has a logstore (log_project, log_store).
+error count, and its text is kept only if the function has a logstore (log_project, log_store). A failed invocation
+(a stop that failed among them) reaches the budget's addresses anyway: a CloudMonitor alarm on the function's errors
+notifies a contact group of them (each address confirms its activation email once).
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ MEMORY_MIB = 512
 FUNCTION_NAME_MAX = 64
 ROLE_NAME_MAX = 64
 FC_SERVICE = "fc.aliyuncs.com"
+FC_METRIC_PROJECT, FC_ERRORS_METRIC = "acs_fc", "FunctionFunctionErrors"
+"""CloudMonitor's namespace of Function Compute and its count of invocations the function's code failed (metric
+names as Alibaba's FC 3.0 monitoring lists them; the statistic Average as published alicloud_cms_alarm examples on
+FunctionFunctionErrors use it; the dimensions region and functionName are unverified against an account)."""
+FC_ERRORS_PERIOD_SECONDS = 900
+"""One guard period: an invocation that failed alerts by the next one."""
+FC_ERRORS_SILENCE_SECONDS = 3600
+"""An email an hour at most while the guard keeps failing."""
 MOCK_ACCOUNT = "0000000000000000"
 CHINA_SITE_CURRENCY = "CNY"
 """An account billed in CNY is on the China site (aliyun.com), whose BSS and Direct Mail endpoints differ from the
@@ -127,8 +137,41 @@ class BudgetGuard(pulumi.ComponentResource):
             description=f"goldenenv: run the budget guard of {args.stack} {SCHEDULE.removeprefix('@')}",
             opts=child,
         )
+        self._failure_alarm(name, args, function)
         self.function_name = function.function_name
         self.register_outputs({"function_name": self.function_name})
+
+    def _failure_alarm(self, name: str, args: BudgetGuardArgs, function: alicloud.fc.V3Function) -> alicloud.cms.Alarm:
+        """A guard that fails (a stop, a bill read or an alert that failed fails the invocation) must reach a person
+        even when it cannot mail itself (no Direct Mail sender): a CloudMonitor alarm on the function's errors, to a
+        contact group of the budget's addresses. Each address is a CloudMonitor contact, which Alibaba asks to
+        confirm by an activation email before it receives alarms."""
+        child = pulumi.ResourceOptions(parent=self)
+        names = resource_names(args.project, args.stack)
+        contacts = [alicloud.cms.AlarmContact(
+            f"{name}-contact-{n}", alarm_contact_name=contact_name(args.project, args.stack, n),
+            describe=f"goldenenv: budget contact {n} of {args.project}/{args.stack}", channels_mail=email,
+            lang="en", opts=child) for n, email in enumerate(dict.fromkeys(args.emails), 1)]
+        group = alicloud.cms.AlarmContactGroup(
+            f"{name}-contacts", alarm_contact_group_name=names["contacts"],
+            describe=f"goldenenv: the budget's addresses of {args.project}/{args.stack}",
+            contacts=[c.alarm_contact_name for c in contacts], opts=child)
+        return alicloud.cms.Alarm(
+            f"{name}-function-errors",
+            name=names["alarm"],
+            project=FC_METRIC_PROJECT,
+            metric=FC_ERRORS_METRIC,
+            metric_dimensions=function.function_name.apply(
+                lambda fn: json.dumps([{"region": args.region, "functionName": fn}])),
+            period=FC_ERRORS_PERIOD_SECONDS,
+            escalations_critical={"statistics": "Average", "comparison_operator": ">", "threshold": "0", "times": 1},
+            contact_groups=[group.alarm_contact_group_name],
+            effective_interval="00:00-23:59",
+            silence_time=FC_ERRORS_SILENCE_SECONDS,
+            enabled=True,
+            tags=args.tags,
+            opts=child,
+        )
 
 
 def guard_environment(args: BudgetGuardArgs) -> dict[str, str]:
@@ -184,7 +227,14 @@ def resource_names(project: str, stack: str) -> dict[str, str]:
     if len(base) > room or slug != f"{project}-{stack}":
         base = f"{base[:room - len(digest) - 1].rstrip('-')}-{digest}"
     return {"function": base + suffix, "role": (base + "-guard")[:ROLE_NAME_MAX],
-            "policy": base + "-guard-policy"}
+            "policy": base + "-guard-policy", "contacts": base + "-budget", "alarm": base + "-guard-errors"}
+
+
+def contact_name(project: str, stack: str, n: int) -> str:
+    """A CloudMonitor contact's name (2 to 40 characters, account-wide): the stack's digest and the address's
+    place in the budget's list."""
+    digest = hashlib.sha256(f"{project}\0{stack}".encode()).hexdigest()[:12]
+    return f"goldenenv-{digest}-{n}"
 
 
 def assumed_by(service: str) -> dict:

@@ -30,6 +30,11 @@ requirements.txt and no build) and uploads it to that container as ``released-pa
 deployments use (a third-party IaC sample cites Microsoft's functions-infrastructure-as-code "Deployment package"
 section; unverified in Microsoft's own text). The code's digest is an app setting, so new code restarts the app.
 
+**A stop that fails alerts the budget's addresses.** The Functions host records every invocation in an
+Application Insights component of the app (workspace-based, in a Log Analytics workspace of its own); a failed one
+(a deallocation or listing that failed raises in the timer, and answers 500 to the action group) counts in its
+``requests/failed`` metric, on which a metric alert emails the budget's addresses through an action group of its own.
+
 **Identities.** The app's SYSTEM-assigned identity calls ARM; it holds two custom roles with only what the function
 calls (COMPUTE_ACTIONS, at the compute group: list and read the scale sets, their instances and the head with their
 instance views, and deallocate; with the idle stop, read metrics; BUDGET_ACTIONS, at the subscription, only with the
@@ -104,6 +109,19 @@ Microsoft.Compute). Never powerOff, start, write or delete."""
 IDLE_ACTIONS = ("Microsoft.Insights/metrics/read",)
 """The idle stop reads the scale sets' Percentage CPU."""
 BUDGET_ACTIONS = ("Microsoft.Consumption/budgets/read",)
+INSIGHTS_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+"""The app setting the Functions host sends its telemetry by (learn.microsoft.com azure-functions/
+functions-app-settings)."""
+FAILED_METRIC_NAMESPACE, FAILED_METRIC = "microsoft.insights/components", "requests/failed"
+"""Application Insights' standard metric of failed requests; the Functions host records each invocation as a request
+(learn.microsoft.com azure-monitor/essentials/metrics-supported, Microsoft.Insights/components)."""
+FAILURE_EVALUATION, FAILURE_WINDOW = "PT5M", "PT15M"
+"""Looked at every 5 minutes over 15, one timer period: a failed run alerts within minutes."""
+FAILURE_GROUP_SHORT_NAME = "goldenenvfn"
+"""At most 12 characters (ActionGroup group_short_name)."""
+WORKSPACE_SKU = "PerGB2018"
+WORKSPACE_NAME_MAX = 63
+LOG_RETENTION_DAYS = 30
 """The hard stop reads the budget's current spend ("List the budgets by a subscription or a management group")."""
 
 
@@ -215,6 +233,7 @@ class BudgetStop(pulumi.ComponentResource):
             resource_group_name=args.resource_group, location=args.location, tags=args.tags, opts=child)
         storage_grant = roles.grant(f"{name}-fn-storage-grant", role=STORAGE_ROLE, scope=account.id,
                                     principal_id=runtime.principal_id, subscription_id=subscription, opts=child)
+        insights = self._insights(name, args)
         plan = azure.web.AppServicePlan(
             f"{name}-fn-plan", name=app_name.apply(lambda n: f"{n}-plan"), resource_group_name=args.resource_group,
             location=args.location, kind="functionapp", reserved=True,
@@ -242,7 +261,7 @@ class BudgetStop(pulumi.ComponentResource):
             },
             site_config={
                 "app_settings": [{"name": k, "value": v} for k, v in sorted(app_settings(
-                    args, subscription, account.name, runtime.client_id).items())],
+                    args, subscription, account.name, runtime.client_id, insights.connection_string).items())],
                 "ftps_state": "Disabled",
                 "min_tls_version": "1.2",
                 "scm_min_tls_version": "1.2",
@@ -251,6 +270,7 @@ class BudgetStop(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[package, storage_grant]),
         )
+        self._failure_alert(name, args, insights)
         for kind, policy in (("ftp", azure.web.WebAppFtpAllowed), ("scm", azure.web.WebAppScmAllowed)):
             policy(f"{name}-fn-{kind}-basic-auth", name=app.name, resource_group_name=args.resource_group,
                    allow=False, opts=child)
@@ -277,6 +297,65 @@ class BudgetStop(pulumi.ComponentResource):
                 scope=scope, principal_id=app.identity.principal_id, principal_type="ServicePrincipal",
                 role_definition_id=definition.id, opts=child)
         return app
+
+
+    def _insights(self, name: str, args: BudgetStopArgs) -> azure.applicationinsights.Component:
+        """Where the Functions host records each invocation (a request, failed when the function raised or answered
+        500): a workspace-based Application Insights component, and its Log Analytics workspace."""
+        child = pulumi.ResourceOptions(parent=self)
+        workspace = azure.operationalinsights.Workspace(
+            f"{name}-fn-logs", workspace_name=resource_name("goldenenv", args.project, args.stack, "stopfn",
+                                                            limit=WORKSPACE_NAME_MAX),
+            resource_group_name=args.resource_group, location=args.location, sku={"name": WORKSPACE_SKU},
+            retention_in_days=LOG_RETENTION_DAYS, tags=args.tags, opts=child)
+        return azure.applicationinsights.Component(
+            f"{name}-fn-insights", resource_name_=resource_name("goldenenv", args.project, args.stack, "stopfn"),
+            resource_group_name=args.resource_group, location=args.location, kind="web", application_type="web",
+            workspace_resource_id=workspace.id, ingestion_mode="LogAnalytics", tags=args.tags, opts=child)
+
+    def _failure_alert(self, name: str, args: BudgetStopArgs,
+                       insights: azure.applicationinsights.Component) -> azure.monitor.MetricAlert:
+        """A stop that fails must reach a person: a metric alert on the app's failed invocations (a deallocation or
+        a listing that failed fails the timer run and answers the action group 500), emailing the budget's
+        addresses through an action group of their own (never the hard stop's, whose receiver deallocates)."""
+        child = pulumi.ResourceOptions(parent=self)
+        people = azure.monitor.ActionGroup(
+            f"{name}-fn-failure-emails",
+            action_group_name=resource_name("goldenenv", args.project, args.stack, "stop-failed", limit=260),
+            resource_group_name=args.resource_group,
+            location="Global",
+            group_short_name=FAILURE_GROUP_SHORT_NAME,
+            enabled=True,
+            email_receivers=[{"name": f"budget-email-{n}", "email_address": email, "use_common_alert_schema": True}
+                             for n, email in enumerate(dict.fromkeys(args.emails), 1)],
+            tags=args.tags,
+            opts=child,
+        )
+        return azure.monitor.MetricAlert(
+            f"{name}-fn-failures",
+            rule_name=resource_name("goldenenv", args.project, args.stack, "stop-failed", limit=260),
+            resource_group_name=args.resource_group,
+            location="global",
+            description=(f"goldenenv: the function that stops the nodes of project {args.project} stack {args.stack} "
+                         "failed; nodes may still be running and billing. Read its invocations in Application "
+                         "Insights, and deallocate the nodes by hand or run `goldenenv destroy`."),
+            severity=1,
+            enabled=True,
+            scopes=[insights.id],
+            evaluation_frequency=FAILURE_EVALUATION,
+            window_size=FAILURE_WINDOW,
+            # a union type: its Args classes, since a plain dict's keys would reach ARM untranslated (all_of)
+            criteria=azure.monitor.MetricAlertSingleResourceMultipleMetricCriteriaArgs(
+                odata_type="Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria",
+                all_of=[azure.monitor.MetricCriteriaArgs(
+                    criterion_type="StaticThresholdCriterion", name="failed-invocations",
+                    metric_namespace=FAILED_METRIC_NAMESPACE, metric_name=FAILED_METRIC, operator="GreaterThan",
+                    threshold=0, time_aggregation="Count")]),
+            auto_mitigate=True,
+            actions=[{"action_group_id": people.id}],
+            tags=args.tags,
+            opts=child,
+        )
 
 
 # ---------------------------------------------------------------- checks and names
@@ -429,12 +508,16 @@ def function_environment(args: BudgetStopArgs) -> dict[str, str]:
 
 
 def app_settings(args: BudgetStopArgs, subscription: pulumi.Input[str], account: pulumi.Input[str],
-                 client_id: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
-    """The app's settings: the host's identity-based storage, and the function's environment. No secret."""
+                 client_id: pulumi.Input[str],
+                 insights: pulumi.Input[str] | None = None) -> dict[str, pulumi.Input[str]]:
+    """The app's settings: the host's identity-based storage, where it records invocations (Application Insights'
+    connection string, an address and an ingestion key Microsoft does not count as a secret), and the function's
+    environment."""
     return {
         "AzureWebJobsStorage__accountName": account,
         "AzureWebJobsStorage__credential": "managedidentity",
         "AzureWebJobsStorage__clientId": client_id,
+        **({INSIGHTS_SETTING: insights} if insights is not None else {}),
         stopfn.SUBSCRIPTION_ENV: subscription,
         stopfn.RESOURCE_GROUP_ENV: args.resource_group,
         **function_environment(args),
@@ -488,6 +571,21 @@ def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:
     if args.typ == "azure-native:authorization:RoleDefinition":
         name = inputs.get("roleDefinitionId") or args.name
         return f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleDefinitions/{name}", {"name": name}
+    if args.typ == "azure-native:operationalinsights:Workspace":
+        name = inputs.get("workspaceName") or args.name
+        resource_id = f"{sub}/resourceGroups/{group}/providers/Microsoft.OperationalInsights/workspaces/{name}"
+        return resource_id, {"name": name, "customerId": mock_guid(resource_id, "customer")}
+    if args.typ == "azure-native:applicationinsights:Component":
+        name = inputs.get("resourceName") or args.name
+        resource_id = f"{sub}/resourceGroups/{group}/providers/Microsoft.Insights/components/{name}"
+        key = mock_guid(resource_id, "instrumentation")
+        location = inputs.get("location")
+        return resource_id, {"name": name, "instrumentationKey": key, "connectionString": (
+            f"InstrumentationKey={key};IngestionEndpoint=https://{location}-1.in.applicationinsights.azure.com/;"
+            f"LiveEndpoint=https://{location}.livediagnostics.monitor.azure.com/")}
+    if args.typ == "azure-native:monitor:MetricAlert":
+        name = inputs.get("ruleName") or args.name
+        return f"{sub}/resourceGroups/{group}/providers/Microsoft.Insights/metricAlerts/{name}", {"name": name}
     if args.typ == "azure-native:monitor:ActionGroup":
         name = inputs.get("actionGroupName") or args.name
         return f"{sub}/resourceGroups/{group}/providers/Microsoft.Insights/actionGroups/{name}", {"name": name}

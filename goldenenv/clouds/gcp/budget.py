@@ -14,6 +14,9 @@ attribute goldenenv_mode=reaper, and the function stops the stack's nodes whose 
 from the last start, as AWS's reaper does) or whose CPU stayed idle (the AWS threshold; GPU metrics would need the
 Ops Agent), as the docstring of stopfn/main.py says.
 
+A stop that fails alerts the budget's addresses: a Cloud Monitoring alert policy on the function's log entries at
+ERROR (a failed stop or listing is logged so and fails the invocation) notifies the budget's email channels.
+
 Least privilege: the function runs as a service account of its own holding one custom role with only what it
 calls (list, get and stop instances, read zone operations; for the idle stop, read machine types and CPU time
 series). The role is bound on the project without an IAM condition: conditions can test a resource's name, type
@@ -70,6 +73,11 @@ STOP_PERMISSIONS = ("compute.instances.get", "compute.instances.list", "compute.
 zoneOperations.get let the function (or an operator acting as it) look at a node and its stop operation."""
 IDLE_PERMISSIONS = ("compute.machineTypes.get", "monitoring.timeSeries.list")
 """The idle stop reads a node's vCPU count and its CPU utilisation."""
+FAILURE_ALERT_PERIOD = "3600s"
+"""A log-match condition needs a notification rate limit (Cloud Monitoring AlertStrategy.notificationRateLimit): an
+email an hour at most while the function keeps failing, every 15 minutes with the schedule."""
+FAILURE_ALERT_AUTO_CLOSE = "86400s"
+"""An incident of a log-match alert stays open until closed; closed after a day without errors."""
 STACK_LABEL_KEY = gcp_labels.label_key(STACK_TAG_KEY)
 PROJECT_LABEL_KEY = "project"
 MODE_ATTRIBUTE, REAPER_MODE = "goldenenv_mode", "reaper"
@@ -128,6 +136,8 @@ class BudgetStop(pulumi.ComponentResource):
                                    "disable_default_iam_recipients": False}
         if args.hard_stop and topic is not None:
             updates.update(pubsub_topic=topic.id, schema_version="1.0")
+        if function is not None and channels:
+            self._failure_alert(name, args, channels)
         gcp.billing.Budget(
             f"{name}-budget",
             billing_account=args.billing_account,
@@ -216,6 +226,36 @@ class BudgetStop(pulumi.ComponentResource):
             role="roles/run.invoker", member=pulumi.Output.concat("serviceAccount:", trigger.email), opts=child)
         return function
 
+    def _failure_alert(self, name: str, args: BudgetStopArgs,
+                       channels: list[gcp.monitoring.NotificationChannel]) -> gcp.monitoring.AlertPolicy:
+        """A stop that fails must reach a person: an alert policy on the function's error logs (a stop or a
+        listing that failed is logged at ERROR and fails the invocation, which Cloud Run logs at ERROR too),
+        emailing the budget's addresses, at most once per FAILURE_ALERT_PERIOD while it keeps failing."""
+        return gcp.monitoring.AlertPolicy(
+            f"{name}-fn-failures",
+            project=args.gcp_project,
+            display_name=f"goldenenv stop function failed: {args.project}/{args.stack}"[:100],
+            combiner="OR",
+            conditions=[{
+                "display_name": "the stop function logged an error",
+                "condition_matched_log": {"filter": failure_log_filter(stop_name(args, "stop"))},
+            }],
+            alert_strategy={"notification_rate_limit": {"period": FAILURE_ALERT_PERIOD},
+                            "auto_close": FAILURE_ALERT_AUTO_CLOSE},
+            notification_channels=[c.id for c in channels],
+            severity="ERROR",
+            documentation={
+                "mime_type": "text/markdown",
+                "subject": f"goldenenv: the stop function of {args.project}/{args.stack} failed"[:255],
+                "content": (f"The function that stops the nodes of project {args.project} stack {args.stack} "
+                            f"({'; '.join(duties(args))}) failed: nodes may still be running and billing. Read "
+                            "its logs (`gcloud functions logs read` with the function's name), and stop the nodes "
+                            "by hand or run `goldenenv destroy` if the cause cannot be fixed now."),
+            },
+            user_labels=args.labels,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     def _schedule(self, name: str, args: BudgetStopArgs, topic: gcp.pubsub.Topic) -> gcp.cloudscheduler.Job:
         """Every 15 minutes, a message that runs the time to live and the idle stop. Cloud Scheduler publishes as
         its service agent (a Pub/Sub target takes no service account of its own): it may publish to this topic."""
@@ -280,6 +320,13 @@ def duties(args: BudgetStopArgs) -> list[str]:
     return found
 
 
+def failure_log_filter(function: str) -> str:
+    """The stop function's log entries at ERROR or above: a Cloud Functions (2nd gen) function runs as the Cloud
+    Run service of its name, whose request and application logs are cloud_run_revision entries."""
+    return (f'resource.type = "cloud_run_revision" AND resource.labels.service_name = "{function}" '
+            f"AND severity >= ERROR")
+
+
 def specified_amount(limit: float, currency: str) -> dict[str, Any]:
     """Money as the Budget API writes it: whole units (a string) and nanos."""
     cents = round(limit * 100)
@@ -326,6 +373,10 @@ def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:
     if args.typ == "gcp:monitoring/notificationChannel:NotificationChannel":
         number = int(hashlib.sha256(args.name.encode()).hexdigest(), 16) % 10**19
         link = f"projects/{project}/notificationChannels/{number}"
+        return link, {"name": link}
+    if args.typ == "gcp:monitoring/alertPolicy:AlertPolicy":
+        number = int(hashlib.sha256(args.name.encode()).hexdigest(), 16) % 10**19
+        link = f"projects/{project}/alertPolicies/{number}"
         return link, {"name": link}
     if args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
         link = f"projects/{project}/roles/{inputs.get('roleId')}"
