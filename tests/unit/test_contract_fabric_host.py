@@ -259,14 +259,15 @@ export NCCL_TUNER_CONFIG_PATH=/usr/local/gib/configs/tuner_config_a3u.txtpb
 
 STUB_DOCKER = r"""#!/bin/bash
 # docker as the golden container's script uses it: the image is there; `run --entrypoint /bin/bash ... -c SCRIPT`
-# runs SCRIPT here, the image's files found under $IMAGE_ROOT; the golden container's run prints its --env-file.
+# runs SCRIPT here, the image's $IMAGE_FOLDER found under $IMAGE_ROOT; the golden container's run prints its
+# --env-file.
 case "$1" in
   image) exit 0 ;;
   rm) exit 0 ;;
   run)
     if [ "$3" = --entrypoint ]; then
       script=${!#}
-      exec bash -c "${script//\/usr\/local\/gib/$IMAGE_ROOT/usr/local/gib}"
+      exec bash -c "${script//$IMAGE_FOLDER/$IMAGE_ROOT$IMAGE_FOLDER}"
     fi
     while [ $# -gt 0 ]; do
       if [ "$1" = --env-file ]; then cat "$2"; fi
@@ -276,13 +277,12 @@ esac
 """
 
 
-def test_gibs_env_file_reaches_the_golden_containers_environment_not_only_login_shells(tmp_path, monkeypatch):
-    gib = fabrics.get("gib")
-    assert gib.env_files, "gIB declares no env file"
-    lock = load(locks_of("gib")[0])
-    assert "/etc/profile.d" not in dockerfile.dockerfile(lock, "base:ref")  # one way in: the container's environment
+def golden_container_run(tmp_path: Path, monkeypatch, fabric: fabrics.Fabric,
+                         with_files: bool = True) -> subprocess.CompletedProcess:
+    """The golden container's script for a node of `fabric` run with a stub docker: the image's env files (the
+    stand-in set_nccl_env.sh) under tmp_path, the launch environment, and what `docker run` got as --env-file."""
     root = tmp_path / "image"
-    for file in gib.env_files:
+    for file in fabric.env_files if with_files else ():
         target = root / file.path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(FAKE_SET_NCCL_ENV)
@@ -291,17 +291,96 @@ def test_gibs_env_file_reaches_the_golden_containers_environment_not_only_login_
     monkeypatch.setattr(nodeboot, "ENV_FILE", str(launch))
     monkeypatch.setattr(nodeboot, "CONTAINER_ENV", str(tmp_path / "run" / "container.env"))
     unit = nodeboot.container_unit([], GOLDEN_REF, None, [], gpus=True, user="root", hosts=[],
-                                   command=["/usr/local/bin/goldenenv-slurm", "node"], fabric=gib)
+                                   command=["/usr/local/bin/goldenenv-slurm", "node"], fabric=fabric)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(STUB_DOCKER)
     (bin_dir / "docker").chmod(0o755)
     script = tmp_path / "golden-image.sh"
     script.write_text(unit.script.content)
-    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
-                            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE_ROOT": str(root)})
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE_ROOT": str(root),
+                               "IMAGE_FOLDER": str(Path(fabric.env_files[0].path).parent)})
+
+
+def test_gibs_env_file_reaches_the_golden_containers_environment_not_only_login_shells(tmp_path, monkeypatch):
+    gib = fabrics.get("gib")
+    assert gib.env_files, "gIB declares no env file"
+    lock = load(locks_of("gib")[0])
+    assert "/etc/profile.d" not in dockerfile.dockerfile(lock, "base:ref")  # one way in: the container's environment
+    result = golden_container_run(tmp_path, monkeypatch, gib)
     assert result.returncode == 0, result.stdout + result.stderr
     env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     assert env["NCCL_IB_TC"] == "52" and env["NCCL_IB_FIFO_TC"] == "84"  # gIB's tuning, in the container's env
     assert env["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20"  # the node's launch environment over it
     assert env["GOLDENENV_POOL"] == "gpu"
+
+
+@pytest.mark.parametrize("name", [n for n, f in fabrics.FABRICS.items() if f.env_files])
+def test_a_golden_image_without_the_fabrics_env_file_does_not_start(tmp_path, monkeypatch, name):
+    result = golden_container_run(tmp_path, monkeypatch, fabrics.get(name), with_files=False)
+    assert result.returncode == 1 and "--env-file" not in result.stdout
+    assert "could not read the fabric's env files" in result.stdout and "in the image" in result.stderr
+
+
+# ---------------------------------------------------------------- a sidecar's unit as a node runs it
+
+
+STUB_SIDECAR_DOCKER = r"""#!/bin/bash
+# docker for a sidecar's script: its image is there; `run --detach` starts it (its log: $SIDECAR_LOG); logs, inspect
+# and wait answer for it; every call is recorded in $CALLS.
+echo "$*" >> "$CALLS"
+case "$1" in
+  image|rm) exit 0 ;;
+  run) touch "$STATE/running"; exit 0 ;;
+  logs) cat "$SIDECAR_LOG" ;;
+  container) [ -e "$STATE/running" ] ;;
+  wait) echo 0 ;;
+esac
+"""
+
+
+def sidecar_run(tmp_path: Path, log: str, check_done: bool = True) -> tuple[subprocess.CompletedProcess, str, Path]:
+    tcpxo = fabrics.get("tcpxo")
+    check = tmp_path / "check.ready"
+    if check_done:
+        check.touch()
+    [unit] = nodeboot.sidecar_units(tcpxo, load("gcp-h100").tcpxo, [tcpxo.boot_check[0]])
+    marker = nodeboot.ready_marker(unit.name)
+    text = unit.script.content.replace(nodeboot.ready_marker(tcpxo.boot_check[0]), str(check))
+    text = text.replace(marker, str(tmp_path / "rxdm.ready"))
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    (bin_dir / "docker").write_text(STUB_SIDECAR_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sleep").chmod(0o755)
+    (tmp_path / "rxdm.log").write_text(log)
+    (tmp_path / "calls").write_text("")
+    result = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=60, env={
+        "PATH": f"{bin_dir}:/usr/bin:/bin", "CALLS": str(tmp_path / "calls"), "STATE": str(state),
+        "SIDECAR_LOG": str(tmp_path / "rxdm.log")})
+    return result, (tmp_path / "calls").read_text(), tmp_path / "rxdm.ready"
+
+
+def test_rxdm_is_ready_for_the_golden_container_only_once_it_serves(tmp_path):
+    result, calls, ready = sidecar_run(tmp_path, "I0101 rxdm: Buffer manager initialization complete\n")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ready.exists() and "wait goldenenv-rxdm" in calls
+    run = next(line for line in calls.splitlines() if line.startswith("run "))
+    assert "--name goldenenv-rxdm" in run and run.endswith("--num_hops=2 --num_nics=8")
+    assert "pinned by its tag only" in result.stdout  # Google publishes no digest: said, not hidden
+
+
+def test_rxdm_that_never_serves_leaves_no_ready_marker(tmp_path):
+    result, calls, ready = sidecar_run(tmp_path, "E0101 rxdm: no aperture devices\n")
+    assert result.returncode == 1 and not ready.exists()
+    assert "not ready after 120s" in result.stdout and "no aperture devices" in result.stdout
+    assert "rm -f goldenenv-rxdm" in calls
+
+
+def test_rxdm_waits_for_the_fabric_check(tmp_path):
+    result, calls, ready = sidecar_run(tmp_path, "Buffer manager initialization complete\n", check_done=False)
+    assert result.returncode == 1 and not ready.exists() and "run " not in calls
+    assert "waiting for goldenenv-tcpxo.service" in result.stdout
