@@ -115,14 +115,24 @@ class StoppedNodes(Protocol):
 
 def start_stopped(nodes: StoppedNodes | None, log: Callable[[str], None]) -> list[str]:
     """Start what the cloud holds stopped of the stack (a spot node it evicted, a node the budget stopped): `up`
-    brings the cluster back whole. Returns the names started."""
+    brings the cluster back whole. Returns the names started. A refusal is said, not raised: the rest of `up`
+    (new nodes, changes) does not wait on a node the cloud will not start now (no capacity yet)."""
     if nodes is None:
         return []
-    names = nodes.stopped()
-    if names:
-        log(f"starting {len(names)} stopped node(s): {', '.join(names)} (evicted spot or stopped by the budget, TTL "
-            "or idle rule)")
+    try:
+        names = nodes.stopped()
+    except CloudApiError as e:
+        log(f"could not list the stack's stopped nodes ({e}); start any that are stopped from the console")
+        return []
+    if not names:
+        return []
+    log(f"starting {len(names)} stopped node(s): {', '.join(names)} (evicted spot, or stopped by the budget, TTL or "
+        "idle rule)")
+    try:
         nodes.start(names)
+    except CloudApiError as e:
+        log(f"the cloud did not start them ({e}); the next goldenenv up tries again")
+        return []
     return names
 
 

@@ -169,3 +169,15 @@ def test_gcp_up_finds_the_stacks_terminated_instances_in_every_zone_and_starts_t
     nodes.start(["demo-gpu-1"])
     assert calls[-1] == ("POST", "https://compute.googleapis.com/compute/v1/projects/my-project/zones/us-central1-a/"
                                  "instances/demo-gpu-1/start")
+
+
+def test_a_cloud_that_will_not_start_a_node_now_does_not_stop_up():
+    """No capacity yet for an evicted spot node: `up` says so and goes on (the next up tries again)."""
+
+    class NoCapacity(FakeStopped):
+        def start(self, names):
+            raise base.CloudApiError(409, "Allocation failed. We do not have sufficient capacity", "AllocationFailed")
+
+    said = []
+    assert base.start_stopped(NoCapacity(["gpu/1"]), said.append) == []
+    assert any("AllocationFailed" in m and "tries again" in m for m in said)
