@@ -641,7 +641,8 @@ def test_a_failing_guard_alarms_the_budgets_addresses_without_a_sender():
     assert alarm["contactGroups"] == [group["alarmContactGroupName"]]
     assert (alarm["project"], alarm["metric"]) == ("acs_fc", "FunctionFunctionErrors")
     assert json.loads(alarm["metricDimensions"]) == [{"region": REGION, "functionName": outputs["name"]}]
-    assert alarm["escalationsCritical"]["comparisonOperator"] == ">" and alarm["escalationsCritical"]["threshold"] == "0"
+    critical = alarm["escalationsCritical"]
+    assert (critical["comparisonOperator"], critical["threshold"]) == (">", "0")
     assert alarm["enabled"] is True and alarm["tags"] == args.tags
 
 

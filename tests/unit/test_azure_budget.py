@@ -329,7 +329,7 @@ def test_a_failed_deallocation_fails_the_timer_run(arm, monkeypatch):
         stopfn.handle_timer()
 
 
-def test_a_time_to_live_alone_builds_the_function_without_an_action_group():
+def test_a_time_to_live_alone_builds_the_function_without_the_hard_stops_action_group():
     resources, outputs = planned(hard_stop=False, ttl_hours=12)
     env = settings(one(resources, "azure-native:web:WebApp"))
     assert env["GOLDENENV_TTL_HOURS"] == "12" and env["GOLDENENV_HARD_STOP"] == "false"
