@@ -384,3 +384,33 @@ def test_rxdm_waits_for_the_fabric_check(tmp_path):
     result, calls, ready = sidecar_run(tmp_path, "Buffer manager initialization complete\n", check_done=False)
     assert result.returncode == 1 and not ready.exists() and "run " not in calls
     assert "waiting for goldenenv-tcpxo.service" in result.stdout
+
+
+def test_a_slurm_jobs_tasks_take_the_nodes_container_environment_literally(tmp_path):
+    """Slurm gives a job's tasks the submitter's environment, not slurmd's: each task reads the node's container
+    environment file (the fabric's env files and the launch environment, bound at nodeboot.ENV_FILE), as Docker
+    reads it, one NAME=value a line taken literally, over what the submitter had."""
+    from goldenenv import jobs, lifecycle
+
+    job = jobs.batch_job(lifecycle.load_spec("gcp-a3mega-2node"), ["python", "train.py"], 1, None, None, "t", 30)
+    env_file = tmp_path / "container.env"
+    env_file.write_text("# the node's\nNCCL_IB_TC=52\nNCCL_SOCKET_IFNAME=enp0s12\nODD=a b;$(touch pwned)\n")
+    script = job.script().replace(f"={shlex.quote(nodeboot.ENV_FILE)}", f"={shlex.quote(str(env_file))}")
+    script = script.replace(f"={nodeboot.ENV_FILE}", f"={env_file}")
+    assert str(env_file) in script
+    stubs = {"srun": 'while [ "$1" != bash ]; do shift; done; exec "$@"',
+             "scontrol": 'case "$2" in hostnames) echo node-0 ;; node) echo "NodeAddr=10.0.0.2" ;; '
+                         'job) echo "StartTime=2026-01-01T00:00:00" ;; esac',
+             "torchrun": 'env | grep -E "^(NCCL_|ODD=)" | sort'}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path, env={
+        "PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node-0",
+        "SLURMD_NODENAME": "node-0", "SLURM_JOB_NUM_NODES": "1", "NCCL_SOCKET_IFNAME": "the-submitters"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if line.startswith(("NCCL_", "ODD=")))
+    assert env == {"NCCL_IB_TC": "52", "NCCL_SOCKET_IFNAME": "enp0s12", "ODD": "a b;$(touch pwned)"}
+    assert not (tmp_path / "pwned").exists()
