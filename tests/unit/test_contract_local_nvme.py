@@ -22,24 +22,21 @@ from goldenenv.clouds.base import Capability
 from goldenenv.render import render
 
 CAPTURES = Path(__file__).resolve().parent / "captures" / "local_nvme"
-LSBLK = r'''#!/usr/bin/python3
-"""lsblk as the recorded node answers: its disks and models, a by-id link's disk, and no partition, mount or
-array on any disk (blank local disks, as a first boot or a stop/start leaves them)."""
-import os, sys
-
-view = os.environ["VIEW"]
-args = sys.argv[1:]
-if args == ["-dpno", "NAME,MODEL"]:
-    sys.stdout.write(open(os.path.join(view, "lsblk")).read())
-elif args[:2] == ["-dpno", "NAME"]:
-    path = args[2]
-    while os.path.islink(path):
-        target = os.readlink(path)
-        path = os.path.join(view, "by-id", os.path.basename(target)) if target.startswith("/dev/disk/by-id/") \
-            else "/dev/" + os.path.basename(target)
-    print(path)
-elif args[0] in ("-nlo", "-lnpo"):
-    print(("" if args[1] == "TYPE" else args[2] + " ") + "disk")
+LSBLK = r'''#!/bin/bash
+# lsblk as the recorded node answers: its disks and models, a by-id link's disk, and no partition, mount or array on
+# any disk (blank local disks, as a first boot or a stop/start leaves them)
+case "$1 $2" in
+  "-dpno NAME,MODEL") exec cat "$VIEW/lsblk" ;;
+  "-dpno NAME")
+    path=$3
+    while [ -L "$path" ]; do
+      target=$(readlink "$path")
+      case "$target" in /dev/disk/by-id/*) path="$VIEW/by-id/${target##*/}" ;; *) path="/dev/${target##*/}" ;; esac
+    done
+    echo "$path" ;;
+  "-nlo TYPE") echo disk ;;
+  "-nlo NAME,TYPE"|"-lnpo NAME,TYPE") echo "$3 disk" ;;
+esac
 '''
 RECORD = '#!/bin/bash\necho "$(basename "$0") $*" >> "$VIEW/calls"\n'
 STUBS = {"lsblk": LSBLK, "mdadm": RECORD, "mkfs.xfs": RECORD, "mount": RECORD,
