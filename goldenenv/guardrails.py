@@ -357,6 +357,51 @@ def _covers_nothing(block: PlannedResource, bucket: PlannedResource, ctx: Contex
     return False
 
 
+def _no_boot(resource: PlannedResource) -> str | None:
+    return None
+
+
+def _no_addresses(resource: PlannedResource) -> Iterable[str]:
+    return ()
+
+
+def _pull_unknown(host: PlannedResource, repository: PlannedResource, ctx: Context) -> str | None:
+    return ("is booted to pull from it, but its provider's facts say nothing of how a host is granted pull "
+            "(ProviderFacts.pull_gap)")
+
+
+def _service_unknown(service: PlannedResource, ctx: Context) -> str | None:
+    return ("reads or writes the stack's bucket, but its provider's facts say nothing of the grant that admits it "
+            "(ProviderFacts.bucket_service_gap)")
+
+
+def _pins_nothing(resource: PlannedResource) -> str | None:
+    return None
+
+
+def boot_text(value: Any) -> str | None:
+    """User data as the host reads it: plain text, or base64 of it, either gzip-compressed (cloud-init takes each
+    form); None for anything else."""
+    import base64
+    import binascii
+    import gzip
+
+    if not isinstance(value, str) or not value.strip():
+        return None
+    raw = value.encode()
+    if not value.lstrip().startswith(("#", "Content-Type", "MIME-Version")):
+        try:
+            raw = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError:
+            return None
+    return raw.decode(errors="replace")
+
+
 @dataclass(frozen=True)
 class BudgetWatch:
     """A budget the plan holds, as budget-not-planned reads it."""
@@ -441,6 +486,26 @@ class ProviderFacts:
     `budget: none`."""
     budget_hint: str = "plan the stack's budget"
     """budget-not-planned: what restores a missing budget, in the provider's words."""
+    boot_script: Callable[[PlannedResource], str | None] = _no_boot
+    """pull-not-granted: the user data a host (an instance, launch template or scale set) boots with, as text
+    (``boot_text`` decodes base64 and gzip); None for every other resource."""
+    repositories: tuple[str, ...] = ()
+    """pull-not-granted: the types of the provider's image repositories."""
+    repository_addresses: Callable[[PlannedResource], Iterable[str]] = _no_addresses
+    """pull-not-granted: the addresses hosts pull a repository's images by (host/path, as a boot names them)."""
+    pull_gap: Callable[[PlannedResource, PlannedResource, Context], str | None] = _pull_unknown
+    """pull-not-granted: for a host whose boot pulls from a planned repository, what keeps it from pulling (its
+    identity holds no pull grant on that repository), in words after its label; None when it may pull."""
+    bucket_services: tuple[str, ...] = ()
+    """bucket-service-not-granted: types of the managed services that read or write the stack's bucket in the
+    cloud's own name (a file system's import and export, a data flow)."""
+    bucket_service_gap: Callable[[PlannedResource, Context], str | None] = _service_unknown
+    """bucket-service-not-granted: what of the grant admitting such a service to the bucket the plan lacks (its
+    service identity's role on the bucket), in words after its label; None when it is granted."""
+    teardown_blocker: Callable[[PlannedResource], str | None] = _pins_nothing
+    """teardown-blocked: why a resource would stop `destroy`, or a pool's resize or roll, from completing (a
+    peering the network cannot be deleted under, a placement fixed to a number of instances), in words after its
+    label; None when it does not."""
     tag_input: str = "tags"
     """untagged-resource: the input holding the key/value tags of the provider's resources; a type is taggable
     when its SDK class takes it (pulumi-gcp: "labels", its `tags` being network tags, a list of strings)."""
@@ -981,6 +1046,42 @@ def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iter
            f"ResourceOptions(protect=True), which policies can see.")
 
 
+# ---------------------------------------------------------------- rules: pull-not-granted, bucket-service-not-granted, teardown-blocked
+
+def _check_pull_granted(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A host whose boot pulls from a planned repository (its user data names the repository's address) holds a
+    pull grant on it, as its provider reads grants: otherwise its golden container never starts."""
+    for facts in ctx.providers:
+        text = facts.boot_script(resource)
+        if not text:
+            continue
+        for owner in ctx.providers:
+            for repository in ctx.of_type(*owner.repositories):
+                if not any(a and a in text for a in owner.repository_addresses(repository)):
+                    continue
+                gap = facts.pull_gap(resource, repository, ctx)
+                if gap:
+                    yield (f"{_label(resource)} {gap}, so its boot cannot pull the golden image from "
+                           f"{_label(repository)}; grant its identity pull on that repository.")
+
+
+def _check_bucket_services(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Every managed service that reads or writes the stack's bucket has its service identity granted there:
+    otherwise imports fail and destroy's export, which saves the file system to the bucket, stops the destroy."""
+    for facts in ctx.providers:
+        if resource.type in facts.bucket_services:
+            gap = facts.bucket_service_gap(resource, ctx)
+            if gap:
+                yield f"{_label(resource)} {gap}."
+
+
+def _check_teardown(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    for facts in ctx.providers:
+        blocker = facts.teardown_blocker(resource)
+        if blocker:
+            yield f"{_label(resource)} {blocker}."
+
+
 # ---------------------------------------------------------------- the rule set
 
 UNTAGGED_RESOURCE = "untagged-resource"
@@ -1032,6 +1133,14 @@ RULES: tuple[Rule, ...] = (
     Rule(BUDGET_NOT_PLANNED, "A stack that rents machines plans its budget, and the budget's stop (a hard stop's "
          "function and what runs it), unless the stack says `budget: none`.", Severity.ERROR,
          _check_budget_planned),
+    Rule("pull-not-granted", "Every host whose boot pulls from a planned image repository (head and nodes) holds a "
+         "pull grant for that repository on its identity.", Severity.ERROR, _check_pull_granted),
+    Rule("bucket-service-not-granted", "Every managed service that reads or writes the stack's bucket (a parallel "
+         "file system's import and export, a data flow) has its service identity granted on the bucket.",
+         Severity.ERROR, _check_bucket_services),
+    Rule("teardown-blocked", "Nothing planned stops `destroy`, or a pool's resize or roll, from completing: no "
+         "private-services peering deleted without removing it from the network, no placement fixed to a number "
+         "of instances that are created one at a time.", Severity.ERROR, _check_teardown),
 )
 
 

@@ -145,6 +145,15 @@ def lustre(**props) -> PlannedResource:
     return res(LUSTRE, "demo-lustre", {**base, **props})
 
 
+def lustre_provider_roles() -> list[PlannedResource]:
+    """The HPC Cache Resource Provider's two roles on the linked account (bucket-service-not-granted)."""
+    scope = BLOB.format("llmdemodata", "datasets").split("/blobServices/", 1)[0]
+    return [res("azure-native:authorization:RoleAssignment", f"demo-lustre-rp-{i}", {
+        "scope": scope, "principalId": "22222222-2222-2222-2222-222222222222", "principalType": "ServicePrincipal",
+        "roleDefinitionId": f"/subscriptions/0/providers/Microsoft.Authorization/roleDefinitions/{guid}"})
+        for i, guid in enumerate(("17d1049b-9a84-46fb-8f53-869881c3d3ab", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"))]
+
+
 def lustre_subnet(prefix: str = "10.0.128.0/24") -> PlannedResource:
     return res(SUBNET, "demo-lustre", {"resourceGroupName": "rg-demo", "virtualNetworkName": "demo-vnet",
                                        "subnetName": "lustre", "addressPrefix": prefix})
@@ -176,7 +185,7 @@ def stop_function() -> list[PlannedResource]:
 def cluster() -> list[PlannedResource]:
     compute = res(RESOURCE_GROUP, "rg", {"resourceGroupName": "rg-demo", "location": REGION, "tags": dict(TAGS)})
     return [compute, data_group(), nsg(), *nat(), scale_set(), head(), head_nic(), account(), container(),
-            lustre_subnet(), lustre(), *stop_function(), budget("demo-stop-ag-id")]
+            lustre_subnet(), lustre(), *lustre_provider_roles(), *stop_function(), budget("demo-stop-ag-id")]
 
 
 def test_a_compliant_azure_cluster_has_no_findings():

@@ -13,6 +13,7 @@ from goldenenv.clouds.alicloud import guard
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
+    boot_text,
     Ingress,
     PlannedResource,
     ProviderFacts,
@@ -174,6 +175,48 @@ def says_private(resource: PlannedResource) -> bool:
     return value is not None and _port(value) == 0
 
 
+# ---------------------------------------------------------------- pull-not-granted, bucket-service-not-granted
+
+ACR_REPO = "alicloud:cr/repo:Repo"
+OSS_BUCKET = "alicloud:oss/bucket:Bucket"
+DATA_FLOW = "alicloud:nas/dataFlow:DataFlow"
+ACR_LOGIN_FILE = "/etc/goldenenv/acr-login"
+"""Where a host's boot reads the account's registry login (templates/node/registry-login-acr.sh.j2)."""
+DATAFLOW_TAG = ("cpfs-dataflow", "true")
+"""A CPFS data flow reads and writes only an OSS bucket tagged so (CPFS "Manage dataflows", prerequisites)."""
+
+
+def boot_script(resource: PlannedResource) -> str | None:
+    return boot_text(resource.props.get("userData")) if resource.type == INSTANCE else None
+
+
+def repository_addresses(repo: PlannedResource) -> list[str]:
+    """`/<namespace>/<repository>` after the registry's domain (registry[-vpc].<region>.aliyuncs.com)."""
+    namespace, name = repo.props.get("namespace"), repo.props.get("name")
+    return [f".aliyuncs.com/{namespace}/{name}"] if namespace and name else []
+
+
+def pull_gap(host: PlannedResource, repo: PlannedResource, ctx: Context) -> str | None:
+    """A personal edition repository takes no RAM role (its temporary-token call takes an Enterprise Edition
+    instance): a host pulls with the account's registry login, which its boot reads from ACR_LOGIN_FILE, put there
+    by the operator. The plan can hold no more of the grant than that login step."""
+    if ACR_LOGIN_FILE in (boot_script(host) or ""):
+        return None
+    return f"pulls from the personal edition repository without logging in (no {ACR_LOGIN_FILE} step in its boot)"
+
+
+def bucket_service_gap(flow: PlannedResource, ctx: Context) -> str | None:
+    source = str(flow.props.get("sourceStorage") or "").removeprefix("oss://").split("/", 1)[0]
+    bucket = next((b for b in ctx.of_type(OSS_BUCKET) if source and source in {b.id, b.props.get("bucket")}), None)
+    if bucket is None:
+        return f"reads {flow.props.get('sourceStorage') or 'no source'}, which is not the stack's planned bucket"
+    key, value = DATAFLOW_TAG
+    if str(_mapping(bucket.props.get("tags")).get(key)) != value:
+        return (f"links {_label(bucket)}, which lacks the tag {key}={value} that admits CPFS's data flow service "
+                f"role to a bucket")
+    return None
+
+
 FACTS = ProviderFacts(
     name="alicloud",
     security_groups=(SECURITY_GROUP,),
@@ -194,4 +237,10 @@ FACTS = ProviderFacts(
     account_condition_keys=ACCOUNT_CONDITION_KEYS,
     budgets=budgets,
     budget_hint="set goldenenv:budget so the stack plans its budget guard (a Function Compute timer function)",
+    boot_script=boot_script,
+    repositories=(ACR_REPO,),
+    repository_addresses=repository_addresses,
+    pull_gap=pull_gap,
+    bucket_services=(DATA_FLOW,),
+    bucket_service_gap=bucket_service_gap,
 )

@@ -10,12 +10,15 @@ and public access blocks, and the budget with its hard stop. Resources are in en
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
+    boot_text,
     Ingress,
     PlannedResource,
     ProviderFacts,
@@ -351,6 +354,116 @@ def says_private(resource: PlannedResource) -> bool:
     return _is_false(resource.props.get("associatePublicIpAddress"))
 
 
+# ---------------------------------------------------------------- pull-not-granted
+
+ECR_REPOSITORY = "aws:ecr/repository:Repository"
+INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
+IAM_ROLE = "aws:iam/role:Role"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ECR_PULL_POLICIES = frozenset({
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPowerUser",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryFullAccess",
+})
+"""AWS managed policies that let a role pull from any repository of the account (ECR's identity-based policies)."""
+ECR_PULL_ACTIONS = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+ECR_LOGIN_ACTION = "ecr:GetAuthorizationToken"
+"""What `docker pull` from ECR needs: a token (on "*"), then the image's manifest and layers on the repository."""
+
+
+def boot_script(resource: PlannedResource) -> str | None:
+    """An instance's userData (or userDataBase64), a launch template's userData (base64)."""
+    if resource.type == INSTANCE:
+        return boot_text(resource.props.get("userDataBase64") or resource.props.get("userData"))
+    if resource.type == LAUNCH_TEMPLATE:
+        return boot_text(resource.props.get("userData"))
+    return None
+
+
+def repository_addresses(repository: PlannedResource) -> list[str]:
+    url = repository.outputs.get("repositoryUrl")
+    return [url] if isinstance(url, str) and url else []
+
+
+def _values(resource: PlannedResource, *keys: str) -> set[str]:
+    found = {resource.id, resource.props.get("name"), *(resource.outputs.get(k) for k in ("name", "arn", "id", *keys))}
+    return {v for v in found if isinstance(v, str) and v}
+
+
+def _role_of(host: PlannedResource, ctx: Context) -> PlannedResource | None:
+    """The planned role behind a host's instance profile (an instance names it, a launch template by arn or name)."""
+    ref = host.props.get("iamInstanceProfile")
+    refs = {v for v in (ref, *_mapping(ref).values()) if isinstance(v, str) and v}
+    profile = next((p for p in ctx.of_type(INSTANCE_PROFILE) if refs & _values(p)), None)
+    role = profile.props.get("role") if profile else None
+    return next((r for r in ctx.of_type(IAM_ROLE) if isinstance(role, str) and role in _values(r)), None)
+
+
+def _allows(document: Any, action: str, resource_arn: str | None) -> bool:
+    """Whether a policy document has an Allow statement for `action` on `resource_arn` (or "*")."""
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except ValueError:
+            return False
+    for statement in _items(_mapping(document).get("Statement")):
+        statement = _mapping(statement)
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = [a for a in ([statement.get("Action")] if isinstance(statement.get("Action"), str)
+                               else _items(statement.get("Action"))) if isinstance(a, str)]
+        resources = ([statement.get("Resource")] if isinstance(statement.get("Resource"), str)
+                     else _items(statement.get("Resource")))
+        if any(a in (action, "ecr:*", "*") for a in actions) and any(r in ("*", resource_arn) for r in resources):
+            return True
+    return False
+
+
+def pull_gap(host: PlannedResource, repository: PlannedResource, ctx: Context) -> str | None:
+    """The host's instance profile role has an ECR pull policy attached, or an inline policy allowing the token and
+    the pull actions on the repository."""
+    role = _role_of(host, ctx)
+    if role is None:
+        return "has no planned instance profile role, so it has no credentials for ECR"
+    names = _values(role)
+    if any(a.props.get("role") in names and a.props.get("policyArn") in ECR_PULL_POLICIES
+           for a in ctx.of_type(ROLE_POLICY_ATTACHMENT)):
+        return None
+    inline = [p.props.get("policy") for p in ctx.of_type(ROLE_POLICY) if p.props.get("role") in names]
+    arn = repository.outputs.get("arn")
+    if any(_allows(d, ECR_LOGIN_ACTION, None) for d in inline) and all(
+            any(_allows(d, action, arn) for d in inline) for action in ECR_PULL_ACTIONS):
+        return None
+    return (f"runs as role {_label(role)}, which has neither an ECR read-only managed policy nor an inline policy "
+            f"allowing {ECR_LOGIN_ACTION} and {', '.join(ECR_PULL_ACTIONS)} on the repository")
+
+
+# ---------------------------------------------------------------- bucket-service-not-granted
+
+def bucket_service_gap(link: PlannedResource, ctx: Context) -> str | None:
+    """A data repository association reads and writes its bucket as FSx's service-linked role
+    (AWSServiceRoleForFSxS3Access_<fs id>), which FSx creates with the association: the bucket must be a planned
+    one and encrypted with S3's own keys or the AWS managed aws/s3 key, which that role may use; a customer key
+    would need the role granted on the key."""
+    path = str(link.props.get("dataRepositoryPath") or "")
+    name = path.removeprefix("s3://").split("/", 1)[0]
+    bucket = next((b for b in ctx.of_type(*S3_BUCKETS) if name and name in _values(b, "bucket")
+                   | {b.props.get("bucket")}), None)
+    if bucket is None:
+        return f"links {path or 'no path'}, which is not the stack's planned bucket"
+    for sse in ctx.of_type(*S3_BUCKET_ENCRYPTION):
+        if not ({sse.props.get("bucket")} & _values(bucket, "bucket")):
+            continue
+        for rule in _items(sse.props.get("rules")):
+            key = _mapping(_mapping(rule).get("applyServerSideEncryptionByDefault")).get("kmsMasterKeyId")
+            if key:
+                return (f"links {_label(bucket)}, encrypted with customer key {key}: FSx's service-linked role "
+                        f"holds no grant on that key, so imports and exports fail; use the aws/s3 key or grant it")
+    return None
+
+
 FACTS = ProviderFacts(
     name="aws",
     security_groups=(SECURITY_GROUP,),
@@ -374,4 +487,10 @@ FACTS = ProviderFacts(
     account_condition_keys=ACCOUNT_CONDITION_KEYS,
     budgets=budgets,
     budget_hint="set goldenenv:budget so the stack plans its AWS Budget (and budget.hardStop its stop)",
+    boot_script=boot_script,
+    repositories=(ECR_REPOSITORY,),
+    repository_addresses=repository_addresses,
+    pull_gap=pull_gap,
+    bucket_services=(DATA_REPOSITORY_ASSOCIATION,),
+    bucket_service_gap=bucket_service_gap,
 )

@@ -53,9 +53,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from goldenenv.clouds.azure import tags as azure_tags
+from goldenenv.clouds.azure.roles import BUILT_IN
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
+    boot_text,
     Ingress,
     PlannedResource,
     ProviderFacts,
@@ -372,6 +374,83 @@ def budgets(ctx: Context) -> list[BudgetWatch]:
     return watches
 
 
+# ---------------------------------------------------------------- pull-not-granted, bucket-service-not-granted
+
+REGISTRY = "azure-native:containerregistry:Registry"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+PULL_ROLES = frozenset({BUILT_IN["AcrPull"], "8311e382-0749-4cb8-b61a-304f252e45ec",
+                        "b24988ac-6180-42a0-ab88-20f7382dd24c", "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"})
+"""Built-in roles that pull from a registry: AcrPull (roles.BUILT_IN), AcrPush, Contributor, Owner (Azure built-in
+roles)."""
+LUSTRE_ROLES = ("Storage Account Contributor", "Storage Blob Data Contributor")
+"""What Azure Managed Lustre's storage linking asks of the HPC Cache Resource Provider on the storage account
+(amlfs-prerequisites: both roles, on the account or above it; storage.HPC_CACHE_ROLES grants them)."""
+
+
+def boot_script(resource: PlannedResource) -> str | None:
+    """A VM's osProfile.customData, a scale set's virtualMachineProfile.osProfile.customData (base64)."""
+    if resource.type == VIRTUAL_MACHINE:
+        return boot_text(_mapping(resource.props.get("osProfile")).get("customData"))
+    if resource.type == SCALE_SET:
+        profile = _mapping(_mapping(resource.props.get("virtualMachineProfile")).get("osProfile"))
+        return boot_text(profile.get("customData"))
+    return None
+
+
+def repository_addresses(registry: PlannedResource) -> list[str]:
+    server = registry.outputs.get("loginServer")
+    name = registry.props.get("registryName")
+    return [v for v in (server, f"{name}.azurecr.io" if isinstance(name, str) and name else None)
+            if isinstance(v, str) and v]
+
+
+def _covers(scope: Any, target: Any) -> bool:
+    """A role assignment's scope covers a resource id: the id itself or a scope above it (case-insensitive)."""
+    if not isinstance(scope, str) or not isinstance(target, str) or not scope:
+        return False
+    scope, target = scope.rstrip("/").lower(), target.rstrip("/").lower()
+    return target == scope or target.startswith(scope + "/")
+
+
+def _role_guid(assignment: PlannedResource) -> str:
+    return str(assignment.props.get("roleDefinitionId") or "").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def pull_gap(host: PlannedResource, registry: PlannedResource, ctx: Context) -> str | None:
+    """One of the host's user-assigned managed identities holds AcrPull (or a role including it) on the registry
+    or a scope above it."""
+    identity = _mapping(host.props.get("identity"))
+    assigned = identity.get("userAssignedIdentities")
+    ids = {str(i).lower() for i in (_mapping(assigned).keys() if isinstance(assigned, Mapping) else _items(assigned))}
+    principals = {i.outputs.get("principalId") for i in ctx.of_type(IDENTITY) if str(i.id or "").lower() in ids}
+    principals.discard(None)
+    if not principals:
+        return "has no planned user-assigned managed identity, so it has no token for the registry"
+    if any(a.props.get("principalId") in principals and _role_guid(a) in PULL_ROLES
+           and _covers(a.props.get("scope"), registry.id) for a in ctx.of_type(ROLE_ASSIGNMENT)):
+        return None
+    return "has a managed identity that holds no AcrPull role on the registry"
+
+
+def bucket_service_gap(fs: PlannedResource, ctx: Context) -> str | None:
+    """An Azure Managed Lustre file system linked to a blob container (hsm.settings.container) imports and exports
+    as the HPC Cache Resource Provider, which needs both LUSTRE_ROLES on the container's storage account; one
+    principal must hold both there."""
+    container = _mapping(_mapping(fs.props.get("hsm")).get("settings")).get("container")
+    if not isinstance(container, str) or not container:
+        return None
+    account = container.split("/blobServices/", 1)[0]
+    holders: dict[str, set[str]] = {}
+    for a in ctx.of_type(ROLE_ASSIGNMENT):
+        if _covers(a.props.get("scope"), account) and isinstance(a.props.get("principalId"), str):
+            holders.setdefault(a.props["principalId"], set()).add(_role_guid(a))
+    if any({BUILT_IN[r] for r in LUSTRE_ROLES} <= roles for roles in holders.values()):
+        return None
+    return (f"imports from and exports to {account.rsplit('/', 1)[-1]} as the HPC Cache Resource Provider, which "
+            f"holds not both {' and '.join(LUSTRE_ROLES)} on that storage account")
+
+
 FACTS = ProviderFacts(
     name=PROVIDER,
     security_groups=(NSG,),
@@ -392,4 +471,10 @@ FACTS = ProviderFacts(
     tag_input="tags",
     tag_outputs=(),
     tag_form=lambda stack_tags: azure_tags.tags(stack_tags),
+    boot_script=boot_script,
+    repositories=(REGISTRY,),
+    repository_addresses=repository_addresses,
+    pull_gap=pull_gap,
+    bucket_services=(LUSTRE,),
+    bucket_service_gap=bucket_service_gap,
 )

@@ -62,6 +62,8 @@ PLACEHOLDER_PROJECT = "goldenenv-plan-000000"
 PLACEHOLDER_NUMBER = "000000000000"
 PLACEHOLDER_BILLING = "000000-000000-000000"
 REGISTRY = "{region}-docker.pkg.dev/{project}/{repository}"
+REPOSITORY_READER = "roles/artifactregistry.reader"
+"""What a host needs to pull from the stack's repository (Artifact Registry access control: Reader)."""
 SERVICE_ACCOUNT_ID_MAX = 30
 LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.get", "lustre.instances.importData", "lustre.operations.get")
 """What the head's import (templates/node/lustre-import-gcp.sh.j2) calls (Managed Lustre access control page)."""
@@ -480,6 +482,12 @@ class GpuCluster(pulumi.ComponentResource):
             lambda v: REGISTRY.format(region=spec.region, project=v[0], repository=v[1]))
         image_ref = golden_image_ref(spec, repository_url)
 
+        def pull(host: str, member: pulumi.Input[str]) -> None:
+            """Every host whose boot pulls the golden image (head and nodes) reads the stack's repository."""
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-{host}-pull", project=project_id, location=spec.region,
+                repository=repository.repository_id, role=REPOSITORY_READER, member=member, opts=child)
+
         shape = head_shape(spec, GcpCloud)
         head = munge = None
         if shape:
@@ -500,6 +508,7 @@ class GpuCluster(pulumi.ComponentResource):
                 instance_name=names(slurm.HEAD_HOSTNAME), labels=labels,
                 metadata=access_metadata(head_ssh, GcpCloud.ssh_user), network_tag=network.tag), child)
             munge.grant(f"{name}-{slurm.HEAD_HOSTNAME}-munge", head.member, HEAD_SECRET_ROLES)
+            pull(slurm.HEAD_HOSTNAME, head.member)
             if fs.enabled:
                 importer = gcp.projects.IAMCustomRole(
                     f"{name}-lustre-import", project=project_id,
@@ -544,10 +553,7 @@ class GpuCluster(pulumi.ComponentResource):
             gcp.storage.BucketIAMMember(
                 f"{name}-{pool.name}-bucket", bucket=data.bucket_name, role="roles/storage.objectUser",
                 member=nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
-            gcp.artifactregistry.RepositoryIamMember(
-                f"{name}-{pool.name}-pull", project=project_id, location=spec.region,
-                repository=repository.repository_id, role="roles/artifactregistry.reader",
-                member=nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+            pull(pool.name, nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"))
 
         all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
         all_names = pulumi.Output.all(*[p.instance_names for *_, p in pools]).apply(lambda lists: sum(lists, []))

@@ -31,6 +31,7 @@ to read them. Resources are in engine form (camelCase inputs).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
+    boot_text,
     Ingress,
     PlannedResource,
     ProviderFacts,
@@ -71,6 +73,20 @@ TOPIC = "gcp:pubsub/topic:Topic"
 FUNCTION_V2 = "gcp:cloudfunctionsv2/function:Function"
 FUNCTION_V1 = "gcp:cloudfunctions/function:Function"
 EVENTARC_TRIGGER = "gcp:eventarc/trigger:Trigger"
+REPOSITORY = "gcp:artifactregistry/repository:Repository"
+REPOSITORY_IAM = ("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+                  "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding")
+PROJECT_IAM = ("gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding")
+PULL_ROLES = frozenset({"roles/artifactregistry.reader", "roles/artifactregistry.writer",
+                        "roles/artifactregistry.repoAdmin", "roles/artifactregistry.admin"})
+"""Artifact Registry's predefined roles that include pulling (artifactregistry.repositories.downloadArtifacts)."""
+LUSTRE_AGENT = re.compile(r"^serviceAccount:service-\d+@gcp-sa-lustre\.iam\.gserviceaccount\.com$")
+"""Managed Lustre's service agent: it reads and writes the bucket in importData and exportData."""
+BUCKET_WRITE_ROLES = frozenset({"roles/storage.objectuser", "roles/storage.objectadmin", "roles/storage.admin"})
+"""Cloud Storage roles that read and write objects (Managed Lustre's transfer guide asks for objectUser)."""
+SERVICE_CONNECTION = "gcp:servicenetworking/connection:Connection"
+PEERING_REMOVED = "REMOVE_PEERING"
+RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 
 USER_LABELLED: Mapping[str, str] = {f"gcp:monitoring/{module}:{cls}": "userLabels" for module, cls in (
     ("notificationChannel", "NotificationChannel"), ("alertPolicy", "AlertPolicy"),
@@ -304,6 +320,104 @@ def budgets(ctx: Context) -> list[BudgetWatch]:
     return watches
 
 
+# ---------------------------------------------------------------- pull-not-granted
+
+def boot_script(resource: PlannedResource) -> str | None:
+    """cloud-init's user data, in the instance's (or template's) metadata `user-data`."""
+    if resource.type not in (*INSTANCES, INSTANCE_TEMPLATE):
+        return None
+    return boot_text(_mapping(resource.props.get("metadata")).get("user-data"))
+
+
+def repository_addresses(repository: PlannedResource) -> list[str]:
+    """`<location>-docker.pkg.dev/<project>/<repository id>`, the address a Docker repository is pulled by."""
+    props = repository.props
+    location, project, repo = props.get("location"), props.get("project"), props.get("repositoryId")
+    if not all(isinstance(v, str) and v for v in (location, project, repo)):
+        return []
+    return [f"{location}-docker.pkg.dev/{project}/{repo}"]
+
+
+def _same_repository(value: Any, repository: PlannedResource) -> bool:
+    """A repository reference (its id, its full name projects/P/locations/L/repositories/R) names ``repository``."""
+    if not isinstance(value, str) or not value:
+        return False
+    names = {v for v in (repository.id, repository.props.get("repositoryId"), repository.outputs.get("name"))
+             if isinstance(v, str) and v}
+    return value in names or value.rsplit("/", 1)[-1] == repository.props.get("repositoryId")
+
+
+def _grantees(resource: PlannedResource) -> list[str]:
+    props = resource.props
+    members = [props["member"]] if isinstance(props.get("member"), str) else []
+    return members + [m for m in _items(props.get("members")) if isinstance(m, str)]
+
+
+def pull_gap(host: PlannedResource, repository: PlannedResource, ctx: Context) -> str | None:
+    """The host's service account (serviceAccount.email) holds a pulling role on the repository, or on the
+    repository's project."""
+    email = _mapping(host.props.get("serviceAccount")).get("email")
+    if not isinstance(email, str) or not email:
+        return "runs with no service account, so its metadata server gives it no token"
+    member = f"serviceAccount:{email}"
+    for grant in ctx.of_type(*REPOSITORY_IAM):
+        if (grant.props.get("role") in PULL_ROLES and member in _grantees(grant)
+                and _same_repository(grant.props.get("repository"), repository)):
+            return None
+    for grant in ctx.of_type(*PROJECT_IAM):
+        if (grant.props.get("role") in PULL_ROLES and member in _grantees(grant)
+                and grant.props.get("project") == repository.props.get("project")):
+            return None
+    return f"runs as {email}, which holds no Artifact Registry reader role on the repository"
+
+
+# ---------------------------------------------------------------- bucket-service-not-granted
+
+def _data_buckets(ctx: Context) -> list[PlannedResource]:
+    return [b for b in ctx.of_type(BUCKET) if not holds_no_data(b, ctx)]
+
+
+def bucket_service_gap(service: PlannedResource, ctx: Context) -> str | None:
+    """Managed Lustre imports from and exports to the stack's bucket as its service agent
+    (service-<project number>@gcp-sa-lustre.iam.gserviceaccount.com), which needs roles/storage.objectUser on it."""
+    if service.type != LUSTRE:
+        return None
+    buckets = _data_buckets(ctx)
+    if not buckets:
+        return ("imports from and exports to the stack's bucket, which the plan does not hold, so nothing grants "
+                "Managed Lustre's service agent roles/storage.objectUser on it")
+    for bucket in buckets:
+        names = _bucket_names(bucket)
+        granted = any(
+            str(g.props.get("role") or "").lower() in BUCKET_WRITE_ROLES
+            and str(g.props.get("bucket") or "").removeprefix("gs://") in names
+            and any(LUSTRE_AGENT.match(m) for m in _members(g))
+            for g in ctx.of_type(BUCKET_IAM_MEMBER, BUCKET_IAM_BINDING, BUCKET_IAM_POLICY))
+        if not granted:
+            return (f"imports from and exports to {_label(bucket)} as Managed Lustre's service agent (service-<project "
+                    f"number>@gcp-sa-lustre.iam.gserviceaccount.com), which holds no roles/storage.objectUser on it: "
+                    f"the import finds nothing and destroy's export fails; grant it (Managed Lustre, \"Transfer data "
+                    f"to and from Cloud Storage\")")
+    return None
+
+
+# ---------------------------------------------------------------- teardown-blocked
+
+def teardown_blocker(resource: PlannedResource) -> str | None:
+    props = resource.props
+    if resource.type == SERVICE_CONNECTION and str(props.get("deletionPolicy") or "") != PEERING_REMOVED:
+        return (f"deletes with deletionPolicy {props.get('deletionPolicy') or 'unset (DELETE)'}: Google keeps the "
+                f"connection while Managed Lustre still holds resources behind it, and its peering then stops the "
+                f"VPC (and its NAT) from being deleted (pulumi-gcp #3354, terraform-provider-google #19908); set "
+                f"deletionPolicy {PEERING_REMOVED}, which removes the peering from the network")
+    placement = _mapping(props.get("groupPlacementPolicy"))
+    if resource.type == RESOURCE_POLICY and placement.get("vmCount") is not None:
+        return (f"fixes vmCount {placement.get('vmCount')}: with it Compute Engine takes exactly that many "
+                f"instances created together, while each node is its own insert, so an added or rolled node is "
+                f"refused; leave vmCount unset")
+    return None
+
+
 FACTS = ProviderFacts(
     name="gcp",
     security_groups=(FIREWALL,),
@@ -321,4 +435,11 @@ FACTS = ProviderFacts(
     tag_input_by_type=USER_LABELLED,
     tag_outputs=("pulumiLabels",),
     tag_form=lambda tags: gcp_labels.labels(dict(tags)),
+    boot_script=boot_script,
+    repositories=(REPOSITORY,),
+    repository_addresses=repository_addresses,
+    pull_gap=pull_gap,
+    bucket_services=(LUSTRE,),
+    bucket_service_gap=bucket_service_gap,
+    teardown_blocker=teardown_blocker,
 )

@@ -1,0 +1,98 @@
+"""Rule, on every cloud: every host whose boot pulls from a registry holds a pull grant for that repository.
+
+Each shipped stack is planned as `up` plans it once the golden image is pushed (image.ref names the stack's own
+repository by digest), and every host whose user data pulls from a planned repository (the head and every pool's
+nodes) must be granted pull there, as its cloud reads grants from the planned resources (ProviderFacts.pull_gap:
+an instance profile role on AWS, a service account's Artifact Registry role on Google Cloud, a managed identity's
+AcrPull on Azure, the registry login on Alibaba's personal edition ACR). The emulated hosts' registry accepts
+any caller, so only the plan can show a head that cannot pull (issue 33 item 1: Google Cloud's head had none).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from pathlib import Path
+
+import pytest
+
+from goldenenv import clouds, guardrails, plan, stackconfig
+from goldenenv.guardrails import PlannedResource
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+RULE = "pull-not-granted"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def shipped() -> list[tuple[str, str]]:
+    """(cloud, stack) of every shipped stack of a cloud built by a Pulumi program."""
+    found = []
+    for path in sorted(STACKS.glob("Pulumi.*.yaml")):
+        cloud = stackconfig.read_stack_file(path).get("goldenenv:cloud")
+        if cloud in clouds.names() and clouds.get(cloud).uses_pulumi:
+            found.append((cloud, path.name.removeprefix("Pulumi.").removesuffix(".yaml")))
+    return found
+
+
+SHIPPED = shipped()
+PULUMI_CLOUDS = [c for c in clouds.names() if clouds.get(c).uses_pulumi]
+
+
+@functools.cache
+def pushed(stack: str) -> tuple[str, plan.Plan]:
+    """The stack's repository, and the stack planned with its golden image pushed there (image.ref by digest)."""
+    config = stackconfig.read_stack_file(plan.stack_file(stack, STACKS))
+    repository = plan.plan(stack, STACKS).outputs["imageRepository"]
+    image = {**(config.get("goldenenv:image") or {}), "ref": f"{repository}@{DIGEST}"}
+    return repository, plan.plan_config(stack, {**config, "goldenenv:image": image})
+
+
+def pulling_hosts(resources: list[PlannedResource], repository: str) -> list[PlannedResource]:
+    """The planned resources whose boot (as their cloud reads it) pulls from ``repository``."""
+    return [r for r in resources
+            if any(repository in (f.boot_script(r) or "") for f in guardrails.provider_facts())]
+
+
+@pytest.mark.parametrize("cloud", PULUMI_CLOUDS)
+def test_every_cloud_ships_a_stack_the_rule_is_held_over(cloud):
+    assert cloud in {c for c, _ in SHIPPED}
+
+
+@pytest.mark.parametrize("cloud,stack", SHIPPED)
+def test_every_host_that_pulls_the_golden_image_holds_a_pull_grant(cloud, stack):
+    repository, planned = pushed(stack)
+    hosts = pulling_hosts(planned.resources, repository)
+    parents = {h.parent_urn for h in hosts}
+    components = [r for r in planned.resources if not r.custom]
+    pools = [c for c in components if c.type.endswith(":GpuNodePool")]
+    heads = [c for c in components if c.type.endswith(":SlurmHead")]
+    assert pools and all(p.urn in parents for p in pools), "every pool's nodes boot into the golden image"
+    assert all(h.urn in parents for h in heads), "the head boots into the golden image too"
+    refused = [f.message for f in planned.findings if f.rule == RULE]
+    assert refused == []
+
+
+@pytest.mark.parametrize("cloud,stack", SHIPPED)
+def test_a_host_without_its_grant_is_refused(cloud, stack):
+    """Only the hosts and the repositories left: nothing grants pull, and each host is caught (on Alibaba, whose
+    personal edition ACR admits a login rather than an identity, a host whose boot pulls without logging in)."""
+    repository, planned = pushed(stack)
+    hosts = pulling_hosts(planned.resources, repository)
+    facts = guardrails.facts_of(hosts[0].type)
+    repos = [r for r in planned.resources if r.type in facts.repositories]
+    if cloud == "alicloud":
+        bare = base64.b64encode(f"#!/bin/sh\ndocker pull {repository}@{DIGEST}\n".encode()).decode()
+        hosts = [PlannedResource(h.urn, h.type, h.name, {**h.props, "userData": bare}) for h in hosts]
+    findings = guardrails.evaluate([*hosts, *repos], {}, budget_opt_out=True)
+    caught = {f.urn for f in findings if f.rule == RULE}
+    assert caught == {h.urn for h in hosts}
+
+
+def test_google_cloud_head_is_granted_reader_on_the_stack_repository():
+    """Literal anchor (Artifact Registry access control: roles/artifactregistry.reader pulls)."""
+    _, planned = pushed("gcp-a3mega-2node")
+    head = next(r for r in planned.resources if r.type == "gcp:compute/instance:Instance" and r.name.endswith("-head"))
+    email = head.props["serviceAccount"]["email"]
+    grants = [r for r in planned.of_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
+              if r.props["member"] == f"serviceAccount:{email}"]
+    assert [g.props["role"] for g in grants] == ["roles/artifactregistry.reader"]
