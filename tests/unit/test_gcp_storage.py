@@ -208,7 +208,7 @@ def test_lustre_gets_private_services_access_and_the_tier_asked_for(monkeypatch)
     assert connection.props["network"] == NETWORK_ID
     assert connection.props["service"] == "servicenetworking.googleapis.com"
     assert connection.props["reservedPeeringRanges"] == [address.props["name"]]
-    assert [type(d).__name__ for d in captured["depends_on"]] == ["Connection"]
+    assert [type(d).__name__ for d in captured["depends_on"]] == ["Connection", "BucketIAMMember"]
     props = fs.props
     assert props["capacityGib"] == "18000" and props["perUnitStorageThroughput"] == "500"
     assert props["location"] == "us-central1-a" and props["network"] == NETWORK_ID

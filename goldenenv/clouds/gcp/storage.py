@@ -95,6 +95,20 @@ to allow for multiple Managed Lustre instances"; each instance takes a smaller c
 managed-lustre/docs/vpc."""
 PEERING_SERVICE = "servicenetworking.googleapis.com"
 PEERING_PURPOSE, PEERING_ADDRESS_TYPE = "VPC_PEERING", "INTERNAL"
+PEERING_DELETION_POLICY = "REMOVE_PEERING"
+"""servicenetworking.Connection deletion_policy: Google keeps the connection while its producer (Managed Lustre)
+still holds resources behind it, so a plain delete fails and leaves the VPC and its NAT behind (pulumi-gcp #3354,
+terraform-provider-google #19908). REMOVE_PEERING then removes the peering from the network so the network can be
+deleted; ABANDON only forgets the connection and leaves the peering, which still blocks the network's deletion
+(pulumi-gcp 10.2.0 Connection docstring; magic-modules #18476)."""
+LUSTRE_SERVICE = "lustre.googleapis.com"
+LUSTRE_AGENT = "service-{number}@gcp-sa-lustre.iam.gserviceaccount.com"
+"""Managed Lustre's service agent: it, not the caller, reads and writes the bucket in importData / exportData."""
+LUSTRE_AGENT_ROLE = "roles/storage.objectUser"
+"""What the agent needs on the bucket to import from and export to it (Managed Lustre, "Transfer data to and from
+Cloud Storage": roles/storage.objectUser; objectViewer would import only, and destroy exports)."""
+PLACEHOLDER_NUMBER = "000000000000"
+"""The offline plan's project number (getProject's stand-in), in the service agent's address."""
 SHAREDFS_UNIT = "goldenenv-sharedfs.service"
 MOUNT_SCRIPT = "lustre-mount-gcp.sh"
 IMPORT_SCRIPT = "lustre-import-gcp.sh"
@@ -545,7 +559,8 @@ class DataStore(pulumi.ComponentResource):
         })
 
     def _lustre(self, name: str, args: DataStoreArgs) -> pulumi.Output[SharedFs]:
-        """Private services access on the system VPC, then the Managed Lustre instance on it."""
+        """Private services access on the system VPC, Managed Lustre's service agent admitted to the bucket (the
+        head's import and destroy's export run as the agent), then the Managed Lustre instance on it."""
         child = pulumi.ResourceOptions(parent=self)
         peering_range = gcp.compute.GlobalAddress(
             f"{name}-lustre-range",
@@ -556,8 +571,13 @@ class DataStore(pulumi.ComponentResource):
         )
         connection = gcp.servicenetworking.Connection(
             f"{name}-lustre-peering", network=args.network_id, service=PEERING_SERVICE,
-            reserved_peering_ranges=[peering_range.name], opts=child,
+            reserved_peering_ranges=[peering_range.name], deletion_policy=PEERING_DELETION_POLICY, opts=child,
         )
+        agent = gcp.projects.ServiceIdentity(f"{name}-lustre-agent", project=args.gcp_project,
+                                             service=LUSTRE_SERVICE, opts=child)
+        grant = gcp.storage.BucketIAMMember(
+            f"{name}-lustre-agent-bucket", bucket=self.bucket_name, role=LUSTRE_AGENT_ROLE, member=agent.member,
+            opts=child)
         self.lustre_range = pulumi.Output.all(peering_range.address, peering_range.prefix_length).apply(
             lambda v: f"{v[0]}/{v[1]}")
         network = pulumi.Output.all(args.gcp_project, args.network_name).apply(lambda v: lustre_network(*v))
@@ -566,7 +586,7 @@ class DataStore(pulumi.ComponentResource):
             filesystem=FILESYSTEM,
             capacity_gib=str(args.fs_size_gib), per_unit_storage_throughput=str(args.fs_throughput_per_tib),
             network=network, labels=args.labels, description=f"goldenenv {name} parallel file system"[:2048],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[connection]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[connection, grant]),
         )
         self.fs_id = fs.instance_id
         self.fs_mount_ip = fs.mount_point.apply(lambda m: m.split("@", 1)[0])
@@ -612,6 +632,11 @@ def plan_mock(args: Any) -> tuple[str | None, dict[str, Any]] | None:
         return f"projects/{project}/global/addresses/{name}", {
             "name": name, "address": f"10.{90 + n % 8}.{(n >> 3) % 16 * 16}.0",
             "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/addresses/{name}"}
+    if typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        service = str(inputs.get("service") or "")
+        email = (LUSTRE_AGENT.format(number=PLACEHOLDER_NUMBER) if service == LUSTRE_SERVICE else
+                 f"service-{PLACEHOLDER_NUMBER}@gcp-sa-{service.split('.', 1)[0]}.iam.gserviceaccount.com")
+        return f"projects/{project}/services/{service}", {"email": email, "member": f"serviceAccount:{email}"}
     if typ == "gcp:servicenetworking/connection:Connection":
         network = str(inputs.get("network") or "mock-network")
         return f"{network}:{inputs.get('service') or PEERING_SERVICE}", {"peering": "servicenetworking-googleapis-com"}
