@@ -2,7 +2,10 @@
 
 Each node is a `gcp.compute.Instance` (RESEARCH-3 §1.3, §1.9):
 - in a COLLOCATED group placement policy of its own (catalog node_layout placement `compact`), except on a
-  reservation, whose capacity Google places itself (dstack does the same);
+  reservation, whose capacity Google places itself (dstack does the same). The policy sets no vmCount: with one,
+  Compute Engine takes only exactly vmCount instances created together (pulumi-gcp ResourcePolicy docstring), while
+  each node here is its own insert, so an added or rolled node would be refused; a compact policy without vmCount
+  takes nodes one at a time (Compute Engine, "Use compact placement policies": vmCount is optional);
 - on the host NICs (system VPC; and net-1 on RoCE types) and the GPU NICs its fabric lays out (network.py);
 - with no external address, shielded VM on, OS Login (or the pool's sshPublicKey with project keys blocked), the
   serial port closed, and `onHostMaintenance: TERMINATE` (GPUs do not live-migrate);
@@ -90,8 +93,8 @@ class GpuNodePool(pulumi.ComponentResource):
         if args.placement == "compact" and args.capacity != "capacity-reservation" and args.count > 1:
             policy = gcp.compute.ResourcePolicy(
                 f"{name}-placement", name=args.names("placement"), project=args.project, region=args.region,
-                description=f"goldenenv {name}: {args.count} x {args.machine_type}, collocated",
-                group_placement_policy={"collocation": COLLOCATED, "vm_count": args.count}, opts=child)
+                description=f"goldenenv {name}: {args.machine_type} nodes, collocated",
+                group_placement_policy={"collocation": COLLOCATED}, opts=child)
         self.placement_policy = policy.self_link if policy else None
 
         metadata = pulumi.Output.from_input(args.user_data).apply(lambda text: _metadata(text, args))

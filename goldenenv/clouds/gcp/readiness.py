@@ -379,7 +379,9 @@ RULES: tuple[Rule, ...] = (
     Rule("strict:gcp-roce-zone", "A RoCE network is used from its profile's zone only: the instances using it are "
          "in that zone, its subnetworks in that zone's region.", Severity.ERROR, _check_roce_zone),
     Rule("strict:gcp-compact-placement", f"A compact (COLLOCATED) placement policy places at most "
-         f"{COMPACT_PLACEMENT_MAX_VMS} instances, exactly its vmCount, all in its region.", Severity.ERROR,
+         f"{COMPACT_PLACEMENT_MAX_VMS} instances, all in its region, and exactly its vmCount where one is set "
+         "(goldenenv sets none: guardrail teardown-blocked refuses a vmCount, since each node is its own insert).",
+         Severity.ERROR,
          _check_compact_placement),
     Rule("strict:gcp-reservation-bound", "A RESERVATION_BOUND instance names the reservation it consumes.",
          Severity.ERROR, _check_reservation_bound),
