@@ -204,7 +204,7 @@ def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> s
 
     cloud = clouds.get(spec.cloud)
     planned = guard(spec, creating=False)
-    kinds = tuple(getattr(cloud, "registry_types", ()))
+    kinds = tuple(cloud.registry_types)
     wanted = [r for r in planned.resources if kinds and r.type.startswith((*kinds, "pulumi:providers:"))]
     if not wanted:
         raise LifecycleError(f"stack {spec.stack} declares no image repository: push with --registry instead")
@@ -225,6 +225,13 @@ def registry_auth(spec: ClusterSpec, registry: str) -> dict | None:
     from goldenenv import clouds
 
     return _cloud_step(clouds.get(spec.cloud).registry_auth, spec, registry)
+
+
+def registry_pulled_as(spec: ClusterSpec, url: str) -> str:
+    """The stack's repository as its nodes name it, which a push to `url` is recorded under."""
+    from goldenenv import clouds
+
+    return clouds.get(spec.cloud).registry_pulled_as(spec, url)
 
 
 def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print,
@@ -299,8 +306,7 @@ def _destroy_failed(spec: ClusterSpec, cloud, outputs: dict, target, error: Exce
     elif outputs.get("bucket"):
         lines.append(f"the retained stores are kept (bucket {outputs['bucket']} and the image repository)")
     lines.append(f"still in the stack: {_left_in_state(target, spec)}")
-    hints = getattr(cloud, "destroy_hints", None)
-    lines += hints(spec, outputs, str(error)) if hints else []
+    lines += cloud.destroy_hints(spec, outputs, str(error))
     lines.append(f"fix the cause above, then run `{again}` to finish")
     return LifecycleError("\n".join(lines))
 

@@ -190,7 +190,7 @@ def image_push(
     if bool(registry) == bool(stack):
         errors.print("give exactly one of --registry URL or --stack STACK")
         raise typer.Exit(2)
-    auth = None
+    auth = repository = pulled_from = None
     try:
         if stack:
             spec = stack_spec(stack)
@@ -198,11 +198,13 @@ def image_push(
                 errors.print(f"stack {stack} runs lock {spec.image.lock}, not {name}")
                 raise typer.Exit(2)
             repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
-            registry = repository.rsplit("/", 1)[0]
+            registry = repository.split("/", 1)[0]
             auth = automation.registry_auth(spec, registry)
+            pulled_from = automation.registry_pulled_as(spec, repository)
         engine = docker.from_env()
         entry = publish.push(lock, registry, engine, auth=auth, log=say,
-                             measure=lambda tag: size.compressed_bytes(engine, tag))
+                             measure=lambda tag: size.compressed_bytes(engine, tag),
+                             repository=repository, pulled_from=pulled_from)
     except (publish.PushError, automation.LifecycleError) as e:
         lifecycle_failure(e)
     console.print(f"pushed {entry.ref}" + (f" ({entry.compressed_bytes / 1e9:.2f} GB compressed)"

@@ -541,6 +541,24 @@ class Cloud(Protocol):
     def describe(self, resource: Any) -> list[str]:
         """The words the plan tree shows for one planned resource: key properties, RDMA interfaces ..."""
 
+    registry_types: tuple[str, ...]
+    """Type-token prefixes of the stack's image repository and its parts, which `image push -s` creates first (a
+    targeted up); (): the cloud has no registry of its own."""
+
+    def registry_url(self, spec: ClusterSpec) -> str:
+        """The stack's repository as `image push -s` pushes to it from the caller's machine (<host>/<path>)."""
+
+    def registry_pulled_as(self, spec: ClusterSpec, url: str) -> str:
+        """The same repository as the stack's nodes name it, which the pushed digest is recorded under: `url`
+        itself, or its private endpoint (Alibaba's VPC domain)."""
+
+    def registry_auth(self, spec: ClusterSpec, registry: str) -> dict | None:
+        """Docker credentials for the registry host, from the caller's cloud login: {username, password,
+        registry}; None: an anonymous push."""
+
+    def destroy_hints(self, spec: ClusterSpec, outputs: dict[str, Any], error: str) -> list[str]:
+        """What to do about a destroy that failed part way, read from the provider's error."""
+
     data_bearing: dict[str, str]
     """Resource kinds whose deletion loses data a user may care about -> what happens to it (plan says)."""
     placeholder_account: str | None
@@ -686,6 +704,20 @@ class PulumiCloud:
 
     def describe(self, resource: Any) -> list[str]:
         return key_words(resource, self.key_props)
+
+    registry_types: tuple[str, ...] = ()
+
+    def registry_url(self, spec: ClusterSpec) -> str:
+        raise RuntimeError(f"{self.name} stacks have no image repository of their own: push with --registry")
+
+    def registry_pulled_as(self, spec: ClusterSpec, url: str) -> str:
+        return url
+
+    def registry_auth(self, spec: ClusterSpec, registry: str) -> dict | None:
+        return None
+
+    def destroy_hints(self, spec: ClusterSpec, outputs: dict[str, Any], error: str) -> list[str]:
+        return []
 
     def quota_lines(self, asks: Sequence[VcpuAsk], region: str) -> list[str]:
         """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name

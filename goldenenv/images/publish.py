@@ -100,8 +100,11 @@ def build_tag(lock: Lock, image_id: str) -> str:
 
 
 def push(lock: Lock, registry: str, client, auth: dict | None = None, log: Callable[[str], None] = print,
-         images_dir: Path | None = None, measure: Callable[[str], int | None] | None = None) -> Published:
-    """Tag the built image `<registry>/<lock name>:<build tag>`, push it, record the digest the registry gave.
+         images_dir: Path | None = None, measure: Callable[[str], int | None] | None = None,
+         repository: str | None = None, pulled_from: str | None = None) -> Published:
+    """Tag the built image `<registry>/<lock name>:<build tag>` (or `repository`: a stack's own, named as its cloud
+    names it), push it, record the digest the registry gave under `pulled_from`, the same repository as the stack's
+    nodes name it (a private endpoint), else under the repository pushed to.
 
     Pushing a build again finds its tag taken in a registry with immutable tags: the image there is this build (its
     id is in the tag), so the digest the registry holds for the tag is recorded."""
@@ -114,7 +117,7 @@ def push(lock: Lock, registry: str, client, auth: dict | None = None, log: Calla
         image = client.images.get(lock.tag)
     except docker.errors.ImageNotFound:
         raise PushError(f"{lock.tag} is not built here: goldenenv image build {lock.name}") from None
-    repository = f"{registry}/{lock.name}"
+    repository = repository or f"{registry}/{lock.name}"
     tag = build_tag(lock, image.id)
     image.tag(repository, tag=tag)
     log(f"pushing {repository}:{tag}")
@@ -131,7 +134,7 @@ def push(lock: Lock, registry: str, client, auth: dict | None = None, log: Calla
             digest = aux["Digest"]
     if digest is None:
         raise PushError(f"the registry gave no digest for {repository}:{tag}")
-    entry = Published(repository, digest, lock.content_hash,
+    entry = Published(pulled_from or repository, digest, lock.content_hash,
                       datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                       measure(lock.tag) if measure else None, tag)
     record(lock, entry, images_dir)

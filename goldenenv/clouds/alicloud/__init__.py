@@ -29,7 +29,9 @@ from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.alicloud.nodes import (
     NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, login_notes, ram_name, ssh_key_problems,
 )
-from goldenenv.clouds.alicloud.registry import ImageRepository, ImageRepositoryArgs, repository_names
+from goldenenv.clouds.alicloud.registry import (
+    ImageRepository, ImageRepositoryArgs, over_vpc, public_url, registry_login, repository_names,
+)
 from goldenenv import slurm
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
@@ -309,6 +311,19 @@ class AlicloudCloud(PulumiCloud):
     def preflight(self, spec: ClusterSpec) -> None:
         """Refuse, saying which variables to set, when the caller has no Alibaba Cloud credentials."""
         _credentials()
+
+    def registry_url(self, spec: ClusterSpec) -> str:
+        """`registry.<region>.aliyuncs.com/<namespace>/<repository>`: the stack's ACR repository (registry.py's
+        names) at the public endpoint the caller's machine pushes to."""
+        return public_url(spec.region, *repository_names(spec.tags.project, spec.stack, spec.image.lock))
+
+    def registry_pulled_as(self, spec: ClusterSpec, url: str) -> str:
+        """The VPC endpoint: the repository as the nodes pull it (ImageRepository.url)."""
+        return over_vpc(url, spec.region)
+
+    def registry_auth(self, spec: ClusterSpec, registry: str, fetch: Any = None) -> dict:
+        """A temporary docker login from ACR's GetAuthorizationToken, with the caller's AccessKey."""
+        return registry_login(spec.region, _credentials(), registry, fetch)
 
     def before_up(self, spec: ClusterSpec, log: Callable[[str], None],
                   lookup: storage.AlicloudLookup | None = None,

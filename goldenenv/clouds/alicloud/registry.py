@@ -47,6 +47,75 @@ def vpc_url(domain: str, namespace: str, repository: str) -> str:
     return f"{domain}/{namespace}/{repository}"
 
 
+PUBLIC_DOMAIN = "registry.{region}.aliyuncs.com"
+"""A personal edition registry's public endpoint, which `image push` reaches from the caller's machine."""
+VPC_DOMAIN = "registry-vpc.{region}.aliyuncs.com"
+"""The same registry's VPC endpoint, which nodes pull from (ACR: "Use a VPC endpoint to pull images")."""
+TOKEN_API = "cr.{region}.aliyuncs.com"
+TOKEN_VERSION = "2016-06-07"
+"""ACR personal edition's API (ROA): GET /tokens is GetAuthorizationToken, a temporary docker login
+(data.tempUserName, data.authorizationToken) for the caller's AccessKey."""
+
+
+def public_url(region: str, namespace: str, repository: str) -> str:
+    return f"{PUBLIC_DOMAIN.format(region=region)}/{namespace}/{repository}"
+
+
+def over_vpc(url: str, region: str) -> str:
+    """The same repository at the VPC endpoint, as the stack's nodes name it."""
+    public = PUBLIC_DOMAIN.format(region=region)
+    return VPC_DOMAIN.format(region=region) + url.removeprefix(public) if url.startswith(f"{public}/") else url
+
+
+def roa_headers(method: str, path: str, region: str, credentials: Any, date: str, nonce: str) -> dict[str, str]:
+    """The signed headers of one ROA call (signature version 1, HMAC-SHA1 over method, Accept, Date, the x-acs-
+    headers and the path)."""
+    import base64
+    import hmac
+
+    headers = {"Accept": "application/json", "Date": date, "x-acs-signature-method": "HMAC-SHA1",
+               "x-acs-signature-nonce": nonce, "x-acs-signature-version": "1.0", "x-acs-version": TOKEN_VERSION,
+               "x-acs-region-id": region}
+    if credentials.security_token:
+        headers["x-acs-security-token"] = credentials.security_token
+    acs = "".join(f"{k}:{headers[k]}\n" for k in sorted(k for k in headers if k.startswith("x-acs-")))
+    to_sign = f"{method}\napplication/json\n\n\n{date}\n{acs}{path}"
+    digest = hmac.new(credentials.access_key_secret.encode(), to_sign.encode(), hashlib.sha1).digest()
+    headers["Authorization"] = f"acs {credentials.access_key_id}:{base64.b64encode(digest).decode()}"
+    return headers
+
+
+def registry_login(region: str, credentials: Any, registry: str, fetch: Any = None) -> dict[str, str]:
+    """Docker credentials for the registry from GetAuthorizationToken with the caller's AccessKey; `fetch` (url,
+    headers) -> the decoded JSON answer, by default an HTTPS GET."""
+    import email.utils
+    import uuid
+
+    url = f"https://{TOKEN_API.format(region=region)}/tokens"
+    headers = roa_headers("GET", "/tokens", region, credentials, email.utils.formatdate(usegmt=True),
+                          str(uuid.uuid4()))
+    answer = (fetch or _https_get)(url, headers)
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, dict) or not data.get("authorizationToken") or not data.get("tempUserName"):
+        raise RuntimeError(f"ACR GetAuthorizationToken in {region} gave no docker login: {str(answer)[:300]}")
+    return {"username": data["tempUserName"], "password": data["authorizationToken"], "registry": registry}
+
+
+def _https_get(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
+            return json.loads(response.read().decode() or "{}")
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"ACR GetAuthorizationToken: HTTP {e.code}: {e.read().decode(errors='replace')[:300]}") \
+            from None
+    except (urllib.error.URLError, OSError) as e:
+        raise RuntimeError(f"ACR GetAuthorizationToken: {e}") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImageRepositoryArgs:
     namespace: str

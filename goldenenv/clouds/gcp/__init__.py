@@ -37,7 +37,7 @@ from goldenenv.clouds.gcp.network import GpuNetwork, GpuNetworkArgs, gpu_nic_lay
 from goldenenv.clouds.gcp.nodes import PD_DISK, ROCE_DISK, GpuNodePool, GpuNodePoolArgs, access_metadata
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
-from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
+from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "gcp"
 REGION = re.compile(r"^[a-z]+-[a-z]+\d{1,2}$")
@@ -61,7 +61,12 @@ GET_PROJECT = "gcp:organizations/getProject:getProject"
 PLACEHOLDER_PROJECT = "goldenenv-plan-000000"
 PLACEHOLDER_NUMBER = "000000000000"
 PLACEHOLDER_BILLING = "000000-000000-000000"
-REGISTRY = "{region}-docker.pkg.dev/{project}/{repository}"
+REGISTRY = "{region}-docker.pkg.dev/{project}/{repository}/{image}"
+"""An image in an Artifact Registry Docker repository (Artifact Registry: "Push and pull images"); the stack's image
+is named for its lock."""
+REGISTRY_USER = "oauth2accesstoken"
+"""Artifact Registry's docker login with an access token ("Configure authentication to Artifact Registry for
+Docker": username oauth2accesstoken, the token as the password)."""
 REPOSITORY_READER = "roles/artifactregistry.reader"
 """What a host needs to pull from the stack's repository (Artifact Registry access control: Reader)."""
 SERVICE_ACCOUNT_ID_MAX = 30
@@ -308,6 +313,22 @@ class GcpCloud(PulumiCloud):
             words.append(f"nics={len(kinds)} ({', '.join(f'{kinds.count(k)} {k}' for k in dict.fromkeys(kinds))})")
         return words + key_words(resource, self.key_props)
 
+    def registry_url(self, spec: ClusterSpec) -> str:
+        """`<region>-docker.pkg.dev/<project>/<repository>/<lock>`: the stack's image in its Artifact Registry
+        repository, in the caller's project (GOOGLE_CLOUD_PROJECT, else gcloud's), the address nodes pull."""
+        project = _project_from_env()
+        if not project:
+            raise ConfigError([Problem("goldenenv:region", "no Google Cloud project: set GOOGLE_CLOUD_PROJECT, or run "
+                                       "`gcloud config set project PROJECT_ID`")])
+        return REGISTRY.format(region=spec.region, project=project, image=spec.image.lock,
+                               repository=gcp_labels.resource_name(spec.tags.project, spec.stack, "images"))
+
+    def registry_auth(self, spec: ClusterSpec, registry: str) -> dict:
+        """Docker credentials for Artifact Registry: REGISTRY_USER and the caller's gcloud access token."""
+        from goldenenv.clouds.gcp import storage
+
+        return {"username": REGISTRY_USER, "password": storage.access_token(), "registry": registry}
+
     def preflight(self, spec: ClusterSpec) -> None:
         """Refuse, saying what to set, when the caller has no Google credentials: Application Default Credentials
         (the file GOOGLE_APPLICATION_CREDENTIALS names, or gcloud's), or an access token."""
@@ -479,7 +500,7 @@ class GpuCluster(pulumi.ComponentResource):
             format="DOCKER", description=f"goldenenv {spec.stack}: golden images", labels=labels,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
         repository_url = pulumi.Output.all(project_id, repository.repository_id).apply(
-            lambda v: REGISTRY.format(region=spec.region, project=v[0], repository=v[1]))
+            lambda v: REGISTRY.format(region=spec.region, project=v[0], repository=v[1], image=spec.image.lock))
         image_ref = golden_image_ref(spec, repository_url)
 
         def pull(host: str, member: pulumi.Input[str]) -> None:

@@ -21,6 +21,8 @@ class LocalCloud:
     """A lost node container is DOWN this soon: the local drill sees its requeue quickly."""
     user_data_limit = None
     """Its containers get their boot files from goldenenv itself: no user data."""
+    registry_types: tuple[str, ...] = ()
+    """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
     "docker:network": ("internal",),

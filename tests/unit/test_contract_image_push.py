@@ -1,0 +1,214 @@
+"""`goldenenv image push NAME -s STACK` works on every cloud whose stacks have a registry of their own.
+
+On Google Cloud and Alibaba it created the repository and then crashed (`'GcpCloud' object has no attribute
+'registry_url'`): the hooks were looked up with getattr, outside the Cloud protocol. Here the command runs through
+the CLI against a shipped stack of every such cloud, with the targeted up and the Docker engine stood in and the
+cloud's own answers recorded (moto for AWS; the gcloud and az CLIs as scripts printing their answers; ACR's
+GetAuthorizationToken answer): it reaches the push with the cloud's repository address and its docker login, and
+records the digest, never a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import docker
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import goldenenv.clouds  # noqa: F401  (registers the clouds)
+from goldenenv import automation, project, stackconfig
+from goldenenv.cli import app
+from goldenenv.clouds import base
+from goldenenv.images import publish, size
+from goldenenv.images.lock import load
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+GCP_TOKEN = "ya29.recorded-access-token"
+AZURE_TOKEN = "eyJ.recorded-acr-refresh-token"
+ACR_ANSWER = {"data": {"authorizationToken": "recorded-acr-temporary-password", "tempUserName": "cr_temp_user",
+                       "expireDate": 1767225600000}}
+"""GetAuthorizationToken's answer (ACR personal edition API 2016-06-07, GET /tokens), as Alibaba's acr-login
+action reads it: data.tempUserName and data.authorizationToken."""
+GCP_PROJECT = "team-project-123"
+
+
+def cloud_of(path: Path) -> str:
+    return stackconfig.read_stack_file(path)["goldenenv:cloud"]
+
+
+WITH_REGISTRY = [name for name in base.names() if base.get(name).uses_pulumi and base.get(name).registry_types]
+FIRST_STACK = {}
+"""Cloud -> the stack pushed to: its smallest (a -dev stack) where it ships one, else its first."""
+for _path in sorted((REPO / "stacks").glob("Pulumi.*.yaml"), key=lambda p: ("-dev" not in p.name, p.name)):
+    FIRST_STACK.setdefault(cloud_of(_path), _path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+
+
+def expected(cloud: str, region: str) -> dict:
+    """The repository address and docker login each cloud documents, written here, not computed by the code."""
+    return {
+        "aws": {"prefix": f"123456789012.dkr.ecr.{region}.amazonaws.com/", "username": "AWS"},
+        "gcp": {"prefix": f"{region}-docker.pkg.dev/{GCP_PROJECT}/", "username": "oauth2accesstoken",
+                "password": GCP_TOKEN},
+        "azure": {"prefix": ".azurecr.io/", "username": "00000000-0000-0000-0000-000000000000",
+                  "password": AZURE_TOKEN},
+        "alicloud": {"prefix": f"registry.{region}.aliyuncs.com/", "username": "cr_temp_user",
+                     "password": "recorded-acr-temporary-password"},
+    }[cloud]
+
+
+class Image:
+    def __init__(self):
+        self.id = "sha256:" + "5e" * 32
+
+    def tag(self, repository: str, tag: str) -> bool:
+        return True
+
+
+class Engine:
+    """The Docker SDK's client as publish.push uses it: one built image, a registry that takes every push."""
+
+    def __init__(self, lock):
+        self.images, self.lock, self.pushes = self, lock, []
+
+    def get(self, name: str) -> Image:
+        if name != self.lock.tag:
+            raise docker.errors.ImageNotFound(name)
+        return Image()
+
+    def push(self, repository: str, tag: str, stream: bool, decode: bool, auth_config=None):
+        self.pushes.append((repository, tag, auth_config))
+        digest = "sha256:" + hashlib.sha256(f"{repository}:{tag}".encode()).hexdigest()
+        yield {"status": f"The push refers to repository [{repository}]"}
+        yield {"progressDetail": {}, "aux": {"Tag": tag, "Digest": digest, "Size": 1573}}
+
+
+def fake_cli(folder: Path, name: str, answers: dict[str, str]) -> None:
+    """A CLI on PATH that prints a recorded answer for the arguments it is asked with."""
+    script = folder / name
+    cases = "\n".join(f"  *'{key}'*) printf '%s\\n' '{value}' ;;" for key, value in answers.items())
+    script.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}\n  *) echo "unrecorded: $*" >&2; exit 3 ;;\nesac\n')
+    script.chmod(0o755)
+
+
+@pytest.fixture
+def own_project(tmp_path, monkeypatch):
+    """A project holding the shipped stacks, so a push records its digest there and not in the package."""
+    root = tmp_path / "infra"
+    shutil.copytree(REPO / "stacks", root / "stacks")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "infra", "runtime": "python",
+                                                      "stackConfigDir": "stacks"}))
+    monkeypatch.chdir(root)
+    project.use(project.find(root))
+    yield root
+    project.use(None)
+
+
+@pytest.fixture
+def cloud_answers(tmp_path, monkeypatch, aws_env):
+    """Every cloud's recorded answers: moto's AWS, gcloud and az printing theirs, ACR's token answer."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_cli(bin_dir, "gcloud", {"auth print-access-token": GCP_TOKEN, "config get-value project": GCP_PROJECT})
+    fake_cli(bin_dir, "az", {"acr login": json.dumps({"accessToken": AZURE_TOKEN, "loginServer": "x"}),
+                             "account show": "00000000-0000-0000-0000-0000000000aa"})
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", GCP_PROJECT)
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-0000000000aa")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI-recorded")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "recorded-secret")
+    asked = []
+
+    def acr(url, headers):
+        asked.append((url, headers))
+        return ACR_ANSWER
+
+    from goldenenv.clouds.alicloud import registry as acr_registry
+
+    monkeypatch.setattr(acr_registry, "_https_get", acr, raising=False)
+    return asked
+
+
+@pytest.fixture
+def targeted_up(monkeypatch):
+    """The targeted up that creates the repository, stood in: the targets it was given."""
+    targets = []
+
+    class Stack:
+        def up(self, on_output, target):
+            targets.extend(target)
+
+    monkeypatch.setattr(automation, "stack", lambda spec: Stack())
+    monkeypatch.setattr(automation, "_before_up", lambda spec, log: None)
+    monkeypatch.setattr(size, "compressed_bytes", lambda client, tag: None)
+    return targets
+
+
+def test_every_cloud_with_a_registry_ships_a_stack_to_push_to():
+    assert set(WITH_REGISTRY) >= {"aws", "gcp", "azure", "alicloud"}
+    assert all(cloud in FIRST_STACK for cloud in WITH_REGISTRY)
+
+
+@pytest.mark.parametrize("cloud", WITH_REGISTRY)
+def test_image_push_to_a_stack_reaches_the_push_with_the_clouds_address_and_login(
+        cloud, own_project, cloud_answers, targeted_up, monkeypatch):
+    stack = FIRST_STACK[cloud]
+    config = stackconfig.read_stack_file(own_project / "stacks" / f"Pulumi.{stack}.yaml")
+    region, lock = config["goldenenv:region"], load(config["goldenenv:image"]["lock"])
+    engine = Engine(lock)
+    monkeypatch.setattr(docker, "from_env", lambda: engine)
+
+    result = runner.invoke(app, ["image", "push", lock.name, "-s", stack], env={"COLUMNS": "250"})
+
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and result.exception is None
+    assert any(urn.split("::")[2].rsplit("$", 1)[-1].startswith(base.get(cloud).registry_types)
+               for urn in targeted_up)
+    [(repository, tag, auth)] = engine.pushes
+    want = expected(cloud, region)
+    assert want["prefix"] in repository and repository.startswith(repository.split("/", 1)[0])
+    assert repository.split("/", 1)[0] in (want["prefix"].split("/", 1)[0], repository.split("/", 1)[0])
+    assert auth["username"] == want["username"] and auth["registry"] == repository.split("/", 1)[0]
+    assert auth["password"] == want.get("password", auth["password"]) and auth["password"]
+    [entry] = publish.records(lock.name)
+    assert publish.published_path(lock.name).is_relative_to(own_project)
+    assert entry.tag == tag and entry.lock_hash == lock.content_hash
+    assert f"pushed {entry.ref}" in result.output
+
+
+def test_a_gcp_push_is_what_the_stacks_nodes_pull(own_project, cloud_answers, targeted_up, monkeypatch):
+    """The repository the push goes to is the one the program gives the nodes (an Artifact Registry image:
+    <region>-docker.pkg.dev/<project>/<repository>/<image>), so the stack's plan pulls the pushed digest."""
+    from goldenenv.clouds.gcp import PLACEHOLDER_PROJECT
+    from goldenenv.plan import plan
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PLACEHOLDER_PROJECT)
+    stack = FIRST_STACK["gcp"]
+    config = stackconfig.read_stack_file(own_project / "stacks" / f"Pulumi.{stack}.yaml")
+    lock = load(config["goldenenv:image"]["lock"])
+    engine = Engine(lock)
+    monkeypatch.setattr(docker, "from_env", lambda: engine)
+    result = runner.invoke(app, ["image", "push", lock.name, "-s", stack])
+    assert result.exit_code == 0, result.output
+    [entry] = publish.records(lock.name)
+    assert entry.repository.count("/") == 3 and entry.repository.endswith(f"/{lock.name}")
+    assert plan(stack).outputs["imageRef"] == entry.ref
+
+
+def test_alibabas_token_call_is_signed_with_the_callers_access_key(own_project, cloud_answers):
+    """GetAuthorizationToken is asked of the region's ACR endpoint with an ROA signature of the AccessKey."""
+    from goldenenv.clouds.alicloud import AlicloudCloud
+    from goldenenv.lifecycle import load_spec
+
+    spec = load_spec(FIRST_STACK["alicloud"])
+    login = AlicloudCloud().registry_auth(spec, f"registry.{spec.region}.aliyuncs.com")
+    assert login["username"] == "cr_temp_user"
+    [(url, headers)] = cloud_answers
+    assert url == f"https://cr.{spec.region}.aliyuncs.com/tokens"
+    assert headers["Authorization"].startswith("acs LTAI-recorded:") and headers["x-acs-version"] == "2016-06-07"
