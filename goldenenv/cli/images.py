@@ -61,11 +61,18 @@ def _local_tags() -> set[str] | None:
 
 @app.command("render")
 def image_render(name: str, out: Path = typer.Option(None, "--out", help="Write the whole build context here.")) -> None:
-    """Print the Dockerfile the lock renders to (or write the build context)."""
+    """Print the Dockerfile the lock renders to (or write the build context). A lock whose EFA installer has no
+    checksum is refused, as `image build` refuses it: its Dockerfile would check the tarball against nothing."""
     from goldenenv.images import dockerfile
     from goldenenv.images.base import bootstrap_tag
+    from goldenenv.images.lock import lock_path
+    from goldenenv.spec import LockError, Problem
 
     lock = _lock(name)
+    if lock.efa and not lock.efa.installer_sha256:
+        fail(LockError([Problem("efa.installerSha256", f"not set: the EFA installer {lock.efa.installer} cannot be "
+                                "verified; add the sha256 of its tarball (aws-efa-installer-"
+                                f"{lock.efa.installer}.tar.gz)")], lock_path(name)))
     base_ref = lock.base.image or bootstrap_tag(lock.base.bootstrap)
     if out:
         dockerfile.write_context(lock, base_ref, dockerfile.BuildOptions(), out)
