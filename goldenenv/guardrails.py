@@ -379,27 +379,58 @@ def _pins_nothing(resource: PlannedResource) -> str | None:
     return None
 
 
-def boot_text(value: Any) -> str | None:
-    """User data as the host reads it: plain text, or base64 of it, either gzip-compressed (cloud-init takes each
-    form); None for anything else."""
+def _unpack(raw: bytes) -> bytes:
+    """base64 (when the whole text is), then gzip (when it starts with gzip's magic), as cloud-init reads them."""
     import base64
     import binascii
     import gzip
 
-    if not isinstance(value, str) or not value.strip():
-        return None
-    raw = value.encode()
-    if not value.lstrip().startswith(("#", "Content-Type", "MIME-Version")):
+    text = raw.strip()
+    if text and not text.startswith((b"#", b"Content-Type", b"MIME-Version", b"\x1f\x8b")):
         try:
-            raw = base64.b64decode(value.strip(), validate=True)
+            raw = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
             pass
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except OSError:
-            return None
-    return raw.decode(errors="replace")
+            return b""
+    return raw
+
+
+def _inner_files(text: str) -> list[str]:
+    """The contents of a cloud-config's write_files that are encoded (b64, gzip, gz+b64), decoded."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    files = _mapping(config).get("write_files")
+    found = []
+    for entry in (_mapping(f) for f in _items(files)):
+        if str(entry.get("encoding") or "").lower() not in ("", "text/plain") and isinstance(entry.get("content"), str):
+            found.append(_unpack(entry["content"].encode()).decode(errors="replace"))
+    return found
+
+
+def boot_text(value: Any) -> str | None:
+    """User data as the host reads it: plain text, or base64 of it, either gzip-compressed; a MIME multi-part
+    archive's parts and a cloud-config's encoded write_files decoded after it (cloud-init takes each form); None for
+    anything that is no text."""
+    import email
+
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = _unpack(value.encode()).decode(errors="replace")
+    if text.lstrip().startswith(("Content-Type", "MIME-Version")):
+        parts = [_unpack(part.get_payload(decode=True) or b"").decode(errors="replace")
+                 for part in email.message_from_string(text).walk() if not part.is_multipart()]
+        text = "\n".join([text, *parts])
+    if "#cloud-config" in text:
+        text = "\n".join([text, *_inner_files(text[text.index("#cloud-config"):])])
+    return text
 
 
 @dataclass(frozen=True)

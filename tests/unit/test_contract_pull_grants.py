@@ -96,3 +96,22 @@ def test_google_cloud_head_is_granted_reader_on_the_stack_repository():
     grants = [r for r in planned.of_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
               if r.props["member"] == f"serviceAccount:{email}"]
     assert [g.props["role"] for g in grants] == ["roles/artifactregistry.reader"]
+
+
+@pytest.mark.parametrize("form", ["plain", "base64", "gzip+base64", "write_files gz+b64", "mime"])
+def test_a_pull_is_seen_in_every_form_cloud_init_takes(form):
+    """A boot compressed to fit its cloud's user-data limit still pulls: the rule reads through each encoding."""
+    import gzip
+
+    script = f"docker pull registry.example/golden@{DIGEST}"
+    b64 = base64.b64encode
+    encoded = {
+        "plain": script,
+        "base64": b64(script.encode()).decode(),
+        "gzip+base64": b64(gzip.compress(script.encode())).decode(),
+        "write_files gz+b64": "#cloud-config\nwrite_files:\n  - path: /usr/local/sbin/golden-image.sh\n"
+                              f"    encoding: gz+b64\n    content: {b64(gzip.compress(script.encode())).decode()}\n",
+        "mime": "Content-Type: multipart/mixed; boundary=XX\nMIME-Version: 1.0\n\n--XX\nContent-Type: "
+                f"text/x-shellscript\nContent-Transfer-Encoding: base64\n\n{b64(script.encode()).decode()}\n--XX--\n",
+    }[form]
+    assert f"registry.example/golden@{DIGEST}" in guardrails.boot_text(encoded)
