@@ -1077,7 +1077,7 @@ def _check_retention_unverified(resource: PlannedResource, ctx: Context) -> Iter
            f"ResourceOptions(protect=True), which policies can see.")
 
 
-# ---------------------------------------------------------------- rules: pull-not-granted, bucket-service-not-granted, teardown-blocked
+# ---------------------------------------------------------------- rules: pull, bucket services, teardown
 
 def _check_pull_granted(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     """A host whose boot pulls from a planned repository (its user data names the repository's address) holds a
