@@ -11,8 +11,9 @@ created, so the instance depends on the connection. Unlike FSx's data repository
 Managed Lustre keeps no standing link to the bucket: it offers one-off transfers (importData / exportData, long-
 running operations). So the Slurm head imports the bucket once, on its first boot (templates/node/lustre-import-
 gcp.sh.j2, a marker file in the file system makes it run once), and `destroy` exports the file system to the
-bucket and waits (transfer) before the instance is deleted. Nodes mount it with the kernel Lustre client
-(templates/node/lustre-mount-gcp.sh.j2, `<ip>@tcp:/<filesystem>`).
+bucket and waits (transfer) before the instance is deleted. Both transfers run as Managed Lustre's service agent,
+which the program admits to the bucket (roles/storage.objectUser) before the instance exists. Nodes mount it with
+the kernel Lustre client (templates/node/lustre-mount-gcp.sh.j2, `<ip>@tcp:/<filesystem>`).
 
 Lookups (does the bucket exist, whose labels does it carry) are the only calls a build makes outside Pulumi:
 `pulumi up` makes them live (LiveLookup: Cloud Storage's JSON API with a token from `gcloud auth
