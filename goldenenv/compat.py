@@ -553,7 +553,7 @@ def _check_fabric_modules(cloud: str, pool, host: NodeHost, key: str) -> list[Co
     if not missing:
         return []
     said = "as the stack declares it (kernelModules)" if host.override_id else "(catalog host_images.csv)"
-    modules = ", ".join(fabric.kernel_modules)
+    modules = ", ".join(f'"{m}"' for m in fabric.kernel_modules)  # quoted: a bare [name] reads as console markup
     return [Conflict(HOST_MODULES, (f"hostImage={host.override_id or (host.image.name if host.image else '')}",
                                     f"fabric={fabric.name}"),
                      f"{key}.hostImage: {image} has no kernel module {', '.join(missing)} {said}, which "
