@@ -460,9 +460,12 @@ goldenenv plans (each node is its own resources in the plan: a pool of 2,048 pla
 up, so a stack holds no more than one pool may: two pools of 2,048 did not plan in three minutes."""
 
 
-def _in_region(zone: str | None, region: str | None) -> None:
+def _in_region(zone: str | None, region: str | None, cloud: str | None) -> None:
     if zone and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", zone):
-        raise ValueError(f"zone '{zone}' is not in region '{region}' (e.g. {region}a)")
+        from goldenenv.clouds.base import zone_example
+
+        example = zone_example(cloud, region) if cloud else None
+        raise ValueError(f"zone '{zone}' is not in region '{region}'" + (f" (e.g. {example})" if example else ""))
 
 
 class ClusterSpec(Model):
@@ -512,7 +515,7 @@ class ClusterSpec(Model):
     @field_validator("zone")
     @classmethod
     def _zone_in_region(cls, v: str | None, info: ValidationInfo) -> str | None:
-        _in_region(v, info.data.get("region"))
+        _in_region(v, info.data.get("region"), info.data.get("cloud"))
         return v
 
     @field_validator("zones")
@@ -521,7 +524,7 @@ class ClusterSpec(Model):
         if v is None:
             return v
         for zone in v:
-            _in_region(zone, info.data.get("region"))
+            _in_region(zone, info.data.get("region"), info.data.get("cloud"))
         if len(set(v)) != len(v):
             raise ValueError("a zone is listed twice; list each once, in the order to try")
         zone = info.data.get("zone")

@@ -272,6 +272,20 @@ def zone_problems(cloud: str, spec: ClusterSpec) -> list[Problem]:
             if zone and known and known.complete and zone not in known.zones]
 
 
+def zone_example(cloud: str, region: str) -> str | None:
+    """A zone of `region` as `cloud` writes it, for messages: the catalog's first (zones.csv), else the cloud's
+    zone_form; None for a cloud goldenenv does not know or one that declares no form."""
+    from goldenenv import catalog
+
+    known = catalog.zones(cloud, region)
+    if known and known.zones:
+        return known.zones[0]
+    if cloud not in _REGISTRY:
+        import goldenenv.clouds  # noqa: F401  (registers the clouds)
+    form = get(cloud).zone_form if cloud in _REGISTRY else ""
+    return form.format(region=region) if form else None
+
+
 def sold_problems(cloud: str, spec: ClusterSpec, instance_type: str, zone: str | None) -> list[Problem]:
     """An instance type the catalog says is not sold in the stack's region, or not in its zone (type_zones.csv);
     nothing where the catalog does not say."""
@@ -587,6 +601,9 @@ class Cloud(Protocol):
     """slurm.conf SlurmdTimeout on this cloud, seconds."""
     user_data_limit: UserDataLimit | None
     """The most user data a host takes, and where the program passes it; None: no host boots from user data."""
+    zone_form: str
+    """How the cloud writes a zone of a region, as a format of {region} (AWS "{region}a", Google "{region}-a", Azure
+    "{region}-1"): messages show it where the catalog lists no zone of the region; "": none."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -638,6 +655,7 @@ class PulumiCloud:
     head_instance_type: str | None = None
     slurmd_timeout = slurm.SLURMD_TIMEOUT_S
     user_data_limit: UserDataLimit | None = None
+    zone_form = ""
     destroy_runs_program = False
     """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
     delete hooks, which run in the program."""

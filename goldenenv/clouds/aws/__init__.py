@@ -78,6 +78,7 @@ class AwsCloud(PulumiCloud):
     destroy_runs_program = True
     """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
     user_data_limit = limits.USER_DATA
+    zone_form = "{region}a"
     head_instance_type = "m7i.large"
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:

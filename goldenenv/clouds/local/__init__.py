@@ -22,6 +22,8 @@ class LocalCloud:
     user_data_limit = None
     """Its containers get their boot files from goldenenv itself: no user data."""
     registry_types: tuple[str, ...] = ()
+    zone_form = ""
+    """One machine: no zones."""
     """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
