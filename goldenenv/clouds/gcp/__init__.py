@@ -37,7 +37,7 @@ from goldenenv.clouds.gcp.network import GpuNetwork, GpuNetworkArgs, gpu_nic_lay
 from goldenenv.clouds.gcp.nodes import PD_DISK, ROCE_DISK, GpuNodePool, GpuNodePoolArgs, access_metadata
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
-from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "gcp"
 REGION = re.compile(r"^[a-z]+-[a-z]+\d{1,2}$")
@@ -278,6 +278,10 @@ class GcpCloud(PulumiCloud):
                 notes.append(f"{pool.name}: nodes consume reservation {pool.capacity_reservation_id} "
                              "(RESERVATION_BOUND); Google places reserved capacity itself, so the pool has no "
                              "placement policy of its own")
+        rewritten = gcp_labels.rewrites(spec.stack_tags, expected=frozenset({STACK_TAG_KEY}))
+        if rewritten:
+            notes.append("tags become Google Cloud labels (lowercase letters, digits, '_' and '-', 63 characters at "
+                         "most), so some are written differently on every resource: " + "; ".join(rewritten))
         if spec.budget:
             notes.append("Cloud Billing budgets lag usage by hours and alert rather than cap: the stack's function "
                          "stops its instances when a notification reports the spend at or above the limit; disks, "

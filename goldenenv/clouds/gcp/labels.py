@@ -35,6 +35,21 @@ def labels(tags: dict[str, str]) -> dict[str, str]:
     return {label_key(k): label_value(v) for k, v in tags.items()}
 
 
+def rewrites(tags: dict[str, str], expected: frozenset[str] = frozenset()) -> list[str]:
+    """Each tag that is a different label on Google Cloud, and the label it becomes ("key 'Équipe' -> 'k_quipe'",
+    a value cut to 63 characters): a cost report grouped by the tag finds it under the label's name. `expected`:
+    keys whose rewriting is goldenenv's own and documented (goldenenv:stack -> goldenenv_stack), not said."""
+    found = []
+    for key, value in tags.items():
+        new_key, new_value = label_key(key), label_value(value)
+        if new_key != key and key not in expected:
+            found.append(f"key {key!r} -> {new_key!r}")
+        if new_value != str(value):
+            cut = " (cut to 63 characters)" if len(str(value)) > MAX_LENGTH else ""
+            found.append(f"{key!r}'s value {str(value)!r} -> {new_value!r}{cut}")
+    return found
+
+
 def problems(tags: dict[str, str]) -> list[str]:
     """Why these tags cannot all be labels: two keys that become one, or more than GCP takes on a resource."""
     found, seen = [], {}
