@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from goldenenv import catalog
-from goldenenv.catalog.capacity import capacity_error
+from goldenenv.catalog.capacity import by_message, capacity_error
 from goldenenv.spec import ClusterSpec
 
 FATAL, ALL = "fatal", "all"
@@ -170,13 +170,21 @@ def classify(cloud: str, text: str) -> CloudError:
     """Read the text of a failed `pulumi up` (the Automation API's CommandError: the engine's stdout and stderr).
 
     Every error code found in a provider's layout is looked up in the catalog; when one up reports several, the one
-    that rules out most decides. An unknown code, or none at all, is fatal: the failover never guesses capacity."""
+    that rules out most decides. Where a provider prints no known code, the words a row lists for it decide
+    (Google's provider prints a stockout's message only). Anything else is fatal: the failover never guesses
+    capacity."""
     found = list(_codes_in(text))
     known = [(position, code, message) for position, code, message in found if capacity_error(cloud, code)]
     if known:
         position, code, message = max(known, key=lambda k: SCOPE_BREADTH.index(capacity_error(cloud, k[1]).scope))
         row = capacity_error(cloud, code)
         return CloudError(cloud, code, row.klass, row.scope, message, _resource_before(text, position))
+    worded = by_message(cloud, text)
+    if worded:
+        position, row = worded
+        line = text[text.rfind("\n", 0, position) + 1:].split("\n", 1)[0]
+        return CloudError(cloud, row.code, row.klass, row.scope, line.strip().lstrip("*: ").strip(),
+                          _resource_before(text, position))
     code = found[0][1] if found else ""
     resource = _resource_before(text, found[0][0] if found else len(text))
     return CloudError(cloud, code, FATAL, ALL, _last_meaningful_lines(text), resource)

@@ -31,6 +31,10 @@ class CapacityError:
     meaning: str
     what_to_do: str
     source: str
+    message: str = ""
+    """Words the provider prints for the error where it prints no code (Google's provider: 'does not have enough
+    resources available to fulfill the request'), `|` between alternatives, matched case-insensitively; "": the
+    code alone."""
 
     @property
     def verified(self) -> bool:
@@ -41,7 +45,7 @@ class CapacityError:
 def _capacity_errors() -> dict[tuple[str, str], CapacityError]:
     return {
         (r["cloud"], r["code"]): CapacityError(r["cloud"], r["code"], r["class"], r["scope"], r["meaning"],
-                                               r["what_to_do"], r["source"])
+                                               r["what_to_do"], r["source"], r.get("message") or "")
         for r in rows("capacity_errors")
     }
 
@@ -49,6 +53,16 @@ def _capacity_errors() -> dict[tuple[str, str], CapacityError]:
 def capacity_error(cloud: str, code: str) -> CapacityError | None:
     """The row for a cloud's error code (as the cloud spells it, case included), or None when the table has none."""
     return _capacity_errors().get((cloud, code))
+
+
+def by_message(cloud: str, text: str) -> tuple[int, CapacityError] | None:
+    """The first row of a cloud whose message words the text holds, and where they start; None when none does."""
+    import re
+
+    found = [(m.start(), row) for (c, _), row in _capacity_errors().items() if c == cloud and row.message
+             for m in [re.search("|".join(re.escape(w.strip()) for w in row.message.split("|") if w.strip()),
+                                 text, re.IGNORECASE)] if m]
+    return min(found, key=lambda f: f[0]) if found else None
 
 
 def capacity_errors(cloud: str) -> dict[str, CapacityError]:
