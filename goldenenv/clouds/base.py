@@ -459,7 +459,8 @@ def user_data_rule(limit: UserDataLimit, prefix: str = "") -> Any:
         if data is not None and len(data) > limit.max_bytes:
             yield (f"{resource.type.rsplit(':', 1)[-1]} '{resource.name}' carries {len(data):,} bytes of user data"
                    f"{' (before base64)' if limit.base64 else ''}; the cloud takes at most {limit.max_bytes:,} "
-                   f"({limit.source}); the host would not launch: shorten the boot templates it renders (templates/node/)")
+                   f"({limit.source}); the host would not launch: shorten the boot templates it renders "
+                   "(templates/node/)")
 
     return Rule(f"strict:{prefix}user-data-size", f"Each host's user data fits the cloud's {limit.max_bytes:,} bytes.",
                 Severity.ERROR, check)
