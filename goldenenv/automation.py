@@ -180,9 +180,7 @@ def _before_up(spec: ClusterSpec, log: Callable[[str], None]) -> None:
     """The cloud's step before any `up`: find the retained stores it adopts and make the import match."""
     from goldenenv import clouds
 
-    prepare = getattr(clouds.get(spec.cloud), "before_up", None)
-    if prepare:
-        _cloud_step(prepare, spec, log)
+    _cloud_step(clouds.get(spec.cloud).before_up, spec, log)
 
 
 def _cloud_step(step: Callable, *args):
@@ -245,9 +243,7 @@ def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], No
     cloud = clouds.get(spec.cloud)
     target = target or stack(spec)
     outputs = {k: v.value for k, v in target.outputs().items()}
-    before = getattr(cloud, "before_destroy", None)
-    if before:
-        _cloud_step(before, spec, outputs, skip_export, log)
+    _cloud_step(cloud.before_destroy, spec, outputs, skip_export, log)
     try:
         _pulumi_destroy(target, cloud, log)
     except Exception as e:  # noqa: BLE001 - auto.CommandError and whatever the backend raises: said, then raised
