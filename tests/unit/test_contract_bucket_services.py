@@ -13,26 +13,17 @@ the file system and nodes bill (issue 33 item 4).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 
-from goldenenv import clouds, guardrails, plan, stackconfig
+import shipped
+from goldenenv import guardrails, plan
 
-STACKS = Path(__file__).resolve().parents[2] / "stacks"
+STACKS = shipped.STACKS
 RULE = "bucket-service-not-granted"
 
 
-def shipped() -> list[tuple[str, str]]:
-    found = []
-    for path in sorted(STACKS.glob("Pulumi.*.yaml")):
-        cloud = stackconfig.read_stack_file(path).get("goldenenv:cloud")
-        if cloud in clouds.names() and clouds.get(cloud).uses_pulumi:
-            found.append((cloud, path.name.removeprefix("Pulumi.").removesuffix(".yaml")))
-    return found
-
-
-SHIPPED = shipped()
+SHIPPED = shipped.pulumi_stacks()
 
 
 @functools.cache

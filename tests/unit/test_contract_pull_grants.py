@@ -12,29 +12,19 @@ from __future__ import annotations
 
 import base64
 import functools
-from pathlib import Path
 
 import pytest
 
+import shipped
 from goldenenv import clouds, guardrails, plan, stackconfig
 from goldenenv.guardrails import PlannedResource
 
-STACKS = Path(__file__).resolve().parents[2] / "stacks"
+STACKS = shipped.STACKS
 RULE = "pull-not-granted"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
-def shipped() -> list[tuple[str, str]]:
-    """(cloud, stack) of every shipped stack of a cloud built by a Pulumi program."""
-    found = []
-    for path in sorted(STACKS.glob("Pulumi.*.yaml")):
-        cloud = stackconfig.read_stack_file(path).get("goldenenv:cloud")
-        if cloud in clouds.names() and clouds.get(cloud).uses_pulumi:
-            found.append((cloud, path.name.removeprefix("Pulumi.").removesuffix(".yaml")))
-    return found
-
-
-SHIPPED = shipped()
+SHIPPED = shipped.pulumi_stacks()
 PULUMI_CLOUDS = [c for c in clouds.names() if clouds.get(c).uses_pulumi]
 
 

@@ -13,27 +13,18 @@ items 5 and 6).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 
+import shipped
 from goldenenv import clouds, guardrails, plan, stackconfig
 from goldenenv.guardrails import PlannedResource
 
-STACKS = Path(__file__).resolve().parents[2] / "stacks"
+STACKS = shipped.STACKS
 RULE = "teardown-blocked"
 
 
-def shipped() -> list[tuple[str, str]]:
-    found = []
-    for path in sorted(STACKS.glob("Pulumi.*.yaml")):
-        cloud = stackconfig.read_stack_file(path).get("goldenenv:cloud")
-        if cloud in clouds.names() and clouds.get(cloud).uses_pulumi:
-            found.append((cloud, path.name.removeprefix("Pulumi.").removesuffix(".yaml")))
-    return found
-
-
-SHIPPED = shipped()
+SHIPPED = shipped.pulumi_stacks()
 
 
 def config(stack: str) -> dict:

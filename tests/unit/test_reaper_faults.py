@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from botocore.exceptions import ClientError
 
 from goldenenv import reaper

@@ -12,7 +12,7 @@ import pytest
 
 from goldenenv import automation, catalog, project, stackconfig
 from goldenenv.lifecycle import load_spec
-from goldenenv.plan import plan, stack_file
+from goldenenv.plan import plan
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures" / "failover"

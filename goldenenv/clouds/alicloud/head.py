@@ -23,7 +23,7 @@ import pulumi_alicloud as alicloud
 
 from goldenenv.clouds import access
 from goldenenv.clouds.alicloud.nodes import (
-    AUTO_RELEASE_INPUT, ECS_PRINCIPAL, MUNGE_READ_ACTIONS, USER_DATA_INPUT, ecs_assume_role, private_instance,
+    AUTO_RELEASE_INPUT, MUNGE_READ_ACTIONS, USER_DATA_INPUT, ecs_assume_role, private_instance,
 )
 
 HEAD_COMPONENT = "goldenenv:alicloud:SlurmHead"
