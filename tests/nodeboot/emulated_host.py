@@ -47,6 +47,14 @@ LOGINS = {
     "ubuntu": "system_info:\n  default_user:\n    name: ubuntu\n    groups: [docker]\n    shell: /bin/bash\n"
               "    sudo: ['ALL=(ALL) NOPASSWD:ALL']\n    lock_passwd: true\n",
     "root": "disable_root: false\nusers: []\n",
+    # a default user with passwordless sudo and outside the docker group, as the cloud's node_login declares it
+    # (DockerReach.SUDO: `sudo -n docker`): Azure's Ubuntu HPC images (cloud-init's Azure datasource names it as the
+    # provisioning media's admin user, azureuser) and Google's Ubuntu images (ubuntu, the ssh-keys metadata's user;
+    # the Host's login is this key, the user is ubuntu)
+    "azureuser": "system_info:\n  default_user:\n    name: azureuser\n    shell: /bin/bash\n"
+                 "    sudo: ['ALL=(ALL) NOPASSWD:ALL']\n    lock_passwd: true\n",
+    "ubuntu-sudoer": "system_info:\n  default_user:\n    name: ubuntu\n    shell: /bin/bash\n"
+                     "    sudo: ['ALL=(ALL) NOPASSWD:ALL']\n    lock_passwd: true\n",
 }
 
 

@@ -1,12 +1,16 @@
-"""An Azure node boots for real from its custom data: the azure-nc-dev stack planned offline (with the golden image the
-emulated nodes pull and the team's key, as the other clouds' emulated stacks have them), and its scale set's first VM
-booted on an emulated host whose cloud-init takes it through its own Azure datasource, as on Azure: the provisioning
-media's ovf-env.xml (the scale set's osProfile: computer name, admin user, customData) and the instance document from
-the Instance Metadata Service at 169.254.169.254, then its ready report to the WireServer at 168.63.129.16; no NoCloud
-seed (tests/nodeboot/azure_imds.py serves both addresses from a container the host routes them to, as Azure's DHCP
-lease does). User data's files written, its units enabled and the steps that need no cloud API up, the scale set's key
-logging in as its admin user, a request without `Metadata: true` refused, and a preemption of this VM, not another's,
-seen by the node's spot watcher.
+"""An Azure node boots for real from its custom data: the azure-ndh100-2node stack planned offline (with the golden
+image the emulated nodes pull and the team's key, as the other clouds' emulated stacks have them; its InfiniBand and
+Managed Lustre off, as the emulated host has no HCA and no AMLFS to mount: test_emulated_local_nvme.py and the unit
+tests hold those steps), and its scale set's first VM booted on an emulated host whose cloud-init takes it through its
+own Azure datasource, as on Azure: the provisioning media's ovf-env.xml (the scale set's osProfile: computer name,
+admin user, customData) and the instance document from the Instance Metadata Service at 169.254.169.254, then its
+ready report to the WireServer at 168.63.129.16; no NoCloud seed (tests/nodeboot/azure_imds.py serves both addresses
+from a container the host routes them to, as Azure's DHCP lease does). The host's disks are a recorded ND H100 v5's
+(its 8 NVMe Direct Disks bare beside the OS and resource disks). User data's files written, its units enabled and
+the steps that need no cloud API up, /scratch on the RAID0 of exactly the NVMe Direct Disks, the scale set's key
+logging in as its admin user, who reaches the golden container the way `jobs` and `validate` do (sudo: the image
+puts azureuser outside the docker group), a request without `Metadata: true` refused, and a preemption of this VM,
+not another's, seen by the node's spot watcher.
 
 One host, no head: the node's munge step reads the stack's munge key from its Key Vault (<vault>.vault.azure.net over
 TLS: tests/nodeboot/azure_apis.py, with the plan's role assignments) with curl and its pool identity's token from
@@ -36,11 +40,18 @@ import azure_imds
 import certificates
 import emulated_host
 import emulated_stack
-from goldenenv import catalog, plan, stackconfig
+import node_logins
+import stand_ins
+from goldenenv import catalog, clouds, nodeboot, plan, remote, stackconfig
+from goldenenv.clouds.base import DockerReach
+from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
 
-STACK = "azure-nc-dev"
+STACK = "azure-ndh100-2node"
+OFF = {"goldenenv:nodes": {"rdma": False}, "goldenenv:storage": {"parallelFs": {"enabled": False}}}
+"""What the emulated host cannot give the stack's node: InfiniBand HCAs, a Managed Lustre file system."""
+NVME_CAPTURES = emulated_stack.CAPTURES / "local_nvme"
 SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
 VM = "azure-native:compute:VirtualMachine"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
@@ -73,6 +84,10 @@ class AzureNode(NamedTuple):
     head_user_data: str
     vault_address: str
     authority: certificates.Authority
+    disks: stand_ins.Disks
+    """The recorded ND H100 v5's disks the host has."""
+    nvme: Path
+    """The machine folder standing for the NVMe Direct Disks' array."""
 
 
 def platform(client, image: str, network, state: Path, name: str, servers: list) -> str:
@@ -121,6 +136,7 @@ def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> A
     """The stack's scale set's first VM booting from its planned custom data, its munge key's secret holding the key
     the head would have set (Key Vault on the emulated platform, reached as <vault>.vault.azure.net)."""
     config = emulated_stack.stack_config(STACK, golden_ref, stack_key["public"])
+    config.update({key: {**config[key], **value} for key, value in OFF.items()})
     spec = stackconfig.load(STACK, *stackconfig.namespaced(config))
     resources, _ = plan.run_program(STACK, config, plan.offline_context(spec))  # the offline plan's program run
     scale_set = next(r for r in resources if r.type == SCALE_SET)
@@ -181,11 +197,14 @@ def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> A
             "value": base64.b64encode(key).decode(), "contentType": "application/octet-stream"})
         assert status == 200 and answer["attributes"]["enabled"], answer
         capture = emulated_stack.CAPTURES / f"nvidia_smi_{it.name}.csv"
+        disks = stand_ins.Disks.recorded(NVME_CAPTURES / f"{spec.cloud}_{it.name}.txt")
+        nvme = tmp_path_factory.mktemp("nvme-direct-disks")
+        (nvme / "left-by-the-last-tenant").write_text("x")
         host = emulated_host.Host.create(
-            client, host_image, name=name, networks=[network.name], user_data="", public_key="", login="ubuntu",
-            key=stack_key["key"], shares=[], sharedfs=None, nvme=None, erdma=0, gpus=it.gpu_count,
-            nvidia_smi=capture.read_text() if capture.exists() else "",
-            health=emulated_stack.healthy_hardware(spec, it),
+            client, host_image, name=name, networks=[network.name], user_data="", public_key="",
+            login=os_profile["adminUsername"], key=stack_key["key"], shares=[str(nvme)], sharedfs=None,
+            nvme=str(nvme), erdma=0, gpus=it.gpu_count, nvidia_smi=capture.read_text() if capture.exists() else "",
+            health=emulated_stack.healthy_hardware(spec, it), disks=disks,
             extra_files=azure_imds.host_files(ovf=ovf, vm_id=vm_id, platform_address=platform_address),
             hostname=computer_name, address=address, trusted_ca=authority.cert_pem, seed=False)
         booted = emulated_stack.Booted("node", host, user_data, spec, {}, {})
@@ -193,7 +212,7 @@ def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> A
             "test -e /var/lib/cloud/instance/boot-finished")[0] == 0, timeout=240)
         head_user_data = base64.b64decode(head.props["osProfile"]["customData"]).decode()
         yield AzureNode(booted, scale_set, state, vm_name, vm_id, computer_name, vault_host, values["secret"], key,
-                        node_identity, head_identity, head_user_data, vault_address, authority)
+                        node_identity, head_identity, head_user_data, vault_address, authority, disks, nvme)
     finally:
         if host is not None:
             host.remove()
@@ -241,6 +260,25 @@ def test_the_node_boots_from_its_custom_data_through_cloud_inits_azure_datasourc
         "goldenenv-scratch.service": "active", "goldenenv-health-evidence.timer": "active"}, timeout=120)
 
 
+def test_scratch_is_the_raid0_of_exactly_the_nvme_direct_disks_not_the_os_disk(azure_node):
+    booted = azure_node.booted
+    host, spec, disks = booted.host, booted.spec, azure_node.disks
+    scratch = spec.storage.local_nvme.mount_point
+    it = catalog.instance_type(spec.cloud, spec.nodes[0].instance_type)
+    assert len(disks.local) == it.local_nvme_count == 8, "ND H100 v5: 8 local NVMe disks"
+    host.wait_for("goldenenv-scratch active", lambda: host.units_state(
+        [nodeboot.SCRATCH_UNIT]).get(nodeboot.SCRATCH_UNIT) == "active", timeout=180)
+    _, log = host.sh(f"journalctl -b --no-pager -u {nodeboot.SCRATCH_UNIT}")
+    assert f"on the {len(disks.local)} local NVMe disks" in log and f"/dev/md0 mounted at {scratch}" in log, log
+    rc, members = host.sh(f"cat {stand_ins.DISK_STATE}/members {stand_ins.DISK_STATE}/array")
+    assert rc == 0 and sorted(members.split()) == sorted([*disks.local, "/dev/md0"]), \
+        "/dev/md0 of exactly the NVMe Direct Disks: not the OS disk, the resource disk or the DVD drive"
+    assert not (azure_node.nvme / "left-by-the-last-tenant").exists(), "a new file system: the disks start empty"
+    rc, owner = host.sh(f"mountpoint -q {scratch} && stat -c %u {scratch} && touch {scratch}/probe")
+    assert rc == 0 and owner.split() == [str(UID)], owner
+    assert (azure_node.nvme / "probe").exists(), f"{scratch} is the array's file system, not a folder on the OS disk"
+
+
 def test_the_scale_sets_key_logs_in_as_its_admin_user_and_passwords_are_off(azure_node, stack_key):
     linux = azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["linuxConfiguration"]
     admin = azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["adminUsername"]
@@ -254,6 +292,27 @@ def test_the_scale_sets_key_logs_in_as_its_admin_user_and_passwords_are_off(azur
     assert done.stdout.strip() == azure_node.computer_name
     rc, sshd = host.sh("sshd -T 2>/dev/null | grep -i '^passwordauthentication'")
     assert sshd.split() == ["passwordauthentication", "no"], sshd
+
+
+def test_the_admin_user_reaches_the_golden_container_as_jobs_and_validate_do_and_the_engine_only_through_sudo(
+        azure_node, stack_key, client, golden_ref):
+    """The image puts azureuser outside the docker group (node_login: sudo): goldenenv's own ssh target and exec
+    prefix reach the container as its image's user, and a plain `docker exec` as azureuser is refused by the engine
+    socket's permissions."""
+    booted, admin = azure_node.booted, azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["adminUsername"]
+    login = clouds.get(booted.spec.cloud).node_login(booted.spec, booted.spec.nodes[0])
+    assert (login.user, login.docker) == (admin, DockerReach.SUDO) and admin == "azureuser"
+    host, ssh = node_logins.target(booted.spec, booted.host.address), remote.Ssh(str(stack_key["config"]))
+    assert host == f"ssh://azureuser@{booted.host.address}"
+    groups = node_logins.as_login(host, ssh, "id -nG; sudo -n true && echo sudo-ok")
+    assert groups.returncode == 0 and "docker" not in groups.stdout.split() and "sudo-ok" in groups.stdout, groups
+
+    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
+    assert image_user and image_user != "root"
+    assert image_user in node_logins.in_golden(booted.spec, host, ssh, ["sh", "-c", "id -un; id -u"]).split()
+
+    plain = node_logins.as_login(host, ssh, "docker exec goldenenv id -un")
+    assert plain.returncode != 0 and "permission denied" in plain.stderr and "docker.sock" in plain.stderr, plain
 
 
 def test_the_node_reads_the_munge_key_the_head_wrote_and_its_golden_container_starts(azure_node, golden_ref):

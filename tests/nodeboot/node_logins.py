@@ -1,0 +1,44 @@
+"""A user's remote step on a booted cloud node, built by goldenenv itself: the ssh target of the node's pool as its
+cloud's node_login names it (access.node_targets, what `validate` and `run` take from the stack outputs) and the exec
+prefix `jobs`, `validate` and `run` put before a command in the golden container (jobs.container_exec), run over ssh
+with the stack's key."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+
+from goldenenv import clouds, jobs, remote
+from goldenenv.clouds import access
+from goldenenv.clouds.base import HostsBy
+
+BETWEEN_STARTS = ("is not running", "No such container", "is restarting")
+"""What the engine answers an exec while the golden container is between two starts (with no head, slurmd ends and
+systemd starts the container again every 15 s)."""
+
+
+def target(spec, address: str) -> str:
+    """ssh://<login>@<address> of the stack's first node, given its private address as the outputs would."""
+    [host] = access.node_targets(clouds.get(spec.cloud), spec, {"nodePrivateIps": [address]}, None,
+                                 HostsBy.PRIVATE_IP)
+    return host
+
+
+def in_golden(spec, host: str, ssh: remote.Ssh, command: list[str], timeout: float = 120) -> str:
+    """The command's output in the node's golden container, through goldenenv's exec prefix for the stack."""
+    step = shlex.join([*remote.prefix_words(jobs.container_exec(spec)), *command])
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return remote.remote_output(host, step, ssh)
+        except remote.RemoteError as e:
+            if not any(words in str(e) for words in BETWEEN_STARTS) or time.monotonic() > deadline:
+                raise
+        time.sleep(1)
+
+
+def as_login(host: str, ssh: remote.Ssh, command: str) -> subprocess.CompletedProcess:
+    """A command run over ssh as the node's login itself, outside goldenenv (what a user would type)."""
+    return subprocess.run(ssh.argv(host, command), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
