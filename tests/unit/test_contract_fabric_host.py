@@ -163,7 +163,7 @@ def test_each_declared_sidecar_has_a_unit_before_the_golden_container_and_bound_
         unit = files.get(f"{UNIT_DIR}/{unit_name}")
         assert unit is not None, f"{stack}: no {unit_name} for {sidecar.label}"
         assert f"Before={nodeboot.CONTAINER_UNIT}" in unit and f"PartOf={nodeboot.CONTAINER_UNIT}" in unit
-        script = files[next(line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStart="))]
+        script = files[next(line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStartPre="))]
         image = sidecar.image(lock_section(fabric, stack, config))
         assert f"image={shlex.quote(image)}\n" in script and "docker run --detach --rm" in script
         for word in (*sidecar.options, *sidecar.command):
@@ -367,10 +367,26 @@ def sidecar_run(tmp_path: Path, log: str, check_done: bool = True) -> tuple[subp
 def test_rxdm_is_ready_for_the_golden_container_only_once_it_serves(tmp_path):
     result, calls, ready = sidecar_run(tmp_path, "I0101 rxdm: Buffer manager initialization complete\n")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ready.exists() and "wait goldenenv-rxdm" in calls
+    assert ready.exists() and "wait goldenenv-rxdm" not in calls, "it returns once ready: the unit is started then"
     run = next(line for line in calls.splitlines() if line.startswith("run "))
     assert "--name goldenenv-rxdm" in run and run.endswith("--num_hops=2 --num_nics=8")
     assert "pinned by its tag only" in result.stdout  # Google publishes no digest: said, not hidden
+
+
+@pytest.mark.parametrize("name", [n for n, f in fabrics.FABRICS.items() if f.sidecars])
+def test_a_sidecars_unit_is_started_only_once_it_serves(name):
+    """Each restart of the golden container restarts its sidecars (PartOf) and starts the container after them: a
+    sidecar unit that counts as started while its daemon is not serving yet has the container find no ready marker
+    and restart again, restarting the sidecar again, for ever (an emulated A3 Mega node did, every 15 s). The script
+    that waits for the ready line is the start (ExecStartPre, returning once ready); the main process follows the
+    daemon's container, so the unit ends when it does."""
+    fabric = fabrics.get(name)
+    for unit in nodeboot.sidecar_units(fabric, load("gcp-h100").tcpxo, [fabric.boot_check[0]]):
+        lines = unit.unit.content.splitlines()
+        container = next(v for v in unit.script.content.splitlines() if v.startswith("name="))
+        assert f"ExecStartPre={unit.script.path}" in lines, unit.unit.content
+        assert f"ExecStart=/usr/bin/env docker wait {container.split('=', 1)[1]}" in lines, unit.unit.content
+        assert "exec docker wait" not in unit.script.content
 
 
 def test_rxdm_that_never_serves_leaves_no_ready_marker(tmp_path):
