@@ -2,8 +2,10 @@
 the emulated nodes pull and the team's key, as the other clouds' emulated stacks have them), and its GPU node
 booted on an emulated host whose cloud-init reads the planned instance's metadata from Google's metadata server
 (tests/nodeboot/gce_metadata.py, reached as metadata.google.internal) instead of a seed: user-data's files
-written, its units enabled and the steps that need no cloud API up, the key from the `ssh-keys` attribute logging
-in, a request without Metadata-Flavor refused, and a preemption seen by the node's spot watcher.
+written, its units enabled and the steps that need no cloud API up, /scratch a folder on the root disk (the catalog's
+g2 types have no Local SSD), the key from the `ssh-keys` attribute logging in as ubuntu, who reaches the golden
+container the way `jobs` and `validate` do (sudo: Google's image puts ubuntu outside the docker group), a request
+without Metadata-Flavor refused, and a preemption seen by the node's spot watcher.
 
 One host, no head: the node's munge step reads the stack's munge key from Secret Manager (secretmanager.googleapis.com
 over TLS, the emulated cloud's: tests/nodeboot/gcp_apis.py) with curl and its service account's token from the
@@ -31,8 +33,11 @@ import emulated_host
 import emulated_stack
 import gce_metadata
 import gcp_apis
+import node_logins
 import stand_ins
-from goldenenv import catalog, plan, slurm, stackconfig
+from goldenenv import catalog, clouds, nodeboot, plan, remote, slurm, stackconfig
+from goldenenv.clouds.base import DockerReach
+from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
 
@@ -43,6 +48,8 @@ PROJECT_NUMBER = 123456789012
 INSTANCE_ID = 4567890123456789012
 SPOTWATCH = Path(__file__).resolve().parents[2] / "goldenenv" / "spotwatch.py"
 MUNGE_SCRIPT = "munge-key-gcp.sh"
+LOGIN = "ubuntu-sudoer"
+"""The emulated host's login (emulated_host.LOGINS): ubuntu, with passwordless sudo and outside the docker group."""
 MUNGE_KEY_BYTES = 1024
 """What the head's munge step adds as the secret's first version (templates/node/munge-key-gcp.sh.j2)."""
 
@@ -115,7 +122,7 @@ def gcp_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fac
         server = metadata_server(client, host_image, network, state)
         capture = emulated_stack.CAPTURES / f"nvidia_smi_{it.name}.csv"
         host = emulated_host.Host.create(
-            client, host_image, name=name, networks=[network.name], user_data="", public_key="", login="ubuntu",
+            client, host_image, name=name, networks=[network.name], user_data="", public_key="", login=LOGIN,
             key=stack_key["key"], shares=[], sharedfs=None, nvme=None, erdma=0, gpus=it.gpu_count,
             nvidia_smi=capture.read_text() if capture.exists() else "",
             health=emulated_stack.healthy_hardware(spec, it), extra_files=stand_ins.gce_files(),
@@ -246,6 +253,42 @@ def test_the_key_in_the_instance_metadata_logs_in(gcp_node, stack_key):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == instance.props["name"]
+
+
+def test_scratch_stays_a_folder_on_the_root_disk_as_the_catalog_gives_the_type_no_local_ssd(gcp_node):
+    booted = gcp_node.booted
+    host, spec = booted.host, booted.spec
+    scratch = spec.storage.local_nvme.mount_point
+    assert catalog.instance_type(spec.cloud, spec.nodes[0].instance_type).local_nvme_count == 0, \
+        "g2-standard-8: no bundled Local SSD (Google's GPU machine types page)"
+    host.wait_for("goldenenv-scratch active", lambda: host.units_state(
+        [nodeboot.SCRATCH_UNIT]).get(nodeboot.SCRATCH_UNIT) == "active", timeout=120)
+    _, log = host.sh(f"journalctl -b --no-pager -u {nodeboot.SCRATCH_UNIT}")
+    assert f"{scratch} is on the root volume" in log and "mdadm" not in log, log
+    assert host.sh(f"mountpoint -q {scratch}")[0] != 0, "no file system of its own"
+    rc, found = host.sh(f"findmnt -no TARGET -T {scratch} && stat -c %u {scratch}")
+    assert rc == 0 and found.split() == ["/", str(UID)], found
+
+
+def test_the_keys_user_reaches_the_golden_container_as_jobs_and_validate_do_and_the_engine_only_through_sudo(
+        gcp_node, stack_key, client, golden_ref):
+    """Google's image puts ubuntu outside the docker group (node_login: sudo): goldenenv's own ssh target and exec
+    prefix reach the container as its image's user, and a plain `docker exec` as ubuntu is refused by the engine
+    socket's permissions."""
+    booted = gcp_node.booted
+    login = clouds.get(booted.spec.cloud).node_login(booted.spec, booted.spec.nodes[0])
+    assert (login.user, login.docker) == ("ubuntu", DockerReach.SUDO)
+    host, ssh = node_logins.target(booted.spec, booted.host.address), remote.Ssh(str(stack_key["config"]))
+    assert host == f"ssh://ubuntu@{booted.host.address}"
+    groups = node_logins.as_login(host, ssh, "id -nG; sudo -n true && echo sudo-ok")
+    assert groups.returncode == 0 and "docker" not in groups.stdout.split() and "sudo-ok" in groups.stdout, groups
+
+    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
+    assert image_user and image_user != "root"
+    assert image_user in node_logins.in_golden(booted.spec, host, ssh, ["sh", "-c", "id -un; id -u"]).split()
+
+    plain = node_logins.as_login(host, ssh, "docker exec goldenenv id -un")
+    assert plain.returncode != 0 and "permission denied" in plain.stderr and "docker.sock" in plain.stderr, plain
 
 
 def test_the_metadata_server_answers_only_requests_that_say_metadata_flavor_google(gcp_node):
