@@ -210,6 +210,25 @@ def stack_network(client: docker.DockerClient, name: str, cidr: str):
     raise RuntimeError(f"no free /24 in {cidr} for {name}: other runs' networks hold them (docker network ls)")
 
 
+def gce_metadata_server(client: docker.DockerClient, image: str, network, state: Path):
+    """gce_metadata.py in a container of the host image, on a Google Cloud host's network under the metadata
+    server's names (metadata.google.internal, metadata), answering from `state`."""
+    here = Path(__file__).resolve().parent
+    server = client.containers.run(
+        image, entrypoint=["/usr/bin/python3", "/stand-ins/gce_metadata.py", "/state"], detach=True,
+        name=f"ge-gce-metadata-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "gce-metadata"},
+        volumes={str(here): {"bind": "/stand-ins", "mode": "ro"}, str(state): {"bind": "/state", "mode": "rw"}})
+    network.connect(server, aliases=["metadata.google.internal", "metadata"])
+    deadline = time.monotonic() + 30
+    while b"metadata server ready" not in server.logs():
+        server.reload()
+        if server.status == "exited" or time.monotonic() > deadline:
+            server.remove(force=True)
+            raise RuntimeError(f"the metadata server did not start:\n{server.logs().decode()}")
+        time.sleep(0.2)
+    return server
+
+
 def endpoints_of(user_datas: list[str]) -> list[str]:
     """The cloud API endpoints the boot scripts call: the AWS CLI's for Secrets Manager in the script's region,
     Alibaba's KMS and NAS endpoints as the scripts name them."""
