@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import json
 import random
 import shlex
 import socket
@@ -88,6 +89,27 @@ def publish_golden(client: docker.DockerClient, registry: str, images_dir: Path)
         if tag.startswith(entry.repository + ":"):
             client.images.remove(tag)
     return entry.ref
+
+
+def unseen_golden(client: docker.DockerClient, golden_ref: str) -> str:
+    """The golden image under a digest this machine's engine has never pulled (its layers, a label of this run's
+    added), pushed beside it: repository@sha256. The engine keeps every manifest it pulled and serves a pull by
+    that digest from there without asking the registry, so a second run with the golden digest itself would never
+    reach the registry's IAM; a node has nothing before its first pull."""
+    repository = golden_ref.split("@", 1)[0]
+    tag = f"run-{uuid.uuid4().hex[:12]}"
+    dockerfile = f"FROM {golden_ref}\nLABEL goldenenv.test.registry-run={tag}\n"
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repository}:{tag}", rm=True, pull=False)
+    try:
+        pushed = [json.loads(line) for chunk in client.images.push(repository, tag, stream=True)
+                  for line in chunk.decode().splitlines() if line.strip()]
+    finally:
+        client.images.remove(f"{repository}:{tag}")
+    errors = [p["error"] for p in pushed if "error" in p]
+    digests = [p["aux"]["Digest"] for p in pushed if "Digest" in p.get("aux", {})]
+    if errors or not digests:
+        raise RuntimeError(f"pushing {repository}:{tag} to the test's registry failed: {errors or pushed}")
+    return f"{repository}@{digests[-1]}"
 
 
 def make_key(folder: Path) -> dict:

@@ -10,15 +10,14 @@ One host, the cloud's IAM changed under it, in the order of the tests: first the
 without the head's binding, so its pull gets Artifact Registry's denial in goldenenv-container's journal and no
 container starts; a service account the plan binds nothing to gets the denial too; then the plan's IAM as planned
 (roles/artifactregistry.reader for the head's service account), and the unit's next try pulls and starts the golden
-container, slurmctld answering. The image is the golden one under a digest of this run (unseen_golden): this
+container, slurmctld answering. The image is the golden one under a digest of this run
+(emulated_stack.unseen_golden): this
 machine's engine, which makes every emulated host's pulls, would serve a digest it pulled before from its own store
 without asking the registry."""
 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import shlex
 import uuid
 from typing import NamedTuple
@@ -59,26 +58,6 @@ class GarHead(NamedTuple):
     identity: registry_stand_in.ArtifactRegistry
 
 
-def unseen_golden(client, golden_ref: str) -> str:
-    """The golden image under a digest this machine's engine has never pulled (its layers, a label of this run's
-    added), pushed beside it: repository@sha256. The engine keeps every manifest it pulled and serves a pull by
-    that digest from there without asking the registry, so a second run with the golden digest itself would never
-    reach the registry's IAM; a node has nothing before its first pull."""
-    repository = golden_ref.split("@", 1)[0]
-    tag = f"run-{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {golden_ref}\nLABEL goldenenv.test.registry-run={tag}\n"
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repository}:{tag}", rm=True, pull=False)
-    try:
-        pushed = [json.loads(line) for chunk in client.images.push(repository, tag, stream=True)
-                  for line in chunk.decode().splitlines() if line.strip()]
-    finally:
-        client.images.remove(f"{repository}:{tag}")
-    errors = [p["error"] for p in pushed if "error" in p]
-    digests = [p["aux"]["Digest"] for p in pushed if "Digest" in p.get("aux", {})]
-    assert not errors and digests, pushed
-    return f"{repository}@{digests[-1]}"
-
-
 def planned(golden_ref: str, public_key: str):
     """The stack planned offline with the golden image's digest under the stack's own repository URL (a first
     plan gives the URL): (spec, resources, outputs, ref)."""
@@ -94,7 +73,7 @@ def planned(golden_ref: str, public_key: str):
 
 @pytest.fixture(scope="module")
 def gar_head(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_factory) -> GarHead:
-    golden_ref = unseen_golden(client, golden_ref)
+    golden_ref = emulated_stack.unseen_golden(client, golden_ref)
     spec, resources, outputs, ref = planned(golden_ref, stack_key["public"])
     head = next(r for r in resources if r.type == INSTANCE and r.name.endswith(f"-{slurm.HEAD_HOSTNAME}"))
     user_data = head.props["metadata"]["user-data"]
