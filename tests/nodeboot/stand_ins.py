@@ -13,6 +13,10 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
   for each GPU: /dev/null's). RDMA devices and the unlimited locked memory RDMA needs stand for hardware the
   machine lacks and are dropped (this engine refuses `--ulimit memlock=-1`: "error setting rlimit type 8:
   operation not permitted").
+  `--privileged` is dropped too (the engine refuses it), and `--network=host` is `--network host`. A device node a
+  stand-in kernel module registered (`--device`, or a bind of it) is /dev/null's in the container, as the GPUs' are;
+  `--device` naming one the host lacks is refused as Docker refuses it. A bind source's binds made below it by the
+  host come along, as Docker binds a folder recursively (the aperture devices' PCI functions).
 - docker.service: on a node it is the engine; here it waits for the machine's engine socket.
 - instance-store disks as the AWS Deep Learning AMI leaves them: its dlami-nvme.service claims them at every boot
   (blank after a stop/start) and mounts the volume at /opt/dlami/nvme; here a folder of this machine stands for
@@ -24,6 +28,10 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
   mounted, is the machine folder standing for the disks, emptied when the file system is made.
 - `mount -t lustre` / `mount -t nfs`: the file system server is a folder of this machine shared by every host of
   the stack; the mount helpers check the source as Lustre's and NFS's do, then bind that folder.
+- a Compute Engine GPU host's PCI view (gce_gpu_host_files): every NIC a gVNIC (driver gve in sysfs) at the PCI
+  address its predictable name gives, `lspci -nn -D` listing them and, on A3 Mega, an aperture device (1ae0:0084)
+  beside each GPU NIC with its resource files; the kernel modules the host image has: `modprobe` loads one (its
+  device nodes appear: import_helper's /dev/dmabuf_import_helper) and `lsmod` lists it, any other is not found.
 - the NVIDIA driver (`nvidia-smi` answering from a capture of the instance type), the eRDMA driver (`lsmod`,
   `modprobe erdma`, `rdma dev|link show` as iproute2 prints them, one device per ERI on the host's interfaces).
 - the GPUs' and the fabric's answers to the node health check (goldenenv-health): healthy evidence for the instance
@@ -74,7 +82,7 @@ BINDS = "/run/goldenenv-emulated/binds"
 
 DOCKER = r'''#!/usr/bin/python3
 """The host's docker: the real CLI on the machine's engine, with what an engine of the host's own would give."""
-import os, sys
+import os, stat, sys
 
 CONFIG = "%(config)s"
 BINDS = "%(binds)s"
@@ -111,9 +119,10 @@ def mount_of(path):
     return best
 
 
-def machine_path(path):
-    """The machine's path of a host path: inside a bind a stand-in made (or a bind of one, as scratch binds the
-    DLAMI's volume), else on the host's root file system."""
+def bound_path(path):
+    """The machine's path of a host path inside a bind a stand-in made (or a bind of one, as scratch binds the
+    DLAMI's volume, or of a folder within one, as the TCPXO check binds a PCI function under the aperture devices'
+    folder); None where no such bind holds it."""
     path = os.path.realpath(path)
     device, root, point = mount_of(path)
     try:
@@ -121,10 +130,50 @@ def machine_path(path):
             binds = [line.strip().split(" ", 1) for line in f if line.strip()]
     except FileNotFoundError:
         binds = []
+    below = path[len(point.rstrip("/")):] if point != "/" else path
     for inside, outside in binds:
         if mount_of(inside)[:2] == (device, root):
-            return outside + path[len(point.rstrip("/")):] if point != "/" else outside + path
-    return fact("rootfs") + path
+            return outside + below
+    for inside, outside in binds:
+        inside_device, inside_root = mount_of(inside)[:2]
+        if inside_device == device and root.startswith(inside_root.rstrip("/") + "/"):
+            return outside + root[len(inside_root.rstrip("/")):] + below
+    return None
+
+
+def machine_path(path):
+    """The machine's path of a host path: inside a bind a stand-in made, else on the host's root file system."""
+    return bound_path(path) or fact("rootfs") + os.path.realpath(path)
+
+
+def submounts(source, rest):
+    """`--mount` options for the binds a stand-in made below a bind source: Docker binds a folder recursively, so the
+    container sees what is mounted beneath it (the aperture devices' PCI functions under their folder, whose names
+    hold colons, which `--volume` cannot carry)."""
+    top = os.path.realpath(source).rstrip("/")
+    target, _, options = rest.partition(":")
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4].replace("\\040", " ") for line in f]
+    for point in sorted(set(points)):
+        if point.startswith(top + "/") and (outside := bound_path(point)):
+            inner = target.rstrip("/") + point[len(top):]
+            readonly = ",readonly" if "ro" in options.split(",") else ""
+            out += ["--mount", "type=bind,source=" + outside + ",target=" + inner + readonly]
+    return out
+
+
+def stand_in_devices():
+    """The device nodes the host's stand-in kernel modules register (CONFIG/modules: `<module> [<device>...]`)."""
+    try:
+        with open(os.path.join(CONFIG, "modules")) as f:
+            return {device for line in f for device in line.split()[1:]}
+    except FileNotFoundError:
+        return set()
+
+
+def is_device(path):
+    return os.path.exists(path) and stat.S_ISCHR(os.stat(path).st_mode)
 
 
 def add_host(entry):
@@ -145,6 +194,8 @@ def run_args(args):
     host_network = False
     j = 0
     while j < len(args) and args[j].startswith("-"):
+        if args[j] == "--network=host":  # as RxDM's publisher writes it
+            args = args[:j] + ["--network", "host"] + args[j + 1:]
         host_network = host_network or args[j:j + 2] == ["--network", "host"]
         j += 1 if args[j] in FLAGS or "=" in args[j] else 2
     while i < len(args):
@@ -163,7 +214,17 @@ def run_args(args):
                 out += ["--volume", machine_path(HEALTH) + ":" + RECORDED + ":ro"]
             i += 2
             continue
+        if a == "--privileged":  # this machine's engine refuses it; the stand-ins give what it would expose
+            i += 1
+            continue
         if a == "--device" and i + 1 < len(args):
+            source, _, target = args[i + 1].partition(":")
+            if source in stand_in_devices():  # a stand-in module's device node is /dev/null's, as the GPUs' are
+                if not is_device(source):
+                    sys.stderr.write("docker: Error response from daemon: error gathering device information while "
+                                     "adding custom device \"%%s\": no such file or directory.\n" %% source)
+                    sys.exit(125)
+                out += ["--volume", "/dev/null:" + (target.split(":")[0] or source)]
             i += 2
             continue
         if a == "--ulimit" and args[i + 1].startswith("memlock="):
@@ -179,7 +240,10 @@ def run_args(args):
             continue
         if a in ("--volume", "-v"):
             source, _, rest = args[i + 1].partition(":")
-            out += [a, machine_path(source) + ":" + rest]
+            if source in stand_in_devices() and is_device(source):
+                out += [a, "/dev/null:" + rest]
+            else:
+                out += [a, machine_path(source) + ":" + rest] + submounts(source, rest)
             i += 2
             continue
         if a in FLAGS or "=" in a:
@@ -367,16 +431,36 @@ MODINFO = r'''#!/bin/bash
 exec /usr/sbin/modinfo "$@"
 '''
 
+LOADED = "/run/goldenenv-emulated/modules"
+"""The stand-in kernel modules loaded this boot (a boot unloads them)."""
+MODULE_DEVICES = {"import_helper": ("/dev/dmabuf_import_helper",)}
+"""The device nodes a module registers once loaded: dmabuf-import-helper's misc device "dmabuf_import_helper"
+(google/nccl-plugin-gpudirect-tcpxo, its import-helper kernel module's source)."""
+
 LSMOD = r'''#!/bin/bash
 /usr/sbin/lsmod
 [ -s %(config)s/erdma ] && echo "erdma                 118784  0"
+for module in %(loaded)s/*; do
+  [ -e "$module" ] && printf '%%-24s%%8d  0\n' "$(basename "$module")" 16384
+done
 exit 0
-''' % {"config": CONFIG}
+''' % {"config": CONFIG, "loaded": LOADED}
 
 MODPROBE = r'''#!/bin/bash
 [ "${1:-}" = erdma ] && [ -s %(config)s/erdma ] && exit 0
+# a module the host image has (modules: `<module> [<device>...]`): loaded, its device nodes registered (/dev/null's,
+# as every device of the emulated host); any other module is the host's modprobe's (not found)
+if [ -n "${1:-}" ] && [ -s %(config)s/modules ]; then
+  line=$(awk -v m="$1" '$1 == m' %(config)s/modules)
+  if [ -n "$line" ]; then
+    read -r module devices <<< "$line"
+    mkdir -p %(loaded)s && touch "%(loaded)s/$module"
+    for device in $devices; do [ -e "$device" ] || mknod -m 666 "$device" c 1 3; done
+    exit 0
+  fi
+fi
 exec /usr/sbin/modprobe "$@"
-''' % {"config": CONFIG}
+''' % {"config": CONFIG, "loaded": LOADED}
 
 RDMA = r'''#!/bin/bash
 # iproute2's rdma: one erdma device per ERI, each behind one of the host's interfaces (eth0, eth1 ...)
@@ -647,4 +731,96 @@ def gce_files() -> dict[str, tuple[str, int]]:
         f"{GCE_DATASOURCE_PACKAGE}/__init__.py": ("", 0o644),
         f"{GCE_DATASOURCE_PACKAGE}/DataSourceGCE.py": (GCE_DATASOURCE, 0o644),
         "/etc/cloud/cloud.cfg.d/95-gce.cfg": (GCE_CLOUD_CFG, 0o644),
+    }
+
+
+GVNIC = "1ae0:0042"
+"""Compute Engine's virtual NIC (gVNIC, driver gve) as lspci -nn names it."""
+APERTURE = "1ae0:0084"
+"""An A3 Mega aperture device (GPUDirect-TCPXO's LLCM), as lspci -nn names it."""
+
+LSPCI = r'''#!/bin/bash
+# pciutils' lspci on the instance: its recorded PCI functions, as `lspci -nn -D` prints them
+exec cat %(config)s/lspci
+''' % {"config": CONFIG}
+
+GCE_PCI_SCRIPT = r'''#!/bin/bash
+# The instance's PCI functions as sysfs shows them on Compute Engine, on every boot: each function's folder under
+# /sys/bus/pci/devices (its driver link, its resource files: a folder of this machine stands for them), and every NIC
+# a gVNIC whose /sys/class/net/<nic>/device is its PCI function (driver gve): the NIC with the default route is the
+# first function of %(config)s/nics, the others follow by name. The rest of each NIC's sysfs entries are its own.
+set -euo pipefail
+folder=$(cat %(config)s/pci)
+find "$folder" -mindepth 1 -delete
+mkdir -p "$folder/devices" "$folder/drivers"
+while read -r bdf driver resources; do
+  mkdir -p "$folder/devices/$bdf"
+  if [ "$driver" != - ]; then
+    mkdir -p "$folder/drivers/$driver" && ln -s "$folder/drivers/$driver" "$folder/devices/$bdf/driver"
+  fi
+  for ((r = 0; r < resources; r++)); do : > "$folder/devices/$bdf/resource$r"; done
+done < %(config)s/pci-functions
+/usr/local/libexec/emulated/bind "$folder/devices" /sys/bus/pci/devices
+primary=$(ip -o route show default | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')
+mapfile -t bdfs < %(config)s/nics
+mapfile -t nics < <(echo "$primary"; ls /sys/class/net | grep -vx -e lo -e "$primary" | sort -V)
+declare -A real
+for nic in lo "${nics[@]}"; do real[$nic]=$(readlink -f "/sys/class/net/$nic"); done
+mount -t tmpfs -o mode=755 gce-class-net /sys/class/net
+ln -s "${real[lo]}" /sys/class/net/lo
+for i in "${!nics[@]}"; do
+  nic=${nics[$i]}
+  mkdir "/sys/class/net/$nic"
+  for entry in "${real[$nic]}"/*; do ln -s "$entry" "/sys/class/net/$nic/$(basename "$entry")"; done
+  if [ -n "${bdfs[$i]:-}" ]; then ln -s "/sys/bus/pci/devices/${bdfs[$i]}" "/sys/class/net/$nic/device"; fi
+done
+echo "emulated-gce-pci: ${#nics[@]} gVNIC(s), $(wc -l < %(config)s/pci-functions) PCI function(s)"
+''' % {"config": CONFIG}
+
+GCE_PCI_UNIT = """[Unit]
+Description=Compute Engine PCI functions and gVNICs in sysfs (emulated)
+Before=goldenenv-tcpxo.service goldenenv-container.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/libexec/emulated/gce-pci
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def bdf_of(nic: str) -> str:
+    """The PCI address of a NIC from its predictable name (systemd's path naming: enp<bus>s<slot>[f<function>])."""
+    bus, _, rest = nic.removeprefix("enp").partition("s")
+    slot, _, function = rest.partition("f")
+    return f"0000:{int(bus):02x}:{int(slot):02x}.{int(function or 0)}"
+
+
+def gce_gpu_host_files(*, folder: str, primary: str, gpu_nics: list[str], apertures: bool,
+                       modules: list[str]) -> dict[str, tuple[str, int]]:
+    """What an emulated Compute Engine GPU host has besides gce_files(): its NICs as gVNICs (the primary and one per
+    GPU NIC, named as the node names them: their PCI addresses), on an A3 Mega an aperture device beside each GPU
+    NIC (function 1 of its NIC's device, lspci [1ae0:0084], two resource files), and the kernel modules its image
+    has (modprobe loads them and registers their devices: MODULE_DEVICES). folder: a folder of this machine, shared
+    with the host, that stands for the PCI functions' sysfs folders."""
+    nics = [bdf_of(nic) for nic in [primary, *gpu_nics]]
+    functions = [f"{bdf} gve 1" for bdf in nics]
+    listing = [f"{bdf} Ethernet controller [0200]: Google, Inc. Compute Engine Virtual Ethernet [gVNIC] [{GVNIC}]"
+               for bdf in nics]
+    if apertures:
+        for bdf in nics[1:]:
+            aperture = bdf[:-1] + "1"
+            functions.append(f"{aperture} - 2")
+            listing.append(f"{aperture} Unassigned class [ff00]: Google, Inc. Device [{APERTURE}]")
+    return {
+        "/usr/local/sbin/lspci": (LSPCI, 0o755),
+        "/usr/local/libexec/emulated/gce-pci": (GCE_PCI_SCRIPT, 0o755),
+        "/etc/systemd/system/emulated-gce-pci.service": (GCE_PCI_UNIT, 0o644),
+        "/etc/systemd/system/multi-user.target.wants/emulated-gce-pci.service":
+            ("->/etc/systemd/system/emulated-gce-pci.service", 0),
+        f"{CONFIG}/pci": (folder, 0o644),
+        f"{CONFIG}/pci-functions": ("".join(f"{line}\n" for line in functions), 0o644),
+        f"{CONFIG}/nics": ("".join(f"{bdf}\n" for bdf in nics), 0o644),
+        f"{CONFIG}/lspci": ("".join(f"{line}\n" for line in sorted(listing)), 0o644),
+        f"{CONFIG}/modules": ("".join(" ".join([m, *MODULE_DEVICES.get(m, ())]) + "\n" for m in modules), 0o644),
     }
