@@ -111,6 +111,8 @@ class A3Node(NamedTuple):
     """The golden image (by digest) the plan gave the node."""
     nvme: Path
     """The folder of this machine standing for the 16 Local SSDs."""
+    head: docker.models.containers.Container
+    """The head's golden container."""
 
 
 def context_of(files: dict[str, tuple[str, int]]) -> io.BytesIO:
@@ -284,7 +286,7 @@ def a3(client, golden_base, host_image, golden_ref, stack_key, cloud_apis, tmp_p
             hostname=instance.props["name"], address=address, trusted_ca=cloud_apis.authority.cert_pem, seed=False)
         host.wait_for("cloud-init's final stage", lambda: host.sh(
             "test -e /var/lib/cloud/instance/boot-finished")[0] == 0, timeout=240)
-        yield A3Node(host, instance, user_data, rxdm_ref, golden, folders["nvme"])
+        yield A3Node(host, instance, user_data, rxdm_ref, golden, folders["nvme"], head_golden)
     finally:
         if host is not None:
             host.remove()
@@ -308,9 +310,8 @@ def engine_containers(a3: A3Node) -> dict[str, docker.models.containers.Containe
 
 
 def eventually(a3: A3Node, what: str, check, timeout: float = 300):
-    """check()'s answer once it passes with RxDM and the golden container both running. Without a head, the golden
-    container's slurmd ends and systemd starts the container again every 15 s (RxDM restarted with it, PartOf), so a
-    check is tried again until it lands while both run."""
+    """check()'s answer once it passes with RxDM and the golden container both running (the container starts once
+    RxDM serves, and until slurmd has the head's configuration it may end and start again with RxDM, PartOf)."""
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         running = engine_containers(a3)
@@ -362,6 +363,11 @@ def test_rxdm_runs_beside_the_golden_container(a3):
     eventually(a3, "RxDM serving beside the golden container", side_by_side)
     journal = host.sh("journalctl -b -u goldenenv-container --no-pager")[1]
     assert f"starting container goldenenv from {a3.golden}" in journal
+
+    def registered(_running):
+        done = a3.head.exec_run(["sinfo", "-h", "-N", "-o", "%N"])
+        assert done.exit_code == 0 and host.sh("hostname -s")[1].strip() in done.output.decode().split(), done.output
+    eventually(a3, "the node's slurmd registered with the head", registered, timeout=120)
 
 
 def test_the_golden_container_has_the_aperture_devices_and_the_import_helper(a3):
