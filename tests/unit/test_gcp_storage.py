@@ -572,3 +572,48 @@ def test_two_projects_with_the_same_stack_name_get_their_own_lustre():
     ours = storage.lustre_instance_id(f"{STACK}-data", storage.bucket_name(PROJECT, STACK, GCP_PROJECT, "us-east5"))
     theirs = storage.lustre_instance_id(f"{STACK}-data", storage.bucket_name("vision", STACK, GCP_PROJECT, "us-east5"))
     assert ours != theirs and LUSTRE_ID.fullmatch(ours) and LUSTRE_ID.fullmatch(theirs)
+
+
+def test_the_live_lookup_asks_compute_engine_whether_the_host_image_is_readable(fake):
+    mine, missing, theirs = (f"projects/{GCP_PROJECT}/global/images/slurm-a3mega",
+                             f"projects/{GCP_PROJECT}/global/images/not-built-yet",
+                             "projects/another-project/global/images/private")
+    server = fake({("GET", f"/{mine}"): [(200, {"name": "slurm-a3mega", "status": "READY"})],
+                   ("GET", f"/{theirs}"): [(403, {"error": {"code": 403, "message": "Required 'compute.images.get' "
+                                                             "permission", "status": "PERMISSION_DENIED"}})]})
+    lookup = storage.LiveLookup(GCP_PROJECT, "us-central1", token_fn=lambda: "t", compute_url=server.url)
+    assert lookup.image_readable(mine)
+    assert not lookup.image_readable(missing), "Compute Engine answers 404 for an image never built"
+    assert not lookup.image_readable(theirs)
+    assert [r[2]["Authorization"] for r in server.requests] == ["Bearer t"] * 3
+
+
+class NothingStopped:
+    """The stack's stopped nodes as Compute Engine lists them: none."""
+
+    def stopped(self) -> list[str]:
+        return []
+
+    def start(self, names: list[str]) -> None:
+        raise AssertionError(f"nothing is stopped, yet {names} were started")
+
+
+def test_up_refuses_a_host_image_the_project_cannot_read_before_creating_anything():
+    """The A3 Mega stack names an image the user builds first: an up before it exists is refused naming the key,
+    by goldenenv up's before_up and by the program itself (pulumi up), before any resource is declared."""
+    from goldenenv import clouds, stackconfig
+    from goldenenv.clouds.base import BuildContext
+    from goldenenv.plan import plan, run_program, stack_file
+
+    stack = "gcp-a3mega-2node"
+    spec = plan(stack).spec
+    image = spec.nodes[0].host_image.id
+    lookup = storage.OfflineLookup(unreadable_images=frozenset({image}))
+    with pytest.raises(ConfigError) as refused:
+        clouds.get("gcp").before_up(spec, lambda m: None, lookup, nodes=NothingStopped())
+    [problem] = refused.value.problems
+    assert problem.key == "goldenenv:nodes.hostImage.id" and image in problem.message and "build it" in problem.message
+    config = stackconfig.read_stack_file(stack_file(stack))
+    with pytest.raises(Exception, match="not an image this project can read"):
+        run_program(stack, config, BuildContext(lookup=lookup))
+    assert clouds.get("gcp").before_up(spec, lambda m: None, storage.OfflineLookup(), nodes=NothingStopped())

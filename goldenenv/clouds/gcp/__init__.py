@@ -113,6 +113,23 @@ def host_image(spec: ClusterSpec, pool: Any) -> str:
     return pinned_host_image(CLOUD, spec, pool)
 
 
+def unreadable_host_images(spec: ClusterSpec, lookup: Any) -> list[Problem]:
+    """Each pool's pinned host image (the head boots the first pool's) that the project cannot read: an image of the
+    user's own not built yet (the A3 Mega stack's, made with Cluster Toolkit's blueprint), a typo, another project's
+    private image. Refused before anything is created, as Compute Engine would refuse the insert after the
+    networks, the bucket and Lustre were made."""
+    problems = []
+    for i, pool in enumerate(spec.nodes):
+        image = host_image(spec, pool)
+        if not lookup.image_readable(image):
+            at = f"{pool_key(i, len(spec.nodes))}.hostImage"
+            at += ".id" if pool.host_image is not None and not isinstance(pool.host_image, str) else ""
+            problems.append(Problem(at, f"{image} is not an image this project can read (Compute Engine answers "
+                                    "404 or 403): build it first (the stack file says how), or write an image "
+                                    "that exists: projects/<project>/global/images/<name>"))
+    return problems
+
+
 def boot_disk_type(it: catalog.InstanceType) -> str:
     """Hyperdisk for the A3/A4 families (A3 Ultra and A4 take no Persistent Disk), pd-balanced otherwise."""
     return ROCE_DISK if it.name.startswith(("a3-", "a4-")) else PD_DISK
@@ -362,6 +379,9 @@ class GcpCloud(PulumiCloud):
                 raise RuntimeError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT (or `gcloud config set project "
                                    "PROJECT`); the stack's gcp:project is read by the program, not by goldenenv")
             lookup = storage.LiveLookup(project, spec.region)
+        missing = unreadable_host_images(spec, lookup)
+        if missing:
+            raise ConfigError(missing)
         stores = RetainedStores.find(spec, lookup)
         if stores.adopt_bucket:
             log(f"adopting retained bucket {stores.adopt_bucket} (datasets and checkpoints of an earlier up)")
@@ -456,6 +476,10 @@ class GpuCluster(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None):
         from goldenenv.clouds.gcp import storage
 
+        lookup = context.lookup or storage.LiveLookup(_live_project(), spec.region)
+        missing = unreadable_host_images(spec, lookup)
+        if missing:
+            raise ConfigError(missing)  # before any resource: Compute Engine would refuse the inserts last
         super().__init__("goldenenv:gcp:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         labels = gcp_labels.labels(spec.stack_tags)
@@ -482,7 +506,7 @@ class GpuCluster(pulumi.ComponentResource):
             labels=labels, names=names), child)
 
         fs = spec.storage.parallel_fs
-        stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(_live_project(), spec.region))
+        stores = RetainedStores.find(spec, lookup)
         data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
             bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,

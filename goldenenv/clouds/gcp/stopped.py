@@ -17,7 +17,7 @@ from goldenenv.clouds.gcp import storage
 from goldenenv.clouds.stores import PROJECT_TAG_KEY
 from goldenenv.spec import STACK_TAG_KEY
 
-COMPUTE_URL = "https://compute.googleapis.com/compute/v1"
+COMPUTE_URL = storage.COMPUTE_URL
 STOPPED = "TERMINATED"
 """Compute Engine's status of a stopped instance (instances.get: PROVISIONING ... RUNNING, STOPPING, TERMINATED)."""
 

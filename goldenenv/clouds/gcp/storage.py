@@ -214,13 +214,17 @@ class GcpLookup(Protocol):
 
     def bucket_exists(self, name: str) -> bool: ...
 
+    def image_readable(self, path: str) -> bool: ...
+
 
 @dataclass
 class OfflineLookup:
-    """The offline plan's answers: a placeholder project, and only the buckets a caller (a test) says exist."""
+    """The offline plan's answers: a placeholder project, only the buckets a caller (a test) says exist, and every
+    host image readable but those a caller says are not."""
 
     project: str = PLACEHOLDER_PROJECT
     buckets: dict[str, Found] = field(default_factory=dict)
+    unreadable_images: frozenset[str] = frozenset()
 
     def project_id(self) -> str:
         return self.project
@@ -231,11 +235,15 @@ class OfflineLookup:
     def bucket_exists(self, name: str) -> bool:
         return self.bucket(name) is not None
 
+    def image_readable(self, path: str) -> bool:
+        return path not in self.unreadable_images
+
 
 # ---------------------------------------------------------------- Google's REST APIs, standard library only
 
 STORAGE_URL = "https://storage.googleapis.com"
 LUSTRE_URL = "https://lustre.googleapis.com"
+COMPUTE_URL = "https://compute.googleapis.com/compute/v1"
 TokenFn = Callable[[], str]
 
 
@@ -266,10 +274,11 @@ class LiveLookup:
     """The same questions asked of Cloud Storage with the caller's token (what `pulumi up` uses)."""
 
     def __init__(self, project: str, region: str | None = None, token_fn: TokenFn | None = None,
-                 base_url: str = STORAGE_URL):
+                 base_url: str = STORAGE_URL, compute_url: str = COMPUTE_URL):
         self.project, self.region = project, region
         self._token_fn = token_fn or gcloud_token
         self.base_url = base_url.rstrip("/")
+        self.compute_url = compute_url.rstrip("/")
 
     def project_id(self) -> str:
         return self.project
@@ -297,6 +306,17 @@ class LiveLookup:
 
     def bucket_exists(self, name: str) -> bool:
         return self.bucket(name) is not None
+
+    def image_readable(self, path: str) -> bool:
+        """Whether the caller (and so the program's nodes, whose inserts name it) can read the host image
+        projects/<p>/global/images/<name> (GET compute/v1/<path>): False when Compute Engine answers 404 or 403."""
+        try:
+            call("GET", f"{self.compute_url}/{path}?fields=name,status", self._token_fn())
+        except GoogleApiError as e:
+            if e.status in (403, 404):
+                return False
+            raise
+        return True
 
 
 def align_bucket_labels(name: str, wanted: Mapping[str, str], token_fn: TokenFn | None = None,
