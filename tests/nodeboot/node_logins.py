@@ -42,3 +42,21 @@ def as_login(host: str, ssh: remote.Ssh, command: str) -> subprocess.CompletedPr
     """A command run over ssh as the node's login itself, outside goldenenv (what a user would type)."""
     return subprocess.run(ssh.argv(host, command), capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
+
+
+def assert_reaches_golden_only_through_sudo(booted, user: str, ssh: remote.Ssh, image_user: str) -> None:
+    """The node's login as its cloud declares it (node_login: `user`, Docker through sudo) reaches the golden
+    container through goldenenv's own ssh target and exec prefix as the image's user, and a plain `docker exec` as
+    that login is refused by the engine socket's permissions: the rule, not only the happy path."""
+    from goldenenv.clouds.base import DockerReach
+
+    login = clouds.get(booted.spec.cloud).node_login(booted.spec, booted.spec.nodes[0])
+    assert (login.user, login.docker) == (user, DockerReach.SUDO)
+    host = target(booted.spec, booted.host.address)
+    assert host == f"ssh://{user}@{booted.host.address}"
+    groups = as_login(host, ssh, "id -nG; sudo -n true && echo sudo-ok")
+    assert groups.returncode == 0 and "docker" not in groups.stdout.split() and "sudo-ok" in groups.stdout, groups
+    assert image_user and image_user != "root"
+    assert image_user in in_golden(booted.spec, host, ssh, ["sh", "-c", "id -un; id -u"]).split()
+    plain = as_login(host, ssh, "docker exec goldenenv id -un")
+    assert plain.returncode != 0 and "permission denied" in plain.stderr and "docker.sock" in plain.stderr, plain

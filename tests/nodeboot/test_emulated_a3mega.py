@@ -171,19 +171,6 @@ def vpc_network(client, name: str, cidr: str, mtu: int):
     raise RuntimeError(f"no free /24 in {cidr} for {name}")
 
 
-def metadata_server(client, image: str, network, state: Path):
-    server = client.containers.run(
-        image, entrypoint=["/usr/bin/python3", "/stand-ins/gce_metadata.py", "/state"], detach=True,
-        name=f"ge-gce-metadata-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "gce-metadata"},
-        volumes={str(HERE): {"bind": "/stand-ins", "mode": "ro"}, str(state): {"bind": "/state", "mode": "rw"}})
-    network.connect(server, aliases=["metadata.google.internal", "metadata"])
-    deadline = time.monotonic() + 30
-    while b"metadata server ready" not in server.logs():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the metadata server did not start:\n{server.logs().decode()}")
-        time.sleep(0.2)
-    return server
-
 
 def head_container(client, image: str, network, address: str, head_user_data: str, key: bytes, folder: Path):
     """The head's golden container as the head's boot runs it (its slurm.conf, the munge key, its state folder), at
@@ -272,7 +259,7 @@ def a3(client, golden_base, host_image, golden_ref, stack_key, cloud_apis, tmp_p
         head_golden = head_container(client, golden, made[0], head_address, head.props["metadata"]["user-data"], key,
                                      folders["head"])
         cloud_apis.attach(made[0].name, [gcp_apis.HOST])
-        server = metadata_server(client, host_image, made[0], state)
+        server = emulated_stack.gce_metadata_server(client, host_image, made[0], state)
         host_files = stand_ins.gce_gpu_host_files(
             folder=str(folders["pci"]), primary=env["NCCL_FASTRAK_CTRL_DEV"],
             gpu_nics=env["NCCL_FASTRAK_IFNAME"].split(","), apertures=True,

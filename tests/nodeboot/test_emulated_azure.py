@@ -42,8 +42,7 @@ import emulated_host
 import emulated_stack
 import node_logins
 import stand_ins
-from goldenenv import catalog, clouds, nodeboot, plan, remote, stackconfig
-from goldenenv.clouds.base import DockerReach
+from goldenenv import catalog, nodeboot, plan, remote, stackconfig
 from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
@@ -299,20 +298,10 @@ def test_the_admin_user_reaches_the_golden_container_as_jobs_and_validate_do_and
     """The image puts azureuser outside the docker group (node_login: sudo): goldenenv's own ssh target and exec
     prefix reach the container as its image's user, and a plain `docker exec` as azureuser is refused by the engine
     socket's permissions."""
-    booted, admin = azure_node.booted, azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["adminUsername"]
-    login = clouds.get(booted.spec.cloud).node_login(booted.spec, booted.spec.nodes[0])
-    assert (login.user, login.docker) == (admin, DockerReach.SUDO) and admin == "azureuser"
-    host, ssh = node_logins.target(booted.spec, booted.host.address), remote.Ssh(str(stack_key["config"]))
-    assert host == f"ssh://azureuser@{booted.host.address}"
-    groups = node_logins.as_login(host, ssh, "id -nG; sudo -n true && echo sudo-ok")
-    assert groups.returncode == 0 and "docker" not in groups.stdout.split() and "sudo-ok" in groups.stdout, groups
-
-    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
-    assert image_user and image_user != "root"
-    assert image_user in node_logins.in_golden(booted.spec, host, ssh, ["sh", "-c", "id -un; id -u"]).split()
-
-    plain = node_logins.as_login(host, ssh, "docker exec goldenenv id -un")
-    assert plain.returncode != 0 and "permission denied" in plain.stderr and "docker.sock" in plain.stderr, plain
+    admin = azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["adminUsername"]
+    assert admin == "azureuser"
+    node_logins.assert_reaches_golden_only_through_sudo(azure_node.booted, admin, remote.Ssh(str(stack_key["config"])),
+                                                        client.images.get(golden_ref).attrs["Config"]["User"])
 
 
 def test_the_node_reads_the_munge_key_the_head_wrote_and_its_golden_container_starts(azure_node, golden_ref):

@@ -35,8 +35,7 @@ import gce_metadata
 import gcp_apis
 import node_logins
 import stand_ins
-from goldenenv import catalog, clouds, nodeboot, plan, remote, slurm, stackconfig
-from goldenenv.clouds.base import DockerReach
+from goldenenv import catalog, nodeboot, plan, remote, slurm, stackconfig
 from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
@@ -67,21 +66,6 @@ class GcpNode(NamedTuple):
     account: str
     """The node's service account (whose token the metadata server hands out)."""
 
-
-def metadata_server(client, image: str, network, state: Path):
-    """gce_metadata.py in a container, on the node's network under the metadata server's names."""
-    server = client.containers.run(
-        image, entrypoint=["/usr/bin/python3", "/stand-ins/gce_metadata.py", "/state"], detach=True,
-        name=f"ge-gce-metadata-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "gce-metadata"},
-        volumes={str(HERE): {"bind": "/stand-ins", "mode": "ro"}, str(state): {"bind": "/state", "mode": "rw"}})
-    network.connect(server, aliases=["metadata.google.internal", "metadata"])
-    deadline = time.monotonic() + 30
-    while b"metadata server ready" not in server.logs():
-        server.reload()
-        if server.status == "exited" or time.monotonic() > deadline:
-            raise RuntimeError(f"the metadata server did not start:\n{server.logs().decode()}")
-        time.sleep(0.2)
-    return server
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +103,7 @@ def gcp_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fac
     server = host = None
     try:
         cloud_apis.attach(network.name, [gcp_apis.HOST])
-        server = metadata_server(client, host_image, network, state)
+        server = emulated_stack.gce_metadata_server(client, host_image, network, state)
         capture = emulated_stack.CAPTURES / f"nvidia_smi_{it.name}.csv"
         host = emulated_host.Host.create(
             client, host_image, name=name, networks=[network.name], user_data="", public_key="", login=LOGIN,
@@ -275,20 +259,8 @@ def test_the_keys_user_reaches_the_golden_container_as_jobs_and_validate_do_and_
     """Google's image puts ubuntu outside the docker group (node_login: sudo): goldenenv's own ssh target and exec
     prefix reach the container as its image's user, and a plain `docker exec` as ubuntu is refused by the engine
     socket's permissions."""
-    booted = gcp_node.booted
-    login = clouds.get(booted.spec.cloud).node_login(booted.spec, booted.spec.nodes[0])
-    assert (login.user, login.docker) == ("ubuntu", DockerReach.SUDO)
-    host, ssh = node_logins.target(booted.spec, booted.host.address), remote.Ssh(str(stack_key["config"]))
-    assert host == f"ssh://ubuntu@{booted.host.address}"
-    groups = node_logins.as_login(host, ssh, "id -nG; sudo -n true && echo sudo-ok")
-    assert groups.returncode == 0 and "docker" not in groups.stdout.split() and "sudo-ok" in groups.stdout, groups
-
-    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
-    assert image_user and image_user != "root"
-    assert image_user in node_logins.in_golden(booted.spec, host, ssh, ["sh", "-c", "id -un; id -u"]).split()
-
-    plain = node_logins.as_login(host, ssh, "docker exec goldenenv id -un")
-    assert plain.returncode != 0 and "permission denied" in plain.stderr and "docker.sock" in plain.stderr, plain
+    node_logins.assert_reaches_golden_only_through_sudo(gcp_node.booted, "ubuntu", remote.Ssh(str(stack_key["config"])),
+                                                        client.images.get(golden_ref).attrs["Config"]["User"])
 
 
 def test_the_metadata_server_answers_only_requests_that_say_metadata_flavor_google(gcp_node):
