@@ -13,9 +13,9 @@ from goldenenv import clouds, jobs, remote
 from goldenenv.clouds import access
 from goldenenv.clouds.base import HostsBy
 
-BETWEEN_STARTS = ("is not running", "No such container", "is restarting")
+BETWEEN_STARTS = ("is not running", "No such container", "is restarting", "OCI runtime exec failed")
 """What the engine answers an exec while the golden container is between two starts (with no head, slurmd ends and
-systemd starts the container again every 15 s)."""
+systemd starts the container again every 15 s); the last when the container ends while the exec is starting."""
 
 
 def target(spec, address: str) -> str:
@@ -25,7 +25,7 @@ def target(spec, address: str) -> str:
     return host
 
 
-def in_golden(spec, host: str, ssh: remote.Ssh, command: list[str], timeout: float = 120) -> str:
+def in_golden(spec, host: str, ssh: remote.Ssh, command: list[str], timeout: float = 240) -> str:
     """The command's output in the node's golden container, through goldenenv's exec prefix for the stack."""
     step = shlex.join([*remote.prefix_words(jobs.container_exec(spec)), *command])
     deadline = time.monotonic() + timeout
