@@ -300,8 +300,9 @@ def test_the_admin_user_reaches_the_golden_container_as_jobs_and_validate_do_and
     socket's permissions."""
     admin = azure_node.scale_set.props["virtualMachineProfile"]["osProfile"]["adminUsername"]
     assert admin == "azureuser"
+    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
     node_logins.assert_reaches_golden_only_through_sudo(azure_node.booted, admin, remote.Ssh(str(stack_key["config"])),
-                                                        client.images.get(golden_ref).attrs["Config"]["User"])
+                                                        golden_ref, image_user)
 
 
 def test_the_node_reads_the_munge_key_the_head_wrote_and_its_golden_container_starts(azure_node, golden_ref):

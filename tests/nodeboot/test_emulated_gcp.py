@@ -259,8 +259,9 @@ def test_the_keys_user_reaches_the_golden_container_as_jobs_and_validate_do_and_
     """Google's image puts ubuntu outside the docker group (node_login: sudo): goldenenv's own ssh target and exec
     prefix reach the container as its image's user, and a plain `docker exec` as ubuntu is refused by the engine
     socket's permissions."""
+    image_user = client.images.get(golden_ref).attrs["Config"]["User"]
     node_logins.assert_reaches_golden_only_through_sudo(gcp_node.booted, "ubuntu", remote.Ssh(str(stack_key["config"])),
-                                                        client.images.get(golden_ref).attrs["Config"]["User"])
+                                                        golden_ref, image_user)
 
 
 def test_the_metadata_server_answers_only_requests_that_say_metadata_flavor_google(gcp_node):
