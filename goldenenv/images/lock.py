@@ -134,6 +134,10 @@ IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb", "slurm",
 """Fields that are part of a lock's identity only when set: a lock that does not use them keeps its tag."""
 
 
+NOT_IDENTITY = ("host",)
+"""Fields that never change the image: what its nodes' hosts run."""
+
+
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 """A lock's name, which is its folder's (images/<name>/lock.yaml) and the image's (goldenenv/<name>)."""
 
@@ -166,6 +170,10 @@ class Lock(Model):
     user: str = Field(default="trainer", pattern=r"^[a-z_][a-z0-9_-]*$")
     slurm: Slurm | None = None
     """The scheduler's pins; a stack with `scheduler: slurm` needs an image that has them."""
+    host: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """The host lock (images/hosts/<name>.yaml) of the nodes that run this image: engine, container toolkit, driver,
+    fabric modules and file-system clients, per host OS family (goldenenv.images.host). Not part of the image's
+    identity: the host layer is not in the image."""
 
     @model_validator(mode="after")
     def _one_fact_one_place(self) -> Lock:
@@ -206,7 +214,7 @@ class Lock(Model):
     @property
     def content_hash(self) -> str:
         """Identity of the image: changes with any pin, not with build options."""
-        unset = {name for name in IDENTITY_IF_SET if getattr(self, name) is None}
+        unset = {name for name in IDENTITY_IF_SET if getattr(self, name) is None} | set(NOT_IDENTITY)
         canonical = json.dumps(self.model_dump(mode="json", by_alias=True, exclude=unset), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
