@@ -190,11 +190,14 @@ class Validation:
     scheduler_problems: list[str] = field(default_factory=list)
     health: list = field(default_factory=list)
     """Every node's quick health level (health.fleet.NodeVerdict): failing rules name the node, GPU and rule."""
+    host_checks: str = ""
+    host_drift: dict[str, list[str]] = field(default_factory=dict)
+    """Cloud stacks: node -> what its host runs apart from its pool's host layer (goldenenv.checks.host)."""
 
     @property
     def ok(self) -> bool:
         return self.image_ok and not self.drift and self.allreduce_ok and not self.scheduler_problems \
-            and not any(v.fails for v in self.health)
+            and not any(v.fails for v in self.health) and not self.host_drift
 
 
 def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
@@ -376,16 +379,47 @@ def done_event(lines: list[str]) -> dict:
     raise RuntimeError("the training run printed no completion line")
 
 
+def validate_host_layers(spec: ClusterSpec, targets: list[str], ssh_config: str | None = None,
+                         log: Log = print) -> tuple[str, dict[str, list[str]]]:
+    """Every pool's host checks (its host layer: engine, toolkit, driver, modules, file-system client at the host
+    lock's versions) on its nodes, which are the targets in pool order (as node_targets gives them): the suite's
+    output, and node name (gpu-1) -> one line per drifted component."""
+    from goldenenv.checks import host as host_checks
+    from goldenenv.clouds.base import DockerReach
+    from goldenenv.images import host
+
+    cloud = clouds.get(spec.cloud)
+    output, drift, start = "", {}, 0
+    for number, pool in enumerate(spec.nodes):
+        last = number == len(spec.nodes) - 1
+        mine = targets[start:] if last else targets[start:start + pool.count]
+        start += len(mine)
+        if not mine:
+            continue
+        layer = host.layer(spec, pool)
+        log(f"host checks on {len(mine)} {pool.name} node(s): the {layer.host_lock or 'host image'} layer")
+        result = host_checks.check_hosts(
+            layer, mine, instance_type=pool.instance_type, cloud=spec.cloud, ssh_config=ssh_config,
+            sudo=cloud.node_login(spec, pool).docker is DockerReach.SUDO, golden_ref=host_checks.GOLDEN_CONTAINER,
+            fabric=None if pool.rdma is not False else "none")
+        output += result.output
+        names = {target: f"{pool.name}-{i}" for i, target in enumerate(mine)}
+        drift.update({names[target]: lines for target, lines in result.problems.items()})
+    return output, drift
+
+
 def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_config: str | None = None,
                    instance_type: str | None = None, cloud: str = "aws", min_fraction: float = 0.8,
-                   log: Log = print, procs_per_node: int | None = None, host_driver: str | None = None) -> Validation:
+                   log: Log = print, procs_per_node: int | None = None, host_driver: str | None = None,
+                   spec: ClusterSpec | None = None) -> Validation:
     """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
 
     On cloud nodes the golden image runs as the `goldenenv` container: pass exec_prefix=jobs.container_exec(spec)
     (`docker exec`, through `sudo -n` where the login is outside the docker group). With an instance type, the
     GPU-host checks run and the
     all-reduce's bus bandwidth is judged against the catalog's reference for that type at the size measured.
-    With host_driver (the host image's pinned driver), a node whose GPUs report another driver fails.
+    With host_driver (the host image's pinned driver), a node whose GPUs report another driver fails. With the
+    cloud stack's spec (hosts in its pools' order), every pool's host checks run too (validate_host_layers).
     """
     import shlex
     import threading
@@ -451,5 +485,7 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
     elif not ran:
         failed = next(o for o in outputs.values() if o.rc != 0)
         result.allreduce_note = f"torchrun failed: {(failed.stderr or failed.stdout).strip()[-300:]}"
+    if spec is not None:
+        result.host_checks, result.host_drift = validate_host_layers(spec, hosts, ssh_config, log=log)
     return result
 

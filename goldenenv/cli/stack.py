@@ -15,7 +15,7 @@ from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_UR
                                   cloud_targets, console, errors, examples, fail, lifecycle_failure, options,
                                   print_line, say, stack_spec)
 from goldenenv.clouds.base import HostsBy
-from goldenenv.plan import HOURS_PER_MONTH, Plan
+from goldenenv.plan import HOURS_PER_MONTH, Plan, host_layer_line
 from goldenenv.spec import ConfigError
 
 app = typer.Typer()
@@ -77,6 +77,8 @@ def show_plan(p: Plan) -> None:
         support = f", {c.driver_level} driver support" if c.driver_level else ""
         console.print(f"[bold]lock[/] {c.lock} on {c.pool_key} ({c.instance_type}, {escape(c.host.label)}{support}): "
                       f"{verdict}", highlight=False)
+        if c.layer:
+            console.print(f"  {escape(host_layer_line(c.layer))}", highlight=False)
     if p.outputs.get("imageRef"):
         console.print(f"[bold]golden image[/] {p.outputs['imageRef']}", highlight=False)
     if p.cold_start:
@@ -347,7 +349,9 @@ def validate_cmd(
 ) -> None:
     """Image checks on every node, cross-node drift, and an all-reduce across the nodes (busbw vs catalog on GPUs).
 
-    On clouds, every node's driver is also compared with the one its pinned host image carries. On Slurm stacks,
+    On clouds, every node's driver is also compared with the one its pinned host image carries, and every node's
+    host with its pool's host layer (engine, toolkit, modules, file-system client at the host lock's versions; each
+    drifted node is named with what drifted). On Slurm stacks,
     also the scheduler's view: every node registered, idle or busy, with its GPUs as GRES, and none drained."""
     from goldenenv import automation, compat, jobs, lifecycle
 
@@ -365,7 +369,7 @@ def validate_cmd(
             host = compat.node_host(spec.cloud, spec.region, pool.host_image)
             result = lifecycle.validate_hosts(spec.image.lock, targets, node_prefix, ssh_config,
                                               pool.instance_type, spec.cloud, min_fraction, log=say,
-                                              host_driver=host.driver)
+                                              host_driver=host.driver, spec=spec)
             from goldenenv.cli.health import node_verdicts
 
             say("every node's health (quick level)")
@@ -388,6 +392,11 @@ def _show_validation(result) -> None:
     if not result.image_ok:
         console.print(result.image_checks, markup=False, highlight=False)
     console.print("drift: " + ("[green]none[/]" if not result.drift else "[red]" + escape("; ".join(result.drift)) + "[/]"))
+    if result.host_checks:
+        console.print("host layer: " + ("[green]as locked on every node[/]" if not result.host_drift else "[red]drift[/]"))
+        for node, lines in result.host_drift.items():
+            for line in lines:
+                console.print(f"  {escape(node)}: {escape(line)}", style="red", highlight=False)
     console.print(f"all-reduce: {'[green]pass[/]' if result.allreduce_ok else '[red]fail[/]'} "
                   f"{escape(result.allreduce_note)}")
     if result.health:
