@@ -31,7 +31,7 @@ GOLDEN_CONTAINER = "goldenenv"
 
 REACHED, PACKAGE, KERNEL_PACKAGE, ENGINE_ANSWERS, GPUS, DRIVER_LOADED, MODULE, DEVICE = (
     "reached", "package", "kernel-package", "engine", "gpus", "driver", "module", "device")
-PACKAGE_STATUS = "dpkg-query -W -f '${db:Status-Abbrev}|${Version}|${db:Status-Want}' "
+PACKAGE_STATUS = "dpkg-query -W -f '${db:Status-Status}|${Version}|${db:Status-Want}' "
 """One query for a package: installed (ii), its version, and whether it is held (apt-mark hold sets want=hold)."""
 
 
@@ -153,7 +153,7 @@ def judge(case: HostCase, rc: int, out: str) -> str | None:
             kernel, _, text = text.partition("\n")
             label = f"{case.label}-{kernel.strip()}"
         status, version, want = (text.split("|") + ["", "", ""])[:3] if rc == 0 else ("", "", "")
-        if not status.startswith("ii"):
+        if status != "installed":
             return f"{label}: not installed, the lock pins {case.expected}"
         if version != case.expected:
             return f"{label} {version}, the lock pins {case.expected}"
