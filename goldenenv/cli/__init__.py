@@ -48,7 +48,7 @@ def _group(ctx: typer.Context, cwd: Path = typer.Option(
         fail(e)
 
 
-GROUPS = ("stack", "jobs", "health", "estimate", "images")
+GROUPS = ("stack", "jobs", "health", "estimate", "images", "hostimage")
 """The command-group modules, in the order `goldenenv --help` lists their commands (a named group, `image`, after
 the top-level commands)."""
 
