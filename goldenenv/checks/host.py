@@ -129,9 +129,9 @@ def command(case: HostCase, sudo: bool) -> str:
     if case.kind == GPUS:
         if case.subject == GOLDEN_CONTAINER:
             image = f'"$({root}docker inspect --format {{{{.Image}}}} {GOLDEN_CONTAINER})"'
-            return root + f"docker run --rm --gpus all {image} nvidia-smi -L"
+            return root + f"docker run --rm --gpus all --entrypoint nvidia-smi {image} -L"
         if case.subject:
-            return root + f"docker run --rm --gpus all {shlex.quote(case.subject)} nvidia-smi -L"
+            return root + f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(case.subject)} -L"
         return root + "nvidia-container-cli info"
     if case.kind == DRIVER_LOADED:
         return f"cat {shlex.quote(case.subject)}"

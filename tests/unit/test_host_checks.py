@@ -102,7 +102,7 @@ def test_a_live_node_counts_its_gpus_in_its_golden_containers_image():
                                                       instance_type=pool.instance_type,
                                                       golden_ref=host_checks.GOLDEN_CONTAINER)}
     said = host_checks.command(cases["gpus-all"], sudo=True)
-    assert said.startswith("sudo -n docker run --rm --gpus all ") and said.endswith(" nvidia-smi -L")
+    assert said.startswith("sudo -n docker run --rm --gpus all --entrypoint nvidia-smi ") and said.endswith(" -L")
     assert "sudo -n docker inspect" in said and host_checks.GOLDEN_CONTAINER in said
 
 
