@@ -25,6 +25,8 @@ def host_image_build(
     hosts_by: HostsBy = HOSTS_BY,
     ssh_user: str = typer.Option(None, "--ssh-user", help="Log in to the build instance as this user (default: the "
                                  "pool's login, as validate uses)."),
+    instance_type: str = typer.Option(None, "--instance-type", help="The build instance's type: a GPU type of the "
+                                      "cloud's catalog (the host checks run the GPUs); the pool's own by default."),
     ssh_config: Path = typer.Option(None, "--ssh-config", help="ssh config for reaching the build instance (a "
                                     "bastion, SSM's ProxyCommand)."),
 ) -> None:
@@ -37,10 +39,10 @@ def host_image_build(
 
     spec = stack_spec(stack)
     try:
-        target = bake.prepare(spec, pool)
+        target = bake.prepare(spec, pool, instance_type)
         driver = bake.PulumiDriver(spec)
         say(f"baking {target.layer.host_lock} ({', '.join(n for n, _ in target.layer.install)}) onto {target.base} "
-            f"for pool {target.pool.name}, in build stack {target.stack_name}")
+            f"for pool {target.pool.name} on a {target.instance_type}, in build stack {target.stack_name}")
         entry = bake.bake(target, driver, log=lambda line: console.print(line, end="", highlight=False,
                                                                           markup=False),
                           hosts_by=hosts_by, ssh_user=ssh_user, ssh_config=str(ssh_config) if ssh_config else None)

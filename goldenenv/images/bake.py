@@ -92,6 +92,8 @@ class Bake:
     host_lock: HostLock
     base: str
     stack_name: str
+    instance_type: str
+    """The build instance's type: the pool's own unless asked otherwise (a GPU type: the checks run `--gpus all`)."""
 
     @property
     def image_name(self) -> str:
@@ -103,10 +105,10 @@ class Bake:
 
     @property
     def fabric(self) -> str | None:
-        """The pool's RDMA fabric, whose host checks (modules, devices) run too; None without one."""
+        """The build type's RDMA fabric (the pool's by default), whose host checks run too; None without one."""
         from goldenenv import catalog
 
-        node = catalog.instance_types(self.spec.cloud).get(self.pool.instance_type)
+        node = catalog.instance_types(self.spec.cloud).get(self.instance_type)
         return node.rdma if node and node.has_rdma and self.pool.rdma is not False else None
 
     def tags(self) -> dict[str, str]:
@@ -124,10 +126,11 @@ def cloud_program(cloud: str):
         raise
 
 
-def prepare(spec: ClusterSpec, pool_name: str | None) -> Bake:
-    """The pool to bake (the stack's first when not named) and its host layer; ConfigError names what is wrong
-    and what would be valid."""
-    from goldenenv import compat
+def prepare(spec: ClusterSpec, pool_name: str | None, instance_type: str | None = None) -> Bake:
+    """The pool to bake (the stack's first when not named), its host layer, and the build instance's type (the
+    pool's unless `instance_type`, a GPU type of the cloud's catalog); ConfigError names what is wrong and what
+    would be valid."""
+    from goldenenv import catalog, compat
     from goldenenv.images import host
     from goldenenv.images.lock import load
 
@@ -155,16 +158,20 @@ def prepare(spec: ClusterSpec, pool_name: str | None) -> Bake:
     if not layer.installs:
         raise ConfigError([Problem(f"pool {where}", "its host image already carries every pinned component: "
                                    "there is nothing to bake")])
+    gpu_types = sorted(name for name, t in catalog.instance_types(spec.cloud).items() if t.gpu_count)
+    if instance_type is not None and instance_type not in gpu_types:
+        raise ConfigError([Problem("--instance-type", f"{instance_type!r} is not a GPU type of the {spec.cloud} "
+                                   f"catalog (the host checks run the GPUs); valid: {', '.join(gpu_types)}")])
     node = compat.node_host(spec.cloud, spec.region, pool.host_image)
     base = node.override_id or node.image.name
-    return Bake(spec, pool, layer, host.load_host(layer.host_lock), base,
-                f"{spec.stack}-host-image-{pool.name}")
+    return Bake(spec, pool, layer, host.load_host(layer.host_lock), base, f"{spec.stack}-host-image-{pool.name}",
+                instance_type or pool.instance_type)
 
 
 def bake_args(bake: Bake, step: HostStepProvider, targets: Callable[[str, str], list[str]],
               built: datetime.datetime, lookup: Any = None) -> BakeArgs:
     """The program's values; the image's name ends with the build's time (UTC): names are unique per account."""
-    return BakeArgs(name=bake.stack_name, base=bake.base, instance_type=bake.pool.instance_type,
+    return BakeArgs(name=bake.stack_name, base=bake.base, instance_type=bake.instance_type,
                     user_data=install_script(bake.layer), image_name=f"{bake.image_name}-{built:%Y%m%d%H%M%S}",
                     family=bake.family, tags=bake.tags(), step=step, targets=targets, built=built, lookup=lookup)
 
@@ -286,7 +293,8 @@ def host_step_targets(args: BakeArgs, instance_id: pulumi.Input[str],
 
 
 def targets_of(bake: Bake, hosts_by: Any = None, ssh_user: str | None = None) -> Callable[[str, str], list[str]]:
-    """(instance id, private ip) -> the build instance's ssh target, as `validate` reaches the pool's nodes."""
+    """(instance id, private ip) -> the build instance's ssh target, as `validate` reaches the pool's nodes (the
+    id as the stack's instanceIds output names a node: an instance id, a GCP instance's name)."""
     from goldenenv import clouds
     from goldenenv.clouds import access
     from goldenenv.clouds.base import HOST_OUTPUTS, HostsBy
@@ -387,7 +395,7 @@ def bake(target: Bake, driver: Driver, log: Callable[[str], None] = print, hosts
     """Up the build stack, record the captured image, destroy the build stack; on any failure destroy it and
     record nothing (BakeError names the step)."""
     module = cloud_program(target.spec.cloud)
-    step = HostStepProvider(target.layer, cloud=target.spec.cloud, instance_type=target.pool.instance_type,
+    step = HostStepProvider(target.layer, cloud=target.spec.cloud, instance_type=target.instance_type,
                             fabric=target.fabric, seal_commands=tuple(module.SEAL),
                             local_seal=tuple(module.LOCAL_SEAL), ssh_config=ssh_config)
     built = datetime.datetime.now(datetime.UTC).replace(microsecond=0)

@@ -12,7 +12,7 @@ import dill
 import pytest
 from typer.testing import CliRunner
 
-from goldenenv import clouds, compat, plan
+from goldenenv import catalog, clouds, compat, plan
 from goldenenv.cli import app
 from goldenenv.images import bake, host
 from goldenenv.images.hostinstall import install_script
@@ -39,7 +39,7 @@ def lookup_for(module):
 
 def program_of(target: bake.Bake, step: bake.HostStepProvider | None = None):
     module = bake.cloud_program(target.spec.cloud)
-    step = step or bake.HostStepProvider(target.layer, cloud=target.spec.cloud, instance_type=target.pool.instance_type,
+    step = step or bake.HostStepProvider(target.layer, cloud=target.spec.cloud, instance_type=target.instance_type,
                                          fabric=target.fabric, seal_commands=tuple(module.SEAL))
     args = bake.bake_args(target, step, bake.targets_of(target, ssh_user="tester"), BUILT, lookup_for(module))
     return module, args, (lambda: module.program(target.spec, target.pool, args))
@@ -364,6 +364,19 @@ def test_a_pool_with_nothing_to_install_or_a_need_nobody_provides_is_refused(aws
         bake.prepare(aws_target.spec, None)
     assert said in str(raised.value.problems[0])
     assert raised.value.problems[0].key == f"pool {aws_target.pool.name} ({aws_target.pool.instance_type})"
+
+
+def test_the_build_type_is_the_pools_unless_a_gpu_type_is_asked_for(aws_target, monkeypatch):
+    gpu_types = sorted(n for n, t in catalog.instance_types("aws").items() if t.gpu_count)
+    other = next(n for n in gpu_types if n != aws_target.pool.instance_type)
+    assert aws_target.instance_type == aws_target.pool.instance_type
+    asked = bake.prepare(aws_target.spec, None, other)
+    module, _, records, _, _, _ = run_under_mocks(asked, monkeypatch)
+    assert one(records, module.INSTANCE).props["instanceType"] == other
+    cpu_type = clouds.get("aws").head_instance_type  # the Slurm head's CPU type
+    result = CliRunner().invoke(app, ["host-image", "build", "-s", aws_target.spec.stack, "--instance-type", cpu_type])
+    assert result.exit_code == 2
+    assert "--instance-type" in result.output and gpu_types[0] in result.output
 
 
 def test_a_record_holds_cloud_region_base_layer_image_host_lock_and_time(tmp_path):

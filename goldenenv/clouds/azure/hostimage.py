@@ -123,7 +123,7 @@ class HostImageBuild(pulumi.ComponentResource):
                 type_handler_version=ENTRA_LOGIN["type_handler_version"], auto_upgrade_minor_version=True,
                 tags=args.tags, opts=child)
         address = nic.ip_configurations.apply(lambda configs: configs[0].private_ip_address)
-        step = HostStep(f"{name}-checks", args.step, host_step_targets(args, vm.vm_id, address), vm.id,
+        step = HostStep(f"{name}-checks", args.step, host_step_targets(args, vm.name, address), vm.id,
                         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[vm])))
 
         subscription = lookup.subscription_id()

@@ -71,7 +71,7 @@ class HostImageBuild(pulumi.ComponentResource):
             metadata={"user-data": args.user_data, **access_metadata(node_key(spec, pool), GcpCloud.ssh_user)},
             opts=child)
         step = HostStep(f"{name}-checks", args.step,
-                        host_step_targets(args, instance.instance_id, instance.network_interfaces[0].network_ip),
+                        host_step_targets(args, instance.name, instance.network_interfaces[0].network_ip),
                         instance.self_link, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                             depends_on=[instance])))
         image = gcp.compute.Image(
