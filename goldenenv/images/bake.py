@@ -406,8 +406,8 @@ def bake(target: Bake, driver: Driver, log: Callable[[str], None] = print, hosts
 
     try:
         outputs = driver.up(target.stack_name, program, log)
-    except Exception as e:  # noqa: BLE001 - whatever the engine raised: the build stack goes, the step is named
-        step = failed_step(str(e), module)
+    except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - whatever stopped the up: the build stack goes
+        step = "interrupted" if isinstance(e, KeyboardInterrupt) else failed_step(str(e), module)
         left = _cleanup(target, driver, program, log)
         raise BakeError(step, _tail(str(e)) + left) from None
     image = outputs.get("imageId")

@@ -198,6 +198,29 @@ def test_the_image_outlives_the_build_stack_and_the_instance_does_not(cloud, sta
     assert network and not any(r.retain_on_delete for r in network)
 
 
+def test_a_second_azure_bake_adopts_the_retained_gallery_and_adds_a_version(monkeypatch):
+    target = prepared(next(stack for cloud, stack in BAKED if cloud == "azure"))
+    module = bake.cloud_program("azure")
+    offline, asked = module.OfflineGalleries, []
+
+    class Galleries(offline):
+        def exists(self, arm_id):
+            asked.append(arm_id)
+            return super().exists(arm_id)
+
+    monkeypatch.setattr(module, "OfflineGalleries", Galleries)
+    _, _, first, _, _, _ = run_under_mocks(target, monkeypatch)
+    kept = [r for r in first if r.retain_on_delete and r.type != module.CAPTURE_TYPE]
+    assert len(kept) == 3 and not any(r.import_id for r in kept)  # the first bake creates group, gallery, definition
+    assert asked[1].endswith(f"/providers/Microsoft.Compute/galleries/{kept[1].props['galleryName']}")
+    assert asked[2] == f"{asked[1]}/images/{target.family}"
+    made = set(asked)
+    monkeypatch.setattr(module, "OfflineGalleries", lambda: offline(existing=made))
+    _, _, second, _, _, _ = run_under_mocks(target, monkeypatch)
+    assert {r.import_id for r in second if r.retain_on_delete and r.type != module.CAPTURE_TYPE} == made
+    assert not one(second, module.CAPTURE_TYPE).import_id
+
+
 @pytest.mark.parametrize("cloud", sorted({c for c, _ in BAKED}))
 def test_every_cloud_with_a_bake_program_has_a_shipped_stack_it_bakes(cloud):
     bakeable = []
