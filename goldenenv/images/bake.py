@@ -68,7 +68,7 @@ class BakeArgs:
     user_data: str
     """The install script of the host layer (goldenenv.images.hostinstall.install_script)."""
     image_name: str
-    """The captured image's name: goldenenv-<host lock>-<family>-<layer digest>."""
+    """The captured image's name: goldenenv-<host lock>-<family>-<layer digest>-<built, UTC>."""
     family: str
     """goldenenv-<host lock>-<family>: a GCP image family, an Azure gallery image definition."""
     tags: dict[str, str]
@@ -149,13 +149,13 @@ def prepare(spec: ClusterSpec, pool_name: str | None, instance_type: str | None 
     if not getattr(lock, "host", None):
         raise ConfigError([Problem(f"{spec.image.lock}/lock.yaml: host", "the golden lock names no host lock: "
                                    f"add `host: <name>` (host locks: {', '.join(host.host_lock_names()) or 'none'})")])
-    layer = host.layer(spec, pool, lock)
+    layer = host.layer(spec, pool, lock, baked=False)  # what the install step does, an image baked before or not
     where = f"{pool.name} ({pool.instance_type})"
     if layer.missing:
         raise ConfigError([Problem(f"pool {where}", f"{p.need}: {p.why}, and the host lock {layer.host_lock} "
                                    f"has no component for it on {layer.family or 'an unknown OS family'}")
                            for p in layer.missing])
-    if not layer.installs:
+    if not layer.install:
         raise ConfigError([Problem(f"pool {where}", "its host image already carries every pinned component: "
                                    "there is nothing to bake")])
     gpu_types = sorted(name for name, t in catalog.instance_types(spec.cloud).items() if t.gpu_count)

@@ -381,12 +381,20 @@ def test_a_pool_that_is_not_the_stacks_says_which_are(aws_target):
 ])
 def test_a_pool_with_nothing_to_install_or_a_need_nobody_provides_is_refused(aws_target, monkeypatch, provided,
                                                                                   said):
-    monkeypatch.setattr(host, "layer", lambda spec, pool, lock=None: host.HostLayer("ubuntu-gpu", "ubuntu-22.04",
-                                                                                       provided))
+    monkeypatch.setattr(host, "layer", lambda spec, pool, lock=None, **kw: host.HostLayer(
+        "ubuntu-gpu", "ubuntu-22.04", provided))
     with pytest.raises(ConfigError) as raised:
         bake.prepare(aws_target.spec, None)
     assert said in str(raised.value.problems[0])
     assert raised.value.problems[0].key == f"pool {aws_target.pool.name} ({aws_target.pool.instance_type})"
+
+
+def test_a_pool_baked_before_can_be_baked_again(aws_target, monkeypatch):
+    """The stack's layer then says the baked image provides the install (plan/up boot it); a bake still installs."""
+    monkeypatch.setattr(bake, "recorded", lambda *args, **kwargs: "ami-0123456789abcdef0")
+    assert not host.layer(aws_target.spec, aws_target.pool).installs
+    again = bake.prepare(aws_target.spec, None)
+    assert again.layer.install == aws_target.layer.install and install_script(again.layer)
 
 
 def test_the_build_type_is_the_pools_unless_a_gpu_type_is_asked_for(aws_target, monkeypatch):
