@@ -417,3 +417,63 @@ def test_a_record_holds_cloud_region_base_layer_image_host_lock_and_time(tmp_pat
 
     assert list(yaml.safe_load(path.read_text())["published"][0]) == [
         "cloud", "region", "base", "layer", "image", "hostLock", "built"]
+
+
+# ---- the host step's own parts --------------------------------------------------------------------------------------
+
+class FakeSsh:
+    """subprocess.run for ssh: answers per remote command, in turn; keeps the remote commands asked."""
+
+    def __init__(self, answers: dict[str, list[tuple[int, str]]]):
+        self.answers, self.asked = answers, []
+
+    def __call__(self, argv, **kwargs):
+        import subprocess
+
+        remote = argv[-1]
+        self.asked.append(remote)
+        key = next(k for k in self.answers if remote.startswith(k))
+        rc, out = self.answers[key].pop(0) if len(self.answers[key]) > 1 else self.answers[key][0]
+        return subprocess.CompletedProcess(argv, rc, out.encode(), b"ssh: connect to host: timed out" if rc == 255
+                                           else b"")
+
+
+def test_the_install_wait_retries_an_unreachable_host_then_finds_the_marker(monkeypatch):
+    import subprocess
+
+    ssh = FakeSsh({"cloud-init status": [(255, ""), (255, ""), (0, "status: done")], "test -f": [(0, "")]})
+    monkeypatch.setattr(subprocess, "run", ssh)
+    slept = []
+    bake.wait_for_install(["ssh://ubuntu@10.0.0.5"], "/var/lib/goldenenv/host-layer-x.done", None, sleep=slept.append)
+    assert ssh.asked == ["cloud-init status --wait"] * 3 + ["test -f /var/lib/goldenenv/host-layer-x.done"]
+    assert len(slept) == 2
+
+
+def test_an_install_that_left_no_marker_fails_the_install_step_with_its_log(monkeypatch):
+    import subprocess
+
+    ssh = FakeSsh({"cloud-init status": [(1, "status: error")], "test -f": [(1, "")],
+                   "sudo -n tail": [(0, "goldenenv-host-layer: docker: key fingerprint 1234 is not 9DC8...")]})
+    monkeypatch.setattr(subprocess, "run", ssh)
+    with pytest.raises(bake.StepFailed) as raised:
+        bake.wait_for_install(["ssh://ubuntu@10.0.0.5"], "/m", None, sleep=lambda s: None)
+    assert str(raised.value).startswith(f"{bake.STEP_MARK} {bake.INSTALL}: ssh://ubuntu@10.0.0.5")
+    assert "status: error" in str(raised.value) and "is not 9DC8" in str(raised.value)
+    assert bake.failed_step(f"error: Exception calling application: {raised.value}",
+                            bake.cloud_program("aws")) == bake.INSTALL
+
+
+def test_failed_host_checks_fail_the_checks_step_naming_the_drift(aws_target, monkeypatch):
+    from goldenenv.checks import host as host_checks
+
+    drifted = host_checks.HostCheckResult(False, "...", {"ssh://ubuntu@10.0.0.5": ["toolkit"]},
+                                          {"ssh://ubuntu@10.0.0.5": ["toolkit nvidia-container-toolkit is 1.17.7, "
+                                                                     "the lock pins 1.17.8-1"]})
+    asked = {}
+    monkeypatch.setattr(host_checks, "check_hosts", lambda layer, targets, **kw: asked.update(kw) or drifted)
+    with pytest.raises(bake.StepFailed) as raised:
+        bake.run_host_checks(aws_target.layer, ["ssh://ubuntu@10.0.0.5"], cloud="aws",
+                             instance_type=aws_target.instance_type, fabric=None, ssh_config=None)
+    assert f"{bake.STEP_MARK} {bake.CHECKS}: ssh://ubuntu@10.0.0.5: toolkit nvidia-container-toolkit is 1.17.7" \
+        in str(raised.value)
+    assert asked == {"instance_type": aws_target.instance_type, "cloud": "aws", "fabric": None, "ssh_config": None}
