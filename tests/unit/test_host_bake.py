@@ -320,6 +320,22 @@ def test_a_failed_capture_is_named_and_leaves_nothing_recorded(aws_target, monke
     assert events[-1] == ("destroy", aws_target.stack_name, False)
 
 
+def test_a_build_stack_that_will_not_go_is_said_with_how_to_finish(aws_target, monkeypatch, tmp_path):
+    for name in ("wait_for_install", "run_host_checks", "seal"):
+        monkeypatch.setattr(bake, name, lambda *a, **k: None)
+
+    class Stuck(EngineStandIn):
+        def destroy(self, stack_name, program, log):
+            raise RuntimeError("error: deleting EC2 Instance: DependencyViolation")
+
+    with pytest.raises(bake.BakeError) as raised:
+        bake.bake(aws_target, Stuck("aws", [], lambda: None), log=lambda line: None, images_dir=tmp_path)
+    assert raised.value.step == bake.CLEANUP
+    assert f"pulumi destroy -s {aws_target.stack_name}" in str(raised.value) and "DependencyViolation" in str(
+        raised.value)
+    assert bake.baked_images(aws_target.host_lock.name, tmp_path)  # the image exists: its record is kept
+
+
 def test_the_cli_exits_1_naming_the_failed_step(aws_target, monkeypatch, tmp_path):
     events = []
 
