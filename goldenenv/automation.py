@@ -27,17 +27,18 @@ def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None, all
     cost gate (a run over budget, unless allow_over_budget: `up --allow-over-budget`) and the lock against every
     pool.
 
-    `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock), and a GPU
-    pool whose host image has no NVIDIA driver, Docker or NVIDIA Container Toolkit (compat host-image): plan
-    shows both as warnings, with what to do.
+    `up` also refuses a stack whose nodes would have no golden image to pull (none pushed for its lock), and a
+    pool whose host layer lacks a need that neither its host image carries nor the host lock's install step
+    provides (compat host-layer: the engine, the toolkit, the driver, a fabric's module, the file-system client):
+    plan shows both as warnings, with what to do.
     """
     from goldenenv.guardrails import Severity
-    from goldenenv.compat import HOST_IMAGE
+    from goldenenv.compat import HOST_LAYER
     from goldenenv.plan import UNPUBLISHED, plan
 
     result = plan(spec.stack, stacks_dir, strict=True, allow_over_budget=allow_over_budget)
     blocking = [f for f in result.findings
-                if f.severity is Severity.ERROR or (creating and f.rule in (UNPUBLISHED, f"compat:{HOST_IMAGE}"))]
+                if f.severity is Severity.ERROR or (creating and f.rule in (UNPUBLISHED, f"compat:{HOST_LAYER}"))]
     if blocking:
         raise LifecycleError("refused before anything is created:\n" + "\n".join(
             f"  {f.rule}: {f.message}" for f in blocking))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from goldenenv import catalog, fabrics
 from goldenenv.catalog import version_tuple
+from goldenenv.images import host as host_layer
 from goldenenv.images.lock import Lock, release_of
 
 ERROR = "error"
@@ -474,97 +475,118 @@ def node_host(cloud: str, region: str, host_image: object) -> NodeHost:
     return NodeHost(f"host image {image.name} ({driver})", image.nvidia_driver or None, image)
 
 
-ABSENT = "none"
-"""What host_images.csv writes in its docker and container_toolkit columns for an image that carries none (a
-version, or `installed` when a source says it is there without one); an empty cell there means the catalog does
-not know. An empty nvidia_driver means the image has no driver the lock can be checked against: a GPU pool
-refuses it."""
-HOST_IMAGE = "host-image"
-"""The rule: a GPU pool's catalog host image lacks what the node's boot units run on. plan shows it (a warning: the
-stack plans, priced, with what to write) and `up` refuses it before renting anything (automation.guard)."""
-HOST_IMAGE_UNKNOWN = "host-image-unknown"
-"""The catalog does not say whether the host image has what the boot units need: a warning only."""
+HOST_LAYER = "host-layer"
+"""The rule: a need of a pool's hosts (goldenenv.images.host: the engine; on GPU nodes the driver and the toolkit; the
+fabric's kernel modules; the stack's file-system client) that neither its host image is known to carry nor the host
+lock's install step provides. plan shows it (a warning: the stack plans, priced, with the need, what the catalog says
+and what to write); `up` refuses the pool before anything is rented (automation.guard). An image whose contents the
+catalog does not state is never assumed to carry a need."""
+HOST_LAYER_COMPAT = "host-layer-compat"
+"""The rule: a host-layer component's requirement (catalog host_layer_compat.csv: a driver or kernel range) that the
+node's driver or its host image's kernel is outside of. An error: the component would not work on the node."""
+HOST_KERNEL_UNKNOWN = "host-kernel-unknown"
+"""A component requires a kernel range and the catalog does not state the host image's kernel: a warning, not a
+pass."""
+HOST_LOCKS = "images/hosts"
 
 
-def host_image_gaps(host: NodeHost) -> tuple[list[str], list[str]]:
-    """What the node's boot units need (the NVIDIA driver, Docker, the NVIDIA Container Toolkit that gives the golden
-    container its GPUs) that the catalog says the host image lacks, and what it does not say.
-
-    A stack's own hostImage {id, driver} is its statement that the image has the driver and Docker: nothing to
-    check. Without a catalog image (none pinned for the region) there is nothing to judge either."""
-    image = host.image
-    if image is None or host.override_id:
-        return [], []
-    lacks = [what for what, value in (("NVIDIA driver", image.nvidia_driver or ABSENT), ("Docker", image.docker),
-                                      ("NVIDIA Container Toolkit", image.container_toolkit)) if value == ABSENT]
-    unknown = [what for what, value in (("Docker", image.docker), ("NVIDIA Container Toolkit",
-                                                                    image.container_toolkit)) if not value]
-    return lacks, unknown
-
-
-def _either(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
-
-
-def _check_host_image(lock: Lock, cloud: str, instance_type: str, host: NodeHost, key: str) -> list[Conflict]:
-    """A GPU pool refuses a catalog host image without the driver or Docker: its nodes would boot, bill, and run
-    nothing. The fix is a stack key: hostImage {id, driver} naming an image that has them."""
-    node = catalog.instance_types(cloud).get(instance_type)
-    if node is None or node.gpu_count == 0:
-        return []
-    lacks, unknown = host_image_gaps(host)
-    if not lacks and not unknown:
-        return []
-    pins = (f"hostImage={host.image.name}" if host.image else "hostImage", f"instance={instance_type}")
-    driver = "<its NVIDIA driver>"
-    if lock.cuda:
-        try:
-            driver = f"<its NVIDIA driver, >= {min_driver(lock.cuda)} for cuda={lock.cuda}>"
-        except KeyError:
-            pass
-    fix = f"set {key}.hostImage to an image of yours that has them: {{id: <image id>, driver: {driver}}}"
-    if lacks:
-        return [Conflict(HOST_IMAGE, pins, f"host image {host.image.name} has no {_either(lacks)} (catalog "
-                         f"host_images.csv), so the golden container and the node's boot units cannot run on "
-                         f"{instance_type} and up refuses the pool; {fix}", WARNING)]
-    return [Conflict(HOST_IMAGE_UNKNOWN, pins, f"the catalog does not say whether host image {host.image.name} has "
-                     f"{_either(unknown)} (host_images.csv), which the golden container needs; check the image, "
-                     f"or {fix}", WARNING)]
-
-
-HOST_MODULES = "host-image-modules"
-"""The rule: a pool's fabric needs kernel modules on its hosts (goldenenv.fabrics kernel_modules) that its host image
-does not carry (catalog host_images kernel_modules, or the stack's own hostImage kernelModules). An error at plan:
-the fabric's boot check would fail on every node and the golden container never start, while the nodes bill."""
-
-
-def _check_fabric_modules(cloud: str, pool, host: NodeHost, key: str) -> list[Conflict]:
-    """Fail closed: a module the image is not known to carry is one it lacks."""
-    node = catalog.instance_types(cloud).get(pool.instance_type)
-    fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
-    if fabric is None or not fabric.kernel_modules:
-        return []
-    if host.override_id:
-        have, image = frozenset(pool.host_image.kernel_modules), f"hostImage {host.override_id}"
+def _missing_conflict(found, need, key: str, host: NodeHost, lock: Lock, fabric) -> Conflict:
+    """What the pool lacks, what the catalog says of it, and the two ways out: a host lock component for the image's
+    OS family, or a host image of the stack's own that has it (with `os` so the install step provides the rest)."""
+    image = (f"hostImage {host.override_id}" if host.override_id
+             else f"host image {host.image.name}" if host.image else "the pool's host image")
+    said = "as the stack declares it" if host.override_id else "catalog host_images.csv"
+    if found.host_lock is None:
+        nobody = f"lock {lock.name} names no host lock (host: <name> of {HOST_LOCKS}/<name>.yaml)"
+    elif found.family is None:
+        nobody = (f"the OS family of {image} is unknown, so host lock {found.host_lock} cannot install on it "
+                  f"(write its os)")
     else:
-        have = host.image.modules if host.image else frozenset()
-        image = f"host image {host.image.name}" if host.image else "the pool's host image"
-    missing = [m for m in fabric.kernel_modules if m not in have]
-    if not missing:
+        nobody = f"host lock {found.host_lock} has no component that provides {need.need} for {found.family}"
+    family = found.family or "<its OS family: ubuntu-22.04>"
+    component = (f"add a component providing {need.need} for {family} to {HOST_LOCKS}/{found.host_lock}.yaml"
+                 if found.host_lock else f"name a host lock in lock {lock.name}")
+    modules = [n.split(":", 1)[1] for n in (p.need for p in found.provided) if n.startswith("module:")]
+    own = (f"{{id: <image id>, driver: <its NVIDIA driver>, os: {family}"
+           + (f", kernelModules: [{', '.join(repr(m) for m in modules)}]" if modules else "") + "}")
+    hint = f" ({fabric.host_image_hint})" if fabric and need.need.startswith("module:") and fabric.host_image_hint \
+        else ""
+    missing = ", ".join(p.need for p in found.missing)
+    return Conflict(HOST_LAYER, (f"hostImage={host.override_id or (host.image.name if host.image else '')}",
+                                 f"need={need.need}"),
+                    f"{key}.hostImage: {image} lacks {need.need} ({need.why}, {said}) and {nobody}: the node's boot "
+                    f"units cannot run, so up refuses the pool (missing: {missing}); valid: {component}, or set "
+                    f"{key}.hostImage to an image of yours that has it{hint}: {own}", WARNING)
+
+
+def _requirements() -> list[dict[str, str]]:
+    """catalog host_layer_compat.csv (component, version, requires, minimum, maximum, source); none before it
+    exists."""
+    try:
+        return catalog.rows("host_layer_compat")
+    except FileNotFoundError:
         return []
-    said = "as the stack declares it (kernelModules)" if host.override_id else "(catalog host_images.csv)"
-    modules = ", ".join(f'"{m}"' for m in fabric.kernel_modules)  # quoted: a bare [name] reads as console markup
-    return [Conflict(HOST_MODULES, (f"hostImage={host.override_id or (host.image.name if host.image else '')}",
-                                    f"fabric={fabric.name}"),
-                     f"{key}.hostImage: {image} has no kernel module {', '.join(missing)} {said}, which "
-                     f"{fabric.label} needs on every node: its boot check would fail and the golden container never "
-                     f"start. Use {fabric.host_image_hint or 'an image with it'}, and set {key}.hostImage to "
-                     f"{{id: <that image>, driver: <its NVIDIA driver>, kernelModules: [{modules}]}}", ERROR)]
+
+
+def _within(have: str, minimum: str, maximum: str) -> bool:
+    """minimum <= have, and have at most maximum in maximum's precision (a kernel 6.8.0-1024-aws is within 6.8)."""
+    if minimum and not _at_least(have, minimum):
+        return False
+    if maximum:
+        top = version_tuple(maximum)
+        return version_tuple(have)[:len(top)] <= top
+    return True
+
+
+def _range(row: dict[str, str]) -> str:
+    return " and ".join(x for x in (f">= {row['minimum']}" if row["minimum"] else "",
+                                    f"<= {row['maximum']}" if row["maximum"] else "") if x)
+
+
+def _check_requirements(found, host: NodeHost, driver: str | None, key: str) -> list[Conflict]:
+    """Each component the node runs from the host lock against its catalog requirements: the driver the node runs
+    and the host image's kernel."""
+    kernel = host.image.kernel if host.image and not host.override_id else ""
+    running = {(p.component, p.version) for p in found.provided
+               if p.component and p.version and p.by != host_layer.MISSING}
+    conflicts = []
+    for component, version in sorted(running):
+        for row in _requirements():
+            if row["component"] != component or row["version"] not in ("*", version):
+                continue
+            pin = f"{component}={version}"
+            where = f"catalog host_layer_compat.csv: {row['source']}" if row.get("source") else \
+                "catalog host_layer_compat.csv"
+            if row["requires"] == "driver" and driver and not _within(driver, row["minimum"], row["maximum"]):
+                conflicts.append(Conflict(HOST_LAYER_COMPAT, (pin, f"driver={driver}"),
+                                          f"{key}: {component} {version} (host lock {found.host_lock}) needs driver "
+                                          f"{_range(row)} ({where}) but the node runs driver {driver}: pin a "
+                                          f"{component} that supports it, or a driver {_range(row)}"))
+            elif row["requires"] == "kernel" and not kernel:
+                conflicts.append(Conflict(HOST_KERNEL_UNKNOWN, (pin, "kernel=unknown"),
+                                          f"{key}: {component} {version} needs kernel {_range(row)} ({where}) and "
+                                          f"the catalog does not state the kernel of {host.label}: unchecked, not "
+                                          "passed", WARNING))
+            elif row["requires"] == "kernel" and not _within(kernel, row["minimum"], row["maximum"]):
+                conflicts.append(Conflict(HOST_LAYER_COMPAT, (pin, f"kernel={kernel}"),
+                                          f"{key}: {component} {version} (host lock {found.host_lock}) needs kernel "
+                                          f"{_range(row)} ({where}) but {host.label} runs kernel {kernel}: pin a "
+                                          f"{component} built for it, or another host image"))
+    return conflicts
+
+
+def node_driver(found) -> tuple[str | None, str]:
+    """The NVIDIA driver the pool's nodes will run and where it comes from: the image's, or the host lock's."""
+    for p in found.provided:
+        if p.need == host_layer.DRIVER and p.by != host_layer.MISSING:
+            return p.version, {host_layer.IMAGE: "from the image", host_layer.INSTALL: "installed at first boot",
+                               host_layer.BAKED: "baked"}[p.by]
+    return None, ""
 
 
 @dataclass(frozen=True)
 class PoolCompat:
-    """The lock checked against one pool's instance type and host image."""
+    """The lock checked against one pool's instance type, host image and host layer."""
 
     pool_key: str
     pool: str
@@ -574,32 +596,43 @@ class PoolCompat:
     conflicts: tuple[Conflict, ...]
     driver_level: str | None
     """full | minor-version | unsupported; None when the driver or the lock's CUDA is unknown."""
+    layer: host_layer.HostLayer | None = None
+    """Who provides each of the pool's host needs (goldenenv.images.host.layer)."""
+    driver: str | None = None
+    """The NVIDIA driver the nodes run: the image's, or the host lock's when the install step provides it."""
 
     @property
     def ok(self) -> bool:
         return not any(c.severity == ERROR for c in self.conflicts)
 
 
-def check_pools(lock: Lock, cloud: str, region: str, pools: list, pool_keys: list[str],
+def check_pools(spec, lock: Lock, pools: list, pool_keys: list[str],
                 wheelhouse: Path | None = None) -> list[PoolCompat]:
-    """can_run for every pool of a stack, each with the driver of the host image it boots."""
+    """can_run for every pool of a stack with the driver its nodes will run, and its host layer: a need no one
+    provides, a component's driver or kernel requirement."""
     checked = []
     for key, pool in zip(pool_keys, pools, strict=True):
-        host = node_host(cloud, region, pool.host_image)
-        found = can_run(lock, cloud, pool.instance_type, host.driver, wheelhouse=wheelhouse)
-        found += _check_host_image(lock, cloud, pool.instance_type, host, key)
-        found += _check_fabric_modules(cloud, pool, host, key)
-        if host.driver is None and not any(c.rule == HOST_IMAGE for c in found):
-            found.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
-                                  f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "
-                                  "against it; pin a catalog host image or set hostImage {id, driver}", WARNING))
+        host = node_host(spec.cloud, spec.region, pool.host_image)
+        found = host_layer.layer(spec, pool, lock)
+        driver, _ = node_driver(found)
+        conflicts = can_run(lock, spec.cloud, pool.instance_type, driver, wheelhouse=wheelhouse)
+        node = catalog.instance_types(spec.cloud).get(pool.instance_type)
+        fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
+        conflicts += [_missing_conflict(found, need, key, host, lock, fabric) for need in found.missing]
+        conflicts += _check_requirements(found, host, driver, key)
+        gpu = bool(node and node.gpu_count)
+        if gpu and driver is None and not found.missing:
+            conflicts.append(Conflict("host-driver-unknown", (f"instance={pool.instance_type}",),
+                                      f"{host.label}: the node's driver is unknown, so cuda={lock.cuda} is unchecked "
+                                      "against it; pin a catalog host image or set hostImage {id, driver}", WARNING))
         level = None
-        if host.driver and lock.cuda:
+        if driver and lock.cuda:
             try:
-                level = driver_support(lock.cuda, host.driver).level
+                level = driver_support(lock.cuda, driver).level
             except KeyError:
                 level = None
-        checked.append(PoolCompat(key, pool.name, pool.instance_type, host, lock.name, tuple(found), level))
+        checked.append(PoolCompat(key, pool.name, pool.instance_type, host, lock.name, tuple(conflicts), level,
+                                  found, driver))
     return checked
 
 
@@ -611,7 +644,7 @@ def check_stack(spec) -> list[PoolCompat]:
     if not catalog.instance_types(spec.cloud):
         return []
     keys = [pool_key(i, len(spec.nodes)) for i in range(len(spec.nodes))]
-    return check_pools(load(spec.image.lock), spec.cloud, spec.region, spec.nodes, keys)
+    return check_pools(spec, load(spec.image.lock), spec.nodes, keys)
 
 
 SCHEDULER = "scheduler"

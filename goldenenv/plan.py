@@ -22,6 +22,7 @@ from pulumi.runtime.sync_await import _sync_await
 from goldenenv import catalog, clouds, coldstart, compat, costs, failover, guardrails, project, stackconfig, updates
 from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
+from goldenenv.images import host as hostlayer
 from goldenenv.images import lock as image_lock
 from goldenenv.images import publish
 from goldenenv.spec import Capacity, ClusterSpec
@@ -146,7 +147,8 @@ class Plan:
             },
             "compat": [
                 {"pool": c.pool, "instanceType": c.instance_type, "lock": c.lock, "hostImage": c.host.label,
-                 "driver": c.host.driver, "driverSupport": c.driver_level, "ok": c.ok,
+                 "driver": c.driver, "driverSupport": c.driver_level, "ok": c.ok,
+                 "hostLayer": host_layer_json(c.layer) if c.layer else None,
                  "conflicts": [{"rule": x.rule, "severity": x.severity, "pins": list(x.pins), "message": x.message}
                                for x in c.conflicts]}
                 for c in self.compat
@@ -223,7 +225,8 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         lock = image_lock.load(spec.image.lock)
         findings += compat_findings(checked) + image_findings(spec, lock, outputs)
         cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
-                               parallel_fs=spec.storage.parallel_fs.enabled)
+                               parallel_fs=spec.storage.parallel_fs.enabled,
+                               host_layer=host_layer_at_boot([c.layer for c in checked if c.layer]))
     steps = getattr(cloud, "destroy_steps", None)
     nodes = getattr(cloud, "node_updates", None)
     changes = updates.node_changes(prior, resources, nodes) if prior and nodes else []
@@ -249,6 +252,39 @@ def compat_findings(checked: list[compat.PoolCompat]) -> list[Finding]:
                 f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}) with lock {pool.lock}: {c.message}")
         for pool in checked for c in pool.conflicts
     ]
+
+
+def host_layer_line(layer: hostlayer.HostLayer) -> str:
+    """One pool's host layer for the plan: baked, or what the first boot installs, and what the image gives."""
+    head = f"host layer ({layer.host_lock or 'no host lock'}, {layer.family or 'OS family unknown'})"
+    installed = list(dict.fromkeys(f"{p.component} {p.version}" for p in layer.provided
+                                   if p.by == hostlayer.INSTALL))
+    if layer.baked:
+        body = f"baked image {layer.baked}"
+    elif installed:
+        body = f"first boot installs {', '.join(installed)}"
+    else:
+        body = "nothing to install"
+    given = [f"{p.need} from the image{f' {p.version}' if p.version else ''}" for p in layer.provided
+             if p.by == hostlayer.IMAGE]
+    missing = [f"{p.need} ({p.why})" for p in layer.missing]
+    return (f"{head}: {body}" + (f" ({'; '.join(given)})" if given else "")
+            + (f"; missing, so up refuses: {'; '.join(missing)}" if missing else ""))
+
+
+def host_layer_json(layer: hostlayer.HostLayer) -> dict[str, Any]:
+    return {"hostLock": layer.host_lock, "os": layer.family, "base": layer.base, "baked": layer.baked,
+            "installsAtFirstBoot": layer.installs, "digest": layer.digest if layer.install else None,
+            "byNeed": {p.need: {"by": p.by, "component": p.component, "version": p.version, "why": p.why}
+                       for p in layer.provided}}
+
+
+def host_layer_at_boot(layers: list[hostlayer.HostLayer]) -> str | None:
+    """For the cold-start model: `install` when any pool installs its host layer at first boot, `baked` when every
+    pool with something to install boots a baked image, None when no pool has anything to install."""
+    if any(layer.installs for layer in layers):
+        return coldstart.INSTALL
+    return coldstart.BAKED if any(layer.baked for layer in layers) else None
 
 
 def scheduler_findings(spec: ClusterSpec) -> list[Finding]:

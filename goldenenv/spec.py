@@ -124,6 +124,10 @@ class HostImageOverride(Model):
     kernel_modules: list[Annotated[str, Field(pattern=r"^[a-z0-9_]{1,64}$")]] = Field(default=[], max_length=32)
     """The kernel modules the image carries that the pool's fabric needs (as lsmod names them: import_helper), the
     stack's statement in place of the catalog's host_images kernel_modules."""
+    os: str | None = Field(default=None, pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$")
+    """The image's OS family as the host lock names them (ubuntu-22.04): the install step then provides on it what
+    the host lock pins and the image is not stated to carry. None: the image is the stack's statement that it has
+    the engine, the toolkit and the file-system client."""
 
 
 class NodePool(Model):

@@ -168,10 +168,16 @@ class HostImageForm:
     """Why another id is refused ("is not an Alibaba image ID (m-... or a public image's <name>.vhd)")."""
 
 
-def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any) -> str:
-    """The pool's pinned image id: the stack's own, else the catalog's for the region; never a floating alias."""
+def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
+    """The pool's pinned image id: the stack's own, else the catalog's for the region; never a floating alias.
+
+    baked_for: the host layer the machine boots with (goldenenv.images.host: a pool's layer, or the head's): the
+    image `goldenenv host-image build` baked for it when one is recorded, so nothing is installed at first boot.
+    None: the stock image (a build instance's base)."""
     from goldenenv import compat
 
+    if baked_for is not None and baked_for.baked:
+        return baked_for.baked
     host = compat.node_host(cloud, spec.region, pool.host_image)
     if host.override_id:
         return host.override_id
@@ -593,6 +599,10 @@ class Cloud(Protocol):
         """The stack's stopped nodes as the cloud answers with the caller's credentials (what `up` starts); None:
         the cloud leaves none stopped for `up` to start."""
 
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
+        """The file-system client the stack's nodes mount its shared file system with (fsx-lustre, gcp-lustre,
+        amlfs-lustre, cpfs, nfs): a host need the host layer provides (goldenenv.images.host); None without one."""
+
     node_updates: NodeUpdates | None
     """How its GPU nodes take a change on `up` (what plan says an up keeps, updates or replaces), or None."""
     head_instance_type: str | None
@@ -705,6 +715,9 @@ class PulumiCloud:
         return SpotReturn(())
 
     def stopped_nodes(self, spec: ClusterSpec) -> StoppedNodes | None:
+        return None
+
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
         return None
 
     def node_hosts(self, spec: ClusterSpec, outputs: dict[str, Any], user: str,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -207,6 +207,11 @@ class HostLayer:
     """The host lock's components the install step runs, in the lock's order."""
     repositories: dict[str, Repository] = field(default_factory=dict)
     """The repositories those components come from."""
+    base: str | None = None
+    """The host image the layer goes on: the catalog's image name, or the stack's own hostImage id."""
+    baked: str | None = None
+    """The image `goldenenv host-image build` baked from `base` with this install (bake.recorded): the nodes boot
+    it and nothing is installed at first boot. None: not baked (or nothing to install)."""
 
     @property
     def missing(self) -> list[Provided]:
@@ -214,7 +219,8 @@ class HostLayer:
 
     @property
     def installs(self) -> bool:
-        return bool(self.install)
+        """Whether the node's first boot runs the install step (there is something to install and no baked image)."""
+        return bool(self.install) and self.baked is None
 
     def packages(self) -> dict[str, str]:
         """Every package the install step installs, name -> version, for this layer's OS family."""
@@ -304,8 +310,40 @@ def resolve(needs: list[str], host_lock: HostLock | None, family: str | None, ca
     return HostLayer(host_lock.name if host_lock else None, family, tuple(provided), chosen, repositories)
 
 
-def layer(spec, pool, lock=None) -> HostLayer:
-    """The host layer of one pool of a stack (GPU or not, its fabric, its host image, the golden lock's host lock)."""
+def baked_image(found: HostLayer, cloud: str, region: str) -> str | None:
+    """The image id `goldenenv host-image build` recorded for this layer's base image and install in the region."""
+    from goldenenv.images import bake
+
+    return bake.recorded(found.host_lock, cloud, region, found.base, found.digest)
+
+
+def with_baked(found: HostLayer, image_id: str | None) -> HostLayer:
+    """The layer as a baked image gives it: what the install step would provide is the baked image's."""
+    if image_id is None or not found.install:
+        return found
+    provided = tuple(replace(p, by=BAKED, why=f"baked into {image_id}") if p.by == INSTALL else p
+                     for p in found.provided)
+    return replace(found, provided=provided, baked=image_id)
+
+
+def layer(spec, pool, lock=None, *, baked: bool = True, head: bool = False) -> HostLayer:
+    """The host layer of one pool of a stack (GPU or not, its fabric, its host image, the golden lock's host lock),
+    baked when `goldenenv host-image build` recorded an image for its base image and install in the stack's region.
+    baked=False: the layer as the install step sees it (what a bake installs), recorded image or not.
+    head: the Slurm head's, on this pool's host image (head_layer)."""
+    found = _layer(spec, pool, lock, head)
+    if not baked or found.base is None or found.host_lock is None or not found.install:
+        return found
+    return with_baked(found, baked_image(found, spec.cloud, spec.region))
+
+
+def head_layer(spec, lock=None) -> HostLayer:
+    """The Slurm head's host layer: the head boots the first pool's host image (as every cloud's program gives it)
+    and needs only the engine and the stack's file-system client: no GPU, so no driver or toolkit, no fabric."""
+    return layer(spec, spec.nodes[0], lock, head=True)
+
+
+def _layer(spec, pool, lock=None, head: bool = False) -> HostLayer:
     from goldenenv import catalog, compat, fabrics
     from goldenenv.images.lock import load
 
@@ -314,7 +352,8 @@ def layer(spec, pool, lock=None) -> HostLayer:
     fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
     host_lock = load_host(lock.host) if getattr(lock, "host", None) else None
     host = compat.node_host(spec.cloud, spec.region, pool.host_image)
-    needs = pool_needs(spec, pool, gpu=bool(node and node.gpu_count), fabric=fabric)
+    needs = pool_needs(spec, pool, gpu=False) if head else pool_needs(spec, pool, gpu=bool(node and node.gpu_count),
+                                                                       fabric=fabric)
     if host.override_id:
         declared = set(pool.host_image.kernel_modules)
         family = getattr(pool.host_image, "os", None)
@@ -325,7 +364,8 @@ def layer(spec, pool, lock=None) -> HostLayer:
             if need.startswith("module:"):
                 return "installed" if need.split(":", 1)[1] in declared else "none"
             return "installed"  # the stack's own image is its statement that it has the engine, toolkit, client
-        return resolve(needs, host_lock, family, carried)
+        return replace(resolve(needs, host_lock, family, carried), base=host.override_id)
     if host.image is None:
         return resolve(needs, host_lock, None, lambda need: "")
-    return resolve(needs, host_lock, family_of(host.image.os), lambda need: _carried(host.image, need))
+    return replace(resolve(needs, host_lock, family_of(host.image.os), lambda need: _carried(host.image, need)),
+                   base=host.image.name)

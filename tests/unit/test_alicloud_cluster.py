@@ -99,8 +99,8 @@ def dev():
 
 
 def test_plan_command_shows_two_nodes_with_two_eris_the_set_cpfs_budget_and_cost(training, tmp_path):
-    # the stack on an image of its own: the shipped one names Alibaba's public image, which up refuses
-    # (test_plan_cli.REFUSED_AT_UP)
+    # the stack on an image of its own (the shipped one installs the host layer on Alibaba's public image at first
+    # boot: test_plan_cli.PUBLIC_IMAGE)
     doc = yaml.safe_load(stack_file(TRAINING).read_text())
     doc["config"]["goldenenv:nodes"]["hostImage"] = {"id": "m-goldenenv0test0image", "driver": "570.133.20"}
     (tmp_path / stack_file(TRAINING).name).write_text(yaml.safe_dump(doc))
@@ -119,8 +119,10 @@ def test_plan_command_shows_two_nodes_with_two_eris_the_set_cpfs_budget_and_cost
 def test_example_stacks_plan_without_failed_guardrails(stack):
     result = plan(stack)
     assert not result.failed, [f.message for f in result.findings if f.severity.value == "error"]
-    # the public host image: a warning plan shows, which up refuses until hostImage names an image of one's own
-    assert "compat:host-image" in [f.rule for f in result.findings if f.severity.value == "warning"]
+    # the public host image has no driver, engine or toolkit: the host lock's install step provides them
+    (checked,) = result.compat
+    gpu_needs = ("engine", "driver", "toolkit")
+    assert {p.need: p.by for p in checked.layer.provided if p.need in gpu_needs} == dict.fromkeys(gpu_needs, "install")
     assert len(gpu_nodes(result)) == sum(pool.count for pool in result.spec.nodes)
 
 

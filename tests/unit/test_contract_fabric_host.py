@@ -209,7 +209,13 @@ def test_the_boot_check_loads_and_asserts_each_declared_module_and_device(planne
 
 
 @pytest.mark.parametrize("name", [n for n, f in fabrics.FABRICS.items() if f.kernel_modules])
-def test_a_host_image_without_the_fabrics_modules_is_refused_at_plan_naming_the_key(name):
+def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_or_is_refused_naming_the_key(
+        name, tmp_path, monkeypatch):
+    """The catalog image without the modules: the host lock's component installs them at first boot; without that
+    component the pool is refused at up (shown at plan) naming the key, the modules and kernelModules; the stack's
+    own image stating them passes."""
+    from goldenenv.images import host, lock as image_lock
+
     fabric = fabrics.get(name)
     found = [c for c in CASES if c.values[0] == name and c.values[1]]
     assert found, f"no stack plans {name}"
@@ -220,13 +226,26 @@ def test_a_host_image_without_the_fabrics_modules_is_refused_at_plan_naming_the_
     lacking = [h for h in catalog.host_images(fabric.cloud).values() if not set(fabric.kernel_modules) <= h.modules]
     assert lacking, f"every catalog image of {fabric.cloud} has {fabric.kernel_modules}"
     pool["hostImage"] = lacking[0].name
-    refused = [f for f in plan_config(stack, config).findings if f.rule == "compat:host-image-modules"]
-    assert refused and refused[0].severity.value == "error"
+    (checked,) = plan_config(stack, config).compat
+    by = {p.need: p for p in checked.layer.provided}
+    assert all(by[host.module_need(m)].by == host.INSTALL for m in fabric.kernel_modules)
+    assert set(fabric.kernel_modules) <= set(checked.layer.modules())
+
+    name_of_lock = checked.layer.host_lock
+    doc = yaml.safe_load(host.host_lock_path(name_of_lock).read_text())
+    for module in fabric.kernel_modules:
+        doc["components"] = {k: c for k, c in doc["components"].items() if f"module:{module}" not in c["provides"]}
+    (tmp_path / host.HOSTS).mkdir()
+    (tmp_path / host.HOSTS / f"{name_of_lock}.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr(image_lock, "IMAGES", tmp_path)
+    refused = [f for f in plan_config(stack, config).findings if f.rule == "compat:host-layer"
+               and any(f"lacks module:{m} " in f.message for m in fabric.kernel_modules)]
+    assert refused and refused[0].severity.value == "warning"  # shown at plan; automation.guard refuses it at up
     assert "goldenenv:nodes.hostImage" in refused[0].message and "kernelModules" in refused[0].message
     assert all(m in refused[0].message for m in fabric.kernel_modules)
     pool["hostImage"] = {"id": "projects/my-project/global/images/my-image", "driver": "580.65.06",
                          "kernelModules": list(fabric.kernel_modules)}
-    assert not [f for f in plan_config(stack, config).findings if f.rule == "compat:host-image-modules"]
+    assert not [f for f in plan_config(stack, config).findings if f.rule == "compat:host-layer"]
 
 
 def test_tcpxo_declares_what_googles_a3_mega_blueprint_gives_its_hosts():

@@ -113,10 +113,9 @@ def test_plan_of_the_local_stack_lists_what_up_creates_at_no_cost():
 
 
 SHIPPED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS.glob("Pulumi.*.yaml"))
-REFUSED_AT_UP = {"alicloud-ebmgn8v-2node", "alicloud-gn7i-dev"}
-"""Shipped stacks that `up` refuses as they stand: Alibaba's public Ubuntu image (the catalog's only Alibaba host
-image) has no NVIDIA driver, Docker or NVIDIA Container Toolkit, so each stack must name its own image in
-goldenenv:nodes.hostImage first. plan passes them with that warning (test_a_refused_stack_passes_with_its_own_image)."""
+PUBLIC_IMAGE = {"alicloud-ebmgn8v-2node", "alicloud-gn7i-dev"}
+"""Shipped stacks on Alibaba's public Ubuntu image (the catalog's only Alibaba host image), which has no NVIDIA
+driver, Docker or NVIDIA Container Toolkit: the host lock's install step provides them at first boot."""
 
 
 @pytest.mark.parametrize("stack", SHIPPED)
@@ -127,26 +126,30 @@ def test_every_shipped_stack_passes_plan_strict(stack):
     assert not [f for f in json.loads(result.output)["findings"] if f["severity"] == "error"]
 
 
-@pytest.mark.parametrize("stack", sorted(REFUSED_AT_UP))
-def test_a_stack_on_a_host_image_without_driver_or_docker_plans_but_is_refused(stack):
-    """plan shows the whole stack and says what to write (a warning); up refuses it (automation.guard)."""
+@pytest.mark.parametrize("stack", sorted(PUBLIC_IMAGE))
+def test_a_stack_on_a_host_image_without_driver_or_docker_installs_them_at_first_boot(stack):
+    """plan shows the whole stack and, per pool, that its first boot installs the driver, the engine and the
+    toolkit; none of them is a need up refuses."""
     assert stack in SHIPPED
-    result = runner.invoke(app, ["plan", "-s", stack, "--strict", "--json"])
+    result = runner.invoke(app, ["plan", "-s", stack, "--strict", "--json"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["resources"] and doc["cost"]["lines"]  # the plan is all there
-    warned = [f for f in doc["findings"] if f["rule"] == "compat:host-image"]
-    assert [f["severity"] for f in warned] == ["warning"]
-    message = warned[0]["message"]
-    assert "no NVIDIA driver, Docker or NVIDIA Container Toolkit" in message
-    assert "set goldenenv:nodes.hostImage to" in message and "{id: <image id>, driver: " in message
-    assert "up refuses the pool" in message
+    (pool,) = doc["compat"]
+    layer = pool["hostLayer"]
+    assert layer["installsAtFirstBoot"] and layer["os"] == "ubuntu-22.04"
+    assert {n: layer["byNeed"][n]["by"] for n in ("engine", "driver", "toolkit")} == dict.fromkeys(
+        ("engine", "driver", "toolkit"), "install")
+    assert pool["driver"] == layer["byNeed"]["driver"]["version"]
+    refused = [f["message"] for f in doc["findings"] if f["rule"] == "compat:host-layer"]
+    assert not [m for m in refused if any(f"lacks {n} " in m for n in ("engine", "driver", "toolkit"))]
+    shown = runner.invoke(app, ["plan", "-s", stack], env={"COLUMNS": "250"}).output
+    assert "host layer (ubuntu-gpu, ubuntu-22.04): first boot installs engine" in shown
 
 
-@pytest.mark.parametrize("stack", sorted(REFUSED_AT_UP))
+@pytest.mark.parametrize("stack", sorted(PUBLIC_IMAGE))
 def test_a_refused_stack_passes_with_its_own_image(stack, tmp_path):
-    """The host image is the only thing in the way: the stack's own {id, driver} is its statement that the
-    image has the driver and Docker."""
+    """The stack's own {id, driver} is its statement that the image has the driver and Docker."""
     doc = yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())
     doc["config"]["goldenenv:nodes"]["hostImage"] = {"id": "m-goldenenv0test0image", "driver": "570.133.20"}
     (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv import catalog, compat
+from goldenenv.images import host as hostlayer
 from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
@@ -91,6 +92,12 @@ class AlicloudCloud(PulumiCloud):
     placeholder_account = storage.PLACEHOLDER_ACCOUNT
     node_updates = NODE_UPDATES
     ssh_user = "root"
+
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
+        """NFS for both shared file systems: NAS extreme is mounted over NFSv3, and CPFS's NFS protocol service's
+        export too (cpfs-mount.sh: the CPFS-NFS client only when the image has it, else the kernel's NFSv3 client,
+        which needs nfs-common's mount.nfs). None without a shared file system."""
+        return "nfs" if shared_fs_kind(spec) else None
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
         """root with the pool's key pair (Alibaba's Ubuntu images log in as root): Docker directly."""
@@ -456,7 +463,8 @@ class GpuCluster(pulumi.ComponentResource):
                                 child)
             conf = slurm_conf(spec, AlicloudCloud.slurmd_timeout)
             head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0]), zone=zone,
+                instance_type=shape.instance_type, zone=zone,
+                image_id=host_image_id(spec, spec.nodes[0], hostlayer.head_layer(spec)),
                 vswitch_id=network.vswitch_id, security_group_id=network.head_security_group_id,
                 resource_group_id=group.id, system_disk_gib=shape.root_volume_gib,
                 user_data=pulumi.Output.all(data.mount, image_ref, munge.secret_name).apply(
@@ -482,7 +490,8 @@ class GpuCluster(pulumi.ComponentResource):
                 ).cloud_config(v[0])
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool), zone=zone,
+                instance_type=it.name, count=pool.count, zone=zone,
+                image_id=host_image_id(spec, pool, hostlayer.layer(spec, pool)),
                 vswitch_id=network.vswitch_id, security_group_id=network.security_group_id,
                 resource_group_id=group.id, placement=layout.placement if layout else "none",
                 network_cards=it.network_cards, eri_count=eris,
@@ -656,6 +665,7 @@ def munge_key(secret_name: str, region: str) -> MungeKey:
     })
 
 
-def host_image_id(spec: ClusterSpec, pool: Any) -> str:
-    """The pool's pinned image: the stack's own id, else the catalog's (public image IDs are the same everywhere)."""
-    return pinned_host_image(CLOUD, spec, pool)
+def host_image_id(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
+    """The pool's pinned image: the one baked for its host layer (baked_for), else the stack's own id, else the
+    catalog's (public image IDs are the same everywhere)."""
+    return pinned_host_image(CLOUD, spec, pool, baked_for)

@@ -29,6 +29,7 @@ from goldenenv.clouds.base import (
 from goldenenv.clouds import stores
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.stores import golden_image_ref
+from goldenenv.images import host as hostlayer
 from goldenenv.images import publish
 from goldenenv import slurm
 from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
@@ -80,6 +81,10 @@ class AwsCloud(PulumiCloud):
     user_data_limit = limits.USER_DATA
     zone_form = "{region}a"
     head_instance_type = "m7i.large"
+
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
+        """FSx for Lustre's client (the Lustre client modules for the node's kernel) when the stack has FSx."""
+        return "fsx-lustre" if spec.storage.parallel_fs.enabled else None
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
         """ubuntu (the Ubuntu Deep Learning AMI's cloud-init user, with passwordless sudo) with nodes.sshPublicKey,
@@ -389,7 +394,8 @@ class GpuCluster(pulumi.ComponentResource):
             munge = MungeSecret(f"{name}-munge", MungeSecretArgs(stack=spec.stack, tags=tags), child)
             conf = slurm_conf(spec, AwsCloud.slurmd_timeout)
             head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self),
+                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self,
+                                                                       hostlayer.head_layer(spec)),
                 subnet_id=network.subnet_id, security_group_id=network.head_security_group_id,
                 root_volume_gib=shape.root_volume_gib,
                 user_data=pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref, munge.secret_arn).apply(
@@ -415,7 +421,8 @@ class GpuCluster(pulumi.ComponentResource):
                 ).cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)
             )
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self),
+                instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self,
+                                                                           hostlayer.layer(spec, pool)),
                 network_cards=it.network_cards,
                 efa_interfaces=efa, capacity=pool.capacity.value,
                 capacity_reservation_id=pool.capacity_reservation_id, zone=zone,
@@ -650,8 +657,11 @@ def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:
     return SharedFs(FSX_UNIT, "fsx-mount.sh", {"source_path": f"{dns_name}@tcp:/{mount_name}"})
 
 
-def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource) -> pulumi.Input[str]:
-    """The pool's pinned AMI: the stack's own id, the catalog's id for the region, or the dated release by name."""
+def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource, baked_for=None) -> pulumi.Input[str]:
+    """The pool's pinned AMI: the one `goldenenv host-image build` baked for its host layer (baked_for: a pool's or
+    the head's layer), else the stack's own id, the catalog's id for the region, or the dated release by name."""
+    if baked_for is not None and baked_for.baked:
+        return baked_for.baked
     host = compat.node_host("aws", spec.region, pool.host_image)
     if host.override_id:
         return host.override_id

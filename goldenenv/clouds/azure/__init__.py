@@ -25,6 +25,7 @@ import pulumi
 import pulumi_azure_native as azure
 
 from goldenenv import catalog, slurm
+from goldenenv.images import host as hostlayer
 from goldenenv.clouds.access import head_key, key_type_problems, node_key
 from goldenenv.clouds.azure import nodes as azure_nodes
 from goldenenv.clouds.azure import roles
@@ -121,8 +122,8 @@ def fabric_of(pool: Any, it: catalog.InstanceType) -> str:
     return it.rdma if pool.rdma is not False and it.rdma not in ("", "none") else "none"
 
 
-def host_image(spec: ClusterSpec, pool: Any) -> str:
-    return pinned_host_image(CLOUD, spec, pool)
+def host_image(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
+    return pinned_host_image(CLOUD, spec, pool, baked_for)
 
 
 class AzureCloud(PulumiCloud):
@@ -148,6 +149,10 @@ class AzureCloud(PulumiCloud):
     placeholder_account = PLACEHOLDER_SUBSCRIPTION
     ssh_user = azure_nodes.ADMIN_USER
     """The administrator user, which takes nodes.sshPublicKey."""
+
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
+        """Azure Managed Lustre's client (the amlfs Lustre client modules) when the stack has Managed Lustre."""
+        return "amlfs-lustre" if spec.storage.parallel_fs.enabled else None
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
         """A pool with nodes.sshPublicKey: the administrator user (passwordless sudo). Without one (the head: when no
@@ -543,7 +548,7 @@ class AzureCluster(pulumi.ComponentResource):
             conf = slurm_conf(spec, AzureCloud.slurmd_timeout)
             head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
                 resource_group=group.name, location=location, zone=zone, vm_size=shape.instance_type,
-                image=host_image(spec, spec.nodes[0]), os_disk_gib=shape.root_volume_gib,
+                image=host_image(spec, spec.nodes[0], hostlayer.head_layer(spec)), os_disk_gib=shape.root_volume_gib,
                 subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
                 user_data=pulumi.Output.all(data.mount, image_ref, vault.vault_uri, head_identity.client_id).apply(
                     lambda v: HeadBoot(spec, v[1], munge_key(v[2], v[3]), conf, registry_login="azurecr")
@@ -575,7 +580,7 @@ class AzureCluster(pulumi.ComponentResource):
                 ).cloud_config(v[0]))
             nodes = GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
                 resource_group=group.name, location=location, zone=zone, vm_size=it.name, count=pool.count,
-                image=host_image(spec, pool), os_disk_gib=pool.root_volume_gib,
+                image=host_image(spec, pool, hostlayer.layer(spec, pool)), os_disk_gib=pool.root_volume_gib,
                 subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
                 capacity=pool.capacity.value, user_data=user_data,
                 ssh_key=node_key(spec, pool), tags=tags, hostname_prefix=pool.name,

@@ -23,6 +23,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from goldenenv import catalog, slurm
+from goldenenv.images import host as hostlayer
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
     BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
@@ -109,8 +110,8 @@ def stack_zone(spec: ClusterSpec) -> str | None:
     return zones[0] if zones else None
 
 
-def host_image(spec: ClusterSpec, pool: Any) -> str:
-    return pinned_host_image(CLOUD, spec, pool)
+def host_image(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
+    return pinned_host_image(CLOUD, spec, pool, baked_for)
 
 
 def unreadable_host_images(spec: ClusterSpec, lookup: Any) -> list[Problem]:
@@ -120,7 +121,7 @@ def unreadable_host_images(spec: ClusterSpec, lookup: Any) -> list[Problem]:
     networks, the bucket and Lustre were made."""
     problems = []
     for i, pool in enumerate(spec.nodes):
-        image = host_image(spec, pool)
+        image = host_image(spec, pool, hostlayer.layer(spec, pool))
         if not lookup.image_readable(image):
             at = f"{pool_key(i, len(spec.nodes))}.hostImage"
             at += ".id" if pool.host_image is not None and not isinstance(pool.host_image, str) else ""
@@ -157,6 +158,10 @@ class GcpCloud(PulumiCloud):
     placeholder_account = PLACEHOLDER_PROJECT
     ssh_user = "ubuntu"
     """Google's Ubuntu images: OS Login maps the caller's account, a metadata key logs in as the user it names."""
+
+    def file_system_client(self, spec: ClusterSpec) -> str | None:
+        """Google Cloud Managed Lustre's client (Google's Lustre client modules) when the stack has Managed Lustre."""
+        return "gcp-lustre" if spec.storage.parallel_fs.enabled else None
 
     def node_login(self, spec: ClusterSpec, pool: Any | None) -> Any:
         """A pool with nodes.sshPublicKey: its metadata key's user (Google's guest agent makes it a sudoer). Without
@@ -547,7 +552,7 @@ class GpuCluster(pulumi.ComponentResource):
             head_ssh = head_key(spec)
             head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
                 project=project_id, machine_type=shape.instance_type, zone=zone,
-                image=host_image(spec, spec.nodes[0]), boot_disk_gib=shape.root_volume_gib,
+                image=host_image(spec, spec.nodes[0], hostlayer.head_layer(spec)), boot_disk_gib=shape.root_volume_gib,
                 subnet=network.system_subnet,
                 user_data=pulumi.Output.all(data.mount, image_ref, project_id, munge.secret_id, data.fs_id,
                                             data.bucket_name).apply(
@@ -584,7 +589,8 @@ class GpuCluster(pulumi.ComponentResource):
             layout = catalog.node_layout(CLOUD, it.name)
             pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
                 project=project_id, machine_type=it.name, count=pool.count, zone=zone, region=spec.region,
-                image=host_image(spec, pool), boot_disk_type=boot_disk_type(it), boot_disk_gib=pool.root_volume_gib,
+                image=host_image(spec, pool, hostlayer.layer(spec, pool)), boot_disk_type=boot_disk_type(it),
+                boot_disk_gib=pool.root_volume_gib,
                 host_subnets=network.host_subnets[:max(1, it.network_cards)], gpu_subnets=network.gpu_subnets,
                 gpu_nics=gpu_nic_layout(pool_fabric, it.rdma_interfaces) if pool_fabric != "none" else [],
                 placement=layout.placement if layout else "none", capacity=pool.capacity.value,
