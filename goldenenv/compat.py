@@ -492,7 +492,8 @@ HOST_LOCKS = "images/hosts"
 
 def _missing_conflict(found, need, key: str, host: NodeHost, lock: Lock, fabric) -> Conflict:
     """What the pool lacks, what the catalog says of it, and the two ways out: a host lock component for the image's
-    OS family, or a host image of the stack's own that has it (with `os` so the install step provides the rest)."""
+    OS family, or a host image of the stack's own that has it (with `os` so the install step provides the rest).
+    Module names are quoted: a bare [name] reads as console markup."""
     image = (f"hostImage {host.override_id}" if host.override_id
              else f"host image {host.image.name}" if host.image else "the pool's host image")
     said = "as the stack declares it" if host.override_id else "catalog host_images.csv"
@@ -506,9 +507,9 @@ def _missing_conflict(found, need, key: str, host: NodeHost, lock: Lock, fabric)
     family = found.family or "<its OS family: ubuntu-22.04>"
     component = (f"add a component providing {need.need} for {family} to {HOST_LOCKS}/{found.host_lock}.yaml"
                  if found.host_lock else f"name a host lock in lock {lock.name}")
-    modules = [n.split(":", 1)[1] for n in (p.need for p in found.provided) if n.startswith("module:")]
+    quoted = [f'"{p.need.split(":", 1)[1]}"' for p in found.provided if p.need.startswith("module:")]
     own = (f"{{id: <image id>, driver: <its NVIDIA driver>, os: {family}"
-           + (f", kernelModules: [{', '.join(repr(m) for m in modules)}]" if modules else "") + "}")
+           + (f", kernelModules: [{', '.join(quoted)}]" if quoted else "") + "}")
     hint = f" ({fabric.host_image_hint})" if fabric and need.need.startswith("module:") and fabric.host_image_hint \
         else ""
     missing = ", ".join(p.need for p in found.missing)
@@ -575,13 +576,11 @@ def _check_requirements(found, host: NodeHost, driver: str | None, key: str) -> 
     return conflicts
 
 
-def node_driver(found) -> tuple[str | None, str]:
-    """The NVIDIA driver the pool's nodes will run and where it comes from: the image's, or the host lock's."""
-    for p in found.provided:
-        if p.need == host_layer.DRIVER and p.by != host_layer.MISSING:
-            return p.version, {host_layer.IMAGE: "from the image", host_layer.INSTALL: "installed at first boot",
-                               host_layer.BAKED: "baked"}[p.by]
-    return None, ""
+def node_driver(found) -> str | None:
+    """The NVIDIA driver a pool's nodes will run: the image's, or the host lock's when its layer installs or bakes
+    it; None when no one provides one."""
+    return next((p.version for p in found.provided if p.need == host_layer.DRIVER and p.by != host_layer.MISSING),
+                None)
 
 
 @dataclass(frozen=True)
@@ -614,7 +613,7 @@ def check_pools(spec, lock: Lock, pools: list, pool_keys: list[str],
     for key, pool in zip(pool_keys, pools, strict=True):
         host = node_host(spec.cloud, spec.region, pool.host_image)
         found = host_layer.layer(spec, pool, lock)
-        driver, _ = node_driver(found)
+        driver = node_driver(found)
         conflicts = can_run(lock, spec.cloud, pool.instance_type, driver, wheelhouse=wheelhouse)
         node = catalog.instance_types(spec.cloud).get(pool.instance_type)
         fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None

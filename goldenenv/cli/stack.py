@@ -366,10 +366,12 @@ def validate_cmd(
             targets, _ = cloud_targets(spec, hosts, hosts_by, ssh_user)
             node_prefix = jobs.container_exec(spec) if exec_prefix is None else exec_prefix
             pool = spec.nodes[0]
-            host = compat.node_host(spec.cloud, spec.region, pool.host_image)
+            from goldenenv.images import host as hostlayer
+
+            driver = compat.node_driver(hostlayer.layer(spec, pool))  # the image's, or the one the layer installs
             result = lifecycle.validate_hosts(spec.image.lock, targets, node_prefix, ssh_config,
                                               pool.instance_type, spec.cloud, min_fraction, log=say,
-                                              host_driver=host.driver, spec=spec)
+                                              host_driver=driver, spec=spec)
             from goldenenv.cli.health import node_verdicts
 
             say("every node's health (quick level)")

@@ -24,13 +24,15 @@ def build(context: clouds.BuildContext | None = None) -> dict[str, Any]:
 
 def refuse_incompatible() -> None:
     """`pulumi up` run directly checks the lock against the stack's scheduler and every pool too, before anything is
-    declared."""
+    declared; an up (not a preview) also refuses a pool whose host layer lacks a need, as `goldenenv up` does."""
     from goldenenv import compat
 
     spec = stackconfig.from_pulumi()
+    creating = not pulumi.runtime.is_dry_run()
     refused = [f"{c.rule}: {c.message}" for c in compat.scheduler_conflicts(spec) if c.severity == compat.ERROR]
     refused += [f"{pool.pool_key} ({pool.instance_type}, {pool.host.label}): {c.rule}: {c.message}"
-                for pool in compat.check_stack(spec) for c in pool.conflicts if c.severity == compat.ERROR]
+                for pool in compat.check_stack(spec) for c in pool.conflicts
+                if c.severity == compat.ERROR or (creating and c.rule == compat.HOST_LAYER)]
     if refused:
         raise pulumi.RunError("the image lock does not fit the nodes:\n" + "\n".join(refused))
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pulumi
 import pytest
 import shipped
 import yaml
 
-from goldenenv import automation, catalog, coldstart, compat
+from goldenenv import automation, catalog, compat, program, stackconfig
 from goldenenv.images import bake, host
 from goldenenv.images import lock as image_lock
 from goldenenv.lifecycle import load_spec
@@ -123,17 +124,15 @@ def test_with_a_baked_image_recorded_the_nodes_boot_it_and_install_nothing(cloud
     baked = [found for found in layers(spec) if found.install]
     if not baked:
         pytest.skip(f"{stack}: its host images carry every pinned component, nothing to bake")
-    for found in baked:
-        assert found.baked == BAKED_ID[cloud] and not found.installs
-        assert [p for p in found.provided if p.by == host.INSTALL] == []
-        assert {p.need for p in found.provided if p.by == host.BAKED} == {
-            p.need for p in host.layer(spec, spec.nodes[0], baked=False).provided if p.by == host.INSTALL}
+    for pool, found in zip(spec.nodes, layers(spec)):
+        installed = {p.need for p in host.layer(spec, pool, baked=False).provided if p.by == host.INSTALL}
+        assert found.baked == (BAKED_ID[cloud] if installed else None) and not found.installs
+        assert {p.need for p in found.provided if p.by == host.BAKED} == installed
     assert refusals(spec) == []
     result = plan(stack)
     assert BAKED_ID[cloud] in rendered(result) and BAKED_ID[cloud] not in rendered(first_boot)
     if result.cold_start:
         assert {t.name: t.seconds for t in result.cold_start.terms}.get("host layer") == 0.0
-    assert coldstart.BAKED == "baked"
 
 
 # ---------------------------------------------------------------- refusals
@@ -161,6 +160,9 @@ def test_a_need_no_one_provides_is_refused_at_up_naming_it(cloud, stack, said, c
 
     with pytest.raises(automation.LifecycleError):
         automation.up(spec, log=lambda m: None, target=NeverCalled())
+    monkeypatch.setattr(stackconfig, "from_pulumi", lambda: spec)  # `pulumi up` run directly refuses it too
+    with pytest.raises(pulumi.RunError, match=f"(?s)does not fit the nodes.*{compat.HOST_LAYER}: .*lacks engine"):
+        program.refuse_incompatible()
     shown = [f for f in plan(stack).findings if f.rule == f"compat:{compat.HOST_LAYER}"]
     assert shown and shown[0].severity.value == "warning" and "lacks engine" in shown[0].message
 

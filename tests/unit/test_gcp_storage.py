@@ -599,21 +599,23 @@ class NothingStopped:
 
 
 def test_up_refuses_a_host_image_the_project_cannot_read_before_creating_anything():
-    """The A3 Mega stack names an image the user builds first: an up before it exists is refused naming the key,
-    by goldenenv up's before_up and by the program itself (pulumi up), before any resource is declared."""
+    """The A3 Mega stack on an image the user builds first: an up before it exists is refused naming the key, by
+    goldenenv up's before_up and by the program itself (pulumi up), before any resource is declared."""
     from goldenenv import clouds, stackconfig
     from goldenenv.clouds.base import BuildContext
-    from goldenenv.plan import plan, run_program, stack_file
+    from goldenenv.plan import plan_config, run_program, stack_file
 
     stack = "gcp-a3mega-2node"
-    spec = plan(stack).spec
+    config = stackconfig.read_stack_file(stack_file(stack))
+    config["goldenenv:nodes"]["hostImage"] = {"id": f"projects/{GCP_PROJECT}/global/images/slurm-a3mega",
+                                              "driver": "580.65.06", "kernelModules": ["import_helper"]}
+    spec = plan_config(stack, config).spec
     image = spec.nodes[0].host_image.id
     lookup = storage.OfflineLookup(unreadable_images=frozenset({image}))
     with pytest.raises(ConfigError) as refused:
         clouds.get("gcp").before_up(spec, lambda m: None, lookup, nodes=NothingStopped())
     [problem] = refused.value.problems
     assert problem.key == "goldenenv:nodes.hostImage.id" and image in problem.message and "build it" in problem.message
-    config = stackconfig.read_stack_file(stack_file(stack))
     with pytest.raises(Exception, match="not an image this project can read"):
         run_program(stack, config, BuildContext(lookup=lookup))
     assert clouds.get("gcp").before_up(spec, lambda m: None, storage.OfflineLookup(), nodes=NothingStopped())
