@@ -5,12 +5,13 @@ import helper's device, and the TCPXO plugin's env file's tuning; /scratch is th
 
 The host is what the stack's host image and machine type give (tests/nodeboot/stand_ins.py): nine gVNICs (the
 system NIC and eight GPU NICs, each on a network at its VPC's planned MTU), an aperture device (PCI 1ae0:0084) beside
-each GPU NIC, the kernel modules the stack's hostImage declares (import_helper, whose modprobe registers
-/dev/dmabuf_import_helper) plus the Lustre client the stack's Managed Lustre needs, the 16 Local SSDs as the recorded
-a3-megagpu-8g lists them, and Managed Lustre as a folder of this machine (the shared-FS stand-in). RxDM is a stand-in
-image tagged as the lock's pinned reference (Google's registry is out of reach), which refuses to start without the
-import helper's device, its GPUs or its NICs, logs the line Google's prolog waits for and serves until stopped. The
-golden image is the fixtures' test image with TCPXO's env file where the fabric declares it, pushed by digest.
+each GPU NIC, the kernel modules TCPXO needs, which the host lock's import-helper component installs on Google's
+stock image (import_helper, whose modprobe registers /dev/dmabuf_import_helper), plus the Lustre client the stack's
+Managed Lustre needs, the 16 Local SSDs as the recorded a3-megagpu-8g lists them, and Managed Lustre as a folder of
+this machine (the shared-FS stand-in). RxDM is a stand-in image tagged as the lock's pinned reference (Google's
+registry is out of reach), which refuses to start without the import helper's device, its GPUs or its NICs, logs the
+line Google's prolog waits for and serves until stopped. The golden image is the fixtures' test image with TCPXO's
+env file where the fabric declares it, pushed by digest.
 
 One host: the head is its golden container alone (the planned head's slurm.conf and `goldenenv-slurm head`, from the
 same golden image, with the munge key the node reads from Secret Manager) at the head's planned address on the
@@ -263,7 +264,7 @@ def a3(client, golden_base, host_image, golden_ref, stack_key, cloud_apis, tmp_p
         host_files = stand_ins.gce_gpu_host_files(
             folder=str(folders["pci"]), primary=env["NCCL_FASTRAK_CTRL_DEV"],
             gpu_nics=env["NCCL_FASTRAK_IFNAME"].split(","), apertures=True,
-            modules=[*spec.nodes[0].host_image.kernel_modules, LUSTRE_CLIENT])
+            modules=[*fabrics.get("tcpxo").kernel_modules, LUSTRE_CLIENT])
         host = emulated_host.Host.create(
             client, host_image, name=name, networks=[n.name for n in made], user_data="", public_key="",
             login="ubuntu", key=stack_key["key"], shares=[str(folders[k]) for k in ("nvme", "pci", "lustre")],
