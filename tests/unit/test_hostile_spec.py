@@ -380,7 +380,7 @@ def test_a_pool_of_the_wrong_kind_is_named_by_its_index():
     problems = [str(p) for p in refusal(values).problems]
     pool = _written_keys(NodePool)
     assert problems == [
-        "goldenenv:nodes[1].hostImage: must be text or a mapping with id, driver, kernelModules; got false",
+        "goldenenv:nodes[1].hostImage: must be text or a mapping with id, driver, kernelModules, os; got false",
         f"goldenenv:nodes[2]: must be a mapping with {pool}; got false",
     ]
 
