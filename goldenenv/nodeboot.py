@@ -14,6 +14,8 @@ same digest, runs slurmctld. No key is ever in user data: each host fetches it w
 
 from __future__ import annotations
 
+import base64
+import gzip
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ import pulumi
 from goldenenv import catalog, compat, fabrics, slurm
 from goldenenv.catalog import health
 from goldenenv.health import judge
+from goldenenv.images import host, hostinstall
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -41,6 +44,8 @@ SCRATCH_UNIT = "goldenenv-scratch.service"
 DISK_BY_ID = "/dev/disk/by-id"
 """Where udev links each disk by its identity (the cloud's names for local NVMe among them)."""
 CONTAINER_UNIT = "goldenenv-container.service"
+HOST_LAYER_UNIT = "goldenenv-host-layer.service"
+"""Installs the host layer the host image lacks (goldenenv.images.hostinstall), before docker and every other unit."""
 HEALTH_EVIDENCE_UNIT = "goldenenv-health-evidence.service"
 HOST_HEALTH_DIR = "/run/goldenenv/health"
 """Where the host writes its part of the health evidence (kernel XIDs, fabric manager); the golden container sees
@@ -127,6 +132,8 @@ class BootFile:
     path: str
     mode: str
     content: str
+    encoding: str = ""
+    """How cloud-init decodes `content` (gz+b64: gzipped, then base64); '' for plain text."""
 
 
 @dataclass(frozen=True)
@@ -185,11 +192,13 @@ class NodeBoot:
         bound into it read-only. A fabric's sidecars (A3 Mega's RxDM) each run in a unit after its check and before
         the container. With the scheduler, the munge key is fetched before it too. The container
         waits for every one of them (their ready markers), so it never runs without its mounts or its key; each of
-        these units retries until it succeeds."""
+        these units retries until it succeeds. Where the host image lacks part of the host layer (host.layer), its
+        install step comes first, before docker and every other unit."""
         storage = self.spec.storage
         scratch = storage.local_nvme.mount_point
         owner = image_uid()
-        units = []
+        layer = host.layer(self.spec, self._pool())
+        units = [host_layer_unit(layer, [])] if layer.installs else []
         host_store = self.host_store()
         if self.local_nvme and host_store:
             units.append(boot_unit(SCRATCH_UNIT, "scratch-host-volume.sh", {
@@ -237,7 +246,7 @@ class NodeBoot:
                                                      [self.pool], self._spot_cloud(), expect)}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run,
                                         fabric=fabric))
-        return units
+        return host_layer_first(units, layer)
 
     def fabric_section(self) -> Any:
         """The lock's section for this node's fabric (it pins the fabric's sidecars); compat refuses a lock whose
@@ -317,7 +326,9 @@ class HeadBoot:
 
     def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
         fs = self.spec.storage.parallel_fs
-        units = [munge_unit(self.munge, create=True)]
+        layer = host.head_layer(self.spec)
+        units = [host_layer_unit(layer, [])] if layer.installs else []
+        units.append(munge_unit(self.munge, create=True))
         volumes = []
         if fs.enabled and shared_fs:
             units.append(shared_fs_unit(self.spec, shared_fs, scheduler=True, head=True))
@@ -332,7 +343,7 @@ class HeadBoot:
         if fs.enabled and shared_fs and shared_fs.seed:
             script, values = shared_fs.seed
             units.append(boot_unit(SEED_UNIT, script, values, after=[shared_fs.unit]))
-        return units
+        return host_layer_first(units, layer)
 
     def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:
         return [BootFile(SLURM_CONF, "0644", self.slurm_conf),
@@ -371,6 +382,31 @@ def boot_unit(name: str, script: str, values: dict[str, Any], after: list[str] |
             f"node/{name}.j2", script=path, container_unit=CONTAINER_UNIT, after=after or [], **unit_values,
         )),
     )
+
+
+def host_layer_unit(layer: host.HostLayer, before: list[str]) -> BootUnit:
+    """The host layer's install step (the script `goldenenv host-image build` bakes with), run before docker and
+    `before`; it leaves a ready marker the golden container waits for like any step's."""
+    path = f"{SCRIPT_DIR}/host-layer.sh"
+    script = hostinstall.install_script(layer, ready_marker(HOST_LAYER_UNIT))
+    unit = render(f"node/{HOST_LAYER_UNIT}.j2", script=path, before=before, refused=hostinstall.REFUSED)
+    return BootUnit(HOST_LAYER_UNIT, compressed(path, "0755", script),
+                    compressed(f"{UNIT_DIR}/{HOST_LAYER_UNIT}", "0644", unit))
+
+
+def compressed(path: str, mode: str, text: str) -> BootFile:
+    """A file cloud-init writes decompressed (gz+b64): the host layer's script and unit, whose repositories, package
+    lists and order would otherwise take a fifth of AWS's 16 KB of user data. No timestamp in it: the same script,
+    the same user data."""
+    return BootFile(path, mode, base64.b64encode(gzip.compress(text.encode(), 9, mtime=0)).decode(), "gz+b64")
+
+
+def host_layer_first(units: list[BootUnit], layer: host.HostLayer) -> list[BootUnit]:
+    """The units with the host layer's ordered before every other one (the fabric checks and the golden container
+    need what it installs); unchanged when the host image carries the whole layer."""
+    if not units or units[0].name != HOST_LAYER_UNIT:
+        return units
+    return [host_layer_unit(layer, [u.name for u in units[1:]]), *units[1:]]
 
 
 def health_evidence_unit(nvswitch: bool) -> BootUnit:

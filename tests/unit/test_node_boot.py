@@ -8,8 +8,10 @@ test's temp dir (nodeboot.READY_DIR), never to the machine's /run.
 
 from __future__ import annotations
 
+import base64
 import configparser
 import copy
+import gzip
 import json
 import shlex
 import stat
@@ -25,6 +27,7 @@ from goldenenv.clouds.alicloud import storage as alicloud_storage
 from goldenenv.clouds.aws import lustre_mount
 from goldenenv.images.dockerfile import UID
 from goldenenv.health import judge
+from goldenenv.images import host
 from goldenenv.nodeboot import HEALTH_EVIDENCE_UNIT, NodeBoot
 from goldenenv.plan import stack_file
 
@@ -97,9 +100,22 @@ def with_storage(spec, **changes):
 
 
 def parse(text: str) -> tuple[dict, dict[str, str]]:
+    """The cloud-config and its files as cloud-init writes them (a gz+b64 file decoded)."""
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
-    return doc, {f["path"]: f["content"] for f in doc["write_files"]}
+    return doc, {f["path"]: decoded(f) for f in doc["write_files"]}
+
+
+def decoded(entry: dict) -> str:
+    if entry.get("encoding") == "gz+b64":
+        return gzip.decompress(base64.b64decode(entry["content"])).decode()
+    assert "encoding" not in entry, entry["encoding"]
+    return entry["content"]
+
+
+def host_layer_units(spec) -> list[str]:
+    """The host layer's install unit, first, where the first pool's host image lacks part of the layer."""
+    return [nodeboot.HOST_LAYER_UNIT] if host.layer(spec, spec.nodes[0]).installs else []
 
 
 def boot_files(spec, image_ref=ECR_REF, **kw) -> tuple[dict, dict[str, str]]:
@@ -248,7 +264,7 @@ def lsblk_stub(tmp_path: Path, devices: list[dict]) -> str:
 
 def test_cloud_init_writes_the_units_and_enables_them_once_without_waiting_for_them(spec):
     doc, files = boot_files(spec)
-    units = [SCRATCH, FSX, HEALTH_EVIDENCE_UNIT, CONTAINER]
+    units = [*host_layer_units(spec), SCRATCH, FSX, HEALTH_EVIDENCE_UNIT, CONTAINER]
     for name in units:
         assert f"/etc/systemd/system/{name}" in files
         assert script_of(files, name).startswith("#!/bin/bash\n")
@@ -331,8 +347,9 @@ def test_without_an_image_ref_no_container_unit_is_written(spec):
     doc, files = boot_files(spec, image_ref=None)
     assert f"/etc/systemd/system/{CONTAINER}" not in files
     (step,) = doc["runcmd"]
-    assert (f"systemctl enable --now --no-block {SCRATCH} {FSX} {HEALTH_EVIDENCE_UNIT} "
-            f"{HEALTH_EVIDENCE_UNIT.replace('.service', '.timer')}") in files[step].splitlines()
+    units = [*host_layer_units(spec), SCRATCH, FSX, HEALTH_EVIDENCE_UNIT, HEALTH_EVIDENCE_UNIT.replace(".service",
+                                                                                                     ".timer")]
+    assert f"systemctl enable --now --no-block {' '.join(units)}" in files[step].splitlines()
 
 
 def test_constructor_and_cloud_config_keep_their_old_signature(spec):
@@ -594,6 +611,10 @@ def test_the_container_waits_for_every_step_then_runs_in_the_foreground_with_doc
     result, calls = run_script(tmp_path, container, stubs)
     assert result.returncode != 0 and "waiting for" in result.stdout, "no step done: no container"
     assert not any(c.startswith(("docker", "aws")) for c in calls)
+    for name in host_layer_units(spec):  # its install step (test_host_install.py) leaves its marker
+        assert f"waiting for {name}" in result.stdout
+        Path(nodeboot.ready_marker(name)).parent.mkdir(parents=True, exist_ok=True)
+        Path(nodeboot.ready_marker(name)).touch()
 
     dlami = catalog.host_image(spec.cloud, spec.region).instance_store_mount
     step, _ = run_script(tmp_path, script_of(files, SCRATCH), {"mount": "exit 0", "mountpoint": mounted(dlami)})
