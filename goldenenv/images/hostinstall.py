@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goldenenv.images.host import HostLayer, Repository
+from goldenenv.images.host import ENGINE, HostLayer, Repository
 from goldenenv.render import render
 
 KEYRINGS = "/etc/apt/keyrings"
@@ -55,7 +55,8 @@ def install_script(layer: HostLayer, ready: str | None = None) -> str:
               for name, version in component.kernel_packages.get(layer.family, {}).items()]
     return render("node/host-layer.sh.j2",
                   repositories=[apt_repository(n, r, layer.family) for n, r in layer.repositories.items()],
-                  packages=[f"{name}={version}" for name, version in layer.packages().items()], kernel_packages=kernel, modules=layer.modules(),
+                  packages=[f"{name}={version}" for name, version in layer.packages().items()],
+                  kernel_packages=kernel, modules=layer.modules(),
                   done=done_marker(layer), ready=ready or "", modules_load=MODULES_LOAD, refused=REFUSED,
                   keyrings=KEYRINGS, sources=SOURCES,
-                  engine=any("engine" in c.provides for _, c in layer.install))
+                  engine=any(ENGINE in c.provides for _, c in layer.install))

@@ -15,6 +15,7 @@ import email.utils
 import gzip
 import hashlib
 import io
+import platform
 import subprocess
 import tempfile
 import time
@@ -23,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+import yaml
 
-from goldenenv.images.host import HostLock
+import stand_ins
+from goldenenv.images.host import HOSTS, HostLock
 
 NAME = "apt.goldenenv.test"
 """The stand-in's name on the host's network (Docker's DNS); every repository is a folder under it."""
@@ -78,14 +81,21 @@ def make_key(home: Path, uid: str = "goldenenv stand-in repository <apt@goldenen
     return SigningKey(home, fingerprint)
 
 
-def dummy_deb(folder: Path, name: str, version: str) -> Path:
-    """A package with the vendor's name and the lock's version that installs only a note of what it stands for."""
+def dummy_deb(folder: Path, name: str, version: str, modules: tuple[str, ...] = ()) -> Path:
+    """A package with the vendor's name and the lock's version that installs a note of what it stands for (and
+    PACKAGE_FILES); `modules`: the kernel modules it provides, which its postinst makes the emulated host's
+    modprobe know (stand_ins.CONFIG/modules), as a vendor's module package makes them loadable."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
         (root / "DEBIAN" / "control").write_text(
             f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: goldenenv tests <t@goldenenv.test>\n"
             f"Description: stand-in for {name} {version}\n")
+        if modules:
+            listed = f"{stand_ins.CONFIG}/modules"
+            lines = "".join(f"grep -qx {m} {listed} 2>/dev/null || echo {m} >> {listed}\n" for m in modules)
+            (root / "DEBIAN" / "postinst").write_text(f"#!/bin/sh\nset -e\nmkdir -p {stand_ins.CONFIG}\n{lines}")
+            (root / "DEBIAN" / "postinst").chmod(0o755)
         doc = root / "usr" / "share" / "doc" / name
         doc.mkdir(parents=True)
         (doc / "goldenenv-stand-in").write_text(f"{name} {version}\n")
@@ -129,35 +139,51 @@ def _indexes(folder: Path, stanzas: list[str]) -> list[Path]:
     return [folder / "Packages", folder / "Packages.gz"]
 
 
-def build(root: Path, lock: HostLock, family: str, key: SigningKey,
-          versions: dict[str, list[str]] | None = None) -> dict[str, dict[str, str]]:
-    """Every repository the lock's components use on `family`, under root/<repository>/, signed with `key` and its
-    key published at root/<repository>/key.asc; `versions`: more versions of a package beside the lock's (name ->
-    versions). Returns repository -> {package: the lock's version}."""
-    served: dict[str, dict[str, str]] = {}
+def served_packages(lock: HostLock, families: list[str], kernel: str) -> dict[str, dict[str, list]]:
+    """repository -> suite -> [(package, version, modules)] the lock's components install on `families`, kernel
+    packages named for `kernel` (the emulated host's: this machine's)."""
+    served: dict[str, dict[str, list]] = {}
     for component in lock.components.values():
-        if family in component.packages:
-            served.setdefault(component.repository, {}).update(component.packages[family])
-    for name, packages in served.items():
-        folder = root / name
-        source = lock.repositories[name].sources[family]
-        pool = folder / "pool" if source.suite != "/" else folder
-        pool.mkdir(parents=True, exist_ok=True)
-        debs = [dummy_deb(pool, package, version) for package, version in packages.items()]
-        debs += [dummy_deb(pool, package, other) for package, others in (versions or {}).items()
-                 if package in packages for other in others]
-        (folder / "key.asc").write_bytes(key.armored())
-        if source.suite == "/":
-            _release(folder, _indexes(folder, [_stanza(d, f"./{d.name}") for d in debs]), key, None, [])
-            continue
-        dist = folder / "dists" / source.suite.rstrip("/")
-        indexes = []
-        for component in source.components or ["main"]:
-            binary = dist / component / f"binary-{ARCHITECTURE}"
-            binary.mkdir(parents=True)
-            indexes += _indexes(binary, [_stanza(d, str(d.relative_to(folder))) for d in debs])
-        _release(dist, indexes, key, source.suite.rstrip("/"), source.components or ["main"])
+        for family in families:
+            if family not in component.packages:
+                continue
+            suite = lock.repositories[component.repository].sources[family].suite
+            packages = [(n, v, ()) for n, v in component.packages[family].items()]
+            packages += [(f"{n}-{kernel}", v, ()) for n, v in component.kernel_packages.get(family, {}).items()]
+            if component.modules and packages:
+                name, version, _ = packages[-1]
+                packages[-1] = (name, version, tuple(component.modules))
+            found = served.setdefault(component.repository, {}).setdefault(suite, [])
+            found += [p for p in packages if p not in found]
     return served
+
+
+def build(root: Path, lock: HostLock, families: list[str], key: SigningKey, kernel: str = platform.release(),
+          versions: dict[str, list[str]] | None = None) -> None:
+    """Every repository the lock's components use on `families`, under root/<repository>/, signed with `key` and
+    its key published at root/<repository>/key.asc; `versions`: more versions of a package beside the lock's
+    (name -> versions)."""
+    for name, suites in served_packages(lock, families, kernel).items():
+        folder = root / name
+        (folder / "pool").mkdir(parents=True, exist_ok=True)
+        (folder / "key.asc").write_bytes(key.armored())
+        for suite, packages in suites.items():
+            pool = folder if suite == "/" else folder / "pool"
+            debs = [dummy_deb(pool, package, version, modules) for package, version, modules in packages]
+            debs += [dummy_deb(pool, package, other, modules) for package, _, modules in packages
+                     for other in (versions or {}).get(package, [])]
+            if suite == "/":
+                _release(folder, _indexes(folder, [_stanza(d, f"./{d.name}") for d in debs]), key, None, [])
+                continue
+            components = next(s.components for r in [lock.repositories[name]] for s in r.sources.values()
+                              if s.suite == suite) or ["main"]
+            dist = folder / "dists" / suite.rstrip("/")
+            indexes = []
+            for component in components:
+                binary = dist / component / f"binary-{ARCHITECTURE}"
+                binary.mkdir(parents=True, exist_ok=True)
+                indexes += _indexes(binary, [_stanza(d, str(d.relative_to(folder))) for d in debs])
+            _release(dist, indexes, key, suite.rstrip("/"), components)
 
 
 def project_lock(lock: HostLock, fingerprint: str, wrong: dict[str, str] | None = None) -> dict:
@@ -184,15 +210,16 @@ def host_image(client: docker.DockerClient, image: str) -> str:
 
 
 def serve(client: docker.DockerClient, image: str, root: Path, network, authority):
-    """The repositories under `root` over HTTPS at https://NAME/ on `network`; the server's container (its log
-    lists each request)."""
+    """The repositories under `root` over HTTPS at https://NAME/ on `network` (None: StandIn.attach joins networks
+    later); the server's container (its log lists each request)."""
     tls = Path(tempfile.mkdtemp(prefix="apt-tls-"))
     (tls / "server.pem").write_text(authority.server_pem(NAME))
     server = client.containers.run(
         image, entrypoint=["python3", "-c", SERVER, "/repository", "/tls/server.pem"], detach=True,
         name=f"ge-apt-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "apt-stand-in"},
         volumes={str(root): {"bind": "/repository", "mode": "ro"}, str(tls): {"bind": "/tls", "mode": "ro"}})
-    network.connect(server, aliases=[NAME])
+    if network is not None:
+        network.connect(server, aliases=[NAME])
     deadline = time.monotonic() + 30
     while b"apt repository ready" not in server.logs():
         server.reload()
@@ -201,3 +228,30 @@ def serve(client: docker.DockerClient, image: str, root: Path, network, authorit
             raise RuntimeError(f"the apt stand-in did not start:\n{server.logs().decode()}")
         time.sleep(0.2)
     return server
+
+
+@dataclass
+class StandIn:
+    """A host lock's repositories served for a run's emulated hosts (every OS family), and the images folder whose
+    host lock points there: goldenenv.images.lock.IMAGES for the run, so the nodes' user data installs from here."""
+
+    server: object
+    images: Path
+    key: SigningKey
+
+    def attach(self, network) -> None:
+        """Join a stack's network: its hosts resolve NAME to the stand-in."""
+        network.connect(self.server, aliases=[NAME])
+
+    def remove(self) -> None:
+        self.server.remove(force=True)
+
+
+def start(client: docker.DockerClient, image: str, folder: Path, authority, lock: HostLock) -> StandIn:
+    families = sorted({family for component in lock.components.values() for family in component.packages})
+    key = make_key(folder / "key")
+    build(folder / "repository", lock, families, key)
+    images = folder / "images"
+    (images / HOSTS).mkdir(parents=True)
+    (images / HOSTS / f"{lock.name}.yaml").write_text(yaml.safe_dump(project_lock(lock, key.fingerprint)))
+    return StandIn(serve(client, image, folder / "repository", None, authority), images, key)

@@ -105,7 +105,7 @@ def repositories(tmp_path_factory):
     key = apt_stand_in.make_key(folder / "key")
     other = apt_stand_in.make_key(folder / "other", "someone else <other@goldenenv.test>")
     packages = host.layer(spec, spec.nodes[0]).packages()
-    apt_stand_in.build(folder / "repository", shipped, family, key,
+    apt_stand_in.build(folder / "repository", shipped, [family], key,
                        versions={name: [version + OTHER] for name, version in packages.items()})
     images = folder / "images"
     (images / host.HOSTS).mkdir(parents=True)
