@@ -10,6 +10,7 @@ Expected versions are read from the host lock, never typed here.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import gzip
 import re
@@ -20,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import nodeboot, stackconfig
+from goldenenv import nodeboot, slurm, stackconfig
 from goldenenv.images import host, hostinstall
 from goldenenv.images.lock import load
-from goldenenv.plan import stack_file
+from goldenenv.plan import plan_config, stack_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shipped import pulumi_stacks  # noqa: E402
@@ -229,3 +230,23 @@ def test_the_heads_layer_installs_the_engine_without_the_gpu_parts(stack):
     head = host.head_layer(spec)
     needs = {p.need for p in head.provided}
     assert host.ENGINE in needs and not needs & {host.DRIVER, host.TOOLKIT}
+
+
+def test_the_heads_user_data_installs_its_layer_before_its_golden_container(monkeypatch):
+    """The head as the plan renders it (HeadBoot): its own layer's install unit first, the container waiting."""
+    stack = "aws-g5-dev"
+    head = host.head_layer(spec_of(stack))
+    assert head.installs, head.provided
+    rendered = []
+    original = nodeboot.user_data
+    monkeypatch.setattr(nodeboot, "user_data", lambda spec, pool, files, hostname=None: rendered.append(
+        (pool, files)) or original(spec, pool, files, hostname))
+    config = copy.deepcopy(stackconfig.read_stack_file(stack_file(stack)))
+    config["goldenenv:image"] = {**config["goldenenv:image"], "ref": "registry.example.com/g@sha256:" + "ab" * 32}
+    plan_config(stack, config)
+    files = {f.path: f for f in next(files for pool, files in rendered if pool == slurm.HEAD_HOSTNAME)}
+    script = files[f"{nodeboot.SCRIPT_DIR}/host-layer.sh"]
+    assert gzip.decompress(base64.b64decode(script.content)).decode() == hostinstall.install_script(
+        head, nodeboot.ready_marker(nodeboot.HOST_LAYER_UNIT))
+    container = files[f"{nodeboot.SCRIPT_DIR}/golden-image.sh"].content
+    assert f"[ -e {shlex.quote(nodeboot.ready_marker(nodeboot.HOST_LAYER_UNIT))} ]" in container
