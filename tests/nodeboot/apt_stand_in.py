@@ -186,15 +186,15 @@ def build(root: Path, lock: HostLock, families: list[str], key: SigningKey, kern
             _release(dist, indexes, key, suite.rstrip("/"), components)
 
 
-def project_lock(lock: HostLock, fingerprint: str, wrong: dict[str, str] | None = None) -> dict:
-    """The host lock as a project writes it, each repository at the stand-in (https://NAME/<repository>) and pinned
-    to `fingerprint`; `wrong`: repository -> another fingerprint pinned instead."""
+def project_lock(lock: HostLock, fingerprint: str, wrong: dict[str, str] | None = None, host: str = NAME) -> dict:
+    """The host lock as a project writes it, each repository at the stand-in (https://<host>/<repository>) and
+    pinned to `fingerprint`; `wrong`: repository -> another fingerprint pinned instead."""
     doc = lock.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     for name, repository in doc["repositories"].items():
-        repository["keyUrl"] = f"https://{NAME}/{name}/key.asc"
+        repository["keyUrl"] = f"https://{host}/{name}/key.asc"
         repository["fingerprint"] = (wrong or {}).get(name, fingerprint)
         for source in repository["sources"].values():
-            source["url"] = f"https://{NAME}/{name}"
+            source["url"] = f"https://{host}/{name}"
     return doc
 
 
@@ -209,17 +209,17 @@ def host_image(client: docker.DockerClient, image: str) -> str:
     return tag
 
 
-def serve(client: docker.DockerClient, image: str, root: Path, network, authority):
-    """The repositories under `root` over HTTPS at https://NAME/ on `network` (None: StandIn.attach joins networks
+def serve(client: docker.DockerClient, image: str, root: Path, network, authority, host: str = NAME):
+    """The repositories under `root` over HTTPS at https://<host>/ on `network` (None: StandIn.attach joins networks
     later); the server's container (its log lists each request)."""
     tls = Path(tempfile.mkdtemp(prefix="apt-tls-"))
-    (tls / "server.pem").write_text(authority.server_pem(NAME))
+    (tls / "server.pem").write_text(authority.server_pem(host))
     server = client.containers.run(
         image, entrypoint=["python3", "-c", SERVER, "/repository", "/tls/server.pem"], detach=True,
         name=f"ge-apt-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "apt-stand-in"},
         volumes={str(root): {"bind": "/repository", "mode": "ro"}, str(tls): {"bind": "/tls", "mode": "ro"}})
     if network is not None:
-        network.connect(server, aliases=[NAME])
+        network.connect(server, aliases=[host])
     deadline = time.monotonic() + 30
     while b"apt repository ready" not in server.logs():
         server.reload()

@@ -35,6 +35,8 @@ STACK = "aws-g5-dev"
 CAPTURES = Path(__file__).resolve().parents[1] / "unit" / "captures"
 OTHER = "+stand-in.1"
 """Appended to a locked version: another version of that package the stand-in serves beside it (a drifted node)."""
+SERVED_AT = "apt-host-layer.goldenenv.test"
+"""This module's stand-in's name, its own beside any other the run serves (apt_stand_in.NAME)."""
 EMULATED_ENGINE = "engine-answers"
 """The host check of the engine's own version: the emulated host's engine is this machine's, never the lock's."""
 
@@ -57,7 +59,7 @@ class Repositories:
 
     def pin(self, wrong: dict[str, str] | None = None) -> None:
         self.lock_file.write_text(yaml.safe_dump(apt_stand_in.project_lock(self.shipped, self.key.fingerprint,
-                                                                           wrong)))
+                                                                           wrong, SERVED_AT)))
 
 
 @dataclass
@@ -128,7 +130,7 @@ def node(client, host_image, golden_ref, stack_key, repositories):
     network = client.networks.create(f"{name}-net", driver="bridge", labels={"goldenenv.test": "node"})
     server = booted = None
     try:
-        server = apt_stand_in.serve(client, image, repositories.root, network, authority)
+        server = apt_stand_in.serve(client, image, repositories.root, network, authority, SERVED_AT)
         capture = CAPTURES / f"nvidia_smi_{it.name}.csv"
         booted = emulated_host.Host.create(
             client, image, name=name, networks=[network.name], user_data=user_data,
@@ -166,7 +168,7 @@ def test_the_node_installs_and_holds_every_locked_package_before_the_golden_cont
     for name in layer.repositories:
         assert host_.sh(f"test -s /etc/apt/keyrings/goldenenv-{name}.gpg")[0] == 0, name
         _, line = host_.sh(f"cat /etc/apt/sources.list.d/goldenenv-{name}.list")
-        assert line.startswith(f"deb [signed-by=/etc/apt/keyrings/goldenenv-{name}.gpg] https://{apt_stand_in.NAME}/")
+        assert line.startswith(f"deb [signed-by=/etc/apt/keyrings/goldenenv-{name}.gpg] https://{SERVED_AT}/")
     assert any(f"/{name}/" in r and "InRelease" in r for r in node.requests() for name in layer.repositories)
 
     journal = node.journal(nodeboot.HOST_LAYER_UNIT)
@@ -234,7 +236,7 @@ def test_a_repository_whose_key_is_not_the_pinned_one_is_refused_by_name_and_not
 
     rc, _ = host_.sh(f"systemctl restart {nodeboot.HOST_LAYER_UNIT}")
     assert rc != 0
-    url = f"https://{apt_stand_in.NAME}/{refused}/key.asc"
+    url = f"https://{SERVED_AT}/{refused}/key.asc"
     journal = node.journal(nodeboot.HOST_LAYER_UNIT)
     assert (f"refusing repository {refused}: the key at {url} has fingerprint {repositories.key.fingerprint}, "
             f"not the pinned {repositories.other.fingerprint}") in journal, journal
