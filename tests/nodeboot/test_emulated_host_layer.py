@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 import apt_stand_in
-import certificates
 import emulated_host
 import emulated_stack
 from goldenenv import catalog, nodeboot, plan, stackconfig
@@ -119,12 +118,14 @@ def repositories(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def node(client, host_image, golden_ref, stack_key, repositories):
+def node(client, host_image, golden_ref, stack_key, cloud_apis, repositories):
+    """The node booting, its stand-in serving with a certificate of the run's CA (the cloud APIs': a host's TLS
+    library may pick the wrong one of two CAs of the same name)."""
     spec = stack_spec()
     pool = spec.nodes[0]
     it = catalog.instance_type(spec.cloud, pool.instance_type)
     user_data = nodeboot.NodeBoot(spec, pool.name, "none", False, image_ref=golden_ref).cloud_config()
-    authority = certificates.Authority.create()
+    authority = cloud_apis.authority
     image = apt_stand_in.host_image(client, host_image)
     name = f"ge-hostlayer-{uuid.uuid4().hex[:4]}"
     network = client.networks.create(f"{name}-net", driver="bridge", labels={"goldenenv.test": "node"})
