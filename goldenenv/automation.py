@@ -22,6 +22,17 @@ class LifecycleError(RuntimeError):
     """A precondition is missing; the message says how to provide it."""
 
 
+def workspace_env(here) -> dict[str, str]:
+    """The Automation API's environment for a project: a project without runtime.options.virtualenv runs the
+    program with this Python, which has goldenenv; without PULUMI_BACKEND_URL, the project's local file backend."""
+    env = {"PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD", sys.executable)}
+    if not os.environ.get("PULUMI_BACKEND_URL"):
+        here.state.mkdir(parents=True, exist_ok=True)
+        env["PULUMI_BACKEND_URL"] = f"file://{here.state}"
+        env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
+    return env
+
+
 def guard(spec: ClusterSpec, creating: bool, stacks_dir: Path | None = None, allow_over_budget: bool = False):
     """The offline plan's verdict before Pulumi runs: guardrails, the deploy-readiness rules (plan --strict), the
     cost gate (a run over budget, unless allow_over_budget: `up --allow-over-budget`) and the lock against every
@@ -64,13 +75,7 @@ def stack(spec: ClusterSpec):
 
     preflight(spec)
     here = project.current()
-    # A project without runtime.options.virtualenv runs the program with this Python, which has goldenenv.
-    env = {"PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD", sys.executable)}
-    if not os.environ.get("PULUMI_BACKEND_URL"):
-        here.state.mkdir(parents=True, exist_ok=True)
-        env["PULUMI_BACKEND_URL"] = f"file://{here.state}"
-        env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
-    workspace = auto.LocalWorkspace(work_dir=str(here.root), env_vars=env)
+    workspace = auto.LocalWorkspace(work_dir=str(here.root), env_vars=workspace_env(here))
     return auto.Stack.create_or_select(spec.stack, workspace)
 
 

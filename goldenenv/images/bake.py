@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
-import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -456,12 +454,10 @@ class PulumiDriver:
 
         from goldenenv import project
 
+        from goldenenv.automation import workspace_env
+
         here = project.current()
-        env = {"PULUMI_PYTHON_CMD": os.environ.get("PULUMI_PYTHON_CMD", sys.executable)}
-        if not os.environ.get("PULUMI_BACKEND_URL"):
-            here.state.mkdir(parents=True, exist_ok=True)
-            env["PULUMI_BACKEND_URL"] = f"file://{here.state}"
-            env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
+        env = workspace_env(here)
 
         def exported() -> None:
             for key, value in program().items():
