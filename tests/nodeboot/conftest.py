@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+import apt_stand_in
 import emulated_cloud
 import emulated_host
 import emulated_stack
+from goldenenv.images import host as host_layer
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +20,7 @@ def golden_base(client) -> str:
 
 @pytest.fixture(scope="session")
 def host_image(client, golden_base) -> str:
-    return emulated_host.host_image(client, golden_base)
+    return apt_stand_in.host_image(client, emulated_host.host_image(client, golden_base))
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +65,12 @@ def boot(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_factory
 def stacks(boot) -> dict[str, emulated_stack.Stack]:
     """Every shipped cloud stack, created at once so their hosts boot side by side; each test waits for its own."""
     return {stack: boot(stack) for stack in emulated_stack.CLOUD_STACKS}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_repositories(client, host_image, cloud_apis, tmp_path_factory):
+    """The shipped host lock's repositories for every emulated host of the run (apt_stand_in.for_every_host): the
+    nodes install their host layer at first boot from there, as they would from the vendors'."""
+    with apt_stand_in.for_every_host(client, host_image, tmp_path_factory.mktemp("apt"), cloud_apis.authority,
+                                     host_layer.load_host("ubuntu-gpu")) as stand_in:
+        yield stand_in

@@ -9,6 +9,7 @@ volumes are gone until a unit binds them again).
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -56,6 +57,15 @@ LOGINS = {
     "ubuntu-sudoer": "system_info:\n  default_user:\n    name: ubuntu\n    shell: /bin/bash\n"
                      "    sudo: ['ALL=(ALL) NOPASSWD:ALL']\n    lock_passwd: true\n",
 }
+
+
+def written(entry: dict) -> str:
+    """A write_files entry's content as cloud-init writes it on the host (gz+b64 entries decoded, as it decodes them)."""
+    if entry.get("encoding") in ("gz+b64", "gzip+base64", "gz+base64", "gzip+b64"):
+        return gzip.decompress(base64.b64decode(entry["content"])).decode()
+    if entry.get("encoding") in ("b64", "base64"):
+        return base64.b64decode(entry["content"]).decode()
+    return entry["content"]
 
 
 def host_image(client: docker.DockerClient, base: str) -> str:

@@ -136,7 +136,7 @@ def script_values(user_data: str, script: str) -> dict[str, str]:
     """The `name=value` assignments at the top of a boot script the user data writes ({} if it writes none)."""
     for f in yaml.safe_load(user_data)["write_files"]:
         if Path(f["path"]).name == script:
-            pairs = (line.split("=", 1) for line in f["content"].splitlines()
+            pairs = (line.split("=", 1) for line in emulated_host.written(f).splitlines()
                      if "=" in line and line.split("=", 1)[0].isidentifier())
             return {k: (shlex.split(v) or [""])[0] for k, v in pairs}
     return {}

@@ -180,7 +180,7 @@ def head_container(client, image: str, network, address: str, head_user_data: st
     conf.mkdir()
     for entry in yaml.safe_load(head_user_data)["write_files"]:
         if entry["path"].startswith("/etc/goldenenv/slurm/"):
-            (conf / Path(entry["path"]).name).write_text(entry["content"])
+            (conf / Path(entry["path"]).name).write_text(emulated_host.written(entry))
     (folder / "munge.key").write_bytes(key)
     (folder / "state").mkdir()
     endpoint = client.api.create_endpoint_config(ipv4_address=address)

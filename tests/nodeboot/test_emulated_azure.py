@@ -131,7 +131,7 @@ def identity_of(resources, resource_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> AzureNode:
+def azure_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_factory) -> AzureNode:
     """The stack's scale set's first VM booting from its planned custom data, its munge key's secret holding the key
     the head would have set (Key Vault on the emulated platform, reached as <vault>.vault.azure.net)."""
     config = emulated_stack.stack_config(STACK, golden_ref, stack_key["public"])
@@ -171,7 +171,7 @@ def azure_node(client, host_image, golden_ref, stack_key, tmp_path_factory) -> A
         eviction_policy=model.get("evictionPolicy", ""), tags=scale_set.props.get("tags") or {}, address=address,
         prefix=24, mac="00:0d:3a:" + ":".join(f"{int(b):02x}" for b in address.split(".")[1:]),
         scale_set=scale_set_name), identities={node_identity["client_id"]: node_identity}, tenant_id=tenant)
-    authority = certificates.Authority.create()
+    authority = cloud_apis.authority  # the run's one CA: a second with the same name would shadow it in the bundle
     azure_apis.register(state, vault=vault.props["vaultName"], vault_id=vault.id, tenant_id=tenant,
                         assignments=azure_apis.assignments_of(resources, vault.id),
                         certificate_pem=authority.server_pem(vault_host))
@@ -249,7 +249,7 @@ def test_the_node_boots_from_its_custom_data_through_cloud_inits_azure_datasourc
     written = yaml.safe_load(booted.user_data)["write_files"]
     for entry in written:
         rc, content = host.sh(f"cat {shlex.quote(entry['path'])}")
-        assert rc == 0 and content == entry["content"], entry["path"]
+        assert rc == 0 and content == emulated_host.written(entry), entry["path"]
     enabled = host.sh("systemctl is-enabled " + " ".join(booted.units))[1].split()
     assert enabled == ["enabled"] * len(booted.units), dict(zip(booted.units, enabled))
     assert "goldenenv-container.service" in booted.units, "the plan gave the node its golden container"

@@ -153,7 +153,7 @@ def test_the_node_boots_from_the_user_data_the_metadata_server_gives_it(gcp_node
     written = yaml.safe_load(instance.props["metadata"]["user-data"])["write_files"]
     for entry in written:
         rc, content = host.sh(f"cat {shlex.quote(entry['path'])}")
-        assert rc == 0 and content == entry["content"], entry["path"]
+        assert rc == 0 and content == emulated_host.written(entry), entry["path"]
     enabled = host.sh("systemctl is-enabled " + " ".join(booted.units))[1].split()
     assert enabled == ["enabled"] * len(booted.units), dict(zip(booted.units, enabled))
     assert "goldenenv-container.service" in booted.units, "the plan gave the node its golden container"
