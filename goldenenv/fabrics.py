@@ -252,6 +252,9 @@ def _image(repository: str, tag: Callable[[Any], str], digest: Callable[[Any], s
 TCPXO_HOST_IMAGE = ("an image built as Cluster Toolkit's a3mega-slurm-blueprint builds its own (its image group "
                     "installs the dmabuf-import-helper DKMS package from Google's gpudirect-tcpxo-apt repository "
                     "and the aperture devices' udev rule)")
+ERDMA_HOST_IMAGE = ("an image of yours with Alibaba's eRDMA driver (its erdma_installer, or the public image's "
+                    "automatic eRDMA install at creation): Alibaba publishes it as an installer script, with no signed "
+                    "apt repository or checksum a host lock could pin")
 RXDM_TCPXO = Sidecar(
     "rxdm", "GPUDirect-TCPXO receive-datapath manager (RxDM)",
     _image(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpxo/tcpgpudmarxd-dev", lambda s: s.rxdm, lambda s: s.rxdm_digest),
@@ -280,7 +283,8 @@ FABRICS: dict[str, Fabric] = {
         labels=lambda s: {"efa-installer": s.installer, "aws-ofi-nccl": s.aws_ofi_nccl}),
     "erdma": Fabric(
         "erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout", "image/layer-erdma.j2", "erdma",
-        Erdma, ("goldenenv-erdma.service", "erdma-check.sh"), layer_values=lambda s: {"packages": s.packages}),
+        Erdma, ("goldenenv-erdma.service", "erdma-check.sh"), layer_values=lambda s: {"packages": s.packages},
+        kernel_modules=("erdma",), host_image_hint=ERDMA_HOST_IMAGE),
     "tcpx": Fabric(
         "tcpx", "GPUDirect-TCPX", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
         "tcpx", GpuDirectTcp,

@@ -208,6 +208,11 @@ def test_the_boot_check_loads_and_asserts_each_declared_module_and_device(planne
         assert f"ls -A {folder}" in check, folder
 
 
+OWN_IMAGE = {"gcp": "projects/my-project/global/images/my-image", "alicloud": "m-0123456789abcdef0123",
+             "aws": "ami-0123456789abcdef0", "azure": "my-publisher:my-offer:my-sku:1.0.0"}
+"""A stack's own host image id, in each cloud's form."""
+
+
 @pytest.mark.parametrize("name", [n for n, f in fabrics.FABRICS.items() if f.kernel_modules])
 def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_or_is_refused_naming_the_key(
         name, tmp_path, monkeypatch):
@@ -228,10 +233,13 @@ def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_o
     pool["hostImage"] = lacking[0].name
     (checked,) = plan_config(stack, config).compat
     by = {p.need: p for p in checked.layer.provided}
-    assert all(by[host.module_need(m)].by == host.INSTALL for m in fabric.kernel_modules)
-    assert set(fabric.kernel_modules) <= set(checked.layer.modules())
-
     name_of_lock = checked.layer.host_lock
+    pinned = host.load_host(name_of_lock)
+    for module in fabric.kernel_modules:  # installed where the host lock pins a component for it, else missing
+        offer = pinned.provider(host.module_need(module), checked.layer.family)
+        assert by[host.module_need(module)].by == (host.INSTALL if offer else host.MISSING), module
+        assert (module in checked.layer.modules()) == bool(offer), module
+
     doc = yaml.safe_load(host.host_lock_path(name_of_lock).read_text())
     for module in fabric.kernel_modules:
         doc["components"] = {k: c for k, c in doc["components"].items() if f"module:{module}" not in c["provides"]}
@@ -243,7 +251,7 @@ def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_o
     assert refused and refused[0].severity.value == "warning"  # shown at plan; automation.guard refuses it at up
     assert "goldenenv:nodes.hostImage" in refused[0].message and "kernelModules" in refused[0].message
     assert all(m in refused[0].message for m in fabric.kernel_modules)
-    pool["hostImage"] = {"id": "projects/my-project/global/images/my-image", "driver": "580.65.06",
+    pool["hostImage"] = {"id": OWN_IMAGE[fabric.cloud], "driver": "580.65.06",
                          "kernelModules": list(fabric.kernel_modules)}
     assert not [f for f in plan_config(stack, config).findings if f.rule == "compat:host-layer"]
 

@@ -27,6 +27,10 @@ from goldenenv.plan import UNPUBLISHED, host_layer_line, plan
 from goldenenv.spec import HostImageOverride
 
 STACKS = [pytest.param(cloud, stack, id=stack) for cloud, stack in shipped.pulumi_stacks()]
+NO_PINNABLE_SOURCE = {"alicloud-ebmgn8v-2node": "module:erdma"}
+"""Shipped stacks a need of which no host lock can pin yet, and that need: Alibaba's eRDMA driver comes as an
+installer script with no signed repository or checksum to pin, and the stock image lacks it. `up` refuses them as
+shipped, naming it (test below); a stack leaves this list the day a component provides the need."""
 BAKED_ID = {"aws": "ami-0123456789abcdef0", "gcp": "projects/my-project/global/images/goldenenv-host-0123",
             "azure": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/"
                      "Microsoft.Compute/galleries/goldenenv/images/ubuntu-gpu/versions/1.0.0",
@@ -74,6 +78,11 @@ def host_lock_without(images, name: str, component: str) -> None:
 @pytest.mark.parametrize("cloud, stack", STACKS)
 def test_every_shipped_stack_passes_ups_checks_with_the_install_at_first_boot(cloud, stack):
     spec = load_spec(stack)
+    if stack in NO_PINNABLE_SOURCE:
+        need = NO_PINNABLE_SOURCE[stack]
+        assert [p.need for found in layers(spec) for p in found.missing] == [need] * len(spec.nodes)
+        assert refusals(spec) and all(need in line for line in refusals(spec)), refusals(spec)
+        return
     assert refusals(spec) == []
     for found in layers(spec):
         assert found.host_lock and not found.missing, [p for p in found.missing]
@@ -128,7 +137,10 @@ def test_with_a_baked_image_recorded_the_nodes_boot_it_and_install_nothing(cloud
         installed = {p.need for p in host.layer(spec, pool, baked=False).provided if p.by == host.INSTALL}
         assert found.baked == (BAKED_ID[cloud] if installed else None) and not found.installs
         assert {p.need for p in found.provided if p.by == host.BAKED} == installed
-    assert refusals(spec) == []
+    if stack in NO_PINNABLE_SOURCE:  # a bake installs what the host lock pins, and no more
+        assert refusals(spec) and all(NO_PINNABLE_SOURCE[stack] in line for line in refusals(spec))
+    else:
+        assert refusals(spec) == []
     result = plan(stack)
     assert BAKED_ID[cloud] in rendered(result) and BAKED_ID[cloud] not in rendered(first_boot)
     if result.cold_start:

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
-from goldenenv import catalog, compat
+from goldenenv import catalog
 from goldenenv.images import host as hostlayer
 from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
@@ -248,11 +248,6 @@ class AlicloudCloud(PulumiCloud):
                 if layout.placement == "none":
                     notes.append(f"{pool.name}: Alibaba's low-latency deployment sets do not take {it.name}, so its "
                                  "nodes are placed by the zone alone")
-            host = compat.node_host(CLOUD, spec.region, pool.host_image)
-            if it and eri_count(pool, it) and host.image is not None and not host.image.nvidia_driver:
-                notes.append(f"{pool.name}: the image hostImage names must carry the eRDMA driver too, which "
-                             f"{host.image.name} lacks (catalog host_images.csv): without it the eRDMA check "
-                             "fails at boot")
         notes.append(f"the bucket stays in {storage.RETAINED_GROUP}, not in the stack's resource group: destroy "
                      "deletes that group, and Alibaba deletes no resource group that still holds a resource")
         if spec.network.egress == "endpoints":
