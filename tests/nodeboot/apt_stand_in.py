@@ -14,7 +14,6 @@ from __future__ import annotations
 import email.utils
 import gzip
 import hashlib
-import io
 import platform
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 import docker
 import yaml
 
+import emulated_host
 import stand_ins
 from goldenenv.images.host import HOSTS, HostLock
 
@@ -203,12 +203,8 @@ def project_lock(lock: HostLock, fingerprint: str, wrong: dict[str, str] | None 
 def host_image(client: docker.DockerClient, image: str) -> str:
     """The emulated host's image as a node whose install step meets the stand-in: gpg, and the docker CLI's copy."""
     text = HOST_DOCKERFILE.format(image=image, cli=DOCKER_CLI, cli_dir=DOCKER_CLI.rsplit("/", 1)[0])
-    tag = f"{image.rsplit(':', 1)[0]}:{image.rsplit(':', 1)[-1]}-apt-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        client.images.build(fileobj=io.BytesIO(text.encode()), tag=tag, rm=True, forcerm=True)
-    return tag
+    return emulated_host.built(client, text, f"{image.rsplit(':', 1)[0]}:{image.rsplit(':', 1)[-1]}-apt-"
+                                             f"{hashlib.sha256(text.encode()).hexdigest()[:8]}")
 
 
 def serve(client: docker.DockerClient, image: str, root: Path, network, authority, host: str = NAME):
@@ -222,14 +218,7 @@ def serve(client: docker.DockerClient, image: str, root: Path, network, authorit
         volumes={str(root): {"bind": "/repository", "mode": "ro"}, str(tls): {"bind": "/tls", "mode": "ro"}})
     if network is not None:
         network.connect(server, aliases=[host])
-    deadline = time.monotonic() + 30
-    while b"apt repository ready" not in server.logs():
-        server.reload()
-        if server.status == "exited" or time.monotonic() > deadline:
-            server.remove(force=True)
-            raise RuntimeError(f"the apt stand-in did not start:\n{server.logs().decode()}")
-        time.sleep(0.2)
-    return server
+    return emulated_host.started(server, b"apt repository ready", "apt stand-in")
 
 
 @dataclass
@@ -274,7 +263,6 @@ def for_every_host(client: docker.DockerClient, image: str, folder: Path, author
     benchmark): the user data rendered meanwhile installs the host layer from here (goldenenv.images.lock.IMAGES is
     the folder whose host lock is pinned to the run's key), each host's first network reaches the stand-in under
     NAME, and each host trusts the run's CA, which signed its certificate."""
-    import emulated_host
     from goldenenv.images import lock as image_lock
 
     stand_in = start(client, image, folder, authority, lock)

@@ -73,12 +73,28 @@ def host_image(client: docker.DockerClient, base: str) -> str:
     gid = Path("/var/run/docker.sock").stat().st_gid
     text = HOST_DOCKERFILE.format(base=base, docker_gid=gid)
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    tag = f"goldenenv-test/emulated-host:{base.rsplit(':', 1)[-1]}-{gid}-{digest}"
+    return built(client, text, f"goldenenv-test/emulated-host:{base.rsplit(':', 1)[-1]}-{gid}-{digest}")
+
+
+def built(client: docker.DockerClient, dockerfile: str, tag: str) -> str:
+    """The image of this Dockerfile under `tag` (its digest in the tag), built only when the engine lacks it."""
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        client.images.build(fileobj=io.BytesIO(text.encode()), tag=tag, rm=True, forcerm=True)
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
     return tag
+
+
+def started(server, ready: bytes, what: str, timeout: float = 30):
+    """A stand-in's container once its log says `ready`; removed, with its log in the error, if it ends first."""
+    deadline = time.monotonic() + timeout
+    while ready not in server.logs():
+        server.reload()
+        if server.status == "exited" or time.monotonic() > deadline:
+            server.remove(force=True)
+            raise RuntimeError(f"the {what} did not start:\n{server.logs().decode()}")
+        time.sleep(0.2)
+    return server
 
 
 def ca_bundle(container) -> str:

@@ -241,14 +241,7 @@ def gce_metadata_server(client: docker.DockerClient, image: str, network, state:
         name=f"ge-gce-metadata-{uuid.uuid4().hex[:4]}", labels={"goldenenv.test": "gce-metadata"},
         volumes={str(here): {"bind": "/stand-ins", "mode": "ro"}, str(state): {"bind": "/state", "mode": "rw"}})
     network.connect(server, aliases=["metadata.google.internal", "metadata"])
-    deadline = time.monotonic() + 30
-    while b"metadata server ready" not in server.logs():
-        server.reload()
-        if server.status == "exited" or time.monotonic() > deadline:
-            server.remove(force=True)
-            raise RuntimeError(f"the metadata server did not start:\n{server.logs().decode()}")
-        time.sleep(0.2)
-    return server
+    return emulated_host.started(server, b"metadata server ready", "metadata server")
 
 
 def endpoints_of(user_datas: list[str]) -> list[str]:
