@@ -87,10 +87,15 @@ def main() -> None:
             (Path(tmp) / "cloud-apis").mkdir()
             apis = emulated_cloud.CloudApis(client, image, Path(tmp) / "cloud-apis")
             try:
-                with apt_stand_in.for_every_host(client, image, Path(tmp) / "apt", apis.authority,
-                                                 host_layer.load_host("ubuntu-gpu")):
-                    for stack in args.stack or STACKS:
-                        rows.append((stack, *boot_times(client, image, stack, ref, key, Path(tmp) / stack, apis)))
+                stand_in = apt_stand_in.start(client, image, Path(tmp) / "apt", apis.authority,
+                                              host_layer.load_host("ubuntu-gpu"))
+                try:
+                    with apt_stand_in.serving(stand_in, apis.authority):
+                        for stack in args.stack or STACKS:
+                            rows.append((stack, *boot_times(client, image, stack, ref, key, Path(tmp) / stack,
+                                                            apis)))
+                finally:
+                    stand_in.remove()
             finally:
                 apis.remove()
     finally:

@@ -236,13 +236,6 @@ class StandIn:
         if self.server.id not in {c.id for c in network.containers}:
             network.connect(self.server, aliases=[NAME])
 
-    def detach(self, network) -> None:
-        """Leave a stack's network before it is removed (a network with endpoints cannot be); a no-op once left."""
-        try:
-            network.disconnect(self.server, force=True)
-        except docker.errors.APIError:
-            pass  # not joined: another host of the network left it already
-
     def remove(self) -> None:
         self.server.remove(force=True)
 
@@ -258,34 +251,23 @@ def start(client: docker.DockerClient, image: str, folder: Path, authority, lock
 
 
 @contextmanager
-def for_every_host(client: docker.DockerClient, image: str, folder: Path, authority, lock: HostLock) -> Iterator[StandIn]:
-    """The host lock's repositories for every emulated host made meanwhile (the node-boot tests' run, the boot
-    benchmark): the user data rendered meanwhile installs the host layer from here (goldenenv.images.lock.IMAGES is
-    the folder whose host lock is pinned to the run's key), each host's first network reaches the stand-in under
-    NAME, and each host trusts the run's CA, which signed its certificate."""
+def serving(stand_in: StandIn, authority) -> Iterator[StandIn]:
+    """The stand-in for every emulated host made meanwhile (a node-boot test module, the boot benchmark): the user
+    data rendered meanwhile installs the host layer from here (goldenenv.images.lock.IMAGES is the folder whose host
+    lock is pinned to the run's key), each host's first network reaches the stand-in under NAME, and each host trusts
+    the run's CA, which signed its certificate. Everything is as it was afterwards."""
     from goldenenv.images import lock as image_lock
 
-    stand_in = start(client, image, folder, authority, lock)
-    create, remove, joined = emulated_host.Host.create.__func__, emulated_host.Host.remove, {}
+    create = emulated_host.Host.create.__func__
 
     def attached(cls, client, image, *, networks, trusted_ca=None, **kw):
         stand_in.attach(client.networks.get(networks[0]))
         bundle = authority.cert_pem if trusted_ca in (None, authority.cert_pem) else trusted_ca + authority.cert_pem
-        host = create(cls, client, image, networks=networks, trusted_ca=bundle, **kw)
-        joined[host.name] = networks[0]
-        return host
-
-    def detached(self):
-        remove(self)
-        if self.name in joined:
-            stand_in.detach(self.client.networks.get(joined.pop(self.name)))
+        return create(cls, client, image, networks=networks, trusted_ca=bundle, **kw)
 
     images = image_lock.IMAGES
-    emulated_host.Host.create, emulated_host.Host.remove = classmethod(attached), detached
-    image_lock.IMAGES = stand_in.images
+    emulated_host.Host.create, image_lock.IMAGES = classmethod(attached), stand_in.images
     try:
         yield stand_in
     finally:
-        image_lock.IMAGES = images
-        emulated_host.Host.create, emulated_host.Host.remove = classmethod(create), remove
-        stand_in.remove()
+        emulated_host.Host.create, image_lock.IMAGES = classmethod(create), images

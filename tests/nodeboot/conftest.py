@@ -67,10 +67,18 @@ def stacks(boot) -> dict[str, emulated_stack.Stack]:
     return {stack: boot(stack) for stack in emulated_stack.CLOUD_STACKS}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def host_repositories(client, host_image, cloud_apis, tmp_path_factory):
-    """The shipped host lock's repositories for every emulated host of the run (apt_stand_in.for_every_host): the
-    nodes install their host layer at first boot from there, as they would from the vendors'."""
-    with apt_stand_in.for_every_host(client, host_image, tmp_path_factory.mktemp("apt"), cloud_apis.authority,
-                                     host_layer.load_host("ubuntu-gpu")) as stand_in:
-        yield stand_in
+@pytest.fixture(scope="session")
+def host_repositories(client, host_image, cloud_apis, tmp_path_factory) -> apt_stand_in.StandIn:
+    """The shipped host lock's repositories for the run's emulated hosts (tests/nodeboot/apt_stand_in.py)."""
+    stand_in = apt_stand_in.start(client, host_image, tmp_path_factory.mktemp("apt"), cloud_apis.authority,
+                                  host_layer.load_host("ubuntu-gpu"))
+    yield stand_in
+    stand_in.remove()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hosts_install_from_the_stand_in(host_repositories, cloud_apis):
+    """Each node-boot module's hosts install their host layer at first boot from the stand-in, as they would from
+    the vendors' (apt_stand_in.serving): for the module only, so no other test sees its host lock."""
+    with apt_stand_in.serving(host_repositories, cloud_apis.authority):
+        yield

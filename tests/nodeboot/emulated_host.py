@@ -85,6 +85,17 @@ def built(client: docker.DockerClient, dockerfile: str, tag: str) -> str:
     return tag
 
 
+def remove_network(network) -> None:
+    """A stack's network gone, with whatever stand-in still serves on it (Docker removes no network with endpoints)."""
+    network.reload()
+    for container in network.containers:
+        try:
+            network.disconnect(container, force=True)
+        except docker.errors.APIError:
+            pass  # gone meanwhile
+    network.remove()
+
+
 def started(server, ready: bytes, what: str, timeout: float = 30):
     """A stand-in's container once its log says `ready`; removed, with its log in the error, if it ends first."""
     deadline = time.monotonic() + timeout

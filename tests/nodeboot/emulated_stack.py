@@ -209,7 +209,7 @@ class Stack:
                 booted.host.remove()
         for network in self.networks:
             self.apis.detach(network.name)
-            network.remove()
+            emulated_host.remove_network(network)
 
 
 def stack_network(client: docker.DockerClient, name: str, cidr: str):

@@ -284,7 +284,7 @@ def a3(client, golden_base, host_image, golden_ref, stack_key, cloud_apis, tmp_p
         if made:
             cloud_apis.detach(made[0].name)
         for network in made:
-            network.remove()
+            emulated_host.remove_network(network)
         try:
             client.images.remove(rxdm_ref)
         except docker.errors.APIError:

@@ -217,7 +217,7 @@ def azure_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_f
             host.remove()
         for server in servers:
             server.remove(force=True)
-        network.remove()
+        emulated_host.remove_network(network)
 
 
 def fetch(host, path: str, metadata: bool = True) -> dict:

@@ -121,7 +121,7 @@ def gcp_node(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fac
         if server is not None:
             server.remove(force=True)
         cloud_apis.detach(network.name)
-        network.remove()
+        emulated_host.remove_network(network)
 
 
 def fetch(host, path: str, flavor: bool = True) -> dict:

@@ -144,7 +144,7 @@ def node(client, host_image, golden_ref, stack_key, cloud_apis, repositories):
             booted.remove()
         if server is not None:
             server.remove(force=True)
-        network.remove()
+        emulated_host.remove_network(network)
 
 
 def test_the_stack_installs_its_host_layer_at_first_boot():

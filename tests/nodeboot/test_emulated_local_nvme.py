@@ -67,7 +67,7 @@ def booted(request, client, host_image, stack_key, tmp_path):
     finally:
         if host is not None:
             host.remove()
-        network.remove()
+        emulated_host.remove_network(network)
 
 
 def scratch_up(host) -> None:
