@@ -45,15 +45,17 @@ def stack_key(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="session")
-def boot(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_factory):
+def boot(client, host_image, golden_ref, stack_key, cloud_apis, host_repositories, tmp_path_factory):
     """boot(stack) -> Stack: the stack on the emulated cloud, its head and first node booting (one per stack,
-    removed at the end)."""
+    removed at the end), their host layer installed from the stand-in (a session fixture is set up before the
+    module's, so it serves here too)."""
     booted: dict[str, emulated_stack.Stack] = {}
 
     def start(stack: str) -> emulated_stack.Stack:
         if stack not in booted:
-            booted[stack] = emulated_stack.boot(client, host_image, stack, golden_ref, stack_key,
-                                                tmp_path_factory.mktemp(stack), cloud_apis)
+            with apt_stand_in.serving(host_repositories, cloud_apis.authority):
+                booted[stack] = emulated_stack.boot(client, host_image, stack, golden_ref, stack_key,
+                                                    tmp_path_factory.mktemp(stack), cloud_apis)
         return booted[stack]
 
     yield start

@@ -100,7 +100,7 @@ def gar_head(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fac
         attributes=head.props["metadata"], service_account=account))
     gce_metadata.set_token(state, token)
     with contextlib.ExitStack() as stack:
-        stack.callback(network.remove)
+        stack.callback(emulated_host.remove_network, network)
         stack.callback(lambda: [client.images.remove(tag) for tag in _pulled(client, ref)])  # once the host is gone
         registry = stack.enter_context(registry_stand_in.serve(identity, upstream, {path: upstream_repo},
                                                                cloud_apis.authority))
