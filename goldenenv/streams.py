@@ -4,6 +4,7 @@ every node. Shared by the local cluster (`docker exec` into node containers) and
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,46 @@ Line = Callable[[str, str], None]
 """on_line(node, text)"""
 Job = Callable[[Callable[[str], None]], int]
 """One node's part of a run: job(emit) passes each output line to emit, and returns the exit code."""
+
+
+TEE_PREFIX = re.compile(r"\[[A-Za-z_][\w-]*?\d+\]:")
+"""What torchrun's --tee puts before each worker line: [<role><local rank>]: ("[default3]:")."""
+
+
+class TeeLines:
+    """One node's torchrun output as whole lines per rank.
+
+    torchrun's tee tails each worker's log file by readline(), which at the end of the file hands back a part of a
+    line; it writes that part with its prefix and the rest later, as its own prefixed piece. A worker whose print
+    wrote "rank 3" and then "\n" (an unbuffered stdout does) while another rank's line came through the same
+    stdout reads "[default3]:rank 3[default2]:rank 2" then "[default3]:". This joins each rank's pieces back into
+    its line: a piece that another rank's prefix follows on the same line is unfinished and waits for that rank's
+    next piece."""
+
+    def __init__(self, emit: Callable[[str], None]):
+        self.emit = emit
+        self.pending: dict[str, str] = {}
+
+    def __call__(self, text: str) -> None:
+        starts = [m.start() for m in TEE_PREFIX.finditer(text)]
+        if not starts or (starts == [0] and not self.pending):
+            self.emit(text)
+            return
+        if starts[0] > 0:
+            self.emit(text[:starts[0]])
+        pieces = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
+        for n, piece in enumerate(pieces):
+            prefix = TEE_PREFIX.match(piece).group(0)
+            body = self.pending.pop(prefix, "") + piece[len(prefix):]
+            if n < len(pieces) - 1:
+                self.pending[prefix] = body
+            else:
+                self.emit(prefix + body)
+
+    def flush(self) -> None:
+        for prefix, body in self.pending.items():
+            self.emit(prefix + body)
+        self.pending.clear()
 
 
 @dataclass(frozen=True)
@@ -39,8 +80,12 @@ def stream_until_first_failure(jobs: dict[str, Job], on_line: Line, stop: Callab
     codes: dict[str, int] = {}
 
     def run(node: str, job: Job) -> None:
-        codes[node] = job(lambda text: lines.put((node, text)))
-        lines.put((node, None))
+        joined = TeeLines(lambda text: lines.put((node, text)))
+        try:
+            codes[node] = job(joined)
+        finally:
+            joined.flush()
+            lines.put((node, None))
 
     threads = [threading.Thread(target=run, args=item, daemon=True) for item in jobs.items()]
     for thread in threads:

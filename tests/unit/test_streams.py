@@ -35,6 +35,26 @@ def test_lines_come_by_node_in_order_and_a_clean_run_stops_nothing():
     assert result.exit_codes == {"node-0": 0, "node-1": 0}
 
 
+def test_a_ranks_line_torchrun_tee_split_around_another_ranks_line_arrives_whole():
+    """torchrun's tee reads a worker's log by readline(), which hands back "rank 3" without its newline when the
+    worker's unbuffered print has written only that yet; another rank's line then follows on the same stdout line.
+    Seen once on the local cluster as a lost rank (e2e test_run_prefixes_output_by_node_and_rank...)."""
+    seen = []
+    result = stream_until_first_failure(
+        {"node-1": job(["[default3]:rank 3[default2]:rank 2", "[default3]:", "[default2]:done"], 0)},
+        lambda n, t: seen.append(t), lambda: None)
+    assert result.ok
+    assert seen == ["[default2]:rank 2", "[default3]:rank 3", "[default2]:done"]
+
+
+def test_lines_without_a_rank_prefix_and_an_unfinished_piece_at_the_end_are_passed_on():
+    seen = []
+    stream_until_first_failure(
+        {"node-0": job(["INFO agent started", "[default0]:", "warn [default1]:half[default0]:x"], 0)},
+        lambda n, t: seen.append(t), lambda: None)
+    assert seen == ["INFO agent started", "[default0]:", "warn ", "[default0]:x", "[default1]:half"]
+
+
 def test_a_failed_worker_line_stops_every_node_once_before_any_exit():
     hold = threading.Event()
     stops = []
