@@ -254,17 +254,30 @@ class FunctionSource:
     folder: Any
     """A pathlib.Path: the folder holding the files."""
     files: tuple[str, ...]
+    extra: tuple[tuple[str, Any], ...] = ()
+    """Files from another folder shipped beside them: (name in the package, pathlib.Path), e.g. the stop core
+    (goldenenv/clouds/stopcore.py) that every stop function imports."""
+
+    def contents(self) -> dict[str, Any]:
+        """Every file of the package: its name in the package -> its path here."""
+        return {**{f: self.folder / f for f in self.files},
+                **{name: type(self.folder)(path) for name, path in self.extra}}
 
     def archive(self) -> Any:
         import pulumi
 
-        return pulumi.AssetArchive({f: pulumi.FileAsset(str(self.folder / f)) for f in self.files})
+        return pulumi.AssetArchive({name: pulumi.FileAsset(str(path)) for name, path in self.contents().items()})
 
     def digest(self) -> str:
         found = hashlib.sha256()
-        for file in self.files:
-            found.update(file.encode() + b"\0" + (self.folder / file).read_bytes() + b"\0")
+        for name, path in self.contents().items():
+            found.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
         return found.hexdigest()[:16]
+
+
+STOP_CORE = (("stopcore.py", os.path.join(os.path.dirname(__file__), "stopcore.py")),)
+"""The stop core as FunctionSource.extra: every stop function ships it beside its entry module and imports it as
+``stopcore`` there."""
 
 
 def zone_problems(cloud: str, spec: ClusterSpec) -> list[Problem]:

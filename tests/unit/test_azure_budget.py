@@ -269,7 +269,7 @@ def test_the_app_runs_the_shipped_package_with_its_own_identity_for_storage(hard
         "GOLDENENV_STACK": STACK, "GOLDENENV_HARD_STOP": "true", "GOLDENENV_BUDGET_NAME": BUDGET,
         "GOLDENENV_BUDGET_LIMIT": "25000.50", "GOLDENENV_CURRENCY": "USD",
         "GOLDENENV_CODE_DIGEST": budget.source_digest()}
-    assert set(budget.source_archive().assets) == {"function_app.py", "host.json"}
+    assert set(budget.source_archive().assets) == {"function_app.py", "host.json", "stopcore.py"}
 
 
 def test_the_code_digest_changes_with_the_code(tmp_path):

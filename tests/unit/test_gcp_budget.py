@@ -140,7 +140,7 @@ def test_the_topic_triggers_the_stop_function_which_runs_the_shipped_folder():
     assert bucket["uniformBucketLevelAccess"] is True and bucket["publicAccessPrevention"] == "enforced"
     assert bucket["forceDestroy"] is True and bucket["location"] == REGION
     assert source["name"] == f"stopfn-{budget.source_digest()}.zip"
-    assert set(budget.source_archive().assets) == {"main.py"}
+    assert set(budget.source_archive().assets) == {"main.py", "stopcore.py"}
 
 
 def test_the_function_holds_a_custom_role_with_only_the_listed_permissions():

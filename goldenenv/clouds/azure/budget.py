@@ -68,7 +68,7 @@ import pulumi_azure_native as azure
 
 from goldenenv.clouds.azure import global_name, mock_guid, resource_name, roles
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
-from goldenenv.clouds.base import FunctionSource, stable_number
+from goldenenv.clouds.base import STOP_CORE, FunctionSource, stable_number
 from goldenenv.spec import STACK_TAG_KEY, Problem
 
 STOPFN_DIR = Path(__file__).parent / "stopfn"
@@ -524,7 +524,7 @@ def app_settings(args: BudgetStopArgs, subscription: pulumi.Input[str], account:
     }
 
 
-STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES)
+STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES, STOP_CORE)
 source_archive = STOPFN.archive
 source_digest = STOPFN.digest
 # the digest is an app setting, so new code restarts the app

@@ -43,7 +43,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from goldenenv.clouds.base import FunctionSource
+from goldenenv.clouds.base import STOP_CORE, FunctionSource
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.spec import STACK_TAG_KEY
 
@@ -356,7 +356,7 @@ def function_environment(args: BudgetStopArgs) -> dict[str, pulumi.Input[str]]:
     return env
 
 
-STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES)
+STOPFN = FunctionSource(STOPFN_DIR, STOPFN_FILES, STOP_CORE)
 source_archive = STOPFN.archive
 source_digest = STOPFN.digest
 # the object's name changes with the digest, so Cloud Functions rebuilds
