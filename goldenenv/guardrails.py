@@ -549,6 +549,19 @@ class ProviderFacts:
     tag_form: Callable[[Mapping[str, str]], Mapping[str, str]] = dict
     """untagged-resource: the stack's required tags as the provider writes them on its resources (pulumi-gcp:
     lowercased labels, goldenenv:stack -> goldenenv_stack)."""
+    privilege: Messages = _no_messages
+    """grant-broader-than-needed: grants wider than the provider's least-privilege table (clouds/<cloud>/privilege.py
+    NEEDS): a wildcard, an action or role it does not list, a wider scope, a broader principal."""
+    host_hardening: Messages = _no_messages
+    """host-not-hardened: hosts without the boot integrity (Secure Boot, vTPM, Trusted Launch) their type supports,
+    or with password login, unless a named reason says why."""
+    storage_hardening: Messages = _no_messages
+    """storage-not-hardened: storage reachable over plain HTTP or TLS below 1.2, or by shared key without a named
+    reason."""
+    data_lifecycle: Messages = _no_messages
+    """lifecycle-deletes-data: lifecycle rules that delete every object of a data store within a day."""
+    not_judged: Mapping[str, str] = field(default_factory=dict)
+    """Rule id -> why the rule has nothing to judge on this provider (said as data, never a skipped test)."""
 
 
 FACTS_PACKAGE = "goldenenv.clouds"
@@ -1172,6 +1185,19 @@ RULES: tuple[Rule, ...] = (
     Rule("teardown-blocked", "Nothing planned stops `destroy`, or a pool's resize or roll, from completing: no "
          "private-services peering deleted without removing it from the network, no placement fixed to a number "
          "of instances that are created one at a time.", Severity.ERROR, _check_teardown),
+    Rule("grant-broader-than-needed", "Every identity a component creates holds what its cloud's least-privilege "
+         "table (clouds/<cloud>/privilege.py) says it needs and no more: no wildcard, no action or role the table "
+         "does not list (Owner, Contributor, roles/editor, AdministratorAccess...), no wider scope, no grant to a "
+         "principal the stack does not create or to everyone, no host on the default compute service account.",
+         Severity.ERROR, _each_provider("privilege")),
+    Rule("host-not-hardened", "Hosts boot with the integrity their type supports (Secure Boot, vTPM, integrity "
+         "monitoring, Trusted Launch) and take no password login, unless a named reason says why.",
+         Severity.ERROR, _each_provider("host_hardening")),
+    Rule("storage-not-hardened", "Storage accepts HTTPS only with TLS 1.2 or later, and no shared key unless a named "
+         "reason says why.", Severity.ERROR, _each_provider("storage_hardening")),
+    Rule("lifecycle-deletes-data", "No lifecycle rule deletes every object of a data store within a day (one "
+         "without a prefix or tag filter): it would empty the datasets and checkpoints the stack keeps.",
+         Severity.ERROR, _each_provider("data_lifecycle")),
 )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from goldenenv.clouds.alicloud import guard
+from goldenenv.clouds.alicloud import hardening, privilege
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
@@ -218,6 +219,7 @@ def bucket_service_gap(flow: PlannedResource, ctx: Context) -> str | None:
 
 
 FACTS = ProviderFacts(
+    privilege=privilege.judge, data_lifecycle=hardening.lifecycle, not_judged=hardening.NOT_JUDGED,
     name="alicloud",
     security_groups=(SECURITY_GROUP,),
     standalone_ingress_rules=(SECURITY_GROUP_RULE,),

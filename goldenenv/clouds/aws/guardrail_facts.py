@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from goldenenv.clouds.aws import hardening, privilege
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
@@ -465,6 +466,7 @@ def bucket_service_gap(link: PlannedResource, ctx: Context) -> str | None:
 
 
 FACTS = ProviderFacts(
+    privilege=privilege.judge, data_lifecycle=hardening.lifecycle, not_judged=hardening.NOT_JUDGED,
     name="aws",
     security_groups=(SECURITY_GROUP,),
     standalone_ingress_rules=(SECURITY_GROUP_RULE, SECURITY_GROUP_INGRESS_RULE),

@@ -66,9 +66,10 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 
-from goldenenv.clouds.azure import global_name, mock_guid, resource_name, roles
+from goldenenv.clouds.azure import global_name, hardening, mock_guid, privilege, resource_name, roles
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
 from goldenenv.clouds.base import STOP_CORE, FunctionSource, stable_number
+from goldenenv.hardening import EXCEPTION_KEY
 from goldenenv.spec import STACK_TAG_KEY, Problem
 
 STOPFN_DIR = Path(__file__).parent / "stopfn"
@@ -94,21 +95,10 @@ ACTION_GROUP_SHORT_NAME = "goldenenv"
 STORAGE_ROLE = "Storage Blob Data Owner"
 """What the Functions host needs on its storage account with an identity, and reading the deployment container
 (roles.BUILT_IN)."""
-COMPUTE_ACTIONS = (
-    "Microsoft.Compute/virtualMachineScaleSets/read",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/instanceView/read",
-    "Microsoft.Compute/virtualMachineScaleSets/deallocate/action",
-    "Microsoft.Compute/virtualMachines/read",
-    "Microsoft.Compute/virtualMachines/instanceView/read",
-    "Microsoft.Compute/virtualMachines/deallocate/action",
-)
-"""List the group's scale sets and their instances (with instance views: power state, last provisioning time),
-list its VMs and read the head's instance view, deallocate (learn.microsoft.com resource-provider-operations,
-Microsoft.Compute). Never powerOff, start, write or delete."""
-IDLE_ACTIONS = ("Microsoft.Insights/metrics/read",)
-"""The idle stop reads the scale sets' Percentage CPU."""
-BUDGET_ACTIONS = ("Microsoft.Consumption/budgets/read",)
+COMPUTE_ACTIONS, IDLE_ACTIONS = privilege.COMPUTE_ACTIONS, privilege.IDLE_ACTIONS
+"""What the stop function calls at the compute group, and the idle stop besides: the least-privilege table's
+(azure/privilege.py NEEDS)."""
+BUDGET_ACTIONS = privilege.BUDGET_ACTIONS
 INSIGHTS_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 """The app setting the Functions host sends its telemetry by (learn.microsoft.com azure-functions/
 functions-app-settings)."""
@@ -217,7 +207,8 @@ class BudgetStop(pulumi.ComponentResource):
             enable_https_traffic_only=True,
             default_to_o_auth_authentication=True,
             allow_cross_tenant_replication=False,
-            tags=args.tags,
+            allow_shared_key_access=True,
+            tags={**args.tags, EXCEPTION_KEY: hardening.FUNCTION_DEPLOYMENT_KEY},
             opts=child,
         )
         container = azure.storage.BlobContainer(

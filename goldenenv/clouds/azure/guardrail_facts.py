@@ -54,6 +54,7 @@ from typing import Any
 
 from goldenenv.clouds.azure import tags as azure_tags
 from goldenenv.clouds.azure.roles import BUILT_IN
+from goldenenv.clouds.azure import hardening, privilege
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
@@ -452,6 +453,8 @@ def bucket_service_gap(fs: PlannedResource, ctx: Context) -> str | None:
 
 
 FACTS = ProviderFacts(
+    privilege=privilege.judge, host_hardening=hardening.host, storage_hardening=hardening.storage,
+    data_lifecycle=hardening.lifecycle, not_judged=hardening.NOT_JUDGED,
     name=PROVIDER,
     security_groups=(NSG,),
     standalone_ingress_rules=(SECURITY_RULE,),

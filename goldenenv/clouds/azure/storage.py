@@ -23,9 +23,9 @@ Decisions, each with its reason:
 - hierarchical namespace off: AMLFS takes both kinds of account (blob-integration.md: HNS containers keep POSIX
   attributes in the blob header, flat ones in blob metadata), but blob versioning, which keeps overwritten
   checkpoints, is not supported on HNS accounts (learn.microsoft.com versioning-overview; azurerm PR #19418).
-- shared key access on: AMLFS's prerequisites require "storage account key access ... Enabled" (the resource
-  provider makes SAS tokens). Nodes and heads never use keys: they hold Storage Blob Data Contributor on the data
-  container with their managed identity (grant).
+- shared key access on only with AMLFS, by its named reason (tag hardening.AMLFS_SHARED_KEY): AMLFS's prerequisites
+  require "storage account key access ... Enabled" (the resource provider makes SAS tokens). Nodes and heads never
+  use keys: they hold Storage Blob Data Contributor on the data container with their managed identity (grant).
 - infrastructure encryption on (a second AES-256 layer with Microsoft-managed keys): free, and settable only at
   creation. Customer-managed keys are not offered.
 - Standard_ZRS when the stack has a zone (its region has availability zones, which ZRS needs), else
@@ -60,9 +60,10 @@ import pulumi
 import pulumi_azure_native as azure
 
 from goldenenv.clouds import stores
-from goldenenv.clouds.azure import roles
+from goldenenv.clouds.azure import hardening, roles
 from goldenenv.clouds.base import CloudApiError, cli_token, json_call, stable_number
 from goldenenv.clouds.stores import PROJECT_TAG_KEY, Found
+from goldenenv.hardening import EXCEPTION_KEY
 from goldenenv.nodeboot import SharedFs
 from goldenenv.spec import STACK_TAG_KEY, ConfigError, Problem
 
@@ -768,7 +769,7 @@ class DataStore(pulumi.ComponentResource):
             location=args.location, kind="StorageV2",
             sku={"name": "Standard_ZRS" if args.zone else "Standard_LRS"}, access_tier="Hot",
             is_hns_enabled=False, allow_blob_public_access=False, minimum_tls_version="TLS1_2",
-            enable_https_traffic_only=True, allow_shared_key_access=True, allow_cross_tenant_replication=False,
+            enable_https_traffic_only=True, allow_shared_key_access=args.parallel_fs, allow_cross_tenant_replication=False,
             default_to_o_auth_authentication=True,
             encryption={"key_source": "Microsoft.Storage", "require_infrastructure_encryption": True,
                         "services": {"blob": {"enabled": True, "key_type": "Account"}}},
@@ -776,7 +777,8 @@ class DataStore(pulumi.ComponentResource):
                               "virtual_network_rules": [{"virtual_network_resource_id": s, "action": "Allow"}
                                                         for s in subnets],
                               "ip_rules": ip_rules(args.allowed_ip_ranges)},
-            tags=args.tags, opts=keep(args.adopt_account))
+            tags={**args.tags, EXCEPTION_KEY: hardening.AMLFS_SHARED_KEY} if args.parallel_fs else args.tags,
+            opts=keep(args.adopt_account))
         arm_id = args.adopt_account
         service = azure.storage.BlobServiceProperties(
             f"{name}-blob-service", account_name=account.name, resource_group_name=args.data_group,

@@ -45,6 +45,7 @@ import pulumi_gcp as gcp
 
 from goldenenv.clouds.base import STOP_CORE, FunctionSource
 from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp import privilege
 from goldenenv.spec import STACK_TAG_KEY
 
 STOPFN_DIR = Path(__file__).parent / "stopfn"
@@ -67,12 +68,8 @@ MAX_EMAIL_CHANNELS = 5
 DISPLAY_NAME_MAX = 60
 SERVICE_ACCOUNT_ID_MAX = 30
 ROLE_ID_MAX = 64
-STOP_PERMISSIONS = ("compute.instances.get", "compute.instances.list", "compute.instances.stop",
-                    "compute.zoneOperations.get")
-"""instances.aggregatedList needs compute.instances.list; stop needs compute.instances.stop; get and
-zoneOperations.get let the function (or an operator acting as it) look at a node and its stop operation."""
-IDLE_PERMISSIONS = ("compute.machineTypes.get", "monitoring.timeSeries.list")
-"""The idle stop reads a node's vCPU count and its CPU utilisation."""
+STOP_PERMISSIONS, IDLE_PERMISSIONS = privilege.STOP_PERMISSIONS, privilege.IDLE_PERMISSIONS
+"""What the stop function calls, and the idle stop besides: the least-privilege table's (gcp/privilege.py NEEDS)."""
 FAILURE_ALERT_PERIOD = "3600s"
 """A log-match condition needs a notification rate limit (Cloud Monitoring AlertStrategy.notificationRateLimit): an
 email an hour at most while the function keeps failing, every 15 minutes with the schedule."""

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp import hardening, privilege
 from goldenenv.guardrails import (
     BudgetWatch,
     Context,
@@ -419,6 +420,8 @@ def teardown_blocker(resource: PlannedResource) -> str | None:
 
 
 FACTS = ProviderFacts(
+    privilege=privilege.judge, host_hardening=hardening.host, data_lifecycle=hardening.lifecycle,
+    not_judged=hardening.NOT_JUDGED,
     name="gcp",
     security_groups=(FIREWALL,),
     ingress=ingress,

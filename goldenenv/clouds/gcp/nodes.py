@@ -23,7 +23,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from goldenenv.clouds import access
+from goldenenv.clouds.gcp import hardening
 from goldenenv.clouds.gcp.network import GpuNic
+from goldenenv.hardening import EXCEPTION_KEY
 
 INSTANCE = "gcp:compute/instance:Instance"
 NODE_POOL = "goldenenv:gcp:GpuNodePool"
@@ -129,15 +131,17 @@ class GpuNodePool(pulumi.ComponentResource):
 def private_instance(image: str, disk_gib: int, disk_type: str, email: pulumi.Input[str], labels: dict[str, str],
                      network_tag: str, secure_boot: bool) -> dict[str, Any]:
     """What every goldenenv host on Google Cloud shares, nodes and head: a labelled boot disk from a pinned image, its
-    own service account, shielded VM (secure boot where the image's drivers allow it), the labels, and the cluster's
-    network tag (the firewalls' only member test). Its interfaces, given by the caller, take no access config."""
+    own service account, shielded VM (Secure Boot off only with its named reason, hardening.UNSIGNED_GPU_DRIVER, as a
+    label), the labels, and the cluster's network tag (the firewalls' only member test). Its interfaces, given by the
+    caller, take no access config."""
     return {
         "boot_disk": {"auto_delete": True, "initialize_params": {
             "image": image, "size": disk_gib, "type": disk_type, "labels": labels}},
         "service_account": {"email": email, "scopes": ["cloud-platform"]},
         "shielded_instance_config": {"enable_secure_boot": secure_boot, "enable_vtpm": True,
                                      "enable_integrity_monitoring": True},
-        "labels": labels, "tags": [network_tag], "allow_stopping_for_update": True,
+        "labels": labels if secure_boot else {**labels, EXCEPTION_KEY: hardening.UNSIGNED_GPU_DRIVER},
+        "tags": [network_tag], "allow_stopping_for_update": True,
     }
 
 

@@ -1,0 +1,121 @@
+"""What each AWS identity goldenenv creates needs (least privilege as data), and the judge of its grants.
+
+One row per kind of IAM role, by the component that creates it. The actions are those the role's code or boot calls,
+read from the AWS Service Authorization Reference (docs.aws.amazon.com/service-authorization/latest/reference/
+reference_policies_actions-resources-contextkeys.html); "unscoped" actions are the ones whose row there lists no
+resource type (Describe calls), which is why they may take Resource "*". Managed policies are named by ARN from the
+AWS managed policy reference (docs.aws.amazon.com/aws-managed-policy/latest/reference/policy-list.html).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from goldenenv.privilege import Need, first, statement_problems, trust_problems
+
+SERVICE_AUTHORIZATION = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
+                         "reference_policies_actions-resources-contextkeys.html")
+MANAGED_POLICIES = "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/policy-list.html"
+
+SSM_CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+"""Session Manager on the host (docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html)."""
+ECR_READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+"""Pull the golden image from the stack's ECR repository (docs.aws.amazon.com/AmazonECR/latest/userguide/
+ECR_on_EC2.html)."""
+
+BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "s3:PutObject", "s3:DeleteObject",
+                  "s3:AbortMultipartUpload")
+NODE_SECRET_ACTIONS = ("secretsmanager:GetSecretValue", "kms:Decrypt")
+HEAD_SECRET_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+                       "secretsmanager:PutSecretValue", "kms:Decrypt", "kms:GenerateDataKey")
+DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests")
+"""EC2 Describe calls support no resource-level permissions: Resource "*" is the only form."""
+STOP_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstances", "logs:CreateLogStream",
+                                   "logs:PutLogEvents", "ssm:GetParameter", "ssm:PutParameter", "sqs:SendMessage")
+"""The hard stop: find the stack's instances, stop on-demand and terminate spot ones (by the stack's tags), write its
+log, read and record the month it is in force for (SSM parameter), dead-letter a failed event (SQS)."""
+REAPER_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstances", "logs:CreateLogStream",
+                                     "logs:PutLogEvents", "ssm:GetParameter")
+
+NEEDS: dict[str, Need] = {
+    "node": Need("the GPU nodes' role", frozenset(BUCKET_ACTIONS + NODE_SECRET_ACTIONS),
+                 frozenset({SSM_CORE, ECR_READ_ONLY}), scope="the stack's bucket, munge secret and key",
+                 sources=(SERVICE_AUTHORIZATION, MANAGED_POLICIES)),
+    "head": Need("the Slurm head's role", frozenset(HEAD_SECRET_ACTIONS), frozenset({SSM_CORE, ECR_READ_ONLY}),
+                 scope="the stack's munge secret and key", sources=(SERVICE_AUTHORIZATION, MANAGED_POLICIES)),
+    "stop": Need("the hard stop function's role", frozenset(STOP_ACTIONS), unscoped=frozenset(DESCRIBE_ACTIONS),
+                 scope="the stack's tagged instances, its log group, parameter and dead-letter queue",
+                 sources=(SERVICE_AUTHORIZATION,)),
+    "reaper": Need("the teardown reaper's role", frozenset(REAPER_ACTIONS), unscoped=frozenset(DESCRIBE_ACTIONS),
+                   scope="the stack's tagged instances, its log group and parameter", sources=(SERVICE_AUTHORIZATION,)),
+    "reaper-schedule": Need("the teardown schedule's role", frozenset({"lambda:InvokeFunction"}),
+                            scope="the reaper function", sources=(SERVICE_AUTHORIZATION,)),
+}
+
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+MANAGED_POLICY = "aws:iam/policy:Policy"
+
+
+def _chain(urn: str) -> list[str]:
+    parts = urn.split("::")
+    return parts[2].split("$")[:-1] if len(parts) > 2 else []
+
+
+def kind_of(role: Any) -> str | None:
+    """The table's row for a planned role, by the component that creates it."""
+    chain = _chain(role.urn)
+    if "goldenenv:aws:GpuNodePool" in chain:
+        return "node"
+    if "goldenenv:aws:SlurmHead" in chain:
+        return "head"
+    if "goldenenv:aws:StackBudget" in chain:
+        return "stop"
+    if "goldenenv:aws:AutoTeardown" in chain:
+        return "reaper-schedule" if role.name.endswith("-schedule-role") else "reaper"
+    return None
+
+
+def _role_named(value: Any, ctx: Any) -> Any:
+    for role in ctx.resources:
+        if role.type == ROLE and value in {role.id, role.name, role.props.get("name"), role.outputs.get("name"),
+                                           role.outputs.get("arn")}:
+            return role
+    return None
+
+
+def _label(resource: Any) -> str:
+    return f"{resource.type.rsplit(':', 1)[-1]} {resource.name!r}"
+
+
+def judge(resource: Any, ctx: Any) -> Iterator[str]:
+    """grant-broader-than-needed on AWS: the stack's roles' trust policies, inline policies and managed policy
+    attachments."""
+    if resource.type == ROLE:
+        for problem in first(trust_problems(resource.props.get("assumeRolePolicy"))):
+            yield (f"{_label(resource)} {problem}: only the AWS service it exists for (ec2, lambda, scheduler) may "
+                   f"assume a role the stack creates.")
+        return
+    if resource.type not in (ROLE_POLICY, ATTACHMENT):
+        return
+    role = _role_named(resource.props.get("role"), ctx)
+    kind = kind_of(role) if role is not None else None
+    need = NEEDS.get(kind) if kind else None
+    who = need.identity if need else f"role {resource.props.get('role')!r}"
+    if resource.type == ATTACHMENT:
+        arn = str(resource.props.get("policyArn", ""))
+        if need is None or arn not in need.roles:
+            what = need.describe() if need else "a row in goldenenv/clouds/aws/privilege.py NEEDS"
+            yield (f"{_label(resource)} attaches {arn} to {who}, which the least-privilege table does not list "
+                   f"for it (a managed policy grants far more than the stack uses); it needs {what}.")
+        return
+    if need is None:
+        yield (f"{_label(resource)} grants to {who}, which has no row in the least-privilege table "
+               f"(goldenenv/clouds/aws/privilege.py NEEDS): say what it needs there.")
+        return
+    problems = first(statement_problems(resource.props.get("policy"), need))
+    if problems:
+        yield (f"{_label(resource)} grants {who} {'; '.join(problems)}: more than it needs, which is "
+               f"{need.describe()}.")

@@ -1,0 +1,414 @@
+"""Least privilege as a contract: every identity a component creates holds what its cloud's table says it needs.
+
+One mutation table over every cloud x shipped stack (tests/unit/shipped.py), like test_guardrail_mutations: each
+stack is planned once for the module, each row copies its resources, widens one grant the way a reviewer would refuse
+(Owner, Contributor, User Access Administrator or roles/editor for a node or the stop function, a wildcard or
+setIamPolicy in a custom role, a node on the default compute service account, a grant to everyone, AWS `*`,
+`ec2:*`, `iam:*`, `Resource: "*"`, AdministratorAccess or PowerUserAccess, Alibaba `Action: "*"` or
+AdministratorAccess) and expects grant-broader-than-needed to name the resource, as an error. A row is written once
+over a cloud adapter, and the first ten rows run on every cloud: each cloud has identities, roles and scopes to widen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import shipped
+import yaml
+from test_guardrail_mutations import Plan
+
+from goldenenv import guardrails
+from goldenenv.clouds.alicloud import privilege as alicloud_privilege
+from goldenenv.clouds.aws import privilege as aws_privilege
+from goldenenv.clouds.azure import budget as azure_budget
+from goldenenv.clouds.azure import privilege as azure_privilege
+from goldenenv.clouds.gcp import budget as gcp_budget
+from goldenenv.clouds.gcp import privilege as gcp_privilege
+from goldenenv.guardrails import PlannedResource, Severity
+
+RULE = "grant-broader-than-needed"
+STACKS = shipped.STACKS
+CASES = shipped.pulumi_stacks()
+
+
+def _in(resource: PlannedResource, component: str) -> bool:
+    parts = resource.urn.split("::")
+    return component in parts[2].split("$")[:-1]
+
+
+# ---------------------------------------------------------------- what each cloud's grants look like
+
+
+class Cloud:
+    name: str
+    admin: dict[str, str]
+    """"owner", "editor", "access-admin" -> the cloud's broad role of that kind."""
+
+    def grant(self, plan: Plan, who: str, role: str) -> None: ...
+    def custom_action(self, plan: Plan, action: str) -> None: ...
+    def to_everyone(self, plan: Plan) -> None: ...
+    def wider_scope(self, plan: Plan) -> None: ...
+    def unscoped_resource(self, plan: Plan) -> None: ...
+
+
+def _policy_with(document: Any, statement: dict) -> str:
+    parsed = json.loads(document) if isinstance(document, str) else dict(document)
+    parsed["Statement"] = [*parsed["Statement"], statement]
+    return json.dumps(parsed)
+
+
+class Aws(Cloud):
+    """IAM roles: a managed policy attached, or a statement added to a role's inline policy; everyone is a trust
+    policy any AWS principal may assume."""
+
+    name = "aws"
+    admin = {"owner": "arn:aws:iam::aws:policy/AdministratorAccess",
+             "editor": "arn:aws:iam::aws:policy/PowerUserAccess",
+             "access-admin": "arn:aws:iam::aws:policy/IAMFullAccess"}
+
+    def role(self, plan: Plan, who: str) -> PlannedResource:
+        component = {"node": "goldenenv:aws:GpuNodePool", "function": "goldenenv:aws:StackBudget"}[who]
+        return next(r for r in plan.of(aws_privilege.ROLE) if _in(r, component))
+
+    def grant(self, plan, who, role):
+        plan.add(aws_privilege.ATTACHMENT, "widened-attachment",
+                 {"role": self.role(plan, who).name, "policyArn": self.admin[role]})
+
+    def custom_action(self, plan, action):
+        node_role = self.role(plan, "node")
+        policy = next(r for r in plan.of(aws_privilege.ROLE_POLICY) if r.props.get("role") == node_role.id)
+        plan.set(policy, policy=_policy_with(policy.props["policy"],
+                                             {"Effect": "Allow", "Action": action, "Resource": "*"}))
+
+    def to_everyone(self, plan):
+        plan.set(self.role(plan, "node"), assumeRolePolicy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}))
+
+    def wider_scope(self, plan):
+        node_role = self.role(plan, "node")
+        policy = next(r for r in plan.of(aws_privilege.ROLE_POLICY) if r.props.get("role") == node_role.id
+                      and "s3:GetObject" in r.props["policy"])
+        document = json.loads(policy.props["policy"])
+        for statement in document["Statement"]:
+            statement["Resource"] = "*"
+        plan.set(policy, policy=json.dumps(document))
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
+class Alicloud(Cloud):
+    """RAM roles: a system policy attached, or a statement added to the role's custom policy; everyone is a trust
+    policy any Alibaba Cloud account may assume."""
+
+    name = "alicloud"
+    admin = {"owner": "AdministratorAccess", "editor": "AliyunECSFullAccess", "access-admin": "AliyunRAMFullAccess"}
+
+    def role(self, plan: Plan, who: str) -> PlannedResource:
+        component = {"node": "goldenenv:alicloud:GpuNodePool", "function": "goldenenv:alicloud:BudgetGuard"}[who]
+        return next(r for r in plan.of(alicloud_privilege.ROLE) if _in(r, component))
+
+    def grant(self, plan, who, role):
+        plan.add(alicloud_privilege.ATTACHMENT, "widened-attachment", {
+            "roleName": self.role(plan, who).props["roleName"], "policyType": "System",
+            "policyName": self.admin[role]})
+
+    def _node_policy(self, plan: Plan) -> PlannedResource:
+        name = self.role(plan, "node").props["roleName"]
+        return next(r for r in plan.of(alicloud_privilege.POLICY) if r.props["policyName"] == name)
+
+    def custom_action(self, plan, action):
+        policy = self._node_policy(plan)
+        plan.set(policy, policyDocument=_policy_with(policy.props["policyDocument"],
+                                                     {"Effect": "Allow", "Action": [action], "Resource": ["*"]}))
+
+    def to_everyone(self, plan):
+        plan.set(self.role(plan, "node"), assumeRolePolicyDocument=json.dumps({"Version": "1", "Statement": [
+            {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"RAM": ["*"]}}]}))
+
+    def wider_scope(self, plan):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["policyDocument"])
+        for statement in document["Statement"]:
+            statement["Resource"] = ["*"]
+        plan.set(policy, policyDocument=json.dumps(document))
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
+class Gcp(Cloud):
+    """Service accounts: a project-level IAM member; a custom role's permissions; everyone is allUsers or
+    allAuthenticatedUsers on any resource's IAM."""
+
+    name = "gcp"
+    admin = {"owner": "roles/owner", "editor": "roles/editor", "access-admin": "roles/iam.securityAdmin"}
+
+    def member(self, plan: Plan, who: str) -> str:
+        component = {"node": "goldenenv:gcp:GpuNodePool", "function": "goldenenv:gcp:BudgetStop"}[who]
+        account = next(r for r in plan.of(gcp_privilege.ACCOUNT) if _in(r, component)
+                       and not r.name.endswith("-trigger-sa"))
+        return f"serviceAccount:{account.outputs['email']}"
+
+    def grant(self, plan, who, role):
+        plan.add("gcp:projects/iAMMember:IAMMember", "widened-member",
+                 {"project": "goldenenv-plan-000000", "role": self.admin[role], "member": self.member(plan, who)})
+
+    def custom_action(self, plan, action):
+        role = next(r for r in plan.of(gcp_privilege.CUSTOM_ROLE) if _in(r, "goldenenv:gcp:BudgetStop"))
+        plan.set(role, permissions=[*role.props["permissions"], action])
+
+    def to_everyone(self, plan):
+        plan.add("gcp:pubsub/topicIAMMember:TopicIAMMember", "everyone-publishes",
+                 {"topic": "t", "role": "roles/pubsub.publisher", "member": "allAuthenticatedUsers"})
+
+    def wider_scope(self, plan):
+        plan.add("gcp:projects/iAMMember:IAMMember", "project-wide-objects",
+                 {"project": "goldenenv-plan-000000", "role": "roles/storage.objectUser",
+                  "member": self.member(plan, "node")})
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
+class Azure(Cloud):
+    """Managed identities: a role assignment to the identity's principal; a custom role's actions; a broader
+    principal is one the stack does not create."""
+
+    name = "azure"
+    admin = {"owner": "Owner", "editor": "Contributor", "access-admin": "User Access Administrator"}
+
+    def principal(self, plan: Plan, who: str) -> str:
+        if who == "node":
+            identity = next(r for r in plan.of(azure_privilege.IDENTITY) if r.name.endswith("-gpu-identity"))
+            return identity.outputs["principalId"]
+        app = next(r for r in plan.of(azure_privilege.FUNCTION_APP) if _in(r, "goldenenv:azure:BudgetStop"))
+        return app.outputs["identity"]["principalId"]
+
+    def _assign(self, plan: Plan, name: str, role_id: str, principal: str, scope: str) -> None:
+        plan.add(azure_privilege.ASSIGNMENT, name, {
+            "roleDefinitionId": f"/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
+                                f"Microsoft.Authorization/roleDefinitions/{role_id}",
+            "principalId": principal, "principalType": "ServicePrincipal", "scope": scope})
+
+    def grant(self, plan, who, role):
+        self._assign(plan, "widened-assignment", azure_privilege.ROLE_IDS[self.admin[role]],
+                     self.principal(plan, who), "/subscriptions/00000000-0000-0000-0000-000000000000")
+
+    def custom_action(self, plan, action):
+        role = next(r for r in plan.of(azure_privilege.ROLE_DEFINITION) if r.name.endswith("-compute-role"))
+        permissions = [dict(p) for p in role.props["permissions"]]
+        permissions[0]["actions"] = [*permissions[0]["actions"], action]
+        plan.set(role, permissions=permissions)
+
+    def to_everyone(self, plan):
+        registry = next(r for r in plan.of(azure_privilege.ASSIGNMENT) if r.name.endswith("-gpu-pull"))
+        self._assign(plan, "group-pulls", azure_privilege.ROLE_IDS["AcrPull"], "99999999-0000-0000-0000-000000000000",
+                     registry.props["scope"])
+
+    def wider_scope(self, plan):
+        pull = next(r for r in plan.of(azure_privilege.ASSIGNMENT) if r.name.endswith("-gpu-pull"))
+        plan.set(pull, scope=pull.props["scope"].split("/providers/")[0])
+
+    def unscoped_resource(self, plan):
+        grant = next(r for r in plan.of(azure_privilege.ASSIGNMENT) if r.name.endswith("-fn-compute-grant"))
+        plan.set(grant, scope="/subscriptions/00000000-0000-0000-0000-000000000000")
+
+
+CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure()}
+TABLES = {"aws": aws_privilege, "alicloud": alicloud_privilege, "gcp": gcp_privilege, "azure": azure_privilege}
+
+
+# ---------------------------------------------------------------- the table
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    mutate: Callable[[Plan, Cloud], None]
+    names: str
+    """Words the message must carry (the grant, as the user would recognise it); "" for none."""
+    clouds: tuple[str, ...] = tuple(CLOUDS)
+    identity: str | None = None
+    """The table's row the mutation widens ("node", "stop"): the message names it as the table does. The stop's
+    rows run only on stacks that plan a stop function."""
+    role: str | None = None
+    """The broad role granted (Cloud.admin's key): the message names it as the cloud does."""
+
+
+def grant(who: str, role: str) -> Callable[[Plan, Cloud], None]:
+    return lambda plan, cloud: cloud.grant(plan, "function" if who == "stop" else who, role)
+
+
+def granting(row_id: str, who: str, role: str) -> Row:
+    return Row(row_id, grant(who, role), "", identity=who, role=role)
+
+
+def action(text: str) -> Callable[[Plan, Cloud], None]:
+    return lambda plan, cloud: cloud.custom_action(plan, text)
+
+
+def call(name: str) -> Callable[[Plan, Cloud], None]:
+    return lambda plan, cloud: getattr(cloud, name)(plan)
+
+
+def gcp_node_account(email: str | None) -> Callable[[Plan, Cloud], None]:
+    def mutate(plan: Plan, cloud: Cloud) -> None:
+        node = plan.nodes("gcp:compute/instance:Instance")[0]
+        plan.set(node, serviceAccount={"email": email, "scopes": ["cloud-platform"]} if email else None)
+    return mutate
+
+
+TABLE: tuple[Row, ...] = (
+    granting("owner-for-node", "node", "owner"),
+    granting("editor-for-node", "node", "editor"),
+    granting("access-admin-for-node", "node", "access-admin"),
+    granting("owner-for-stop-function", "stop", "owner"),
+    granting("editor-for-stop-function", "stop", "editor"),
+    granting("access-admin-for-stop-function", "stop", "access-admin"),
+    Row("action-star", action("*"), "*"),
+    Row("grant-to-everyone", call("to_everyone"), ""),
+    Row("wider-scope", call("wider_scope"), ""),
+    Row("resource-star-where-the-table-scopes-it", call("unscoped_resource"), ""),
+    Row("aws-ec2-star", action("ec2:*"), "ec2:*", clouds=("aws",)),
+    Row("aws-iam-star", action("iam:*"), "iam:*", clouds=("aws",)),
+    Row("aws-iam-passrole", action("iam:PassRole"), "iam:PassRole", clouds=("aws",)),
+    Row("alicloud-ram-star", action("ram:*"), "ram:*", clouds=("alicloud",)),
+    Row("gcp-set-iam-policy-in-custom-role", action("resourcemanager.projects.setIamPolicy"), "setIamPolicy",
+        clouds=("gcp",)),
+    Row("gcp-node-on-default-compute-account", gcp_node_account("123456789012-compute@developer.gserviceaccount.com"),
+        "default compute", clouds=("gcp",)),
+    Row("gcp-node-without-account-email", gcp_node_account(None), "default compute", clouds=("gcp",)),
+    Row("gcp-all-users-invoke", lambda plan, cloud: plan.add(
+        "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "everyone-invokes",
+        {"name": "stop", "role": "roles/run.invoker", "member": "allUsers"}), "allUsers", clouds=("gcp",)),
+    Row("azure-authorization-star-in-custom-role", action("Microsoft.Authorization/*"), "Microsoft.Authorization",
+        clouds=("azure",)),
+    Row("azure-role-assignment-write-in-custom-role", action("Microsoft.Authorization/roleAssignments/write"),
+        "Microsoft.Authorization", clouds=("azure",)),
+)
+
+
+def _has_function(cloud: str, stack: str) -> bool:
+    """Stacks that plan a stop function: AWS plans one with budget.hardStop; the other clouds' budget always runs
+    one (Alibaba's guard, Google Cloud's and Azure's stop)."""
+    if cloud != "aws":
+        return True
+    budget = (yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config", {}).get(
+        "goldenenv:budget")
+    return isinstance(budget, dict) and budget.get("hardStop") is True
+
+
+def _cases() -> list[Any]:
+    return [pytest.param(row, cloud, stack, id=f"{row.id}-{stack}")
+            for row in TABLE for cloud, stack in CASES
+            if cloud in row.clouds and (row.identity != "stop" or _has_function(cloud, stack))]
+
+
+# ---------------------------------------------------------------- the runs
+
+def _findings(plan, resources) -> list[guardrails.Finding]:
+    spec = plan.spec
+    return guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
+                               hard_stop=bool(spec.budget and spec.budget.hard_stop))
+
+
+def _judged(resources) -> list[guardrails.Finding]:
+    """This rule's findings alone (the others are held by their own tests): a mutation costs one rule's pass."""
+    rule = next(r for r in guardrails.RULES if r.id == RULE)
+    return list(guardrails.check_rule(rule, guardrails.Context(tuple(resources), {})))
+
+
+@pytest.fixture(scope="module")
+def planned():
+    from goldenenv import plan as planning
+
+    plans: dict[str, Any] = {}
+
+    def get(stack: str):
+        if stack not in plans:
+            plan = planning.plan(stack, STACKS)
+            plans[stack] = (plan, _findings(plan, plan.resources))
+        return plans[stack]
+
+    return get
+
+
+@pytest.mark.parametrize("cloud,stack", CASES)
+def test_shipped_stack_holds_only_what_its_table_lists(planned, cloud, stack):
+    _, found = planned(stack)
+    assert [f for f in found if f.rule == RULE] == []
+
+
+@pytest.mark.parametrize("row,cloud,stack", _cases())
+def test_widened_grant_is_caught(planned, row, cloud, stack):
+    plan, _ = planned(stack)
+    copy_ = Plan(stack, plan.resources)
+    before = {r.urn for r in copy_.resources}
+    row.mutate(copy_, CLOUDS[cloud])
+    changed = {r.urn for r in copy_.resources if r.urn not in before} | {
+        r.urn for r, old in zip(copy_.resources, plan.resources) if r.props != old.props}
+    after = _judged(copy_.resources)
+    assert after, f"{row.id} on {stack}: {RULE} did not fire"
+    assert all(f.severity is Severity.ERROR for f in after)
+    assert any(f.urn in changed or any(u.rsplit("::", 1)[-1] in f.message for u in changed) for f in after), after
+    expected = [row.names] if row.names else []
+    if row.identity:
+        expected.append(TABLES[cloud].NEEDS[row.identity].identity)
+    if row.role:
+        expected.append(CLOUDS[cloud].admin[row.role])
+    assert any(all(word in f.message for word in expected) for f in after), (expected, [f.message for f in after])
+
+
+def test_message_names_the_identity_the_grant_and_what_it_needs(planned):
+    """A user reading the finding learns who got what, and what it should have instead."""
+    stack = next(s for c, s in CASES if c == "gcp")
+    plan, _ = planned(stack)
+    copy_ = Plan(stack, plan.resources)
+    CLOUDS["gcp"].grant(copy_, "node", "owner")
+    messages = [f.message for f in _judged(copy_.resources)]
+    assert len(messages) == 1
+    assert "the GPU nodes' service account" in messages[0] and "roles/owner" in messages[0]
+    assert "roles/storage.objectUser" in messages[0] and "'widened-member'" in messages[0]
+
+
+def test_azure_owner_at_the_subscription_names_owner(planned):
+    stack = next(s for c, s in CASES if c == "azure")
+    plan, _ = planned(stack)
+    copy_ = Plan(stack, plan.resources)
+    CLOUDS["azure"].grant(copy_, "function", "owner")
+    messages = [f.message for f in _judged(copy_.resources)]
+    assert any("Owner" in m and "the stop function's identity" in m for m in messages), messages
+
+
+def test_stop_functions_are_granted_from_the_table():
+    """The programs write their grants from the same constants the rule judges by: one owner of the fact."""
+    assert gcp_budget.STOP_PERMISSIONS is gcp_privilege.STOP_PERMISSIONS
+    assert gcp_budget.IDLE_PERMISSIONS is gcp_privilege.IDLE_PERMISSIONS
+    assert azure_budget.COMPUTE_ACTIONS is azure_privilege.COMPUTE_ACTIONS
+    assert azure_budget.BUDGET_ACTIONS is azure_privilege.BUDGET_ACTIONS
+    assert "compute.instances.stop" in gcp_privilege.NEEDS["stop"].actions
+    assert "Microsoft.Compute/virtualMachineScaleSets/deallocate/action" in azure_privilege.NEEDS["stop"].actions
+    assert "ec2:StopInstances" in aws_privilege.NEEDS["stop"].actions
+    assert "ecs:StopInstances" in alicloud_privilege.NEEDS["stop"].actions
+
+
+@pytest.mark.parametrize("cloud", sorted({c for c, _ in CASES}))
+def test_every_cloud_has_a_table_with_sources(cloud):
+    needs = TABLES[cloud].NEEDS
+    assert {"node", "head", "stop"} <= set(needs), cloud
+    for kind, need in needs.items():
+        assert need.sources and all(s.startswith("https://") for s in need.sources), (cloud, kind)
+        assert need.actions or need.roles, (cloud, kind)
+        assert not any("*" in a for a in need.actions | need.roles), (cloud, kind)
+
+
+def test_the_table_runs_on_every_cloud_with_stacks():
+    assert {c for c, _ in CASES} == set(CLOUDS)
+    for name in CLOUDS:
+        assert sum(name in r.clouds for r in TABLE) >= 10, name
+    assert Path(aws_privilege.__file__).parent.name == "aws"
