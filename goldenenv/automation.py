@@ -108,7 +108,13 @@ def up(spec: ClusterSpec, log: Callable[[str], None] = print, roll_nodes: list[s
     (`goldenenv:zones`, each pool's `capacityFallback`; goldenenv.failover) and writes the one that worked into the
     stack file; a quota or a fatal error stops it, saying every attempt and what to do.
     """
-    guard(spec, creating=True, allow_over_budget=allow_over_budget)
+    judged = guard(spec, creating=True, allow_over_budget=allow_over_budget)
+    if allow_over_budget and judged is not None:
+        from goldenenv.plan import OVER_BUDGET_RULES
+
+        for finding in judged.findings:
+            if finding.rule in OVER_BUDGET_RULES:
+                log(f"{finding.rule}: {finding.message}")
     target = target or stack(spec)
     _before_up(spec, log)
     result = _up_with_failover(spec, target, log, sleep)

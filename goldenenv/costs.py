@@ -53,9 +53,11 @@ def total(lines: Iterable[Line], per: Per) -> float:
 
 
 def compute_price(cloud: str, instance_type: str, region: str, capacity: str) -> catalog.Price | None:
-    """The hourly price of one node: for `spot`, the catalog's dated spot snapshot (a Price whose capacity is `spot`
-    and whose as_of is the snapshot's date), else the on-demand price (capacity `on-demand` tells the fallback);
-    a capacity reservation bills at the on-demand rate."""
+    """The hourly price of one node in `region`: for `spot`, the catalog's dated spot snapshot there (a Price whose
+    capacity is `spot` and whose as_of is the snapshot's date), else the on-demand price there (capacity `on-demand`
+    tells the fallback: spot never bills above it); a capacity reservation bills at the on-demand rate. None when
+    the catalog has no price in `region`: another region's price is not this one's (catalog.price_elsewhere is a
+    hint, never counted)."""
     if capacity == "spot":
         snapshot = catalog.spot_price(cloud, instance_type, region)
         if snapshot is not None:
@@ -87,8 +89,8 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
                     "not see it either)", CAPACITY_BLOCK_BILLING, "compute")
     price = compute_price(cloud, instance_type, region, capacity)
     if price is None:
-        return Line(name, None, _currency(cloud), per, f"no catalog price for {instance_type}: not counted; give "
-                    "its price as nodes.pricePerHour", "-", verified=False)
+        return Line(name, None, _currency(cloud), per, unpriced_basis(cloud, instance_type, region), "-",
+                    verified=False)
     span = f"{hours:g} h × " if per == "run" else ""
     scaling = f" ÷ {efficiency:g} scaling efficiency" if efficiency != 1 else ""
     rate = f"{price.usd_per_hour:g} {price.currency}/h"
@@ -98,12 +100,20 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
         notes.append("no spot snapshot in the catalog: the on-demand price, the spot ceiling")
     if capacity == "capacity-reservation":
         notes.append("a capacity reservation bills at the on-demand rate")
-    if price.region != region:
-        notes.append(f"priced from {price.region}")
     basis = f"{span}{nodes} × {instance_type} × {rate} ({kind}){scaling}" + "".join(f"; {n}" for n in notes)
     verified = price.verified and price.capacity != "spot"
     return Line(name, hours * nodes * price.usd_per_hour / efficiency if per == "run" else nodes * price.usd_per_hour,
                 price.currency, per, basis, f"{price.source} ({price.region}, {price.as_of})", "compute", verified)
+
+
+def unpriced_basis(cloud: str, instance_type: str, region: str) -> str:
+    """Why a compute line has no amount: no price for the type in the region, with another region's price as a
+    labelled hint when the catalog has one."""
+    hint = catalog.price_elsewhere(cloud, instance_type, region)
+    seen = (f" (it has {hint.usd_per_hour:g} {hint.currency}/h in {hint.region}, a hint only: prices differ by "
+            "region)") if hint else ""
+    return (f"no catalog price for {instance_type} in {region}{seen}: not counted; give its price as "
+            "goldenenv:nodes.pricePerHour")
 
 
 HEAD_LINE = "compute head"

@@ -19,7 +19,8 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import catalog, clouds, coldstart, compat, costs, failover, guardrails, project, stackconfig, updates
+from goldenenv import (catalog, clouds, coldstart, compat, costgate, costs, failover, guardrails, project,
+                       stackconfig, updates)
 from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import host as hostlayer
@@ -206,16 +207,22 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     if getattr(cloud, "uses_pulumi", True):
         resources, outputs = run_program(stack, config, context or offline_context(spec), prior)
         pools = pool_costs(spec)
-        lines = costs.stack_lines(spec, resources, head_shape(spec, cloud))
+        head = head_shape(spec, cloud)
+        lines = costs.stack_lines(spec, resources, head)
+        steps = costgate.steps(spec, resources, head, lines)
     else:
         resources, outputs = cloud.planned_resources(spec), {}
         pools = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
         lines = [costs.Line(f"compute {p.name}", 0.0, "USD", "hour", f"{p.count} × {p.instance_type} on this "
                             "machine: no charge", "-") for p in spec.nodes]
+        steps = None
     findings = guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
-                                   hard_stop=bool(spec.budget and spec.budget.hard_stop))
+                                   hard_stop=bool(spec.budget and spec.budget.hard_stop),
+                                   monthly_limit=spec.budget.monthly_limit if spec.budget else None,
+                                   currency=spec.budget.currency if spec.budget else None,
+                                   ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes)
     findings += spec_findings(spec, pools, lines)
-    findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget)
+    findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget, steps)
     readiness = getattr(cloud, "readiness", None)
     if strict and readiness:
         findings += readiness(resources, spec.stack_tags)
@@ -452,8 +459,8 @@ class _PlanMocks(pulumi.runtime.Mocks):
 
 
 def fallback_price_notes(spec: ClusterSpec) -> list[str]:
-    """What each capacity type a pool may fall back to costs an hour: the plan prices the one in use, and the budget
-    must also hold the dearest one `up` may take."""
+    """What each capacity type a pool may fall back to costs an hour: the plan prices the one in use; the cost gate
+    (cost_findings) judges the dearest one `up` may take."""
     notes = []
     for pool in spec.nodes:
         if len(pool.capacities) < 2:
@@ -463,8 +470,9 @@ def fallback_price_notes(spec: ClusterSpec) -> list[str]:
             line = costs.run_cost(spec.cloud, pool.instance_type, spec.region, capacity.value, pool.count, 1.0)
             shown = "not priced" if line.amount is None else money(line.amount, line.currency, 2) + "/h"
             prices.append(f"{capacity.value} {shown}")
-        notes.append(f"{pool.name}: {pool.count} × {pool.instance_type} cost {', '.join(prices)}; the plan and the "
-                     f"budget gate price {pool.capacity.value}, the one in use")
+        notes.append(f"{pool.name}: {pool.count} × {pool.instance_type} cost {', '.join(prices)}; the plan prices "
+                     f"{pool.capacity.value}, the one in use, and the budget gate judges the dearest of them, since "
+                     "up may fall back to it")
     return notes
 
 
@@ -509,10 +517,8 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Li
     for c in costs:
         if c.price is None:
             if c.usd_per_hour is None:
-                notes.append(f"no catalog price for {c.instance_type}: cost not counted")
+                notes.append(f"no catalog price for {c.instance_type} in {spec.region}: cost not counted")
             continue
-        if c.price.region != spec.region:
-            notes.append(f"{c.instance_type} priced from {c.price.region}, not {spec.region}")
         if c.capacity == "spot" and c.price.capacity == "spot":
             notes.append(f"{c.pool}: priced at the catalog's spot snapshot of {c.price.as_of}"
                          + ("" if c.price.verified else " (unverified)")
@@ -545,21 +551,52 @@ BELOW_ONE_HOUR = "cost:budget-below-one-hour"
 RUNWAY = "cost:runway"
 RUN_COST = "cost:run"
 CURRENCY = "cost:currency"
+OVER_BUDGET_RULES = (OVER_BUDGET, BELOW_ONE_HOUR, UNPRICED)
+"""The gate's refusals that --allow-over-budget turns into warnings: `up` says them as it goes ahead."""
 
 
-def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget: bool = False) -> list[Finding]:
-    """The cost gate. With a `goldenenv:run`, its projected cost against the monthly budget: an error over budget.
-    Without one, an error when the budget cannot pay one hour at full use, else the runway. --allow-over-budget
-    turns either error into a warning. Stacks with no priced line (local) or no budget are not judged here."""
+def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget: bool = False,
+                  steps: list[costgate.Step] | None = None) -> list[Finding]:
+    """The cost gate, over everything `up` may deploy: `steps` (costgate.steps) are the capacity types of the
+    stack's failover order, each priced; the dearest decides, and the message names it when it is not the stack
+    file's own. With a `goldenenv:run`, its projected cost against the monthly budget: an error over budget. Without
+    one, an error when the budget cannot pay one hour at full use, else the runway. A compute line with no price in
+    the stack's region is an error (cost:unpriced) naming the type and the region. --allow-over-budget turns each
+    error into a warning that says what is over. Stacks with no priced line (local) or no budget are not judged
+    here."""
     if spec.budget is None:
         return []
-    unpriced = _unpriced_compute(spec, lines)
+    steps = steps or [costgate.Step(tuple((p.name, p.capacity.value) for p in spec.nodes), (spec.placed_zone or "",),
+                                    tuple(lines), True)]
+    unpriced = list(dict.fromkeys(t for step in steps for t in _unpriced_compute(spec, list(step.lines))))
     if unpriced:
         ahead = " (--allow-over-budget: going ahead)" if allow_over_budget else ""
         return [Finding(UNPRICED, Severity.WARNING if allow_over_budget else Severity.ERROR, "",
-                        f"cannot judge the cost of {', '.join(unpriced)}: the catalog has no price for it; give its "
-                        f"price as goldenenv:nodes.pricePerHour (per node-hour, in {spec.budget.currency}) or pass "
-                        f"--allow-over-budget{ahead}")]
+                        f"cannot judge the cost of {', '.join(unpriced)} in {spec.region}: the catalog has no price "
+                        f"for it in that region (another region's price is not this one's); give its price as "
+                        f"goldenenv:nodes.pricePerHour (per node-hour, in {spec.budget.currency})"
+                        + (", choose a goldenenv:head.instanceType the catalog prices there" if any(
+                            t.startswith("the head's") for t in unpriced) else "")
+                        + f" or pass --allow-over-budget{ahead}")]
+    dearest = max(steps, key=lambda step: (_judged(spec, list(step.lines)), step.first))
+    found = _judge(spec, list(dearest.lines), allow_over_budget, dearest, steps)
+    return found
+
+
+def _judged(spec: ClusterSpec, lines: list[costs.Line]) -> float:
+    """What the gate compares with the monthly budget: the run's cost with a `goldenenv:run`, else one hour."""
+    if spec.run is not None:
+        return costs.total(costs.run_lines(spec, lines), "run")
+    return costs.total(lines, "hour")
+
+
+def _over(spec: ClusterSpec, lines: list[costs.Line]) -> bool:
+    return round(_judged(spec, lines), 2) > round(spec.budget.monthly_limit, 2)
+
+
+def _judge(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget: bool, step: costgate.Step,
+           steps: list[costgate.Step]) -> list[Finding]:
+    """The verdict on the dearest step's lines; `where` says which step it is when it is not the stack file's."""
     hourly = costs.total(lines, "hour")
     if hourly <= 0:
         return []
@@ -569,6 +606,18 @@ def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget:
         return [Finding(CURRENCY, Severity.WARNING, "",
                         f"the budget is in {budget.currency} and the catalog prices this stack in {currency}: "
                         "the cost gate cannot compare them; set budget.currency: " + currency)]
+    per = "" if spec.run else "/hour"
+    where, drop, listed = "", "", ""
+    if not step.first:
+        own = next(s for s in steps if s.first)
+        mine = ", ".join(f"{pool} on {capacity}" for pool, capacity in own.capacity)
+        where = (f"up may fall back to {step.said(spec)}, the dearest place in its order ({mine}, as the stack "
+                 f"file says, costs {money(_judged(spec, list(own.lines)), currency, 2)}{per}); there ")
+        drop = ", drop the fallback from goldenenv:nodes.capacityFallback"
+    over_steps = [s for s in steps if _over(spec, list(s.lines))]
+    if len(steps) > 1 and over_steps:
+        listed = ". Over the budget in up's order: " + "; ".join(
+            f"{s.said(spec)} ({money(_judged(spec, list(s.lines)), currency, 2)}{per})" for s in over_steps)
     limit = money(budget.monthly_limit, currency, 2)
     over = Severity.WARNING if allow_over_budget else Severity.ERROR
     going_ahead = " (--allow-over-budget: going ahead)" if allow_over_budget else ""
@@ -581,24 +630,25 @@ def cost_findings(spec: ClusterSpec, lines: list[costs.Line], allow_over_budget:
                + f" at {money(hourly, currency, 2)}/hour, plus a month of the bucket")
         if round(run, 2) > round(budget.monthly_limit, 2):
             return [Finding(OVER_BUDGET, over, "",
-                            f"the run costs {money(run, currency, 2)} ({how}), over the monthly budget of {limit} by "
-                            f"{money(run - budget.monthly_limit, currency, 2)}: raise goldenenv:budget.monthlyLimit, "
-                            f"shorten goldenenv:run.hours, or pass --allow-over-budget{going_ahead}; then {then}")]
+                            f"{where}the run costs {money(run, currency, 2)} ({how}), over the monthly budget of "
+                            f"{limit} by {money(run - budget.monthly_limit, currency, 2)}: raise "
+                            f"goldenenv:budget.monthlyLimit, shorten goldenenv:run.hours{drop}, or pass "
+                            f"--allow-over-budget{going_ahead}; then {then}{listed}")]
         days = budget.monthly_limit / hourly / 24
         return [Finding(RUN_COST, Severity.WARNING, "",
-                        f"the run costs {money(run, currency, 2)} ({how}), {100 * run / budget.monthly_limit:.0f} % "
-                        f"of the monthly budget of {limit}; the budget lasts {days:.1f} days at full use "
-                        f"({run_hours:g} h planned), then {then}")]
+                        f"{where}the run costs {money(run, currency, 2)} ({how}), "
+                        f"{100 * run / budget.monthly_limit:.0f} % of the monthly budget of {limit}; the budget "
+                        f"lasts {days:.1f} days at full use ({run_hours:g} h planned), then {then}")]
     if hourly > budget.monthly_limit:
         return [Finding(BELOW_ONE_HOUR, over, "",
-                        f"the budget of {limit}/month cannot pay one hour of this stack at full use "
+                        f"{where}the budget of {limit}/month cannot pay one hour of this stack at full use "
                         f"({money(hourly, currency, 2)}/hour): raise goldenenv:budget.monthlyLimit, shrink the "
-                        f"stack, or pass --allow-over-budget{going_ahead}; then {then}")]
+                        f"stack{drop}, or pass --allow-over-budget{going_ahead}; then {then}{listed}")]
     hours = budget.monthly_limit / hourly
     month = (f"running all month costs {money(hourly * HOURS_PER_MONTH, currency)}; " if hours < HOURS_PER_MONTH
              else "the budget covers a whole month at full use; ")
     return [Finding(RUNWAY, Severity.WARNING, "",
-                    f"{month}the budget lasts {hours / 24:.1f} days ({hours:,.0f} h) at full use "
+                    f"{where}{month}the budget lasts {hours / 24:.1f} days ({hours:,.0f} h) at full use "
                     f"({money(hourly, currency, 2)}/hour), then {then}; a goldenenv:run section (hours) judges a "
                     "run against it")]
 
@@ -608,7 +658,8 @@ def _unpriced_compute(spec: ClusterSpec, lines: list[costs.Line]) -> list[str]:
     missing = {line.name for line in lines if line.kind == "compute" and line.amount is None}
     found = [pool.instance_type for pool in spec.nodes if f"compute {pool.name}" in missing]
     if costs.HEAD_LINE in missing:
-        found.append("the head's instance type")
+        head = head_shape(spec, clouds.get(spec.cloud))
+        found.append(f"the head's {head.instance_type if head else 'instance type'}")
     return list(dict.fromkeys(found))
 
 

@@ -181,13 +181,17 @@ def _prices() -> tuple[Price, ...]:
 
 
 def price(cloud: str, instance_type: str, region: str, capacity: str = "on-demand") -> Price | None:
-    """The price in this region if the catalog has it, else the same type's price in another region."""
-    candidates = [
-        p for p in _prices()
-        if p.cloud == cloud and p.instance_type == instance_type and p.capacity == capacity
-    ]
-    exact = [p for p in candidates if p.region == region]
-    return (exact or candidates or [None])[0]
+    """The type's price in this region; None when the catalog has none there. Prices differ by region (AWS's
+    p5.48xlarge, for one), so another region's row is never taken for this one: see price_elsewhere for a hint."""
+    return next((p for p in _prices() if (p.cloud, p.instance_type, p.region, p.capacity)
+                 == (cloud, instance_type, region, capacity)), None)
+
+
+def price_elsewhere(cloud: str, instance_type: str, region: str, capacity: str = "on-demand") -> Price | None:
+    """The type's first price row in a region other than `region`: a hint to show beside a missing price (the
+    estimate, a refusal's message), never a price to count."""
+    return next((p for p in _prices() if (p.cloud, p.instance_type, p.capacity) == (cloud, instance_type, capacity)
+                 and p.region != region), None)
 
 
 def fabric_env(fabric: str, versions: dict[str, str] | None = None) -> dict[str, str]:
@@ -482,14 +486,12 @@ def service_price(table: str, cloud: str, item: str, region: str, tier: str = ""
 
 def spot_price(cloud: str, instance_type: str, region: str) -> Price | None:
     """A dated spot snapshot (data/spot_prices.csv) as a Price with capacity `spot` and `as_of` the snapshot's date;
-    None when the table has none for the type. Spot prices move by the hour: the row is a snapshot, not a quote."""
-    candidates = [
-        Price(r["cloud"], r["instance_type"], r["region"], "spot", float(r["usd_per_hour"]), r["snapshot"],
-              r["source"], r["currency"])
-        for r in _read("spot_prices") if (r["cloud"], r["instance_type"]) == (cloud, instance_type)
-    ]
-    exact = [p for p in candidates if p.region == region]
-    return (exact or candidates or [None])[0]
+    None when the table has none for the type in this region (another region's snapshot is not this region's price).
+    Spot prices move by the hour: the row is a snapshot, not a quote."""
+    return next((Price(r["cloud"], r["instance_type"], r["region"], "spot", float(r["usd_per_hour"]), r["snapshot"],
+                       r["source"], r["currency"])
+                 for r in _read("spot_prices") if (r["cloud"], r["instance_type"], r["region"])
+                 == (cloud, instance_type, region)), None)
 
 
 @dataclass(frozen=True)

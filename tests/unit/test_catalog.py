@@ -158,9 +158,10 @@ def test_condition_grammar():
         catalog.condition_holds("nccl is old", {})
 
 
-def test_price_falls_back_to_another_region_and_says_so():
+def test_a_price_is_the_regions_own_and_another_regions_is_only_a_hint():
     it = next(iter(catalog.instance_types("aws")))
     assert catalog.price("aws", it, "us-east-1").region == "us-east-1"
-    elsewhere = catalog.price("aws", it, "ap-south-2")
-    assert elsewhere is not None and elsewhere.region != "ap-south-2"
+    assert catalog.price("aws", it, "ap-south-2") is None
+    hint = catalog.price_elsewhere("aws", it, "ap-south-2")
+    assert hint is not None and hint.region != "ap-south-2"
     assert catalog.price("aws", "no-such-type", "us-east-1") is None

@@ -385,11 +385,14 @@ def test_plot_writes_the_chart(tmp_path, suffix, magic):
 
 
 def test_spot_is_offered_only_where_the_catalog_has_a_spot_figure():
-    """costs.compute_price answers the on-demand price when it has no spot snapshot: that is no spot option."""
+    """costs.compute_price answers the on-demand price when it has no spot snapshot in the region: that is no spot
+    option."""
     doc = run_json("--params", "7e9", "--tokens", "1e9")
     spot = {(o["cloud"], o["instance_type"]) for o in doc["options"] if o["capacity"] == "spot"}
-    for cloud, name in {(o["cloud"], o["instance_type"]) for o in doc["options"]}:
-        assert ((cloud, name) in spot) == (catalog.spot_price(cloud, name, "") is not None), (cloud, name)
+    priced = {(o["cloud"], o["instance_type"]): o["price_region"] for o in doc["options"]
+              if o["capacity"] == "on-demand" and o["price_region"]}
+    for (cloud, name), region in priced.items():
+        assert ((cloud, name) in spot) == (catalog.spot_price(cloud, name, region) is not None), (cloud, name)
 
 
 def test_training_flops_are_six_n_t_and_the_time_follows():

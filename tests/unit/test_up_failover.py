@@ -161,4 +161,4 @@ def test_plan_prints_the_order_up_would_try(infra):
         < order.index("3. us-west-2a: gpu on-demand") < order.index("4. us-west-2b: gpu on-demand")
     (prices,) = [n for n in notes if n.startswith("gpu: 4 × p4d.24xlarge cost")]
     on_demand = catalog.price("aws", "p4d.24xlarge", "us-west-2").usd_per_hour * 4
-    assert f"on-demand ${on_demand:,.2f}/h" in prices and "the budget gate price spot" in prices
+    assert f"on-demand ${on_demand:,.2f}/h" in prices and "the budget gate judges the dearest" in prices
