@@ -1,20 +1,25 @@
 """The reaper: stops (or terminates) a stack's instances once their time to live has run out, or all of them at once.
 
 It runs as an AWS Lambda function, so a cluster is torn down with the laptop off: on a schedule for the time to
-live, and from the budget's SNS topic for the hard stop. This file is shipped alone as the function's code: it
-imports the standard library only, and boto3 (which the Lambda runtime provides) inside ``handler``. The tag keys
-are therefore written here again; a unit test checks them against goldenenv.spec, so the fact still has one owner.
+live, and from the budget's SNS topic for the hard stop. This file is shipped as the function's code with the stop
+core (goldenenv/clouds/stopcore.py) beside it: it imports the standard library and the core only, and boto3 (which
+the Lambda runtime provides) inside ``handler``. The tag keys are therefore written here again; a unit test checks
+them against goldenenv.spec, so the fact still has one owner.
+
+The rules every stop function shares are the core's, and this file supplies only EC2's and SSM's calls: every call
+is retried with full-jitter backoff on throttling and server errors (THROTTLING, SERVER_ERRORS) for as long as the
+invocation's time allows; the listing is read page by page, each page retried, and a listing that cannot be read
+to its end fails the invocation (it is never "no nodes"); nodes are stopped in calls of at most 1,000 ids, and a
+call that fails is retried per instance so one node never holds back the others and the report says exactly which
+failed; a node still pending (EC2 refuses to stop it: IncorrectInstanceState) is watched within the invocation and
+stopped once it runs, and otherwise reported, failing the invocation, so the next scheduled run stops it.
 
 Expiry is computed here, not in the program: an instance expires at its LaunchTime plus its ``goldenenv:ttl-hours``
 tag, so no timestamp is baked into the Pulumi program and ``pulumi up`` stays deterministic. LaunchTime is the
 last start, so a node started again by hand after the reaper stopped it gets a fresh time to live.
 
 A node is one of the stack's only when both its stack tag and its project tag match: two projects may each have
-a stack named ``dev`` in one account. Each node is judged on its own, so one bad tag cannot shield its siblings;
-calls carry at most 1,000 ids, and a failed call is retried per instance so the report says exactly which failed.
-A throttled call (RequestLimitExceeded, Throttling...) is retried with backoff; a node still pending when it is to
-be stopped (EC2 refuses with IncorrectInstanceState) is watched until it runs and then stopped, for a while in the
-same invocation, and by the next scheduled run after that.
+a stack named ``dev`` in one account. Each node is judged on its own, so one bad tag cannot shield its siblings.
 
 The hard stop is never lost: AWS Budgets notifies once a month, so the notification first records the month in
 the stack's SSM parameter (``GOLDENENV_HARD_STOP_PARAMETER``), then stops the nodes. Every scheduled run reads
@@ -32,12 +37,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
+
+try:
+    from goldenenv.clouds import stopcore
+except ImportError:  # in the function's package, shipped beside this file
+    import stopcore  # type: ignore[no-redef]
 
 STACK_TAG_KEY = "goldenenv:stack"
 """Equal to goldenenv.spec.STACK_TAG_KEY (checked by a test)."""
@@ -54,6 +63,8 @@ MAX_IDS_PER_CALL = 1000
 """StopInstances and TerminateInstances take up to 1,000 instance ids a call (EC2 API reference)."""
 MAX_FILTER_VALUES = 200
 """Instance ids per filter when looking up spot requests; EC2 caps the values of a filter on some calls at 200."""
+PAGE_SIZE = 1000
+"""DescribeInstances' MaxResults: 5 to 1,000 a page (EC2 API reference, DescribeInstances)."""
 KEEPS_A_STOPPED_SPOT = ("open", "active", "disabled")
 """States of a persistent spot request that can hold a stopped instance; cancelled or closed ones cannot."""
 
@@ -70,12 +81,23 @@ NO_HARD_STOP = "none"
 """The parameter's value while no hard stop is in force; writing it ends one early."""
 THROTTLING = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "ThrottledException",
                         "TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "SlowDown"})
-"""Error codes of a throttled AWS call: retried with backoff."""
-RETRY_ATTEMPTS = 8
-RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 0.5, 20.0
-"""Exponential backoff with full jitter: at most about a minute of waiting for one call."""
-PENDING_WAIT_SECONDS, PENDING_POLL_SECONDS = 120.0, 10.0
-"""How long an invocation watches pending nodes it could not stop yet, and how often it looks again."""
+"""Error codes of a throttled AWS call: retried with backoff (EC2: RequestLimitExceeded, "Request throttling",
+https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html; the others are SSM's and botocore's)."""
+SERVER_ERRORS = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+                           "RequestTimeout", "RequestTimeoutException"})
+"""Server-side errors worth another try: EC2's InternalError and Unavailable ("Common client and server errors",
+https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-codes-table-server),
+SSM's InternalServerError-like answers and any HTTP 5xx answer."""
+NETWORK_ERRORS = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                            "ConnectionClosedError"})
+"""botocore's exceptions for an answer that never came (named, since this file imports no botocore)."""
+NOT_RUNNING_YET = "IncorrectInstanceState"
+"""EC2's answer to a stop of an instance that is not running yet: the node is watched, then stopped."""
+TIMEOUT_SECONDS = 300
+"""The function's timeout (teardown.py deploys it): room for a stack of thousands of nodes in calls of 1,000 ids,
+one call per node when a call fails, throttled calls retried, and pending nodes watched until they run."""
+MARGIN_SECONDS = 15.0
+"""Kept back from the invocation's time for the report and the log lines."""
 _sleep = time.sleep
 _monotonic = time.monotonic
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -102,11 +124,12 @@ class Report:
     now: str
     acted: list[Decision] = field(default_factory=list)
     kept: list[Decision] = field(default_factory=list)
-    """Instances not due: time left, or no time to live."""
+    """Instances not due: time left, or no time to live; or already stopping, or gone."""
     skipped: list[Decision] = field(default_factory=list)
     """Instances that could not be judged (a bad ttl tag, no launch time); the reason says why."""
     failed: list[Decision] = field(default_factory=list)
-    """Instances whose stop or terminate call failed, or whose spot request could not be read; the reason is the error."""
+    """Instances whose stop or terminate call failed, that were still pending when the invocation's time ran out, or
+    whose spot request could not be read; the reason says which."""
     hard_stop_state: str = ""
     """What the hard-stop parameter said (or why it could not be read); empty when none is configured."""
 
@@ -139,19 +162,28 @@ def error_code(error: BaseException) -> str:
     return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
-def _retry(call: Callable[[], T]) -> T:
-    """``call()``, again after a backoff while AWS throttles it; any other error, or the last one, is raised."""
-    for attempt in range(RETRY_ATTEMPTS):
-        try:
-            return call()
-        except Exception as error:
-            if error_code(error) not in THROTTLING or attempt == RETRY_ATTEMPTS - 1:
-                raise
-            _sleep(random.uniform(0, min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** attempt)))
-    raise AssertionError("unreachable")
+def transient(error: BaseException) -> bool:
+    """Whether another try may succeed: throttling, a server error or HTTP 5xx, or no answer at all."""
+    if error_code(error) in THROTTLING | SERVER_ERRORS or type(error).__name__ in NETWORK_ERRORS:
+        return True
+    response = getattr(error, "response", None)
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+    return isinstance(status, int) and status >= 500
 
 
-def reap(ec2: Any, project: str, stack: str, now: datetime, action: str = "stop", dry_run: bool = False) -> Report:
+def new_clock(seconds: float | None = None) -> stopcore.Clock:
+    """The invocation's clock: ``seconds`` (the time Lambda says is left, else the function's timeout) less a
+    margin for the report."""
+    return stopcore.Clock(TIMEOUT_SECONDS if seconds is None else seconds, margin_seconds=MARGIN_SECONDS,
+                          monotonic=lambda: _monotonic(), sleep=lambda wait: _sleep(wait))
+
+
+def _retry(call: Callable[[], T], clock: stopcore.Clock) -> T:
+    return stopcore.retry(call, transient, clock)
+
+
+def reap(ec2: Any, project: str, stack: str, now: datetime, action: str = "stop", dry_run: bool = False,
+         clock: stopcore.Clock | None = None) -> Report:
     """Stop or terminate the stack's live instances whose time to live has passed at ``now``.
 
     ``ec2`` is a boto3 EC2 client. Only instances tagged with both this project and this stack are listed; of
@@ -159,21 +191,22 @@ def reap(ec2: Any, project: str, stack: str, now: datetime, action: str = "stop"
     skipped and reported. "stop" terminates a one-time spot instance, which EC2 cannot stop. A dry run reports the
     same decisions and calls neither StopInstances nor TerminateInstances.
     """
-    return _run(ec2, project, stack, now, action, dry_run, TTL, lambda instance: _expiry(instance, now))
+    return _run(ec2, project, stack, now, action, dry_run, TTL, lambda instance: _expiry(instance, now), clock)
 
 
-def hard_stop(ec2: Any, project: str, stack: str, now: datetime, dry_run: bool = False) -> Report:
+def hard_stop(ec2: Any, project: str, stack: str, now: datetime, dry_run: bool = False,
+              clock: stopcore.Clock | None = None) -> Report:
     """The budget's hard stop: stop every live instance of the stack now, terminating one-time spot instances.
 
     Stopped on-demand and persistent-spot nodes keep their EBS volumes; terminated one-time spot nodes lose their
     root volume and, like every stopped node, their instance-store (local NVMe) data.
     """
     return _run(ec2, project, stack, now, "stop", dry_run, HARD_STOP,
-                lambda instance: "the budget's actual spend passed 100 %")
+                lambda instance: "the budget's actual spend passed 100 %", clock)
 
 
 def _run(ec2: Any, project: str, stack: str, now: datetime, action: str, dry_run: bool, trigger: str,
-         due: Callable[[dict[str, Any]], str | Decision]) -> Report:
+         due: Callable[[dict[str, Any]], str | Decision], clock: stopcore.Clock | None) -> Report:
     """List the stack's nodes, judge each with ``due`` (a reason to act, or a Decision to keep), then act."""
     if action not in ACTIONS:
         raise ValueError(f"action {action!r} is not one of {', '.join(ACTIONS)}")
@@ -181,9 +214,10 @@ def _run(ec2: Any, project: str, stack: str, now: datetime, action: str, dry_run
         raise ValueError("now must carry a time zone (e.g. datetime.now(timezone.utc))")
     if not project or not stack:
         raise ValueError("both the project and the stack must be named: they select the nodes")
+    clock = clock or new_clock()
     report = Report(project, stack, trigger, action, dry_run, now.isoformat())
     chosen: list[tuple[dict[str, Any], str]] = []
-    for instance in _live_instances(ec2, project, stack):
+    for instance in _live_instances(ec2, project, stack, clock):
         try:
             verdict = due(instance)
         except Unjudgeable as problem:
@@ -194,24 +228,62 @@ def _run(ec2: Any, project: str, stack: str, now: datetime, action: str, dry_run
         else:
             chosen.append((instance, verdict))
     spot = [i["InstanceId"] for i, _ in chosen if action == "stop" and i.get("InstanceLifecycle") == "spot"]
-    requests, unreadable = _spot_requests(ec2, spot)
-    decisions = []
+    requests, unreadable = _spot_requests(ec2, spot, clock)
+    decisions: dict[str, Decision] = {}
     for instance, reason in chosen:
         instance_id = instance["InstanceId"]
         if instance_id in unreadable:
             report.failed.append(Decision(instance_id, f"its spot request could not be read: {unreadable[instance_id]}"))
         elif instance_id in spot:
-            decisions.append(_spot_decision(instance_id, reason, requests.get(instance_id)))
+            decisions[instance_id] = _spot_decision(instance_id, reason, requests.get(instance_id))
         else:
-            decisions.append(Decision(instance_id, reason, action))
-    pending = {i["InstanceId"] for i, _ in chosen if (i.get("State") or {}).get("Name") == "pending"}
-    waiting = _act(ec2, report, decisions, dry_run, pending)
-    if waiting:
-        _stop_once_running(ec2, project, stack, report, waiting)
+            decisions[instance_id] = Decision(instance_id, reason, action)
+    if dry_run:
+        report.acted += decisions.values()
+        return report
+    for act in ACTIONS:
+        nodes = [i for i, _ in chosen if i["InstanceId"] in decisions and decisions[i["InstanceId"]].action == act]
+        if nodes:
+            _act(ec2, project, stack, report, act, getattr(ec2, f"{act}_instances"), nodes, decisions, clock)
     return report
 
 
-def _live_instances(ec2: Any, project: str, stack: str, instance_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
+def _state_class(act: str) -> Callable[[dict[str, Any]], str]:
+    """EC2 stops a running node only (a pending one is watched until it runs); it terminates a pending one too."""
+
+    def state(instance: dict[str, Any]) -> str:
+        name = (instance.get("State") or {}).get("Name")
+        if name == "pending":
+            return stopcore.STARTING if act == "stop" else stopcore.LIVE
+        return stopcore.LIVE if name == "running" else stopcore.STOPPING
+
+    return state
+
+
+def _act(ec2: Any, project: str, stack: str, report: Report, act: str, call: Callable[..., Any],
+         nodes: list[dict[str, Any]], decisions: dict[str, Decision], clock: stopcore.Clock) -> None:
+    """Stop or terminate ``nodes`` on the core: calls of at most 1,000 ids, a failed call retried per instance,
+    pending nodes watched and stopped once they run."""
+    plan = stopcore.StopPlan(
+        name=lambda instance: instance["InstanceId"],
+        state=_state_class(act),
+        stop=lambda batch: call(InstanceIds=[i["InstanceId"] for i in batch]),
+        transient=transient,
+        refresh=lambda waiting: [i for chunk in _chunks([w["InstanceId"] for w in waiting], MAX_FILTER_VALUES)
+                                 for i in _live_instances(ec2, project, stack, clock, chunk)],
+        not_yet=lambda error: error_code(error) == NOT_RUNNING_YET,
+        batch_size=MAX_IDS_PER_CALL,
+    )
+    done = stopcore.stop_every(nodes, plan, clock, lambda instance: decisions[instance["InstanceId"]].reason)
+    report.acted += [decisions[o.node] for o in done.stopped]
+    report.kept += [Decision(o.node, f"left alone: {o.reason}") for o in done.left]
+    report.failed += [Decision(o.node, o.reason, act) for o in done.failed]
+    report.failed += [Decision(o.node, f"still pending: {o.reason}", act) for o in done.waiting]
+
+
+def _live_instances(ec2: Any, project: str, stack: str, clock: stopcore.Clock,
+                    instance_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The stack's pending and running instances, every page read (each retried); ListingIncomplete otherwise."""
     filters = [
         {"Name": f"tag:{STACK_TAG_KEY}", "Values": [stack]},
         {"Name": f"tag:{PROJECT_TAG_KEY}", "Values": [project]},
@@ -220,35 +292,11 @@ def _live_instances(ec2: Any, project: str, stack: str, instance_ids: Sequence[s
     if instance_ids:
         filters.append({"Name": "instance-id", "Values": list(instance_ids)})
 
-    def listing() -> list[dict[str, Any]]:
-        pages = ec2.get_paginator("describe_instances").paginate(Filters=filters)
-        return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    def page(token: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        answer = ec2.describe_instances(Filters=filters, MaxResults=PAGE_SIZE, **({"NextToken": token} if token else {}))
+        return [i for r in answer["Reservations"] for i in r["Instances"]], answer.get("NextToken")
 
-    return _retry(listing)
-
-
-def _stop_once_running(ec2: Any, project: str, stack: str, report: Report, waiting: list[Decision]) -> None:
-    """Nodes EC2 would not stop while pending: look again every PENDING_POLL_SECONDS and act on each once it runs
-    (or is gone); those still pending after PENDING_WAIT_SECONDS fail, and the next scheduled run retries them."""
-    deadline = _monotonic() + PENDING_WAIT_SECONDS
-    while waiting and _monotonic() < deadline:
-        _sleep(PENDING_POLL_SECONDS)
-        try:
-            live = {i["InstanceId"]: i for chunk in _chunks([d.instance_id for d in waiting], MAX_FILTER_VALUES)
-                    for i in _live_instances(ec2, project, stack, chunk)}
-        except Exception as error:
-            report.failed += [Decision(d.instance_id, f"still pending; it could not be looked at again: "
-                                                      f"{type(error).__name__}: {error}", d.action) for d in waiting]
-            return
-        for decision in [d for d in waiting if d.instance_id not in live]:
-            waiting.remove(decision)
-            report.kept.append(Decision(decision.instance_id, "was pending, and is no longer running nor pending"))
-        ready = [d for d in waiting if (live[d.instance_id].get("State") or {}).get("Name") != "pending"]
-        waiting[:] = [d for d in waiting if d not in ready]
-        waiting += _act(ec2, report, ready, False, set())
-    report.failed += [Decision(d.instance_id, f"still pending after {PENDING_WAIT_SECONDS:g} s: EC2 stops a node only "
-                                              "once it runs; the next scheduled run stops it", d.action)
-                      for d in waiting]
+    return stopcore.all_pages(page, clock, transient, f"the instances of project {project} stack {stack}")
 
 
 def _expiry(instance: dict[str, Any], now: datetime) -> str | Decision:
@@ -268,12 +316,11 @@ def _expiry(instance: dict[str, Any], now: datetime) -> str | Decision:
     if not isinstance(launched, datetime) or launched.tzinfo is None:
         raise Unjudgeable(f"no launch time in its description ({launched!r}): its time to live cannot be counted")
     try:
+        due = stopcore.ttl_due(launched, hours, now, since="launch")
         expires = launched + timedelta(hours=hours)
     except OverflowError:
         raise Unjudgeable(f"{TTL_TAG_KEY} tag {raw!r} runs past the last date Python can count") from None
-    if now < expires:
-        return Decision(instance_id, f"expires at {expires.isoformat()} ({raw} h after launch)")
-    return f"expired at {expires.isoformat()} ({raw} h after launch)"
+    return due or Decision(instance_id, f"expires at {expires.isoformat()} ({raw} h after launch)")
 
 
 def _spot_decision(instance_id: str, reason: str, request: dict[str, Any] | None) -> Decision:
@@ -286,17 +333,20 @@ def _spot_decision(instance_id: str, reason: str, request: dict[str, Any] | None
                                  "(its root volume and instance-store data are lost)", "terminate")
 
 
-def _spot_requests(ec2: Any, instance_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _spot_requests(ec2: Any, instance_ids: Sequence[str], clock: stopcore.Clock
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """The spot request of each spot instance, by instance id; and the error for each whose lookup failed."""
     found: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
 
     def lookup(ids: Sequence[str]) -> None:
-        pages = ec2.get_paginator("describe_spot_instance_requests").paginate(
-            Filters=[{"Name": "instance-id", "Values": list(ids)}])
-        for page in pages:
-            for request in page["SpotInstanceRequests"]:
-                found[request["InstanceId"]] = request
+        def page(token: str | None) -> tuple[list[dict[str, Any]], str | None]:
+            answer = ec2.describe_spot_instance_requests(
+                Filters=[{"Name": "instance-id", "Values": list(ids)}], **({"NextToken": token} if token else {}))
+            return answer["SpotInstanceRequests"], answer.get("NextToken")
+
+        for request in stopcore.all_pages(page, clock, transient, "the spot requests"):
+            found[request["InstanceId"]] = request
 
     for chunk in _chunks(instance_ids, MAX_FILTER_VALUES):
         try:
@@ -308,31 +358,6 @@ def _spot_requests(ec2: Any, instance_ids: Sequence[str]) -> tuple[dict[str, dic
                 except Exception as error:
                     errors[instance_id] = f"{type(error).__name__}: {error}"
     return found, errors
-
-
-def _act(ec2: Any, report: Report, decisions: list[Decision], dry_run: bool, pending: set[str]) -> list[Decision]:
-    """Stop, then terminate, in calls of at most 1,000 ids; a throttled call is retried with backoff, and a call
-    that fails is retried per instance. Returns the decisions on ``pending`` nodes EC2 would not stop yet."""
-    waiting: list[Decision] = []
-    for act, call in (("stop", ec2.stop_instances), ("terminate", ec2.terminate_instances)):
-        for chunk in _chunks([d for d in decisions if d.action == act], MAX_IDS_PER_CALL):
-            if dry_run:
-                report.acted += chunk
-                continue
-            try:
-                _retry(lambda: call(InstanceIds=[d.instance_id for d in chunk]))
-                report.acted += chunk
-            except Exception:  # botocore's ClientError; this file imports no botocore
-                for decision in chunk:
-                    try:
-                        _retry(lambda: call(InstanceIds=[decision.instance_id]))
-                        report.acted.append(decision)
-                    except Exception as error:
-                        if decision.instance_id in pending and error_code(error) == "IncorrectInstanceState":
-                            waiting.append(decision)
-                        else:
-                            report.failed.append(Decision(decision.instance_id, f"{type(error).__name__}: {error}", act))
-    return waiting
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[list[T]]:
@@ -355,7 +380,9 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     nothing), so ``aws lambda invoke --payload '{"dryRun": true}'`` shows what the next run would do.
 
     The invocation fails (Lambda's Errors metric counts it, the error names the nodes) when a node could not be
-    torn down or judged, or the hard stop could not be recorded or read; the nodes it could act on are acted on.
+    torn down or judged, was still pending when the invocation's time ran out, when the stack's nodes could not be
+    listed, or when the hard stop could not be recorded or read; the nodes it could act on are acted on. Its
+    calls are retried within the time Lambda gives the invocation (the context's remaining time).
     """
     import boto3
 
@@ -365,24 +392,14 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     project, stack, ec2 = os.environ[PROJECT_ENV], os.environ[STACK_ENV], boto3.client("ec2")
     parameter = os.environ.get(HARD_STOP_PARAMETER_ENV, "")
     now, problems = utc_now(), []
-    if is_hard_stop(event):
-        state = "not recorded (dry run)" if dry_run else ""
-        if parameter and not dry_run:
-            try:
-                state = record_hard_stop(boto3.client("ssm"), parameter, now, _trigger_of(event))
-            except Exception as error:  # the nodes are still stopped; the failure fails the invocation
-                state = f"COULD NOT be recorded in {parameter}: {type(error).__name__}: {error}"
-                problems.append(f"the hard stop could not be recorded in {parameter}, so no scheduled run will "
-                                f"repeat it ({type(error).__name__}: {error})")
-        report = hard_stop(ec2, project, stack, now, dry_run)
-    else:
-        in_force, state = (hard_stop_in_force(boto3.client("ssm"), parameter, now, problems) if parameter
-                           else (False, ""))
-        if in_force:
-            report = hard_stop(ec2, project, stack, now, dry_run)
-        else:
-            report = reap(ec2, project, stack, now, os.environ.get(ACTION_ENV, "stop"), dry_run)
-    report.hard_stop_state = state
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    clock = new_clock(remaining() / 1000.0 if callable(remaining) else None)
+    try:
+        report = _invoke(event, ec2, project, stack, parameter, now, dry_run, problems, clock)
+    except stopcore.ListingIncomplete as error:
+        raise RuntimeError(f"project={project} stack={stack}: the stack's nodes could not be listed, so none was "
+                           f"judged or stopped ({error}); the next scheduled run tries again" + "".join(
+                               f"; {p}" for p in problems)) from error
     for line in report.log_lines():
         print(line)
     if report.failed:
@@ -396,30 +413,57 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     return report.to_dict()
 
 
+def _invoke(event: Any, ec2: Any, project: str, stack: str, parameter: str, now: datetime, dry_run: bool,
+            problems: list[str], clock: stopcore.Clock) -> Report:
+    """The hard stop (recorded first) for a budget notification, else the schedule's run."""
+    import boto3
+
+    if is_hard_stop(event):
+        state = "not recorded (dry run)" if dry_run else ""
+        if parameter and not dry_run:
+            try:
+                state = record_hard_stop(boto3.client("ssm"), parameter, now, _trigger_of(event), clock)
+            except Exception as error:  # the nodes are still stopped; the failure fails the invocation
+                state = f"COULD NOT be recorded in {parameter}: {type(error).__name__}: {error}"
+                problems.append(f"the hard stop could not be recorded in {parameter}, so no scheduled run will "
+                                f"repeat it ({type(error).__name__}: {error})")
+        report = hard_stop(ec2, project, stack, now, dry_run, clock)
+    else:
+        in_force, state = (hard_stop_in_force(boto3.client("ssm"), parameter, now, problems, clock) if parameter
+                           else (False, ""))
+        if in_force:
+            report = hard_stop(ec2, project, stack, now, dry_run, clock)
+        else:
+            report = reap(ec2, project, stack, now, os.environ.get(ACTION_ENV, "stop"), dry_run, clock)
+    report.hard_stop_state = state
+    return report
+
+
 def month_of(now: datetime) -> str:
     """The budget period ``now`` falls in: AWS Budgets counts calendar months in UTC."""
-    return now.astimezone(timezone.utc).strftime("%Y-%m")
+    return stopcore.budget_month(now, stopcore.UTC)
 
 
-def record_hard_stop(ssm: Any, parameter: str, now: datetime, trigger: str) -> str:
+def record_hard_stop(ssm: Any, parameter: str, now: datetime, trigger: str, clock: stopcore.Clock | None = None) -> str:
     """Write the hard stop of this month to the parameter (retried while throttled); returns what it wrote."""
     record = {"month": month_of(now), "since": now.isoformat(), "by": trigger}
     limit = _budget_limit()
     if limit is not None:
         record["limit"] = limit
     value = json.dumps(record, sort_keys=True)
-    _retry(lambda: ssm.put_parameter(Name=parameter, Value=value, Type="String", Overwrite=True))
+    _retry(lambda: ssm.put_parameter(Name=parameter, Value=value, Type="String", Overwrite=True), clock or new_clock())
     return (f"recorded in {parameter} for {month_of(now)}: later scheduled runs stop every node until the month ends "
             "or the budget is raised")
 
 
-def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[str]) -> tuple[bool, str]:
+def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[str],
+                       clock: stopcore.Clock | None = None) -> tuple[bool, str]:
     """Whether the parameter holds a hard stop of the current month, and what to log about it. A value that cannot
     be read keeps the hard stop in force (it must not be lost) and is added to ``problems``; a parameter that does
     not exist, or that this function may not read (it is not this stack's), means no hard stop."""
     release = f"aws ssm put-parameter --overwrite --name {parameter} --value {NO_HARD_STOP}"
     try:
-        value = _retry(lambda: ssm.get_parameter(Name=parameter))["Parameter"]["Value"]
+        value = _retry(lambda: ssm.get_parameter(Name=parameter), clock or new_clock())["Parameter"]["Value"]
     except Exception as error:
         if error_code(error) in ("ParameterNotFound", "AccessDeniedException"):
             return False, f"none recorded ({parameter}: {error_code(error)})"
@@ -448,11 +492,7 @@ def hard_stop_in_force(ssm: Any, parameter: str, now: datetime, problems: list[s
 
 def _budget_limit() -> float | None:
     """The deployed monthly budget (BUDGET_LIMIT_ENV), or None when unset or unreadable."""
-    try:
-        value = float(os.environ.get(BUDGET_LIMIT_ENV, ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value > 0 else None
+    return stopcore.positive(os.environ.get(BUDGET_LIMIT_ENV))
 
 
 def _trigger_of(event: Any) -> str:

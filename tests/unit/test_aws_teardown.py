@@ -128,8 +128,9 @@ def test_the_schedule_invokes_the_reaper_function_through_a_role_that_may_invoke
 def test_the_function_ships_reaper_py_and_is_configured_for_the_stack(planned):
     function = one(planned, FUNCTION)
     archive = function.props["code"]
-    assert set(archive.assets) == {"reaper.py"}
+    assert set(archive.assets) == {"reaper.py", "stopcore.py"}, "the reaper imports the stop core beside it"
     assert Path(archive.assets["reaper.py"].path).samefile(reaper.__file__)
+    assert Path(archive.assets["stopcore.py"].path).samefile(reaper.stopcore.__file__)
     module, entry = function.props["handler"].split(".")
     assert f"{module}.py" in archive.assets and callable(getattr(reaper, entry))
     assert function.props["runtime"].startswith("python3.")

@@ -3,11 +3,13 @@ a failed call is retried per instance so the report is exact, and other projects
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 from botocore.exceptions import ClientError
 
 from goldenenv import reaper
+from goldenenv.clouds import stopcore
 
 PROJECT, OTHER_PROJECT, STACK = "finetune", "pretrain", "dev"
 IMAGE = "ami-12c6146b"
@@ -100,22 +102,13 @@ class _NoLaunchTime:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def get_paginator(self, name):
-        paginator = self._client.get_paginator(name)
-        if name != "describe_instances":
-            return paginator
-        strip = self._id
-
-        class _Stripped:
-            def paginate(self, **kwargs):
-                for page in paginator.paginate(**kwargs):
-                    for r in page["Reservations"]:
-                        for i in r["Instances"]:
-                            if i["InstanceId"] == strip:
-                                del i["LaunchTime"]
-                    yield page
-
-        return _Stripped()
+    def describe_instances(self, **kwargs):
+        page = self._client.describe_instances(**kwargs)
+        for r in page["Reservations"]:
+            for i in r["Instances"]:
+                if i["InstanceId"] == self._id:
+                    del i["LaunchTime"]
+        return page
 
 
 def test_a_node_without_a_launch_time_is_reported_and_its_siblings_are_still_reaped(ec2):
@@ -177,6 +170,24 @@ def test_the_reaper_role_may_only_touch_nodes_tagged_with_both_project_and_stack
                                                     "aws:ResourceTag/project": PROJECT}}
 
 
+class _Longest(random.Random):
+    """Full jitter's longest wait every time, so the waits show the backoff's growth."""
+
+    def uniform(self, low: float, high: float) -> float:
+        return high
+
+
+def longest_waits(waits: list[float]) -> stopcore.Clock:
+    """The invocation's clock, its waits recorded and taking no time."""
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    return stopcore.Clock(reaper.TIMEOUT_SECONDS, monotonic=lambda: now[0], sleep=sleep, rng=_Longest())
+
+
 class _Throttled:
     """The moto client, except that its first calls of DescribeInstances and StopInstances are throttled."""
 
@@ -191,28 +202,20 @@ class _Throttled:
             self.left[name] -= 1
             raise ClientError({"Error": {"Code": "RequestLimitExceeded", "Message": "Request limit exceeded."}}, name)
 
-    def get_paginator(self, name):
-        paginator, throttle = self._client.get_paginator(name), self._throttle
-
-        class _Paginator:
-            def paginate(self, **kwargs):
-                if name == "describe_instances":
-                    throttle(name)
-                return paginator.paginate(**kwargs)
-
-        return _Paginator()
+    def describe_instances(self, **kwargs):
+        self._throttle("describe_instances")
+        return self._client.describe_instances(**kwargs)
 
     def stop_instances(self, **kwargs):
         self._throttle("stop_instances")
         return self._client.stop_instances(**kwargs)
 
 
-def test_throttled_calls_are_retried_with_growing_backoff_and_every_node_is_stopped(ec2, monkeypatch):
+def test_throttled_calls_are_retried_with_growing_backoff_and_every_node_is_stopped(ec2):
     nodes = launch(ec2, 3)
     waits: list[float] = []
-    monkeypatch.setattr(reaper, "_sleep", waits.append)
-    monkeypatch.setattr(reaper.random, "uniform", lambda low, high: high)
-    report = reaper.reap(_Throttled(ec2, describes=4, stops=3), PROJECT, STACK, later(ec2), "stop")
+    report = reaper.reap(_Throttled(ec2, describes=4, stops=3), PROJECT, STACK, later(ec2), "stop",
+                         clock=longest_waits(waits))
 
     assert sorted(d.instance_id for d in report.acted) == sorted(nodes) and report.failed == []
     assert {states(ec2)[n] for n in nodes} <= set(STOPPED)

@@ -40,13 +40,15 @@ import pulumi_aws as aws
 from goldenenv import reaper
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.aws.limits import partition
+from goldenenv.clouds.base import STOP_CORE
 
 REAPER_RATE = "rate(15 minutes)"
 REAPER_RUNTIME = "python3.12"
 REAPER_FILE = "reaper.py"
 REAPER_HANDLER = "reaper.handler"
-REAPER_TIMEOUT_SECONDS = 300
-"""Room for a stack of thousands of nodes: calls of 1,000 ids, and one call per node when a call fails."""
+REAPER_TIMEOUT_SECONDS = reaper.TIMEOUT_SECONDS
+"""Room for a stack of thousands of nodes: calls of 1,000 ids, one call per node when a call fails, throttled calls
+retried and pending nodes watched until they run (the reaper's own deadline is the time Lambda says is left)."""
 LOG_RETENTION_DAYS = 30
 DEAD_LETTER_RETENTION_SECONDS = 14 * 24 * 3600
 """SQS's longest: two weeks to find a lost hard-stop notification."""
@@ -202,7 +204,7 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         description=description[:256],
         runtime=REAPER_RUNTIME,
         handler=REAPER_HANDLER,
-        code=pulumi.AssetArchive({REAPER_FILE: pulumi.FileAsset(reaper.__file__)}),
+        code=reaper_archive(),
         role=role.arn,
         timeout=REAPER_TIMEOUT_SECONDS,
         memory_size=128,
@@ -220,6 +222,12 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         errors_alarm(name, function, project=project, stack=stack, purpose=purpose, topic=alarm_topic, tags=tags,
                      parent=parent)
     return function
+
+
+def reaper_archive() -> pulumi.AssetArchive:
+    """The function's package: reaper.py with the stop core (stopcore.py) beside it, which it imports there."""
+    return pulumi.AssetArchive({REAPER_FILE: pulumi.FileAsset(reaper.__file__),
+                                **{name: pulumi.FileAsset(path) for name, path in STOP_CORE}})
 
 
 def errors_alarm(name: str, function: aws.lambda_.Function, *, project: str, stack: str, purpose: str,
