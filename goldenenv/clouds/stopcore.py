@@ -319,20 +319,20 @@ class Verdict:
 
 
 def judge_spend(cost: Any, budget: Any, *, currency: str, cost_currency: Any, deployed_limit: float | None,
-                what: str = "the budget") -> Verdict:
+                what: str = "the budget", cost_name: str = "the cost", budget_name: str = "the amount") -> Verdict:
     """Whether a month's spend calls for the hard stop. The limit is the larger of the budget's own amount and the
     limit the function was deployed with (a budget raised by `up` ends the stop). Fails closed: a cost or amount
     that is missing, not a number, NaN or infinite, a budget amount that is not positive, or a cost in another
     currency than the stack's counts as over the limit."""
     try:
-        spent = amount(cost, f"{what}'s cost")
-        budget_amount = amount(budget, f"{what}'s amount")
+        spent = amount(cost, cost_name)
+        budget_amount = amount(budget, budget_name)
         if budget_amount <= 0:
-            raise Unreadable(f"{what}'s amount {budget_amount:g} is not a positive amount")
+            raise Unreadable(f"{budget_name} {budget_amount:g} is not a positive amount")
     except Unreadable as problem:
         return Verdict(True, f"{what} cannot be read ({problem}): treated as over the limit", True)
     if cost_currency != currency:
-        return Verdict(True, f"{what} counts in {cost_currency!r}, the limit in {currency!r}: {spent:,.2f} cannot be "
+        return Verdict(True, f"{what} is in {cost_currency!r}, the limit in {currency!r}: {spent:,.2f} cannot be "
                              "compared with the limit, so it is treated as over it", True)
     limit = max(budget_amount, deployed_limit) if deployed_limit and math.isfinite(deployed_limit) else budget_amount
     raised = f" (the limit as deployed; {what} says {budget_amount:,.2f})" if limit > budget_amount else ""

@@ -32,8 +32,16 @@ Two kinds of message arrive on the topic:
 
 A node is the stack's only when both its goldenenv_stack and its project labels match (two projects may each
 have a stack ``dev`` in one Google Cloud project); the listing filters on both, and each node is checked again
-here. One log line per action, as JSON with a severity Cloud Logging reads; never a token. A stop or a listing
-that fails raises after the rest is done, so Eventarc retries the message (the handler is idempotent).
+here. The shared rules are the stop core's (stopcore.py, shipped beside this file): every REST call is retried
+with backoff and jitter on throttling and transient errors (HTTP 429, 403 rateLimitExceeded, 5xx, no answer)
+while the invocation's time allows; every page of aggregatedList is read, and a page that never comes fails the
+invocation (a partial listing is never "no nodes"); one node's failed stop never holds back the others. Compute
+Engine's documentation does not say whether it accepts a stop while a VM is PROVISIONING or STAGING, so the
+function asks: a refusal that says the VM is not ready yet (resourceNotReady) makes it a starting node, as a
+PENDING (flex-start) or REPAIRING one is: watched within the invocation and stopped once it runs, else named as
+waiting and stopped by the next message. One log line per node, as JSON with a severity Cloud Logging reads;
+never a token. A node failed or still waiting makes the invocation raise after the rest is done, so Eventarc
+delivers the message again (the handler is idempotent).
 """
 
 from __future__ import annotations
@@ -49,11 +57,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+try:
+    from goldenenv.clouds import stopcore
+except ImportError:  # in the function's package, shipped beside this file
+    import stopcore
+
 STACK_LABEL_KEY = "goldenenv_stack"
 """goldenenv.spec.STACK_TAG_KEY as a Google Cloud label (checked by a test)."""
 PROJECT_LABEL_KEY = "project"
 
 GCP_PROJECT_ENV = "GOLDENENV_GCP_PROJECT"
+GCP_PROJECT_NUMBER_ENV = "GOLDENENV_GCP_PROJECT_NUMBER"
+"""Set by the program: the project number the budget filters on, which the guardrails compare; not read here."""
 STACK_ENV = "GOLDENENV_STACK"
 """The stack label's value on the nodes."""
 PROJECT_ENV = "GOLDENENV_PROJECT"
@@ -76,28 +91,68 @@ MONITORING_URL = "https://monitoring.googleapis.com/v3"
 MODE_ATTRIBUTE = "goldenenv_mode"
 REAPER_MODE = "reaper"
 """The schedule's messages carry this attribute; every other message is read as the budget's."""
-LIVE_STATES = ("PROVISIONING", "STAGING", "RUNNING")
+STATE_CLASSES = {
+    "RUNNING": stopcore.LIVE, "PROVISIONING": stopcore.LIVE, "STAGING": stopcore.LIVE,
+    "PENDING": stopcore.STARTING, "REPAIRING": stopcore.STARTING,
+    "STOPPING": stopcore.STOPPING, "SUSPENDING": stopcore.STOPPING, "PENDING_STOP": stopcore.STOPPING,
+    "TERMINATED": stopcore.STOPPED, "STOPPED": stopcore.STOPPED, "SUSPENDED": stopcore.STOPPED,
+}
+"""Compute Engine's instance statuses (Instance.status, Compute Engine API v1; instance life cycle,
+https://cloud.google.com/compute/docs/instances/instance-life-cycle) by the stop core's state class. A stop is
+asked of PROVISIONING and STAGING VMs; one refused as not ready yet is watched like a PENDING one. A status this
+table does not know is treated as live: a stop is asked, never silently skipped."""
 DISCARD_LOCAL_SSD = "discardLocalSsd"
 """instances.stop's query parameter (Compute Engine API v1): required on a VM with Local SSD."""
 CPU_METRIC = "compute.googleapis.com/instance/cpu/utilization"
 IDLE_PERIOD_SECONDS = 300
-IDLE_CPU_PERCENT_CAP = 5.0
-IDLE_CORES = 0.5
-"""Idle: under min(5 %, half a core) of CPU, as goldenenv.clouds.aws.teardown.idle_cpu_threshold."""
-PACIFIC = timezone(timedelta(hours=-8))
+PACIFIC = stopcore.PACIFIC
 """Budget months begin at 12 AM US and Canadian Pacific Time (UTC-8) (Cloud Billing Budget API reference)."""
 TIMEOUT_SECONDS = 30
+"""One REST call's time limit."""
+INVOCATION_SECONDS, MARGIN_SECONDS = 300, 30
+"""The function's time limit (goldenenv.clouds.gcp.budget.TIMEOUT_SECONDS, checked by a test) and what is kept of
+it for the summary: retries and waits for starting nodes end before it."""
+THROTTLED_REASONS = ("rateLimitExceeded", "userRateLimitExceeded")
+"""403 reasons of a rate quota (https://cloud.google.com/compute/docs/api/how-tos/api-rate-limits: "errors":
+[{"reason": "rateLimitExceeded"}]); 429 RESOURCE_EXHAUSTED is the other form."""
+NOT_READY_REASON = "resourceNotReady"
+"""Compute Engine's error reason for an operation on a resource that is not ready for it yet."""
 
 
 class ApiError(RuntimeError):
-    def __init__(self, method: str, url: str, status: int, message: str):
+    def __init__(self, method: str, url: str, status: int, message: str, reason: str = ""):
         super().__init__(f"{method} {url.split('?')[0]}: HTTP {status}: {message}")
         self.status = status
+        self.reason = reason
+
+
+def http_error(method: str, url: str, status: int, body: bytes) -> ApiError:
+    """The ApiError of an HTTP error answer, with Google's error reason when the body gives one."""
+    message, reason = _error_message(body)
+    return ApiError(method, url, status, message, reason)
+
+
+def transient(error: BaseException) -> bool:
+    """Throttling, a server error or no answer: worth trying again within the invocation."""
+    if not isinstance(error, ApiError):
+        return False
+    return (error.status in (0, 408, 429) or error.status >= 500
+            or (error.status == 403 and error.reason in THROTTLED_REASONS))
+
+
+def not_ready(error: BaseException) -> bool:
+    """Compute Engine refused the stop because the VM is not ready for it yet (still starting)."""
+    return isinstance(error, ApiError) and error.reason == NOT_READY_REASON
 
 
 def log(severity: str, message: str) -> None:
     """One line, JSON, so Cloud Logging keeps the severity."""
     print(json.dumps({"severity": severity, "message": message}), flush=True)
+
+
+def new_clock() -> stopcore.Clock:
+    """This invocation's time."""
+    return stopcore.Clock(INVOCATION_SECONDS, margin_seconds=MARGIN_SECONDS)
 
 
 # ---------------------------------------------------------------- the APIs
@@ -130,7 +185,7 @@ class Google:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
                 body = response.read()
         except urllib.error.HTTPError as error:
-            raise ApiError(method, url, error.code, _error_message(error.read())) from None
+            raise http_error(method, url, error.code, error.read()) from None
         except (urllib.error.URLError, OSError) as error:
             raise ApiError(method, url, 0, str(getattr(error, "reason", error))) from None
         try:
@@ -142,37 +197,46 @@ class Google:
         return answer
 
 
-def _error_message(body: bytes) -> str:
-    """Google's error body ({"error": {"code", "message", "status"}}) as one line; the raw text otherwise."""
+def _error_message(body: bytes) -> tuple[str, str]:
+    """Google's error body ({"error": {"code", "message", "status", "errors": [{"reason"}]}}) as one line, and its
+    first reason; the raw text and no reason otherwise."""
     try:
         error = json.loads(body)["error"]
-        return f"{error.get('status') or error.get('code')}: {error.get('message')}"
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return body.decode("utf-8", "replace")[:300]
+        reasons = [e.get("reason") for e in error.get("errors") or [] if isinstance(e, dict)]
+        return f"{error.get('status') or error.get('code')}: {error.get('message')}", str(reasons[0] if reasons else "")
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return body.decode("utf-8", "replace")[:300], ""
 
 
 def zone_of(instance: dict[str, Any]) -> str:
     return str(instance.get("zone", "")).rstrip("/").rsplit("/", 1)[-1]
 
 
-def stack_instances(api: Google, gcp_project: str, project: str, stack: str) -> list[dict[str, Any]]:
+def node_name(instance: dict[str, Any]) -> str:
+    return f"{zone_of(instance)}/{instance.get('name')}"
+
+
+def is_stack(instance: dict[str, Any], project: str, stack: str) -> bool:
+    labels = instance.get("labels") or {}
+    return isinstance(labels, dict) and labels.get(STACK_LABEL_KEY) == stack and labels.get(PROJECT_LABEL_KEY) == project
+
+
+def stack_instances(api: Google, gcp_project: str, project: str, stack: str,
+                    clock: stopcore.Clock | None = None) -> list[dict[str, Any]]:
     """Every instance of the stack in the project, all zones and pages (instances.aggregatedList), filtered on both
-    labels by the API and checked again here."""
+    labels by the API and checked again here. Each page is retried; stopcore.ListingIncomplete when one never
+    comes."""
     query = {"filter": f'(labels.{STACK_LABEL_KEY} = "{stack}") (labels.{PROJECT_LABEL_KEY} = "{project}")',
              "maxResults": "500"}
-    found, token = [], None
-    while True:
-        page = dict(query, **({"pageToken": token} if token else {}))
+
+    def page(token: str | None) -> tuple[list[dict[str, Any]], str | None]:
         answer = api.call("GET", f"{api.compute}/projects/{gcp_project}/aggregated/instances?"
-                                 f"{urllib.parse.urlencode(page)}")
-        for scoped in (answer.get("items") or {}).values():
-            for instance in (scoped.get("instances") or []) if isinstance(scoped, dict) else []:
-                labels = instance.get("labels") or {}
-                if labels.get(STACK_LABEL_KEY) == stack and labels.get(PROJECT_LABEL_KEY) == project:
-                    found.append(instance)
-        token = answer.get("nextPageToken")
-        if not token:
-            return found
+                                 f"{urllib.parse.urlencode(dict(query, **({'pageToken': token} if token else {})))}")
+        found = [instance for scoped in (answer.get("items") or {}).values() if isinstance(scoped, dict)
+                 for instance in scoped.get("instances") or [] if isinstance(instance, dict)]
+        return [i for i in found if is_stack(i, project, stack)], answer.get("nextPageToken") or None
+
+    return stopcore.all_pages(page, clock or new_clock(), transient, "instances.aggregatedList")
 
 
 def stop_instance(api: Google, gcp_project: str, instance: dict[str, Any]) -> dict[str, Any]:
@@ -189,31 +253,30 @@ def stop_instance(api: Google, gcp_project: str, instance: dict[str, Any]) -> di
                             f"{urllib.parse.quote(str(instance['name']))}/stop?{query}")
 
 
+def state_class(instance: dict[str, Any]) -> str:
+    return STATE_CLASSES.get(str(instance.get("status")), stopcore.LIVE)
+
+
+def stop_plan(api: Google, gcp_project: str, project: str, stack: str,
+              clock: stopcore.Clock) -> stopcore.StopPlan[dict[str, Any]]:
+    """Compute Engine's calls for the stop core: one instances.stop per VM (there is no batch stop)."""
+
+    def refresh(waiting: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        wanted = {node_name(i) for i in waiting}
+        return [i for i in stack_instances(api, gcp_project, project, stack, clock) if node_name(i) in wanted]
+
+    return stopcore.StopPlan(name=node_name, state=state_class,
+                             stop=lambda batch: [stop_instance(api, gcp_project, i) for i in batch],
+                             transient=transient, refresh=refresh, not_yet=not_ready, batch_size=1)
+
+
 # ---------------------------------------------------------------- the budget's message
 
-@dataclass(frozen=True)
-class Verdict:
-    stop: bool
-    reason: str
-    unreadable: bool = False
-    """The message could not be read: stopped anyway (fail closed), logged at ERROR."""
-
-
-def _amount(payload: dict[str, Any], key: str) -> float:
-    value = payload.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{key} is {'missing' if value is None else repr(value)}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError(f"{key} {value!r} is not a number") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{key} is {value!r}, not a finite amount")
-    return number
+Verdict = stopcore.Verdict
 
 
 def budget_month(moment: datetime) -> str:
-    return moment.astimezone(PACIFIC).strftime("%Y-%m")
+    return stopcore.budget_month(moment, PACIFIC)
 
 
 def judge_budget(data: Any, *, currency: str, deployed_limit: float | None, now: datetime) -> Verdict:
@@ -222,15 +285,13 @@ def judge_budget(data: Any, *, currency: str, deployed_limit: float | None, now:
         payload = json.loads(base64.b64decode(data or b"", validate=True))
         if not isinstance(payload, dict):
             raise ValueError("the message is not a JSON object")
-        cost, budget = _amount(payload, "costAmount"), _amount(payload, "budgetAmount")
-        if budget <= 0:
-            raise ValueError(f"budgetAmount {budget:g} is not a positive amount")
     except (ValueError, TypeError) as problem:  # binascii.Error and JSONDecodeError are ValueErrors
         return Verdict(True, f"the budget message cannot be read ({problem}): treated as over the limit", True)
-    code = payload.get("currencyCode")
-    if code != currency:
-        return Verdict(True, f"the budget message is in {code!r}, the limit in {currency!r}: {cost:,.2f} cannot be "
-                             "compared with the limit, so it is treated as over it", True)
+    verdict = stopcore.judge_spend(payload.get("costAmount"), payload.get("budgetAmount"), currency=currency,
+                                   cost_currency=payload.get("currencyCode"), deployed_limit=deployed_limit,
+                                   what="the budget message", cost_name="costAmount", budget_name="budgetAmount")
+    if verdict.unreadable:
+        return verdict
     started = payload.get("costIntervalStart")
     try:
         interval = budget_month(datetime.fromisoformat(str(started).replace("Z", "+00:00")) + timedelta(hours=12))
@@ -238,12 +299,7 @@ def judge_budget(data: Any, *, currency: str, deployed_limit: float | None, now:
         interval = None
     if interval is not None and interval < budget_month(now):
         return Verdict(False, f"a message about {interval} (costIntervalStart {started}), a past month: ignored")
-    limit = max(budget, deployed_limit) if deployed_limit else budget
-    raised = f" (the budget as deployed; the message says {budget:,.2f})" if limit > budget else ""
-    spent = f"{cost:,.2f} {currency} of {limit:,.2f}{raised}"
-    if cost >= limit:
-        return Verdict(True, f"spend {spent}: at or over the limit")
-    return Verdict(False, f"spend {spent}: under the limit")
+    return verdict
 
 
 # ---------------------------------------------------------------- the schedule's message
@@ -258,26 +314,26 @@ def _timestamp(value: Any) -> datetime:
 def ttl_reason(instance: dict[str, Any], ttl_hours: float, now: datetime) -> str | None:
     """Why an expired node is due; None while it has time left. Raises ValueError when no start can be read."""
     key = "lastStartTimestamp" if instance.get("lastStartTimestamp") else "creationTimestamp"
-    started = _timestamp(instance.get(key))
-    expires = started + timedelta(hours=ttl_hours)
-    return f"time to live expired at {expires.isoformat()} ({ttl_hours:g} h after {key})" if now >= expires else None
+    return stopcore.ttl_due(_timestamp(instance.get(key)), ttl_hours, now, key)
 
 
 def idle_threshold(vcpus: int) -> float:
     """The idle CPU utilisation as a fraction: min(5 %, half a core)."""
-    return min(IDLE_CPU_PERCENT_CAP, 100.0 * IDLE_CORES / max(vcpus, 1)) / 100.0
+    return stopcore.idle_cpu_percent(vcpus) / 100.0
 
 
 def idle_reason(api: Google, gcp_project: str, instance: dict[str, Any], idle_minutes: int,
-                now: datetime) -> str | None:
+                now: datetime, clock: stopcore.Clock | None = None) -> str | None:
     """Why a node is idle (every 5-minute mean CPU of the last idle_minutes under the threshold, the window covered);
     None when it is not, or cannot be known yet."""
+    clock = clock or new_clock()
     started = _timestamp(instance.get("lastStartTimestamp") or instance.get("creationTimestamp"))
     if now - started < timedelta(minutes=idle_minutes):
         return None
     machine = str(instance.get("machineType", "")).rstrip("/").rsplit("/", 1)[-1]
-    vcpus = int(api.call("GET", f"{api.compute}/projects/{gcp_project}/zones/{zone_of(instance)}/machineTypes/"
-                                f"{machine}").get("guestCpus") or 1)
+    vcpus = int(stopcore.retry(lambda: api.call(
+        "GET", f"{api.compute}/projects/{gcp_project}/zones/{zone_of(instance)}/machineTypes/{machine}"),
+        transient, clock).get("guestCpus") or 1)
     threshold = idle_threshold(vcpus)
     query = {
         "filter": f'metric.type = "{CPU_METRIC}" AND resource.labels.instance_id = "{instance.get("id")}"',
@@ -286,15 +342,14 @@ def idle_reason(api: Google, gcp_project: str, instance: dict[str, Any], idle_mi
         "aggregation.alignmentPeriod": f"{IDLE_PERIOD_SECONDS}s",
         "aggregation.perSeriesAligner": "ALIGN_MEAN",
     }
-    answer = api.call("GET", f"{api.monitoring}/projects/{gcp_project}/timeSeries?{urllib.parse.urlencode(query)}")
+    answer = stopcore.retry(lambda: api.call(
+        "GET", f"{api.monitoring}/projects/{gcp_project}/timeSeries?{urllib.parse.urlencode(query)}"),
+        transient, clock)
     points = [p for series in answer.get("timeSeries") or [] for p in series.get("points") or []]
-    values = [float((p.get("value") or {}).get("doubleValue", math.nan)) for p in points]
-    # the newest period may not be written yet (Monitoring samples each minute, shown up to 4 minutes later)
-    needed = max(1, math.ceil(idle_minutes * 60 / IDLE_PERIOD_SECONDS) - 1)
-    if len(values) < needed or not all(math.isfinite(v) and v < threshold for v in values):
-        return None
-    return (f"idle: CPU under {threshold:.1%} ({vcpus} vCPUs) for {idle_minutes} minutes "
-            f"(highest 5-minute mean {max(values):.2%})")
+    values = [(p.get("value") or {}).get("doubleValue") for p in points]
+    percents = [100.0 * v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values]
+    reason = stopcore.idle_due(percents, idle_minutes, IDLE_PERIOD_SECONDS / 60, 100.0 * threshold, " %")
+    return f"{reason} ({vcpus} vCPUs)" if reason else None
 
 
 # ---------------------------------------------------------------- one message
@@ -304,49 +359,53 @@ class Report:
     mode: str
     stopped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    """Every node not stopped that should be (failed, or still starting), and every listing or judgement that
+    failed: what makes the invocation raise."""
 
 
-def _stop(api: Google, gcp_project: str, instances: list[tuple[dict[str, Any], str]], report: Report,
-          prefix: str) -> None:
-    for instance, reason in instances:
-        name = f"{zone_of(instance)}/{instance.get('name')}"
-        try:
-            operation = stop_instance(api, gcp_project, instance)
-        except ApiError as error:
-            report.failed.append(f"{name}: {error}")
-            log("ERROR", f"{prefix} FAILED to stop {name} ({reason}): {error}")
-            continue
-        report.stopped.append(name)
-        log("NOTICE", f"{prefix} stop {name} ({reason}); operation {operation.get('name', '?')}")
+def _stop(api: Google, gcp_project: str, project: str, stack: str, instances: list[dict[str, Any]],
+          reasons: dict[str, str], report: Report, prefix: str, clock: stopcore.Clock) -> None:
+    outcome = stopcore.stop_every(instances, stop_plan(api, gcp_project, project, stack, clock), clock,
+                                  lambda i: reasons[node_name(i)])
+    for line in outcome.lines(prefix):
+        log("NOTICE" if f"{prefix} stop " in line else "INFO" if f"{prefix} leave " in line else "ERROR", line)
+    report.stopped += [o.node for o in outcome.stopped]
+    report.failed += outcome.problems()
 
 
-def run(message: dict[str, Any], env: dict[str, str], now: datetime, api: Google | None = None) -> Report:
+def run(message: dict[str, Any], env: dict[str, str], now: datetime, api: Google | None = None,
+        clock: stopcore.Clock | None = None) -> Report:
     """Handle one Pub/Sub message ({"data": base64, "attributes": {...}}) at ``now``."""
     api = api or Google(env)
+    clock = clock or new_clock()
     gcp_project, project, stack = env[GCP_PROJECT_ENV], env[PROJECT_ENV], env[STACK_ENV]
     attributes = message.get("attributes") or {}
     mode = REAPER_MODE if attributes.get(MODE_ATTRIBUTE) == REAPER_MODE else "budget"
     prefix = f"project={project} stack={stack} {mode}:"
     report = Report(mode)
     if mode == "budget":
-        if env.get(HARD_STOP_ENV, "false").strip().lower() != "true":
+        if not stopcore.flag(env.get(HARD_STOP_ENV)):
             log("INFO", f"{prefix} the hard stop is off: nothing to do")
             return report
         verdict = judge_budget(message.get("data"), currency=env.get(CURRENCY_ENV, "USD"),
-                               deployed_limit=_positive(env.get(BUDGET_LIMIT_ENV)), now=now)
+                               deployed_limit=stopcore.positive(env.get(BUDGET_LIMIT_ENV)), now=now)
         log("ERROR" if verdict.unreadable else "WARNING" if verdict.stop else "INFO", f"{prefix} {verdict.reason}")
         if not verdict.stop:
             return report
-        live = _listing(api, gcp_project, project, stack, report, prefix)
-        _stop(api, gcp_project, [(i, f"hard stop: {verdict.reason}") for i in live], report, prefix)
+        instances = _listing(api, gcp_project, project, stack, report, prefix, clock)
+        _stop(api, gcp_project, project, stack, instances, {node_name(i): f"hard stop: {verdict.reason}"
+                                                            for i in instances}, report, prefix, clock)
     else:
-        ttl, idle = _positive(env.get(TTL_HOURS_ENV)), _positive(env.get(IDLE_MINUTES_ENV))
-        due = []
-        for instance in _listing(api, gcp_project, project, stack, report, prefix):
-            name = f"{zone_of(instance)}/{instance.get('name')}"
+        ttl, idle = stopcore.positive(env.get(TTL_HOURS_ENV)), stopcore.positive(env.get(IDLE_MINUTES_ENV))
+        due: dict[str, str] = {}
+        instances = _listing(api, gcp_project, project, stack, report, prefix, clock)
+        for instance in instances:
+            name = node_name(instance)
+            if state_class(instance) in (stopcore.STOPPING, stopcore.STOPPED):
+                continue
             try:
                 reason = (ttl_reason(instance, ttl, now) if ttl else None) or (
-                    idle_reason(api, gcp_project, instance, int(idle), now) if idle else None)
+                    idle_reason(api, gcp_project, instance, int(idle), now, clock) if idle else None)
             except (ValueError, TypeError) as problem:
                 report.failed.append(f"{name}: cannot be judged ({problem})")
                 log("ERROR", f"{prefix} SKIPPED {name}: cannot be judged ({problem})")
@@ -356,35 +415,24 @@ def run(message: dict[str, Any], env: dict[str, str], now: datetime, api: Google
                 log("ERROR", f"{prefix} SKIPPED {name}: its idleness cannot be read ({error})")
                 continue
             if reason:
-                due.append((instance, reason))
+                due[name] = reason
             else:
                 log("INFO", f"{prefix} keep {name}")
-        _stop(api, gcp_project, due, report, prefix)
-    log("INFO", f"{prefix} {len(report.stopped)} stopped, {len(report.failed)} failed")
+        _stop(api, gcp_project, project, stack, [i for i in instances if node_name(i) in due], due, report, prefix,
+              clock)
+    log("INFO", f"{prefix} {len(report.stopped)} stopped, {len(report.failed)} failed or waiting")
     return report
 
 
-def _listing(api: Google, gcp_project: str, project: str, stack: str, report: Report,
-             prefix: str) -> list[dict[str, Any]]:
-    """The stack's live nodes; none (and a failure) when the listing fails."""
+def _listing(api: Google, gcp_project: str, project: str, stack: str, report: Report, prefix: str,
+             clock: stopcore.Clock) -> list[dict[str, Any]]:
+    """The stack's nodes; none, and a failure that fails the invocation, when the listing cannot be completed."""
     try:
-        instances = stack_instances(api, gcp_project, project, stack)
-    except ApiError as error:
+        return stack_instances(api, gcp_project, project, stack, clock)
+    except stopcore.ListingIncomplete as error:
         report.failed.append(f"cannot list the stack's instances: {error}")
-        log("ERROR", f"{prefix} cannot list the stack's instances: {error}")
+        log("ERROR", f"{prefix} cannot list the stack's instances, so none is known stopped: {error}")
         return []
-    for instance in instances:
-        if instance.get("status") not in LIVE_STATES:
-            log("INFO", f"{prefix} leave {zone_of(instance)}/{instance.get('name')}: {instance.get('status')}")
-    return [i for i in instances if i.get("status") in LIVE_STATES]
-
-
-def _positive(text: str | None) -> float | None:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value > 0 else None
 
 
 def _message_of(event: Any) -> dict[str, Any]:
@@ -400,7 +448,8 @@ def utc_now() -> datetime:
 
 
 def handle(cloud_event: Any) -> None:
-    """The entry point. Raises when a listing or a stop failed, so Eventarc delivers the message again."""
+    """The entry point. Raises when a listing or a stop failed, or a node is still starting, so Eventarc delivers
+    the message again; the error names each node."""
     report = run(_message_of(cloud_event), dict(os.environ), utc_now())
     if report.failed:
         raise RuntimeError(f"{len(report.failed)} problem(s): " + "; ".join(report.failed))
