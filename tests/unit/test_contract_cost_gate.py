@@ -226,3 +226,37 @@ def test_the_gate_prices_from_the_public_price_pages(stack, hourly):
     spec = stackconfig.load(stack, values, unknown)
     [line] = [line for line in costs.stack_lines(spec) if line.name == f"compute {spec.nodes[0].name}"]
     assert line.amount == pytest.approx(hourly)
+
+
+class _Deployed:
+    """An Automation API stack whose first up succeeds: nothing is rented here."""
+
+    def __init__(self):
+        self.ups = 0
+
+    def outputs(self):
+        return {}
+
+    def up(self, on_output=None, refresh=None):
+        self.ups += 1
+        return type("Result", (), {"outputs": {}})()
+
+
+def test_up_with_allow_over_budget_goes_ahead_and_says_which_places_are_over(tmp_path, monkeypatch):
+    stack = "aws-p4d-4node-spot"
+    config = _config(stack)
+    _spot_then_on_demand(config, fallback=True)
+    stacks = _write(tmp_path, stack, config)
+    real_guard = automation.guard
+    monkeypatch.setattr(automation, "guard", lambda spec, creating, allow_over_budget=False: real_guard(
+        spec, creating=False, stacks_dir=stacks, allow_over_budget=allow_over_budget))
+    monkeypatch.setattr(automation, "_before_up", lambda spec, log: None)
+    values, unknown = stackconfig.namespaced(config)
+    spec, target, said = stackconfig.load(stack, values, unknown), _Deployed(), []
+    with pytest.raises(automation.LifecycleError, match="cost:over-budget"):
+        automation.up(spec, log=said.append, target=target, sleep=lambda s: None)
+    assert target.ups == 0
+    automation.up(spec, log=said.append, target=target, allow_over_budget=True, sleep=lambda s: None)
+    assert target.ups == 1
+    [over] = [line for line in said if line.startswith(f"{OVER_BUDGET}:")]
+    assert "going ahead" in over and "Over the budget in up's order: gpu on on-demand" in over, over
