@@ -38,6 +38,8 @@ from goldenenv import spec
 from goldenenv.clouds.azure import budget
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
 
+import stopfakes
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 PROJECT, STACK = "llm-pretrain", "azure-ndh100-2node"
@@ -290,7 +292,9 @@ def test_every_taggable_resource_carries_the_stacks_tags_and_every_child_is_the_
     for typ in ("azure-native:web:WebApp", "azure-native:web:AppServicePlan", "azure-native:storage:StorageAccount",
                 "azure-native:managedidentity:UserAssignedIdentity", "azure-native:operationalinsights:Workspace",
                 "azure-native:applicationinsights:Component", "azure-native:monitor:MetricAlert"):
-        assert one(resources, typ).props["tags"] == TAGS, typ
+        tags = {k: v for k, v in one(resources, typ).props["tags"].items() if k != "goldenenv-holds"}
+        assert tags == TAGS, typ
+    assert one(resources, "azure-native:storage:StorageAccount").props["tags"]["goldenenv-holds"] == "function-code"
     assert [g.props["tags"] for g in resources["azure-native:monitor:ActionGroup"]] == [TAGS, TAGS]
     children = [r for rs in resources.values() for r in rs if r.type != "goldenenv:azure:BudgetStop"]
     assert children and all(r.parent_urn == outputs["urn"] for r in children)
@@ -428,6 +432,13 @@ def test_the_v2_model_registers_an_anonymous_post_route_and_a_15_minute_timer():
 
 
 # ---------------------------------------------------------------- the function against a fake ARM
+
+@pytest.fixture(autouse=True)
+def simulated_time(monkeypatch):
+    """The stop core's backoffs and waits run on simulated time: a retried call never really sleeps."""
+    monkeypatch.setattr(stopfn, "timer_clock", lambda: stopfakes.simulated_clock(stopfn.TIMER_SECONDS))
+    monkeypatch.setattr(stopfn, "alert_clock", lambda: stopfakes.simulated_clock(stopfn.ALERT_SECONDS))
+
 
 def iso(moment: datetime) -> str:
     """As ARM writes times: 2026-07-20T07:00:00.1234567+00:00."""
@@ -746,13 +757,37 @@ def test_an_unreadable_alert_over_budget_deallocates(arm, body, caplog):
     assert "the alert cannot be read" in caplog.text
 
 
-@pytest.mark.parametrize("answer", [404, None])
-def test_an_alert_fails_closed_when_the_budget_cannot_be_read(arm, answer, caplog):
+@pytest.mark.parametrize("answer,why", [
+    (None, "properties.currentSpend.amount is missing"),
+    ({"amount": 1000.0, "spend": "NaN", "unit": "USD"}, "not a finite amount"),
+    ({"amount": 1000.0, "spend": 5.0, "unit": "EUR"}, "in 'EUR', the limit in 'USD'"),
+])
+def test_an_alert_fails_closed_when_the_budget_answers_but_cannot_be_judged(arm, answer, why, caplog):
     arm.budget = answer
     report = stopfn.run_alert(common_alert(), arm.env(), NOW)
     assert arm.deallocations() == MINE and report.failed == []
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "treated as over the limit" in errors[0].getMessage()
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "treated as over" in errors[0] and why in errors[0]
+
+
+@pytest.mark.parametrize("answer", [403, 404, 503])
+def test_an_alert_whose_budget_read_fails_deallocates_nothing_and_fails_the_call(arm, answer, monkeypatch, caplog):
+    """The caller is anonymous: a budget that cannot be read never lets it deallocate a stack; the failed call
+    (HTTP 500) is what the stop-failure alert emails to the contacts."""
+    arm.budget = answer
+    for key, value in arm.env().items():
+        monkeypatch.setenv(key, value)
+    status, answered = stopfn.handle_alert(common_alert())
+    assert status == 500 and answered["deallocated"] == [] and arm.deallocations() == []
+    assert f"HTTP {answer}" in answered["failed"][0]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "nothing is deallocated" in errors[0]
+
+
+def test_the_timer_fails_closed_on_a_budget_that_answers_in_another_currency(arm):
+    arm.budget = {"amount": 1000.0, "spend": 5.0, "unit": "EUR"}
+    report = stopfn.run_timer(arm.env(), NOW)
+    assert arm.deallocations() == MINE and report.failed == []
 
 
 def test_a_transient_budget_failure_stops_nothing_and_fails_the_call_so_it_is_retried(arm, monkeypatch):

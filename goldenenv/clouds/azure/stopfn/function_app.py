@@ -29,19 +29,24 @@ Two entry points:
   ``alertContext.AlertData.BudgetName``/``ThresholdType``, or the older ``AIP Budget Notification`` with
   ``data.BudgetName``); an alert about another budget, or a forecast, is ignored. For this budget, or a body that
   cannot be read, the function reads the budget itself (Consumption Budgets - Get, api-version 2024-08-01:
-  ``properties.currentSpend.amount`` against ``properties.amount``) and deallocates when the month's spend is at or
-  over the limit (the larger of the budget's amount and GOLDENENV_BUDGET_LIMIT, the limit `up` deployed, as on
-  Google Cloud: a budget that `up` raised ends the stop). Fail closed, as Google Cloud's stopfn does: when an alert
-  rang and the budget cannot be read (missing, refused, not a number), the stack is deallocated and the reason
-  logged at ERROR. A transient failure (HTTP 429, 5xx, no answer) instead fails the call, so the action group and
-  the next timer run try again. An anonymous caller can therefore make the function read the budget, never
-  deallocate a stack under its limit.
+  ``properties.currentSpend.amount`` against ``properties.amount``) and deallocates only when the budget says the
+  month's spend is at or over the limit (the larger of the budget's amount and GOLDENENV_BUDGET_LIMIT, the limit `up`
+  deployed, as on Google Cloud: a budget that `up` raised ends the stop). The caller is untrusted, so the budget
+  decides: when the budget cannot be read at all (refused 403, missing 404, throttled or failing after the retries,
+  any other error) nothing is deallocated, the reason is logged at ERROR and the call fails (HTTP 500), which the
+  stop-failure alert emails to the budget's contacts; the next timer run reads the budget again. A budget that
+  answers but cannot be judged (a spend or amount that is missing, not a number, NaN or infinite, or a spend in
+  another currency than the stack's) fails closed, as on Google Cloud: the stack is deallocated and the reason
+  logged at ERROR. An anonymous caller can therefore make the function read the budget, never deallocate a stack
+  the budget says is under its limit.
 - **reaper**, a timer trigger every 15 minutes (NCRONTAB ``0 */15 * * * *``). With the hard stop on it first reads
   the budget: while the month is over the limit it deallocates whatever of the stack is still allocated, so the hard
   stop lasts until the month ends or `up` raises the budget, as on AWS and Google Cloud (Azure sends a threshold's
-  alert once a period; this repeats it). A budget it cannot read here stops nothing (no alert rang; the role and the
-  budget may still be propagating after `up`) and fails the run. Then the time to live and the idle stop, as the AWS
-  reaper and Google Cloud's stopfn do:
+  alert once a period; this repeats it). A budget it cannot read at all stops nothing for the budget (the role and
+  the budget may still be propagating after `up`) and fails the run; one that answers but cannot be judged fails
+  closed as on the alert. The month is the budget's own: the function compares the spend the budget reports for
+  its current period (timeGrain Monthly), so it computes no month of its own. Then the time to live and the idle
+  stop, as the AWS reaper and Google Cloud's stopfn do:
 
   * time to live: an instance expires GOLDENENV_TTL_HOURS after its last start. Azure records no start time as
     such; the instance view's provisioning status carries the time of the VM's last completed operation (its
@@ -54,15 +59,23 @@ Two entry points:
     and an instance up for less than the idle time is kept. The head (a VM) is deallocated as idle only when none
     of the stack's scale-set instances is left running: its own CPU says nothing about the cluster's use.
 
-One log line per action; never a token. A deallocation or a listing that fails makes the invocation fail after
-the rest is done (the handlers are idempotent: what is deallocated or deallocating is left alone).
+The shared rules are the stop core's (stopcore.py, shipped beside this file): every ARM call is retried with
+backoff and jitter on throttling and transient errors (HTTP 429, 408, 5xx, no answer) while the invocation's time
+allows (the timer's ten minutes of host.json, the alert's 230 seconds, the most an HTTP-triggered function has to
+answer: learn.microsoft.com azure-functions/functions-scale, "Function app timeout duration"); every page of a
+listing is read, and a page that never comes fails the invocation (a partial listing is never "no nodes"); a scale
+set's instances are deallocated in one call, and a call that fails is retried instance by instance, so one
+instance ARM refuses (409 Conflict or OperationNotAllowed) never holds back its siblings. An instance still being
+created or starting (ProvisioningState/creating, PowerState/starting) is watched and deallocated once it runs, or
+named as waiting for the next run. One log line per node; never a token. A node failed or still waiting, or a
+listing that fails, makes the invocation fail after the rest is done (the handlers are idempotent: what is
+deallocated or deallocating is left alone).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import urllib.error
 import urllib.parse
@@ -70,6 +83,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+try:
+    from goldenenv.clouds import stopcore
+except ImportError:  # in the function's package, shipped beside this file
+    import stopcore
 
 STACK_TAG_KEY = "goldenenv:stack"
 """goldenenv.spec.STACK_TAG_KEY (checked by a test)."""
@@ -108,6 +126,9 @@ TIMER_FUNCTION, SCHEDULE = "reaper", "0 */15 * * * *"
 
 DEALLOCATED = ("PowerState/deallocated", "PowerState/deallocating")
 RUNNING = "PowerState/running"
+STARTING_POWER, CREATING = "PowerState/starting", "ProvisioningState/creating"
+"""An instance view's codes while a VM is being started or created
+(learn.microsoft.com virtual-machines/states-billing): it is deallocated once it runs."""
 CPU_METRIC = "Percentage CPU"
 IDLE_PERIOD_MINUTES = 5
 DEFAULT_IDLE_CPU_PERCENT = 0.5
@@ -115,6 +136,14 @@ DEFAULT_IDLE_CPU_PERCENT = 0.5
 COMMON_SCHEMA, BUDGET_SCHEMA = "azureMonitorCommonAlertSchema", "AIP Budget Notification"
 MAX_BODY_BYTES = 1 << 16
 TIMEOUT_SECONDS = 30
+"""One ARM call's time limit."""
+TIMER_SECONDS, ALERT_SECONDS, MARGIN_SECONDS = 600, 230, 30
+"""The timer's time limit (host.json functionTimeout, checked by a test) and the alert's (230 s, the most an
+HTTP-triggered function has to answer whatever the timeout: learn.microsoft.com azure-functions/functions-scale,
+"Function app timeout duration"), less what is kept for the summary."""
+MAX_INSTANCE_IDS = 1000
+"""Instance ids in one deallocate call: a scale set holds at most 1,000 VMs
+(learn.microsoft.com virtual-machine-scale-sets/virtual-machine-scale-sets-placement-groups)."""
 
 logger = logging.getLogger("goldenenv.stopfn")
 
@@ -126,8 +155,21 @@ class ApiError(RuntimeError):
 
     @property
     def transient(self) -> bool:
-        """No answer, a timeout, throttling or a server error: worth trying again later."""
+        """No answer, a timeout, throttling or a server error: worth trying again."""
         return self.status in (0, 408, 429) or self.status >= 500
+
+
+def transient(error: BaseException) -> bool:
+    """The stop core's classifier: ARM throttling (429), a timeout, a server error or no answer."""
+    return isinstance(error, ApiError) and error.transient
+
+
+def timer_clock() -> stopcore.Clock:
+    return stopcore.Clock(TIMER_SECONDS, margin_seconds=MARGIN_SECONDS)
+
+
+def alert_clock() -> stopcore.Clock:
+    return stopcore.Clock(ALERT_SECONDS, margin_seconds=MARGIN_SECONDS)
 
 
 # ---------------------------------------------------------------- ARM
@@ -169,16 +211,17 @@ class Arm:
         return self._request(method, self.url(target, query, api_version),
                              {"Authorization": f"Bearer {self.token()}"}, body)
 
-    def pages(self, path: str, query: dict[str, str] | None = None,
+    def pages(self, path: str, clock: stopcore.Clock, query: dict[str, str] | None = None,
               api_version: str = COMPUTE_API_VERSION) -> list[dict[str, Any]]:
-        """Every item of a list, following nextLink."""
-        found: list[dict[str, Any]] = []
-        target: str | None = path
-        while target:
-            answer, _ = self.call("GET", target, query, api_version=api_version)
-            found.extend(item for item in answer.get("value") or [] if isinstance(item, dict))
-            target = answer.get("nextLink") or None
-        return found
+        """Every item of a list, following nextLink, each page retried; stopcore.ListingIncomplete when one never
+        comes."""
+
+        def page(target: str | None) -> tuple[list[dict[str, Any]], str | None]:
+            answer, _ = self.call("GET", target or path, None if target else query, api_version=api_version)
+            return ([item for item in answer.get("value") or [] if isinstance(item, dict)],
+                    answer.get("nextLink") or None)
+
+        return stopcore.all_pages(page, clock, transient, path.rsplit("/", 1)[-1])
 
     @staticmethod
     def _request(method: str, url: str, headers: dict[str, str],
@@ -235,6 +278,7 @@ class Node:
     scale_set: dict[str, Any] | None = None
     instance_id: str | None = None
     power: str | None = None
+    provisioning: str | None = None
     started: datetime | None = None
     computer_name: str | None = None
 
@@ -245,6 +289,18 @@ class Node:
     @property
     def allocated(self) -> bool:
         return self.power not in DEALLOCATED
+
+    @property
+    def state(self) -> str:
+        """The stop core's state class. A powered-off (stopped) VM still holds its allocation and bills: live."""
+        if self.power == "PowerState/deallocated":
+            return stopcore.STOPPED
+        if self.power == "PowerState/deallocating":
+            return stopcore.STOPPING
+        creating = (self.provisioning or "").lower() == CREATING.lower()
+        if self.power == STARTING_POWER or (self.power is None and creating):
+            return stopcore.STARTING
+        return stopcore.LIVE
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -257,37 +313,44 @@ def _timestamp(value: Any) -> datetime | None:
 def _node(name: str, resource_id: str, properties: dict[str, Any], view: dict[str, Any], **extra: Any) -> Node:
     statuses = [s for s in view.get("statuses") or [] if isinstance(s, dict)]
     power = next((str(s["code"]) for s in statuses if str(s.get("code", "")).startswith("PowerState/")), None)
+    provisioning = next((str(s["code"]) for s in statuses if str(s.get("code", "")).startswith("ProvisioningState/")),
+                        None)
     provisioned = [t for t in (_timestamp(s.get("time")) for s in statuses
                                if str(s.get("code", "")).startswith("ProvisioningState/")) if t]
     started = max(provisioned) if provisioned else _timestamp(properties.get("timeCreated"))
-    return Node(name=name, resource_id=resource_id, power=power, started=started,
+    return Node(name=name, resource_id=resource_id, power=power, provisioning=provisioning, started=started,
                 computer_name=view.get("computerName") or (properties.get("osProfile") or {}).get("computerName"),
                 **extra)
 
 
-def stack_scale_sets(api: Arm, subscription: str, group: str, project: str, stack: str) -> list[dict[str, Any]]:
+def stack_scale_sets(api: Arm, subscription: str, group: str, project: str, stack: str,
+                     clock: stopcore.Clock) -> list[dict[str, Any]]:
     path = (f"/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/"
             "virtualMachineScaleSets")
-    return [s for s in api.pages(path) if is_stack(s, project, stack)]
+    return [s for s in api.pages(path, clock) if is_stack(s, project, stack)]
 
 
-def scale_set_nodes(api: Arm, scale_set: dict[str, Any]) -> list[Node]:
-    """The scale set's instances with their instance views (one list call)."""
+def scale_set_nodes(api: Arm, scale_set: dict[str, Any], clock: stopcore.Clock) -> list[Node]:
+    """The scale set's instances with their instance views (one list, every page)."""
     nodes = []
-    for vm in api.pages(f"{scale_set['id']}/virtualMachines", {"$expand": "instanceView"}):
+    for vm in api.pages(f"{scale_set['id']}/virtualMachines", clock, {"$expand": "instanceView"}):
         properties = vm.get("properties") or {}
         nodes.append(_node(str(vm.get("name")), str(vm.get("id")), properties, properties.get("instanceView") or {},
                            scale_set=scale_set, instance_id=str(vm.get("instanceId"))))
     return nodes
 
 
-def stack_vm_nodes(api: Arm, subscription: str, group: str, project: str, stack: str) -> list[Node]:
+def stack_vm_nodes(api: Arm, subscription: str, group: str, project: str, stack: str,
+                   clock: stopcore.Clock) -> list[Node]:
     """The group's standalone VMs (the head) with the stack's tags, each with its instance view."""
     path = f"/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines"
     nodes = []
-    for vm in api.pages(path):
+    for vm in api.pages(path, clock):
         if is_stack(vm, project, stack):
-            view, _ = api.call("GET", f"{vm['id']}/instanceView")
+            try:
+                view, _ = stopcore.retry(lambda: api.call("GET", f"{vm['id']}/instanceView"), transient, clock)
+            except ApiError as error:
+                raise stopcore.ListingIncomplete(f"the instance view of {vm.get('name')}: {error}") from error
             nodes.append(_node(str(vm.get("name")), str(vm["id"]), vm.get("properties") or {}, view))
     return nodes
 
@@ -307,58 +370,30 @@ def deallocate(api: Arm, scale_set: dict[str, Any] | None, nodes: list[Node]) ->
 
 # ---------------------------------------------------------------- the budget
 
-@dataclass(frozen=True)
-class Verdict:
-    stop: bool
-    reason: str
-    unreadable: bool = False
-    """The budget could not be read; with an alert ringing, the stack is deallocated anyway (fail closed)."""
-
-
-def _amount(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{what} is {'missing' if value is None else repr(value)}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError(f"{what} {value!r} is not a number") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{what} is {value!r}, not a finite amount")
-    return number
+Verdict = stopcore.Verdict
 
 
 def judge_budget(budget: dict[str, Any], *, currency: str, deployed_limit: float | None) -> Verdict:
-    """Whether the month's spend is at or over the limit. Raises ValueError when the budget cannot be read."""
-    properties = budget.get("properties")
+    """Whether the month's spend is at or over the limit. Fails closed: a budget that answers but cannot be judged
+    (no properties, a spend or amount that is not a finite number, a spend in another currency) is over it."""
+    properties = budget.get("properties") if isinstance(budget, dict) else None
     if not isinstance(properties, dict):
-        raise ValueError("the budget has no properties")
-    amount = _amount(properties.get("amount"), "properties.amount")
-    if amount <= 0:
-        raise ValueError(f"properties.amount {amount:g} is not a positive amount")
+        return Verdict(True, "the budget cannot be read (it has no properties): treated as over the limit", True)
     spend = properties.get("currentSpend")
-    if not isinstance(spend, dict):
-        raise ValueError("properties.currentSpend is missing")
-    cost = _amount(spend.get("amount"), "properties.currentSpend.amount")
-    unit = spend.get("unit")
-    if deployed_limit and unit == currency and deployed_limit > amount:
-        limit, note = deployed_limit, f" (the limit as deployed; the budget says {amount:,.2f})"
-    else:
-        limit, note = amount, ""
-    if unit != currency:
-        note += f" (the budget counts in {unit!r}, the stack in {currency!r}: compared in the budget's own unit)"
-    spent = f"{cost:,.2f} {unit} of {limit:,.2f}{note}"
-    return Verdict(cost >= limit, f"spend {spent}: {'at or over' if cost >= limit else 'under'} the limit")
+    spend = spend if isinstance(spend, dict) else {}
+    return stopcore.judge_spend(spend.get("amount"), properties.get("amount"), currency=currency,
+                                cost_currency=spend.get("unit"), deployed_limit=deployed_limit, what="the budget",
+                                cost_name="properties.currentSpend.amount", budget_name="properties.amount")
 
 
-def read_budget(api: Arm, subscription: str, name: str, *, currency: str,
-                deployed_limit: float | None) -> Verdict:
-    """The budget's verdict. Raises ApiError when ARM failed; an answer it cannot read is an unreadable Verdict."""
+def read_budget(api: Arm, subscription: str, name: str, *, currency: str, deployed_limit: float | None,
+                clock: stopcore.Clock | None = None) -> Verdict:
+    """The budget's verdict, the call retried on throttling and transient errors. Raises ApiError when ARM did not
+    answer with the budget; an answer that cannot be judged is an unreadable Verdict (stop)."""
     path = f"/subscriptions/{subscription}/providers/Microsoft.Consumption/budgets/{name}"
-    budget, _ = api.call("GET", path, api_version=CONSUMPTION_API_VERSION)
-    try:
-        return judge_budget(budget, currency=currency, deployed_limit=deployed_limit)
-    except ValueError as problem:
-        return Verdict(True, f"the budget {name} cannot be read ({problem})", True)
+    budget, _ = stopcore.retry(lambda: api.call("GET", path, api_version=CONSUMPTION_API_VERSION), transient,
+                               clock or timer_clock())
+    return judge_budget(budget, currency=currency, deployed_limit=deployed_limit)
 
 
 @dataclass(frozen=True)
@@ -395,12 +430,11 @@ def ttl_reason(node: Node, ttl_hours: float, now: datetime) -> str | None:
     """Why an expired node is due; None while it has time left. Raises ValueError when no start can be read."""
     if node.started is None:
         raise ValueError("its instance view has no provisioning time and it has no timeCreated")
-    expires = node.started + timedelta(hours=ttl_hours)
-    return (f"time to live expired at {expires.isoformat()} ({ttl_hours:g} h after its last start or change)"
-            if now >= expires else None)
+    return stopcore.ttl_due(node.started, ttl_hours, now, "its last start or change")
 
 
-def cpu_series(api: Arm, resource_id: str, minutes: int, now: datetime, split: bool) -> dict[str, list[float]]:
+def cpu_series(api: Arm, resource_id: str, minutes: int, now: datetime, split: bool,
+               clock: stopcore.Clock | None = None) -> dict[str, list[float]]:
     """5-minute average Percentage CPU over the last `minutes`, per VMName (lowercase; "" when not split)."""
     query = {
         "metricnames": CPU_METRIC,
@@ -409,8 +443,8 @@ def cpu_series(api: Arm, resource_id: str, minutes: int, now: datetime, split: b
         "aggregation": "Average",
         **({"$filter": "VMName eq '*'"} if split else {}),
     }
-    answer, _ = api.call("GET", f"{resource_id}/providers/Microsoft.Insights/metrics", query,
-                         api_version=METRICS_API_VERSION)
+    answer, _ = stopcore.retry(lambda: api.call("GET", f"{resource_id}/providers/Microsoft.Insights/metrics", query,
+                                                api_version=METRICS_API_VERSION), transient, clock or timer_clock())
     series: dict[str, list[float]] = {}
     for metric in answer.get("value") or []:
         for line in (metric or {}).get("timeseries") or []:
@@ -425,11 +459,7 @@ def cpu_series(api: Arm, resource_id: str, minutes: int, now: datetime, split: b
 def idle_reason(values: list[float] | None, idle_minutes: int, threshold: float) -> str | None:
     """Idle when every 5-minute average of the window is under the threshold and the window is covered (the newest
     period may not be written yet)."""
-    needed = max(1, math.ceil(idle_minutes / IDLE_PERIOD_MINUTES) - 1)
-    if not values or len(values) < needed or not all(math.isfinite(v) and v < threshold for v in values):
-        return None
-    return (f"idle: CPU under {threshold:g} % for {idle_minutes} minutes (highest 5-minute average "
-            f"{max(values):.2f} %)")
+    return stopcore.idle_due(values, idle_minutes, IDLE_PERIOD_MINUTES, threshold, " %")
 
 
 # ---------------------------------------------------------------- one invocation
@@ -439,6 +469,8 @@ class Report:
     mode: str
     deallocated: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    """Every node not deallocated that should be (failed, or still starting), every listing or budget read that
+    failed: what fails the invocation."""
 
 
 @dataclass
@@ -449,15 +481,16 @@ class Context:
     project: str
     stack: str
     report: Report
+    clock: stopcore.Clock
 
     @property
     def prefix(self) -> str:
         return f"project={self.project} stack={self.stack} {self.report.mode}:"
 
 
-def _context(mode: str, env: dict[str, str], api: Arm | None) -> Context:
+def _context(mode: str, env: dict[str, str], api: Arm | None, clock: stopcore.Clock) -> Context:
     return Context(api or Arm(env), env[SUBSCRIPTION_ENV], env[RESOURCE_GROUP_ENV], env[PROJECT_ENV],
-                   env[STACK_ENV], Report(mode))
+                   env[STACK_ENV], Report(mode), clock)
 
 
 def _fail(ctx: Context, message: str) -> None:
@@ -465,68 +498,66 @@ def _fail(ctx: Context, message: str) -> None:
     logger.error("%s %s", ctx.prefix, message)
 
 
-def _listing(ctx: Context) -> tuple[list[tuple[dict[str, Any], list[Node]]], list[Node]] | None:
-    """The stack's scale sets with their instances, and its VMs; None (and a failure) when a listing failed."""
+def _nodes(ctx: Context) -> list[Node]:
+    """The stack's scale-set instances and VMs, every page; stopcore.ListingIncomplete when a listing failed."""
+    sets = stack_scale_sets(ctx.api, ctx.subscription, ctx.group, ctx.project, ctx.stack, ctx.clock)
+    instances = [n for s in sets for n in scale_set_nodes(ctx.api, s, ctx.clock)]
+    return instances + stack_vm_nodes(ctx.api, ctx.subscription, ctx.group, ctx.project, ctx.stack, ctx.clock)
+
+
+def _listing(ctx: Context) -> list[Node] | None:
+    """The stack's nodes; None (and a failure) when a listing cannot be completed: never read as "no nodes"."""
     try:
-        sets = stack_scale_sets(ctx.api, ctx.subscription, ctx.group, ctx.project, ctx.stack)
-        return ([(s, scale_set_nodes(ctx.api, s)) for s in sets],
-                stack_vm_nodes(ctx.api, ctx.subscription, ctx.group, ctx.project, ctx.stack))
-    except ApiError as error:
+        return _nodes(ctx)
+    except stopcore.ListingIncomplete as error:
         _fail(ctx, f"cannot list the stack's VMs: {error}")
         return None
 
 
-def _deallocate(ctx: Context, due: list[tuple[Node, str]]) -> None:
-    """Deallocate the due nodes: one call per scale set, one per VM."""
-    groups: dict[str, tuple[dict[str, Any] | None, list[tuple[Node, str]]]] = {}
-    for node, reason in due:
-        key = str(node.scale_set["id"]) if node.scale_set else node.resource_id
-        groups.setdefault(key, (node.scale_set, []))[1].append((node, reason))
-    for scale_set, members in groups.values():
-        nodes = [n for n, _ in members]
-        names = ", ".join(n.label for n in nodes)
-        try:
-            operation = deallocate(ctx.api, scale_set, nodes)
-        except ApiError as error:
-            _fail(ctx, f"FAILED to deallocate {names}: {error}")
-            continue
-        ctx.report.deallocated.extend(n.label for n in nodes)
-        reasons = "; ".join(sorted({r for _, r in members}))
-        logger.warning("%s deallocate %s (%s); operation %s", ctx.prefix, names, reasons, operation)
+def stop_plan(ctx: Context) -> stopcore.StopPlan[Node]:
+    """ARM's calls for the stop core: one deallocate per scale set (its instances' ids), one per VM."""
+
+    def refresh(waiting: list[Node]) -> list[Node]:
+        wanted = {n.label for n in waiting}
+        return [n for n in _nodes(ctx) if n.label in wanted]
+
+    return stopcore.StopPlan(
+        name=lambda n: n.label, state=lambda n: n.state,
+        stop=lambda batch: deallocate(ctx.api, batch[0].scale_set, batch),
+        transient=transient, refresh=refresh,
+        group=lambda n: str(n.scale_set["id"]) if n.scale_set else n.resource_id,
+        batch_size=MAX_INSTANCE_IDS)
+
+
+def _deallocate(ctx: Context, nodes: list[Node], reasons: dict[str, str]) -> None:
+    outcome = stopcore.stop_every(nodes, stop_plan(ctx), ctx.clock, lambda n: reasons[n.label])
+    for line in outcome.lines(ctx.prefix, "deallocate"):
+        level = logging.WARNING if f"{ctx.prefix} deallocate " in line else (
+            logging.INFO if f"{ctx.prefix} leave " in line else logging.ERROR)
+        logger.log(level, "%s", line)
+    ctx.report.deallocated += [o.node for o in outcome.stopped]
+    ctx.report.failed += outcome.problems()
 
 
 def _hard_stop(ctx: Context, reason: str) -> None:
-    listing = _listing(ctx)
-    if listing is None:
-        return
-    sets, vms = listing
-    nodes = [n for _, members in sets for n in members] + vms
-    for node in nodes:
-        if not node.allocated:
-            logger.info("%s leave %s: %s", ctx.prefix, node.label, node.power)
-    _deallocate(ctx, [(n, f"hard stop: {reason}") for n in nodes if n.allocated])
-
-
-def _positive(text: str | None) -> float | None:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value > 0 else None
+    nodes = _listing(ctx)
+    if nodes is not None:
+        _deallocate(ctx, nodes, {n.label: f"hard stop: {reason}" for n in nodes})
 
 
 def _hard_stop_on(env: dict[str, str]) -> bool:
-    return env.get(HARD_STOP_ENV, "false").strip().lower() == "true"
+    return stopcore.flag(env.get(HARD_STOP_ENV))
 
 
 def _budget(ctx: Context, env: dict[str, str]) -> Verdict:
     return read_budget(ctx.api, ctx.subscription, env[BUDGET_NAME_ENV], currency=env.get(CURRENCY_ENV, "USD"),
-                       deployed_limit=_positive(env.get(BUDGET_LIMIT_ENV)))
+                       deployed_limit=stopcore.positive(env.get(BUDGET_LIMIT_ENV)), clock=ctx.clock)
 
 
-def run_alert(body: bytes, env: dict[str, str], now: datetime, api: Arm | None = None) -> Report:
+def run_alert(body: bytes, env: dict[str, str], now: datetime, api: Arm | None = None,
+              clock: stopcore.Clock | None = None) -> Report:
     """Handle one call of the budget's action group (see the module's docstring)."""
-    ctx = _context("alert", env, api)
+    ctx = _context("alert", env, api, clock or alert_clock())
     if not _hard_stop_on(env):
         logger.info("%s the hard stop is off: nothing to do", ctx.prefix)
         return ctx.report
@@ -545,12 +576,11 @@ def run_alert(body: bytes, env: dict[str, str], now: datetime, api: Arm | None =
     try:
         verdict = _budget(ctx, env)
     except ApiError as error:
-        if error.transient:
-            _fail(ctx, f"cannot read the budget now ({error}): the action group and the next timer run retry")
-            return ctx.report
-        verdict = Verdict(True, f"the budget {ours} cannot be read ({error})", True)
+        _fail(ctx, f"cannot read the budget {ours} ({error}): nothing is deallocated on an untrusted call; the next "
+                   "timer run reads the budget again")
+        return ctx.report
     if verdict.unreadable:
-        logger.error("%s %s: an alert rang, so it is treated as over the limit", ctx.prefix, verdict.reason)
+        logger.error("%s %s", ctx.prefix, verdict.reason)
     else:
         logger.log(logging.WARNING if verdict.stop else logging.INFO, "%s %s", ctx.prefix, verdict.reason)
     if verdict.stop:
@@ -559,68 +589,73 @@ def run_alert(body: bytes, env: dict[str, str], now: datetime, api: Arm | None =
     return ctx.report
 
 
-def run_timer(env: dict[str, str], now: datetime, api: Arm | None = None) -> Report:
+def run_timer(env: dict[str, str], now: datetime, api: Arm | None = None,
+              clock: stopcore.Clock | None = None) -> Report:
     """The 15-minute run: the hard stop while the month is over the limit, then the time to live and idle stop."""
-    ctx = _context("timer", env, api)
+    ctx = _context("timer", env, api, clock or timer_clock())
     if _hard_stop_on(env):
         try:
             verdict = _budget(ctx, env)
         except ApiError as error:
-            verdict = Verdict(False, f"the budget cannot be read ({error})", True)
-        if verdict.unreadable:
-            _fail(ctx, f"{verdict.reason}: nothing is stopped for the budget until it can be")
-        elif verdict.stop:
-            logger.warning("%s %s", ctx.prefix, verdict.reason)
-            _hard_stop(ctx, verdict.reason)
-            _summary(ctx)
-            return ctx.report
+            _fail(ctx, f"the budget cannot be read ({error}): nothing is stopped for the budget until it can be")
         else:
-            logger.info("%s %s", ctx.prefix, verdict.reason)
-    ttl, idle = _positive(env.get(TTL_HOURS_ENV)), _positive(env.get(IDLE_MINUTES_ENV))
+            if verdict.unreadable:
+                logger.error("%s %s", ctx.prefix, verdict.reason)
+            else:
+                logger.log(logging.WARNING if verdict.stop else logging.INFO, "%s %s", ctx.prefix, verdict.reason)
+            if verdict.stop:
+                _hard_stop(ctx, verdict.reason)
+                _summary(ctx)
+                return ctx.report
+    ttl, idle = stopcore.positive(env.get(TTL_HOURS_ENV)), stopcore.positive(env.get(IDLE_MINUTES_ENV))
     if ttl or idle:
-        _reap(ctx, ttl, int(idle) if idle else None, _positive(env.get(IDLE_CPU_PERCENT_ENV)) or
-              DEFAULT_IDLE_CPU_PERCENT, now)
+        _reap(ctx, ttl, int(idle) if idle else None,
+              stopcore.positive(env.get(IDLE_CPU_PERCENT_ENV)) or DEFAULT_IDLE_CPU_PERCENT, now)
     _summary(ctx)
     return ctx.report
 
 
 def _reap(ctx: Context, ttl: float | None, idle: int | None, threshold: float, now: datetime) -> None:
-    listing = _listing(ctx)
-    if listing is None:
+    nodes = _listing(ctx)
+    if nodes is None:
         return
-    sets, vms = listing
-    due: list[tuple[Node, str]] = []
+    due: dict[str, str] = {}
     running_left = False
-    for scale_set, nodes in sets:
-        series: dict[str, list[float]] | None = None
-        running = [n for n in nodes if n.power == RUNNING]
-        for node in nodes:
-            if not node.allocated:
-                continue
-            try:
-                reason = ttl_reason(node, ttl, now) if ttl else None
-            except ValueError as problem:
-                _fail(ctx, f"SKIPPED {node.label}: cannot be judged ({problem})")
-                running_left = running_left or node.power == RUNNING
-                continue
-            if reason is None and idle and node.power == RUNNING and node.started and \
-                    now - node.started >= timedelta(minutes=idle):
-                if series is None:
-                    try:
-                        series = cpu_series(ctx.api, str(scale_set["id"]), idle, now, split=True)
-                    except ApiError as error:
-                        _fail(ctx, f"SKIPPED idle check of {scale_set.get('name')}: {error}")
-                        series = {}
-                values = series.get(node.name.lower()) or series.get((node.computer_name or "").lower())
-                if values is None and len(running) == 1 and set(series) == {""}:
-                    values = series[""]
-                reason = idle_reason(values, idle, threshold)
-            if reason:
-                due.append((node, reason))
-            else:
-                running_left = running_left or node.power == RUNNING
-                logger.info("%s keep %s", ctx.prefix, node.label)
-    for vm in vms:
+    by_set: dict[str, list[Node]] = {}
+    for node in nodes:
+        if node.scale_set:
+            by_set.setdefault(str(node.scale_set["id"]), []).append(node)
+    series_of: dict[str, dict[str, list[float]]] = {}
+    for node in [n for n in nodes if n.scale_set]:
+        if not node.allocated:
+            continue
+        try:
+            reason = ttl_reason(node, ttl, now) if ttl else None
+        except ValueError as problem:
+            _fail(ctx, f"SKIPPED {node.label}: cannot be judged ({problem})")
+            running_left = running_left or node.power == RUNNING
+            continue
+        if reason is None and idle and node.power == RUNNING and node.started and \
+                now - node.started >= timedelta(minutes=idle):
+            key = str(node.scale_set["id"])
+            if key not in series_of:
+                try:
+                    series_of[key] = cpu_series(ctx.api, key, idle, now, split=True, clock=ctx.clock)
+                except ApiError as error:
+                    _fail(ctx, f"SKIPPED idle check of {node.scale_set.get('name')}: {error}")
+                    series_of[key] = {}
+            series = series_of[key]
+            running = [n for n in by_set[key] if n.power == RUNNING]
+            values = series.get(node.name.lower()) or series.get((node.computer_name or "").lower())
+            if values is None and len(running) == 1 and set(series) == {""}:
+                values = series[""]
+            reason = idle_reason(values, idle, threshold)
+        if reason:
+            due[node.label] = reason
+        else:
+            running_left = running_left or node.power == RUNNING
+            logger.info("%s keep %s", ctx.prefix, node.label)
+    for vm in [n for n in nodes if not n.scale_set]:
         if not vm.allocated:
             continue
         try:
@@ -632,14 +667,15 @@ def _reap(ctx: Context, ttl: float | None, idle: int | None, threshold: float, n
                 now - vm.started >= timedelta(minutes=idle):
             reason = f"idle: none of the stack's scale-set instances is running ({idle} minutes idle time)"
         if reason:
-            due.append((vm, reason))
+            due[vm.label] = reason
         else:
             logger.info("%s keep %s", ctx.prefix, vm.label)
-    _deallocate(ctx, due)
+    _deallocate(ctx, [n for n in nodes if n.label in due], due)
 
 
 def _summary(ctx: Context) -> None:
-    logger.info("%s %d deallocated, %d failed", ctx.prefix, len(ctx.report.deallocated), len(ctx.report.failed))
+    logger.info("%s %d deallocated, %d failed or waiting", ctx.prefix, len(ctx.report.deallocated),
+                len(ctx.report.failed))
 
 
 def utc_now() -> datetime:
@@ -647,14 +683,16 @@ def utc_now() -> datetime:
 
 
 def handle_alert(body: bytes) -> tuple[int, dict[str, Any]]:
-    """The HTTP entry point's work: status 500 when a listing or a deallocation failed, so the caller retries."""
+    """The HTTP entry point's work: status 500 when the budget could not be read, a listing or a deallocation
+    failed, or a node is still starting: the stop-failure alert emails the contacts, and the caller may retry."""
     report = run_alert(body[:MAX_BODY_BYTES], dict(os.environ), utc_now())
     status = 500 if report.failed else 200
     return status, {"mode": report.mode, "deallocated": report.deallocated, "failed": report.failed}
 
 
 def handle_timer() -> None:
-    """The timer entry point's work: raises when a listing, a budget read or a deallocation failed."""
+    """The timer entry point's work: raises, naming each node, when a listing, a budget read or a deallocation
+    failed or a node is still starting."""
     report = run_timer(dict(os.environ), utc_now())
     if report.failed:
         raise RuntimeError(f"{len(report.failed)} problem(s): " + "; ".join(report.failed))
