@@ -32,14 +32,16 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv.clouds.alicloud import guard
-from goldenenv.clouds.base import stable_number
+from goldenenv.clouds.base import STOP_CORE, stable_number
 
 RUNTIME = "python3.10"
 HANDLER = "guard.handler"
 CODE_FILE = "guard.py"
 SCHEDULE = "@every 15m"
 TRIGGER_CONFIG = json.dumps({"cronExpression": SCHEDULE, "enable": True})
-TIMEOUT_SECONDS = 300
+TIMEOUT_SECONDS = guard.TIMEOUT_SECONDS
+"""Room for the waits: throttled calls retried (ECS serves a throttled API again the next minute) and nodes Starting
+watched until they run, within the 15-minute timer so runs never overlap."""
 CPU = 0.35
 MEMORY_MIB = 512
 """FC 3.0's defaults (0.35 vCPU, 512 MiB): a valid vCPU : memory ratio."""
@@ -202,13 +204,15 @@ def direct_mail_endpoint(currency: str) -> str:
 
 
 def code_zip(source: Path | None = None) -> bytes:
-    """guard.py alone, zipped with a fixed timestamp: the same bytes on every plan, so no spurious update."""
-    text = (source or Path(guard.__file__)).read_bytes()
+    """guard.py with the stop core (stopcore.py) beside it, which it imports there, zipped with a fixed timestamp:
+    the same bytes on every plan, so no spurious update."""
+    files = {CODE_FILE: source or Path(guard.__file__), **{name: Path(path) for name, path in STOP_CORE}}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        entry = zipfile.ZipInfo(CODE_FILE, date_time=(1980, 1, 1, 0, 0, 0))
-        entry.external_attr = 0o644 << 16
-        archive.writestr(entry, text)
+        for name, path in files.items():
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, path.read_bytes())
     return buffer.getvalue()
 
 
