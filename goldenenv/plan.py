@@ -65,6 +65,8 @@ class Plan:
     """Where the prior deployment came from, or how template changes reach nodes when there is none."""
     lines: list[costs.Line] = field(default_factory=list)
     """The stack's cost line by line (costs.stack_lines): per hour at full use, and idle time per run."""
+    capacity_steps: list[costgate.Step] = field(default_factory=list)
+    """Each set of capacity types in up's failover order, priced (costgate.steps): what the cost gate judges."""
 
     @property
     def failed(self) -> bool:
@@ -95,6 +97,14 @@ class Plan:
     @property
     def currency(self) -> str:
         return costs_currency(self.costs, self.spec.cloud)
+
+    @property
+    def dearest_fallback(self) -> costgate.Step | None:
+        """The place in up's order the cost gate judged when it costs more than the stack file's own; else None."""
+        if len(self.capacity_steps) < 2 or self.unpriced:
+            return None
+        dearest = max(self.capacity_steps, key=lambda step: (_judged(self.spec, list(step.lines)), step.first))
+        return None if dearest.first else dearest
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -137,6 +147,13 @@ class Plan:
                 "run": ({"hours": self.spec.run.hours, "idleHours": self.spec.run.idle_hours,
                          "total": round(self.run_cost or 0.0, 2),
                          "lines": [line.to_json() for line in self.run_lines]} if self.spec.run else None),
+                "failover": [
+                    {"capacity": dict(step.capacity), "zones": list(step.zones), "asFiled": step.first,
+                     "perHour": _rounded(costs.total(step.lines, "hour"), step.lines),
+                     "run": (_rounded(costs.total(costs.run_lines(self.spec, list(step.lines)), "run"), step.lines)
+                             if self.spec.run else None)}
+                    for step in self.capacity_steps
+                ] if len(self.capacity_steps) > 1 else [],
                 "pools": [
                     {"pool": c.pool, "instanceType": c.instance_type, "count": c.count, "capacity": c.capacity,
                      "perHour": c.usd_per_hour, "currency": c.price.currency if c.price else None,
@@ -170,6 +187,11 @@ class Plan:
             ],
             "failed": self.failed,
         }
+
+
+def _rounded(amount: float, lines: Any) -> float | None:
+    """An amount for the JSON, or None when a compute line in it has no price (the total is then unknown)."""
+    return None if any(line.kind == "compute" and line.amount is None for line in lines) else round(amount, 2)
 
 
 def __getattr__(name: str) -> Path:
@@ -209,17 +231,17 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         pools = pool_costs(spec)
         head = head_shape(spec, cloud)
         lines = costs.stack_lines(spec, resources, head)
-        steps = costgate.steps(spec, resources, head, lines)
+        capacity_steps = costgate.steps(spec, resources, head, lines)
     else:
         resources, outputs = cloud.planned_resources(spec), {}
         pools = [PoolCost(p.name, p.instance_type, p.count, p.capacity.value, 0.0, None) for p in spec.nodes]
         lines = [costs.Line(f"compute {p.name}", 0.0, "USD", "hour", f"{p.count} × {p.instance_type} on this "
                             "machine: no charge", "-") for p in spec.nodes]
-        steps = None
+        capacity_steps = []
     findings = guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
                                    hard_stop=bool(spec.budget and spec.budget.hard_stop))
     findings += spec_findings(spec, pools, lines)
-    findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget, steps)
+    findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget, capacity_steps)
     readiness = getattr(cloud, "readiness", None)
     if strict and readiness:
         findings += readiness(resources, spec.stack_tags)
@@ -237,7 +259,7 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     pinning = updates.pinning_note(resources, nodes) if nodes else ""
     notes = [n for n in [prior_note, updates.summarize(changes) if changes else pinning] if n]
     return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
-                steps(spec, outputs) if steps else [], changes, notes, lines)
+                steps(spec, outputs) if steps else [], changes, notes, lines, capacity_steps)
 
 
 def physical_name(resource: PlannedResource) -> str:

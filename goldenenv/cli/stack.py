@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from goldenenv import project
+from goldenenv import costs, project
 from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_URL, STACK, WHEELHOUSE, cloud_line,
                                   cloud_targets, console, errors, examples, fail, lifecycle_failure, options,
                                   print_line, say, stack_spec)
@@ -179,9 +179,12 @@ def _cost_table(p: Plan) -> Table:
     total = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
              if not p.unpriced else f"total unknown: no price for {', '.join(p.unpriced)} (give nodes.pricePerHour)"
              + (f"; the priced lines {money(p.usd_per_hour, currency, 2)}/hour" if p.usd_per_hour else ""))
+    dearest = p.dearest_fallback
+    fallback = (f" · the cost gate judges the dearest place up may take: {dearest.said(p.spec)}, "
+                f"{money(costs.total(dearest.lines, 'hour'), currency, 2)}/hour" if dearest else "")
     table.caption = (total + run
                      + (f" · budget {money(budget.monthly_limit, budget.currency)}/month"
-                        + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget"))
+                        + (" with hard stop" if budget.hard_stop else "") if budget else " · no budget") + fallback)
     return table
 
 

@@ -12,6 +12,7 @@ Budgets here come from the catalog's rows read as a user would read the CSV, nev
 from __future__ import annotations
 
 import copy
+import json
 import csv
 from dataclasses import replace
 from pathlib import Path
@@ -260,3 +261,18 @@ def test_up_with_allow_over_budget_goes_ahead_and_says_which_places_are_over(tmp
     assert target.ups == 1
     [over] = [line for line in said if line.startswith(f"{OVER_BUDGET}:")]
     assert "going ahead" in over and "Over the budget in up's order: gpu on on-demand" in over, over
+
+
+def test_plan_shows_each_capacity_up_may_take_and_what_it_costs(tmp_path):
+    stack = "aws-p4d-4node-spot"
+    config = _config(stack)
+    _, spot, on_demand = _spot_then_on_demand(config, fallback=True)
+    stacks = _write(tmp_path, stack, config)
+    result = runner.invoke(app, ["plan", "-s", stack, "--stacks-dir", str(stacks), "--json"])
+    assert result.exit_code == 1
+    shown = json.loads(result.output)["cost"]["failover"]
+    assert [(step["capacity"], step["asFiled"]) for step in shown] == [({"gpu": "spot"}, True),
+                                                                       ({"gpu": "on-demand"}, False)]
+    budget = config["goldenenv:budget"]["monthlyLimit"]
+    assert shown[0]["run"] < budget < shown[1]["run"]
+    assert shown[1]["perHour"] - shown[0]["perHour"] == pytest.approx(NODES * (on_demand - spot), abs=0.01)
