@@ -9,9 +9,9 @@ What it holds:
 
 - the invocation's time (``Clock``): a deadline, sleeps that never pass it, and the jitter's random numbers, all
   injectable so tests never sleep;
-- ``retry``: exponential backoff with full jitter (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/)
-  on throttling and transient errors, for as long as the invocation's time allows; each cloud says which errors are
-  transient;
+- ``retry``: exponential backoff with full jitter
+  (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/) on throttling and transient errors,
+  for as long as the invocation's time allows; each cloud says which errors are transient;
 - ``all_pages``: every page of a listing, each page retried; a listing that cannot be completed raises
   ``ListingIncomplete`` and is never read as "no nodes";
 - ``stop_every``: stop every live node, in batches, a failed batch retried node by node so one node never holds back
@@ -34,13 +34,16 @@ T = TypeVar("T")
 N = TypeVar("N")
 
 UTC = timezone.utc
-"""AWS Budgets counts the calendar month in UTC (https://docs.aws.amazon.com/cost-management/latest/userguide/budgets-managing-costs.html)."""
+"""AWS Budgets' monthly periods start at 00:00 UTC on the 1st ("If you chose MONTHLY, AWS set your start date to
+01/01/18 00:00 UTC":
+https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_budgets_TimePeriod.html)."""
 PACIFIC = timezone(timedelta(hours=-8), "US/Pacific standard")
 """Google Cloud budget months begin at 12 AM US and Canadian Pacific Time, UTC-8
 (https://cloud.google.com/billing/docs/reference/budget/rest/v1/billingAccounts.budgets)."""
 BEIJING = timezone(timedelta(hours=8), "Asia/Shanghai")
-"""Alibaba Cloud's billing cycles are Beijing time, UTC+8, with no daylight saving time
-(https://www.alibabacloud.com/help/en/user-center/developer-reference/api-bssopenapi-2017-12-14-describesplititembill)."""
+"""Alibaba Cloud's billing cycles are Beijing time, UTC+8, with no daylight saving time (BSS OpenAPI
+DescribeSplitItemBill: https://www.alibabacloud.com/help/en/user-center/developer-reference/
+api-bssopenapi-2017-12-14-describesplititembill)."""
 
 LIVE, STARTING, STOPPING, STOPPED = "live", "starting", "stopping", "stopped"
 """A node's state class. live: running, a stop acts on it. starting: the cloud refuses (or would refuse) a stop

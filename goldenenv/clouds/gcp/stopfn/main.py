@@ -113,8 +113,8 @@ INVOCATION_SECONDS, MARGIN_SECONDS = 300, 30
 """The function's time limit (goldenenv.clouds.gcp.budget.TIMEOUT_SECONDS, checked by a test) and what is kept of
 it for the summary: retries and waits for starting nodes end before it."""
 THROTTLED_REASONS = ("rateLimitExceeded", "userRateLimitExceeded")
-"""403 reasons of a rate quota (https://cloud.google.com/compute/docs/api/how-tos/api-rate-limits: "errors":
-[{"reason": "rateLimitExceeded"}]); 429 RESOURCE_EXHAUSTED is the other form."""
+"""403 reasons of a rate quota (https://cloud.google.com/compute/api-quota: "a 403 error with the reason
+rateLimitExceeded"); 429 RESOURCE_EXHAUSTED is the other form."""
 NOT_READY_REASON = "resourceNotReady"
 """Compute Engine's error reason for an operation on a resource that is not ready for it yet."""
 
@@ -218,7 +218,9 @@ def node_name(instance: dict[str, Any]) -> str:
 
 def is_stack(instance: dict[str, Any], project: str, stack: str) -> bool:
     labels = instance.get("labels") or {}
-    return isinstance(labels, dict) and labels.get(STACK_LABEL_KEY) == stack and labels.get(PROJECT_LABEL_KEY) == project
+    if not isinstance(labels, dict):
+        return False
+    return labels.get(STACK_LABEL_KEY) == stack and labels.get(PROJECT_LABEL_KEY) == project
 
 
 def stack_instances(api: Google, gcp_project: str, project: str, stack: str,
