@@ -89,8 +89,8 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
                     "not see it either)", CAPACITY_BLOCK_BILLING, "compute")
     price = compute_price(cloud, instance_type, region, capacity)
     if price is None:
-        return Line(name, None, _currency(cloud), per, unpriced_basis(cloud, instance_type, region), "-",
-                    verified=False)
+        return Line(name, None, _currency(cloud), per, unpriced_basis(cloud, instance_type, region, name == HEAD_LINE),
+                    "-", verified=False)
     span = f"{hours:g} h × " if per == "run" else ""
     scaling = f" ÷ {efficiency:g} scaling efficiency" if efficiency != 1 else ""
     rate = f"{price.usd_per_hour:g} {price.currency}/h"
@@ -106,14 +106,16 @@ def _compute_line(name: str, cloud: str, instance_type: str, region: str, capaci
                 price.currency, per, basis, f"{price.source} ({price.region}, {price.as_of})", "compute", verified)
 
 
-def unpriced_basis(cloud: str, instance_type: str, region: str) -> str:
+def unpriced_basis(cloud: str, instance_type: str, region: str, head: bool = False) -> str:
     """Why a compute line has no amount: no price for the type in the region, with another region's price as a
-    labelled hint when the catalog has one."""
+    labelled hint when the catalog has one, and how to give one (a pool's pricePerHour; for the head, a type the
+    catalog prices there)."""
     hint = catalog.price_elsewhere(cloud, instance_type, region)
     seen = (f" (it has {hint.usd_per_hour:g} {hint.currency}/h in {hint.region}, a hint only: prices differ by "
             "region)") if hint else ""
-    return (f"no catalog price for {instance_type} in {region}{seen}: not counted; give its price as "
-            "goldenenv:nodes.pricePerHour")
+    fix = (f"choose a goldenenv:head.instanceType the catalog prices in {region}" if head
+           else "give its price as goldenenv:nodes.pricePerHour")
+    return f"no catalog price for {instance_type} in {region}{seen}: not counted; {fix}"
 
 
 HEAD_LINE = "compute head"

@@ -276,3 +276,19 @@ def test_plan_shows_each_capacity_up_may_take_and_what_it_costs(tmp_path):
     budget = config["goldenenv:budget"]["monthlyLimit"]
     assert shown[0]["run"] < budget < shown[1]["run"]
     assert shown[1]["perHour"] - shown[0]["perHour"] == pytest.approx(NODES * (on_demand - spot), abs=0.01)
+
+
+def _head_type(stack: str) -> str | None:
+    config = _config(stack)
+    values, unknown = stackconfig.namespaced(config)
+    head = head_shape(stackconfig.load(stack, values, unknown), clouds.get(config["goldenenv:cloud"]))
+    return head.instance_type if head else None
+
+
+@pytest.mark.parametrize("cloud,stack", [(c, s) for c, s in SHIPPED if _head_type(s)])
+def test_a_head_with_no_price_in_the_stacks_region_is_refused_naming_it(cloud, stack, monkeypatch):
+    config = _config(stack)
+    region, head = config["goldenenv:region"], _head_type(stack)
+    _priced_elsewhere_only(monkeypatch, cloud, head, region)
+    [refusal] = _errors(_gate(stack, config), UNPRICED)
+    assert f"the head's {head} in {region}" in refusal and "goldenenv:head.instanceType" in refusal, refusal
