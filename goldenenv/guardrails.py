@@ -80,6 +80,28 @@ class Context:
     hard_stop: bool | None = None
     """budget-not-planned: whether the stack asks its budget to stop the nodes when spent (budget.hardStop);
     None: as the planned budget says (a budget that routes its alert to a stop must have that stop planned)."""
+    monthly_limit: float | None = None
+    """budget-stop-chain: the stack's budget.monthlyLimit, which the planned budget's amount (and its stop's limit)
+    must equal; None: unknown (a policy pack without the stack's config), so the amount is not judged."""
+    currency: str | None = None
+    """budget-stop-chain: the stack's budget.currency; None: unknown, not judged."""
+    ttl_hours: float | None = None
+    """budget-stop-chain: the stack's lifecycle.ttlHours; with it, the schedule that runs the stop is planned."""
+    idle_minutes: int | None = None
+    """budget-stop-chain: the stack's lifecycle.idleMinutes; with it, the schedule that runs the stop is planned."""
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What a plan-wide rule computed once for this context (the stop chain's links), reused per resource."""
+
+    @property
+    def stack(self) -> str | None:
+        """The stack's name, from its required tags (STACK_TAG); None when the caller gave none."""
+        value = self.required_tags.get(STACK_TAG)
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def lifecycle_stop(self) -> bool:
+        """Whether the stack asks for a time to live or an idle stop, which a schedule must run."""
+        return bool(self.ttl_hours) or bool(self.idle_minutes)
 
     def of_type(self, *types: str) -> Iterator[PlannedResource]:
         return (r for r in self.resources if r.type in types)
@@ -92,6 +114,19 @@ class Rule:
     severity: Severity
     check: Callable[[PlannedResource, Context], Iterable[str]]
 
+
+STACK_TAG = "goldenenv:stack"
+"""The tag naming a resource's stack (goldenenv.spec.STACK_TAG_KEY, written here too: this module imports nothing
+of goldenenv; a test checks the two agree)."""
+HOLDS_TAG = "goldenenv-holds"
+"""data-store-not-retained: the tag (label, on Google Cloud) a program writes on a bucket or storage account to say
+that it holds no datasets or checkpoints, and what it holds instead (HOLDS_NO_DATA). A store is exempt from
+retention only by this flag, never by being named by a function."""
+HOLDS_NO_DATA: Mapping[str, str] = {
+    "function-code": "the stop function's code package",
+    "function-state": "a function's runtime state (its host keys, timers' leases)",
+}
+"""The values of HOLDS_TAG, each a kind of content that is rebuilt by `pulumi up` and may go with `pulumi destroy`."""
 
 WORLD_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
 SSH_PORT = 22
@@ -449,6 +484,10 @@ def _no_budgets(ctx: Context) -> Sequence[BudgetWatch]:
     return ()
 
 
+def _no_chain(ctx: Context) -> Iterable[tuple[PlannedResource, str]]:
+    return ()
+
+
 @dataclass(frozen=True)
 class ProviderFacts:
     """What the cloud-neutral rules need to know of one provider's resources.
@@ -517,6 +556,11 @@ class ProviderFacts:
     `budget: none`."""
     budget_hint: str = "plan the stack's budget"
     """budget-not-planned: what restores a missing budget, in the provider's words."""
+    stop_chain: Callable[[Context], Iterable[tuple[PlannedResource, str]]] = _no_chain
+    """budget-stop-chain: each broken link from the stack's budget to its nodes, as (the resource where it breaks,
+    what is wrong in words after its label): the budget's filter, amount, currency and thresholds, its route to
+    the stop function, the function switched on, its identity's permission to stop this stack's nodes, and the
+    schedule that runs the time to live or idle stop (Context carries what the stack asks)."""
     boot_script: Callable[[PlannedResource], str | None] = _no_boot
     """pull-not-granted: the user data a host (an instance, launch template or scale set) boots with, as text
     (``boot_text`` decodes base64 and gzip); None for every other resource."""
@@ -1044,6 +1088,75 @@ def _check_budget_planned(resource: PlannedResource, ctx: Context) -> Iterator[s
                 yield f"{_label(watch.resource)} {watch.gap}."
 
 
+# ---------------------------------------------------------------- rule: budget-stop-chain
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(str(value).strip().replace(",", ""))
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None  # NaN is no amount
+
+
+def amount_gap(found: Any, ctx: Context, what: str = "its amount") -> str | None:
+    """Why an amount the chain reads (a budget's, a stop function's limit) is not the stack's monthlyLimit, in
+    words after a label; None when it is (to the cent) or the limit is unknown."""
+    if ctx.monthly_limit is None:
+        return None
+    number = _number(found)
+    if number is not None and abs(number - ctx.monthly_limit) < 0.005:
+        return None
+    return (f"sets {what} to {found if found is not None else 'nothing'}, but the stack's budget.monthlyLimit is "
+            f"{ctx.monthly_limit:.2f}: the stop would act at another amount than the one the stack asks; set it to "
+            f"{ctx.monthly_limit:.2f}")
+
+
+def currency_gap(found: Any, ctx: Context, what: str = "its currency") -> str | None:
+    """Why a currency the chain reads is not the stack's budget.currency; None when it is or is unknown."""
+    if ctx.currency is None or str(found or "").strip().upper() == ctx.currency.upper():
+        return None
+    return (f"sets {what} to {found or 'nothing'}, but the stack's budget.currency is {ctx.currency}: the amount "
+            f"would be read in another currency; set it to {ctx.currency}")
+
+
+def stack_value_gap(values: Any, ctx: Context, key: str, expected: str | None = None) -> str | None:
+    """Why a budget's filter on ``key`` does not watch this stack alone (its values are not exactly the stack's
+    value); None when it does, or the stack is unknown."""
+    expected = expected if expected is not None else ctx.stack
+    if expected is None:
+        return None
+    found = [values] if isinstance(values, str) else [v for v in _items(values)]
+    if found == [expected]:
+        return None
+    shown = ", ".join(map(str, found)) or "nothing"
+    return (f"filters on {key} = {shown}, not on this stack's {expected!r} alone: it would watch other spend than "
+            f"this stack's and stop this stack for it, or miss this stack's spend; filter on {key} = {expected}")
+
+
+def holds_flag(tags: Any) -> str | None:
+    """The kind of content a store says it holds instead of data (its HOLDS_TAG, one of HOLDS_NO_DATA), or None."""
+    value = _mapping(tags).get(HOLDS_TAG)
+    return value if isinstance(value, str) and value in HOLDS_NO_DATA else None
+
+
+def _chain_links(ctx: Context) -> list[tuple[PlannedResource, str]]:
+    if "budget-stop-chain" not in ctx.memo:
+        links = {(where.urn, message): (where, message) for facts in ctx.providers
+                 for where, message in facts.stop_chain(ctx)}
+        ctx.memo["budget-stop-chain"] = list(links.values())  # a link two routes share is reported once
+    return ctx.memo["budget-stop-chain"]
+
+
+def _check_stop_chain(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Each provider answers the chain as a reachability question over the plan, once; each broken link is
+    reported on the resource where it breaks. `budget: none` exempts the stack."""
+    if ctx.budget_opt_out:
+        return
+    for where, message in _chain_links(ctx):
+        if where.urn == resource.urn:
+            yield f"{_label(resource)} {message}."
+
+
 # ---------------------------------------------------------------- rules: data-store-not-retained, -retention-unverified
 
 def _is_data_store(resource: PlannedResource, ctx: Context) -> bool:
@@ -1130,6 +1243,7 @@ def _check_teardown(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 
 UNTAGGED_RESOURCE = "untagged-resource"
 BUDGET_NOT_PLANNED = "budget-not-planned"
+BUDGET_STOP_CHAIN = "budget-stop-chain"
 
 RULES: tuple[Rule, ...] = (
     Rule(UNTAGGED_RESOURCE, "Taggable resources carry the required tags, and launch templates tag what they "
@@ -1177,6 +1291,12 @@ RULES: tuple[Rule, ...] = (
     Rule(BUDGET_NOT_PLANNED, "A stack that rents machines plans its budget, and the budget's stop (a hard stop's "
          "function and what runs it), unless the stack says `budget: none`.", Severity.ERROR,
          _check_budget_planned),
+    Rule(BUDGET_STOP_CHAIN, "The stack's budget reaches its nodes: it watches this stack (its filter names the "
+         "stack's tag, its amount and currency are the stack's, it alerts at 100 % of actual spend and its stop at no "
+         "more), its notification reaches the stop function (an enabled topic, action group or timer, a "
+         "subscription, a trigger), the function is switched on (hard stop on, not a dry run), its identity may "
+         "stop this stack's nodes, and a time to live or idle stop has its schedule planned.", Severity.ERROR,
+         _check_stop_chain),
     Rule("pull-not-granted", "Every host whose boot pulls from a planned image repository (head and nodes) holds a "
          "pull grant for that repository on its identity.", Severity.ERROR, _check_pull_granted),
     Rule("bucket-service-not-granted", "Every managed service that reads or writes the stack's bucket (a parallel "
@@ -1208,14 +1328,19 @@ def check_rule(rule: Rule, ctx: Context) -> Iterator[Finding]:
 
 
 def evaluate(resources: Sequence[PlannedResource], required_tags: Mapping[str, str], *,
-             budget_opt_out: bool = False, hard_stop: bool | None = None) -> list[Finding]:
+             budget_opt_out: bool = False, hard_stop: bool | None = None, monthly_limit: float | None = None,
+             currency: str | None = None, ttl_hours: float | None = None,
+             idle_minutes: int | None = None) -> list[Finding]:
     """Every finding of every rule, in rule order then resource order.
 
     With no required tags, the tagging rule asks only that taggable resources carry some tags. budget_opt_out: the
     stack says `budget: none` (no budget expected); hard_stop: the stack's budget.hardStop (None: as the planned
-    budget says). A caller that knows the stack file passes both (see Context).
+    budget says); monthly_limit, currency, ttl_hours, idle_minutes: what the stack asks of its budget and lifecycle,
+    which budget-stop-chain holds the plan to (None: not judged). A caller that knows the stack file passes them
+    all (see Context).
     """
-    ctx = Context(tuple(resources), dict(required_tags), budget_opt_out=budget_opt_out, hard_stop=hard_stop)
+    ctx = Context(tuple(resources), dict(required_tags), budget_opt_out=budget_opt_out, hard_stop=hard_stop,
+                  monthly_limit=monthly_limit, currency=currency, ttl_hours=ttl_hours, idle_minutes=idle_minutes)
     return [finding for rule in RULES for finding in check_rule(rule, ctx)]
 
 
@@ -1246,6 +1371,19 @@ POLICY_CONFIG_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
             "type": "boolean",
             "description": "The stack's budget.hardStop: its budget must plan a stop. Unset: as the budget says.",
         },
+    },
+    BUDGET_STOP_CHAIN: {
+        "requiredTags": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "The stack's tags, goldenenv:stack included: the budget's filter must name this stack.",
+        },
+        "budgetNone": {"type": "boolean", "description": "The stack says `budget: none`: no chain to judge."},
+        "hardStop": {"type": "boolean", "description": "The stack's budget.hardStop."},
+        "monthlyLimit": {"type": "number", "description": "The stack's budget.monthlyLimit. Unset: not judged."},
+        "currency": {"type": "string", "description": "The stack's budget.currency. Unset: not judged."},
+        "ttlHours": {"type": "number", "description": "The stack's lifecycle.ttlHours: its schedule is planned."},
+        "idleMinutes": {"type": "number", "description": "The stack's lifecycle.idleMinutes: its schedule too."},
     },
 }
 
@@ -1299,6 +1437,11 @@ def from_policy_resource(resource: Any) -> PlannedResource:
     )
 
 
+def _config_number(value: Any) -> float | None:
+    """A number from a policy's config; None when absent or not a number (the check it feeds is then skipped)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def stack_validation(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
     """A pulumi_policy stack validation running ``rule``: reports each message against its resource's URN."""
 
@@ -1309,7 +1452,11 @@ def stack_validation(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
         hard_stop = config.get("hardStop")
         ctx = Context(tuple(from_policy_resource(r) for r in args.resources), required_tags,
                       budget_opt_out=config.get("budgetNone") is True,
-                      hard_stop=hard_stop if isinstance(hard_stop, bool) else None)
+                      hard_stop=hard_stop if isinstance(hard_stop, bool) else None,
+                      monthly_limit=_config_number(config.get("monthlyLimit")),
+                      currency=config["currency"] if isinstance(config.get("currency"), str) else None,
+                      ttl_hours=_config_number(config.get("ttlHours")),
+                      idle_minutes=int(_config_number(config.get("idleMinutes")) or 0) or None)
         for finding in check_rule(rule, ctx):
             report_violation(finding.message, finding.urn)
 

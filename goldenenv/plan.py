@@ -239,7 +239,10 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
                             "machine: no charge", "-") for p in spec.nodes]
         capacity_steps = []
     findings = guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
-                                   hard_stop=bool(spec.budget and spec.budget.hard_stop))
+                                   hard_stop=bool(spec.budget and spec.budget.hard_stop),
+                                   monthly_limit=spec.budget.monthly_limit if spec.budget else None,
+                                   currency=spec.budget.currency if spec.budget else None,
+                                   ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes)
     findings += spec_findings(spec, pools, lines)
     findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget, capacity_steps)
     readiness = getattr(cloud, "readiness", None)

@@ -6,6 +6,9 @@ config, e.g. a file passed with `--policy-pack-config`:
      "budget-not-planned": {"hardStop": true}}
 budget-not-planned expects a budget on every stack that rents machines: give it {"budgetNone": true} for a stack
 that says `goldenenv:budget: none`, and {"hardStop": true} to require the budget's stop as well.
+budget-stop-chain follows the budget to the nodes; it reads the stack's values from its own config
+({"requiredTags": {...}, "hardStop": true, "monthlyLimit": 500, "currency": "USD", "ttlHours": 12}) and judges no
+amount, currency or schedule it is not given (`goldenenv plan` passes them from the stack file).
 
 The engine does not pass retainOnDelete to policies, so data-store-not-retained judges only what it can see
 (forceDestroy, protect, final backups) and the advisory data-store-retention-unverified names each data store

@@ -163,23 +163,32 @@ def budget(*groups: str) -> PlannedResource:
     note = {"enabled": True, "operator": "GreaterThan", "threshold": 100.0, "contactEmails": ["ml@example.com"],
             **({"contactGroups": list(groups)} if groups else {})}
     return res(BUDGET, "demo-budget", {"scope": "/subscriptions/s/resourceGroups/rg-demo", "amount": 5000.0,
-                                       "category": "Cost", "timeGrain": "Monthly", "notifications": {"actual": note}})
+                                       "category": "Cost", "timeGrain": "Monthly", "notifications": {"actual": note},
+                                       "filter": {"tags": {"name": "goldenenv:stack", "operator": "In",
+                                                           "values": ["demo"]}}})
 
 
 def stop_function() -> list[PlannedResource]:
-    """The hard stop: an action group calling a function app, which keeps its state in a storage account of its own
-    (not retained: it holds no data)."""
+    """The hard stop: an action group calling a function app (switched on, its identity allowed to deallocate the
+    scale sets of rg-demo), which keeps its state in a storage account of its own, flagged as holding no data."""
     state = res(ACCOUNT, "stop-state", {"accountName": "llmdemostop", "resourceGroupName": "rg-demo",
-                                        "tags": dict(TAGS), "allowBlobPublicAccess": False,
-                                        "publicNetworkAccess": "Disabled"})
+                                        "tags": {**TAGS, "goldenenv-holds": "function-code"},
+                                        "allowBlobPublicAccess": False, "publicNetworkAccess": "Disabled"})
     app = res(WEB_APP, "demo-stop", {"resourceGroupName": "rg-demo", "kind": "functionapp,linux", "tags": dict(TAGS),
                                      "siteConfig": {"appSettings": [
-                                         {"name": "AzureWebJobsStorage__accountName", "value": "llmdemostop"}]}})
+                                         {"name": "AzureWebJobsStorage__accountName", "value": "llmdemostop"},
+                                         {"name": "GOLDENENV_HARD_STOP", "value": "true"}]}},
+              outputs={"identity": {"principalId": "33333333-3333-3333-3333-333333333333"}})
+    deallocate = res("azure-native:authorization:RoleAssignment", "demo-stop-compute", {
+        "scope": "/subscriptions/s/resourceGroups/rg-demo", "principalId": "33333333-3333-3333-3333-333333333333",
+        "principalType": "ServicePrincipal",  # Virtual Machine Contributor
+        "roleDefinitionId": "/subscriptions/s/providers/Microsoft.Authorization/roleDefinitions/"
+                            "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"})
     group = res(ACTION_GROUP, "demo-stop-ag", {"resourceGroupName": "rg-demo", "groupShortName": "stop",
                                                "enabled": True, "tags": dict(TAGS), "azureFunctionReceivers": [
             {"name": "stop", "functionAppResourceId": app.id, "functionName": "stop",
              "httpTriggerUrl": "https://demo-stop.azurewebsites.net/api/stop"}]})
-    return [state, app, group]
+    return [state, app, group, deallocate]
 
 
 def cluster() -> list[PlannedResource]:
@@ -369,10 +378,11 @@ def test_a_public_container_is_caught(access):
 
 
 def test_a_function_apps_own_account_may_take_internet_connections_but_no_anonymous_reads():
-    state, app, _ = stop_function()
+    state, app, *_ = stop_function()
     open_state = res(ACCOUNT, state.name, {**state.props, "publicNetworkAccess": None})
     assert found([open_state, app], "s3-public-access") == []
-    assert found([open_state], "s3-public-access")  # without the app it may hold data
+    unflagged = res(ACCOUNT, state.name, {**open_state.props, "tags": dict(TAGS)})
+    assert found([unflagged, app], "s3-public-access")  # named by the app but not flagged: it may hold data
     anonymous = res(ACCOUNT, state.name, {**open_state.props, "allowBlobPublicAccess": True})
     [finding] = found([anonymous, app], "s3-public-access")
     assert "allowBlobPublicAccess true" in finding.message
@@ -397,7 +407,8 @@ def test_a_group_holding_no_data_store_and_the_functions_own_account_need_no_ret
     compute = res(RESOURCE_GROUP, "rg", {"resourceGroupName": "rg-demo", "tags": dict(TAGS)})
     assert found([compute, *stop_function()], "data-store-not-retained") == []
     state = stop_function()[0]
-    assert found([compute, state], "data-store-not-retained")  # without the app that uses it, it could hold data
+    unflagged = res(ACCOUNT, state.name, {**state.props, "tags": dict(TAGS)})
+    assert found([compute, unflagged, *stop_function()[1:]], "data-store-not-retained")  # named, not flagged
 
 
 def test_managed_lustre_is_the_working_copy_linked_to_blob():
@@ -426,7 +437,7 @@ def test_a_hard_stop_needs_an_action_group_that_runs_a_planned_function():
     assert "hard stop" in no_route.message
     [missing] = found([scale_set(), budget("/subscriptions/s/actionGroups/gone")], "budget-not-planned")
     assert "no action group of the plan" in missing.message
-    state, app, group = stop_function()
+    state, app, group, _ = stop_function()
     mail_only = res(ACTION_GROUP, "demo-stop-ag", {"groupShortName": "stop", "emailReceivers": [
         {"name": "ml", "emailAddress": "ml@example.com"}]})
     [notify] = found([scale_set(), budget(mail_only.id), mail_only], "budget-not-planned")

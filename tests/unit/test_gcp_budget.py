@@ -137,8 +137,9 @@ def test_the_topic_triggers_the_stop_function_which_runs_the_shipped_folder():
     assert service["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert service["serviceAccountEmail"] == f"{runner.props['accountId']}@{GCP_PROJECT}.iam.gserviceaccount.com"
     env = service["environmentVariables"]
-    assert env == {"GOLDENENV_GCP_PROJECT": GCP_PROJECT, "GOLDENENV_PROJECT": PROJECT, "GOLDENENV_STACK": STACK,
-                   "GOLDENENV_HARD_STOP": "true", "GOLDENENV_BUDGET_LIMIT": "25000.50", "GOLDENENV_CURRENCY": "USD"}
+    assert env == {"GOLDENENV_GCP_PROJECT": GCP_PROJECT, "GOLDENENV_GCP_PROJECT_NUMBER": NUMBER,
+                   "GOLDENENV_PROJECT": PROJECT, "GOLDENENV_STACK": STACK, "GOLDENENV_HARD_STOP": "true",
+                   "GOLDENENV_BUDGET_LIMIT": "25000.50", "GOLDENENV_CURRENCY": "USD"}
     assert not any(k in env for k in (stopfn.METADATA_URL_ENV, stopfn.COMPUTE_URL_ENV, stopfn.MONITORING_URL_ENV))
 
     invoker = one(resources, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember").props
@@ -178,8 +179,10 @@ def test_the_idle_stop_adds_only_reading_machine_types_and_cpu_series():
 
 def test_every_labelled_resource_carries_the_stacks_labels_and_every_child_is_the_components():
     resources, outputs = planned(ttl_hours=12)
-    for typ in ("gcp:pubsub/topic:Topic", "gcp:storage/bucket:Bucket", "gcp:cloudfunctionsv2/function:Function"):
+    for typ in ("gcp:pubsub/topic:Topic", "gcp:cloudfunctionsv2/function:Function"):
         assert one(resources, typ).props["labels"] == LABELS, typ
+    # the source bucket also says it holds only the function's code, which exempts it from retention
+    assert one(resources, "gcp:storage/bucket:Bucket").props["labels"] == {**LABELS, "goldenenv-holds": "function-code"}
     for channel in resources["gcp:monitoring/notificationChannel:NotificationChannel"]:
         assert channel.props["userLabels"] == LABELS
     children = [r for rs in resources.values() for r in rs if r.type != "goldenenv:gcp:BudgetStop"]

@@ -82,7 +82,9 @@ def bucket(**props) -> PlannedResource:
 
 def budget(**props) -> PlannedResource:
     return res(BUDGET, "budget", {"billingAccount": "000000-000000-000000", "amount": {
-        "specifiedAmount": {"currencyCode": "USD", "units": "5000"}}, **props})
+        "specifiedAmount": {"currencyCode": "USD", "units": "5000"}},
+        "budgetFilter": {"labels": {"goldenenv_stack": "demo"}},
+        "thresholdRules": [{"thresholdPercent": 1.0, "spendBasis": "CURRENT_SPEND"}], **props})
 
 
 def test_a_compliant_gcp_cluster_has_no_findings():
@@ -277,13 +279,17 @@ def test_a_bucket_is_a_data_store_and_lustre_is_the_working_copy():
     assert found([lustre], "data-store-not-retained") == []
 
 
-def test_a_bucket_holding_only_a_functions_source_is_no_data_store():
+def test_a_bucket_is_exempt_from_retention_by_its_flag_not_by_being_a_functions_source():
     source = res(BUCKET, "stop-source", {"name": "p-goldenenv-stopfn", "forceDestroy": True,
                                          "publicAccessPrevention": "enforced", "labels": dict(LABELS)})
     assert len(found([source], "data-store-not-retained")) == 2  # not retained, forceDestroy
     stop = res(FUNCTION, "stop", {"labels": dict(LABELS), "buildConfig": {"source": {"storageSource": {
         "bucket": "p-goldenenv-stopfn", "object": "stopfn.zip"}}}})
-    assert found([source, stop], "data-store-not-retained") == []
+    assert len(found([source, stop], "data-store-not-retained")) == 2  # being named exempts nothing
+    flagged = res(BUCKET, "stop-source", {**source.props, "labels": {**LABELS, "goldenenv-holds": "function-code"}})
+    assert found([flagged, stop], "data-store-not-retained") == []
+    unknown = res(BUCKET, "stop-source", {**source.props, "labels": {**LABELS, "goldenenv-holds": "whatever"}})
+    assert len(found([unknown], "data-store-not-retained")) == 2  # only a known kind of content exempts
 
 
 def test_google_encrypts_at_rest_and_has_no_tokenless_metadata_server():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.clouds.alicloud import guard
+from goldenenv.clouds.alicloud import guard, stop_chain
 from goldenenv.clouds.alicloud import hardening, privilege
 from goldenenv.guardrails import (
     BudgetWatch,
@@ -238,6 +238,7 @@ FACTS = ProviderFacts(
     block_covers=block_covers,
     account_condition_keys=ACCOUNT_CONDITION_KEYS,
     budgets=budgets,
+    stop_chain=stop_chain.stop_chain,
     budget_hint="set goldenenv:budget so the stack plans its budget guard (a Function Compute timer function)",
     boot_script=boot_script,
     repositories=(ACR_REPO,),

@@ -34,6 +34,7 @@ from goldenenv.guardrails import (
     _sources,
     _tag_problem,
 )
+from goldenenv.clouds.aws import stop_chain
 
 # Bridged providers name their types "<pkg>:<module>/<lowerClass>:<Class>".
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -488,6 +489,7 @@ FACTS = ProviderFacts(
     block_covers=block_covers,
     account_condition_keys=ACCOUNT_CONDITION_KEYS,
     budgets=budgets,
+    stop_chain=stop_chain.stop_chain,
     budget_hint="set goldenenv:budget so the stack plans its AWS Budget (and budget.hardStop its stop)",
     boot_script=boot_script,
     repositories=(ECR_REPOSITORY,),

@@ -69,6 +69,7 @@ import pulumi_azure_native as azure
 from goldenenv.clouds.azure import global_name, hardening, mock_guid, privilege, resource_name, roles
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
 from goldenenv.clouds.base import STOP_CORE, FunctionSource, stable_number
+from goldenenv.guardrails import HOLDS_TAG
 from goldenenv.hardening import EXCEPTION_KEY
 from goldenenv.spec import STACK_TAG_KEY, Problem
 
@@ -208,7 +209,8 @@ class BudgetStop(pulumi.ComponentResource):
             default_to_o_auth_authentication=True,
             allow_cross_tenant_replication=False,
             allow_shared_key_access=True,
-            tags={**args.tags, EXCEPTION_KEY: hardening.FUNCTION_DEPLOYMENT_KEY},
+            tags={**args.tags, HOLDS_TAG: "function-code",  # its code and host state only: no data to retain
+                  EXCEPTION_KEY: hardening.FUNCTION_DEPLOYMENT_KEY},
             opts=child,
         )
         container = azure.storage.BlobContainer(

@@ -31,15 +31,17 @@ publicIPAddressConfiguration, storageCapacityTiB), as pulumi-azure-native 3.x se
   encryption at host, which no rule asks for (whether the ND sizes support it is unverified).
 - Data stores: the storage account and its Blob containers hold datasets and checkpoints (retained, in the data
   resource group). A resource group is one too when a planned data store lives in it: deleting a group deletes
-  everything in it, retained or not. A storage account that a planned function app uses for its own state or code
-  (AzureWebJobsStorage, its deployment container) holds no data, nor does a resource group holding no data store.
+  everything in it, retained or not. A storage account holds no data only when its tags say so (goldenenv-holds:
+  function-code, on the stop function's own account), never for being named by an app; nor does a resource group
+  holding no data store.
   Managed Lustre is the fast working copy, exported to Blob before destroy (like FSx and GCP Managed Lustre): it is
   not retained, but it must be linked to a Blob container (hsm.settings.container), or destroy loses its data.
 - A storage account is public when it allows anonymous blob access (allowBlobPublicAccess: unset leaves it to the
   API version's default, so it must say false), or when it takes connections from any internet address
   (publicNetworkAccess not Disabled and networkRuleSet.defaultAction not Deny: unset is open) while it holds data (a
-  function app's own account, reached by the Functions host over the internet, holds none); a Blob container is
-  public with publicAccess Blob or Container.
+  function app's own account, flagged so and reached by the Functions host over the internet, holds none), or when
+  its ipRules together admit more than an admin allowance (0.0.0.0/1 + 128.0.0.0/1 is the whole internet); a Blob
+  container is public with publicAccess Blob or Container.
 - The budget is an Azure Cost Management budget (azure-native:consumption:Budget). Its hard stop is an action group
   (notifications[].contactGroups) whose receivers run the stop: an Azure Function (azureFunctionReceivers, whose
   function app must be in the plan), a webhook, an Automation runbook or a Logic App (Microsoft's budget scenario:
@@ -48,7 +50,6 @@ publicIPAddressConfiguration, storageCapacityTiB), as pulumi-azure-native 3.x se
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -67,7 +68,10 @@ from goldenenv.guardrails import (
     _mapping,
     _port,
     _refers_to,
+    describe_wide,
+    holds_flag,
 )
+from goldenenv.clouds.azure import stop_chain
 
 PROVIDER = "azure-native"
 NSG = "azure-native:network:NetworkSecurityGroup"
@@ -228,6 +232,13 @@ def public_data(resource: PlannedResource, ctx: Context) -> Iterator[str]:
                    f"reaches the data. Set networkRuleSet.defaultAction Deny and allow the compute subnet "
                    f"(virtualNetworkRules, over its Microsoft.Storage service endpoint) and network.adminCidrs "
                    f"(ipRules), or publicNetworkAccess Disabled.")
+        rules = [_mapping(r) for r in _items(_mapping(props.get("networkRuleSet")).get("ipRules"))]
+        allowed = [r.get("iPAddressOrRange") or r.get("ipAddressOrRange") for r in rules
+                   if str(r.get("action") or "Allow").lower() == "allow"]
+        wide = describe_wide([a if "/" in str(a) else f"{a}/32" for a in allowed if isinstance(a, str)])
+        if network.lower() == "enabled" and wide:
+            yield (f"{label} admits, through networkRuleSet.ipRules, addresses that {wide}: split ranges are "
+                   f"summed as Azure applies them together; allow the admin CIDRs only (network.adminCidrs).")
     elif resource.type == BLOB_CONTAINER:
         access = str(props.get("publicAccess") or "None")
         if access.lower() in ("blob", "container"):
@@ -250,41 +261,6 @@ def _account_names(account: PlannedResource) -> set[str]:
     return {n.rsplit("/", 1)[-1] for n in _names(account, "accountName")}
 
 
-_ACCOUNT_IN_TEXT = (re.compile(r"AccountName=([a-z0-9]{3,24})", re.IGNORECASE),
-                    re.compile(r"https://([a-z0-9]{3,24})\.(?:blob|queue|table|file)\.core\.", re.IGNORECASE))
-
-
-def _function_settings(ctx: Context) -> list[tuple[str, Any]]:
-    """(name, value) of every app setting of the plan's web apps (function apps), inline or as a settings resource,
-    and each app's deployment storage (functionAppConfig.deployment.storage.value)."""
-    settings: list[tuple[str, Any]] = []
-    for app in ctx.of_type(WEB_APP):
-        site = _mapping(app.props.get("siteConfig"))
-        settings += [(str(_mapping(s).get("name")), _mapping(s).get("value")) for s in _items(site.get("appSettings"))]
-        storage = _mapping(_mapping(_mapping(app.props.get("functionAppConfig")).get("deployment")).get("storage"))
-        settings.append(("deployment", storage.get("value")))
-    for resource in ctx.of_type(APP_SETTINGS):
-        settings += [(str(k), v) for k, v in _mapping(resource.props.get("properties")).items()]
-    return settings
-
-
-def _function_accounts(ctx: Context) -> tuple[set[str], set[str]]:
-    """The storage accounts the plan's function apps keep their state or code in, and their deployment containers
-    (URLs), as named in their settings."""
-    accounts, containers = set(), set()
-    for name, value in _function_settings(ctx):
-        if not isinstance(value, str) or not value:
-            continue
-        if name.startswith("AzureWebJobsStorage") or name in ("WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
-                                                              "deployment"):
-            accounts |= {m.group(1).lower() for pattern in _ACCOUNT_IN_TEXT for m in pattern.finditer(value)}
-            if name.endswith("__accountName"):
-                accounts.add(value.lower())
-        if name == "deployment":
-            containers.add(value.rstrip("/").lower())
-    return accounts, containers
-
-
 def _account_of(container: PlannedResource, ctx: Context) -> PlannedResource | None:
     value = container.props.get("accountName")
     return next((a for a in ctx.of_type(STORAGE_ACCOUNT) if isinstance(value, str) and value in _names(
@@ -296,22 +272,19 @@ def _holds_data(resource: PlannedResource, ctx: Context) -> bool:
 
 
 def holds_no_data(resource: PlannedResource, ctx: Context) -> bool:
-    """A storage account a planned function app keeps its state or code in (the budget's stop), its containers and
-    its deployment container hold none of the user's data; a resource group holds data only when a planned data
-    store lives in it."""
+    """A storage account holds none of the user's data only when its tags say so (HOLDS_TAG: function-code on the
+    stop function's account, written by budget.py), and then neither do its containers; being named by a function
+    app's settings exempts nothing, since an app can be pointed at the data account. A resource group holds data
+    only when a planned data store lives in it."""
     if resource.type == RESOURCE_GROUP:
         names = _names(resource, "resourceGroupName")
         return not any(_holds_data(r, ctx) and r.props.get("resourceGroupName") in names
                        for r in ctx.of_type(STORAGE_ACCOUNT, BLOB_CONTAINER))
-    accounts, containers = _function_accounts(ctx)
     if resource.type == STORAGE_ACCOUNT:
-        return bool(accounts & {n.lower() for n in _account_names(resource)})
+        return holds_flag(resource.props.get("tags")) is not None
     if resource.type == BLOB_CONTAINER:
         account = _account_of(resource, ctx)
-        if account is not None and holds_no_data(account, ctx):
-            return True
-        name = resource.props.get("containerName") or resource.outputs.get("name")
-        return isinstance(name, str) and any(url.endswith(f"/{name.lower()}") for url in containers)
+        return account is not None and holds_no_data(account, ctx)
     return False
 
 
@@ -471,6 +444,7 @@ FACTS = ProviderFacts(
     budget_hint="set goldenenv:budget so the stack plans its Azure Cost Management budget "
                 "(azure-native:consumption:Budget), and budget.hardStop the action group and function that "
                 "deallocate the nodes",
+    stop_chain=stop_chain.stop_chain,
     tag_input="tags",
     tag_outputs=(),
     tag_form=lambda stack_tags: azure_tags.tags(stack_tags),

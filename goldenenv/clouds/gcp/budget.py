@@ -46,6 +46,7 @@ import pulumi_gcp as gcp
 from goldenenv.clouds.base import STOP_CORE, FunctionSource
 from goldenenv.clouds.gcp import labels as gcp_labels
 from goldenenv.clouds.gcp import privilege
+from goldenenv.guardrails import HOLDS_TAG
 from goldenenv.spec import STACK_TAG_KEY
 
 STOPFN_DIR = Path(__file__).parent / "stopfn"
@@ -178,7 +179,7 @@ class BudgetStop(pulumi.ComponentResource):
                 lambda project_id: source_bucket_name(project_id, args.project, args.stack)),
             project=args.gcp_project, location=args.region, uniform_bucket_level_access=True,
             public_access_prevention="enforced", force_destroy=True,  # it holds only the function's code
-            labels=args.labels, opts=child)
+            labels={**args.labels, HOLDS_TAG: "function-code"}, opts=child)
         source = gcp.storage.BucketObject(
             f"{name}-source-object", bucket=bucket.name, name=f"stopfn-{source_digest()}.zip",
             source=source_archive(), opts=child)
@@ -337,9 +338,11 @@ def threshold_rules(thresholds: list[int]) -> list[dict[str, Any]]:
 
 
 def function_environment(args: BudgetStopArgs) -> dict[str, pulumi.Input[str]]:
-    """What stopfn/main.py reads (its *_ENV names); the API base URLs are left to their defaults."""
+    """What stopfn/main.py reads (its *_ENV names); the API base URLs are left to their defaults. The project number
+    is the one the budget filters on: the guardrails tie the budget to the project the function stops nodes in."""
     env: dict[str, pulumi.Input[str]] = {
         "GOLDENENV_GCP_PROJECT": args.gcp_project,
+        "GOLDENENV_GCP_PROJECT_NUMBER": args.project_number,
         "GOLDENENV_PROJECT": project_label(args),
         "GOLDENENV_STACK": stack_label(args),
         "GOLDENENV_HARD_STOP": "true" if args.hard_stop else "false",

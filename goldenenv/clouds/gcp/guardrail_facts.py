@@ -20,9 +20,9 @@ to read them. Resources are in engine form (camelCase inputs).
   is a choice, not a gap.
 - Cloud Storage buckets hold datasets and checkpoints: data stores, retained. Managed Lustre is not one: like FSx
   for Lustre on AWS it is the fast working copy, exported to the retained bucket before destroy (storage.py), and
-  retaining it would keep a file system billing after the cluster is gone; a bucket holding only a function's
-  source code (the budget's stop) holds no data either. A bucket is public unless public access prevention is
-  "enforced" ("inherited", the default, follows an organisation policy the plan cannot see), or through an IAM
+  retaining it would keep a file system billing after the cluster is gone; a bucket holds no data only when its
+  labels say so (goldenenv-holds: function-code, on the stop function's source bucket), never for being named.
+  A bucket is public unless public access prevention is "enforced" ("inherited", the default, follows an organisation policy the plan cannot see), or through an IAM
   member, binding or policy, or an ACL, granting allUsers or allAuthenticatedUsers.
 - The budget is a Cloud Billing budget; its hard stop is a function triggered by the Pub/Sub topic the budget
   publishes to (Google's "cap costs" pattern: https://cloud.google.com/billing/docs/how-to/notify).
@@ -51,7 +51,10 @@ from goldenenv.guardrails import (
     _port,
     _protocol,
     _sources,
+    _tag_problem,
+    holds_flag,
 )
+from goldenenv.clouds.gcp import stop_chain
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -110,15 +113,23 @@ def _port_range(text: Any) -> tuple[int | None, int | None]:
     return _port(low), _port(high or low)
 
 
+NO_SOURCE = ("0.0.0.0/0",)
+"""What an ingress firewall with no sourceRanges, sourceTags or sourceServiceAccounts admits: Google applies
+0.0.0.0/0 ("If you don't specify a source ... Google Cloud uses the IPv4 range 0.0.0.0/0", VPC firewall rules,
+sources for ingress rules: https://cloud.google.com/firewall/docs/firewalls#sources_for_ingress_rules)."""
+
+
 def ingress(resource: PlannedResource) -> list[Ingress]:
-    """An INGRESS firewall's allow rules from its source ranges; a rule with no ports opens every port of its
-    protocol, protocol "all" every protocol."""
+    """An INGRESS firewall's allow rules from its source ranges (none at all: NO_SOURCE, Google's default); a rule
+    with no ports opens every port of its protocol, protocol "all" every protocol."""
     props = resource.props
     if resource.type != FIREWALL or _is_true(props.get("disabled")):
         return []
     if str(props.get("direction") or "INGRESS").upper() != "INGRESS":
         return []
     sources = _sources(props.get("sourceRanges"))
+    if not sources and not _items(props.get("sourceTags")) and not _items(props.get("sourceServiceAccounts")):
+        sources = list(NO_SOURCE)
     permissions = []
     for allow in (_mapping(a) for a in _items(props.get("allows"))):
         protocol = _protocol(allow.get("protocol"))
@@ -131,6 +142,29 @@ def ingress(resource: PlannedResource) -> list[Ingress]:
             ranges = [_port_range(p) for p in ports]
         permissions += [Ingress(protocol, low, high, source) for low, high in ranges for source in sources]
     return permissions
+
+
+# ---------------------------------------------------------------- untagged-resource: boot disks
+
+def launch_tags(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """An instance's boot disk (bootDisk.initializeParams.labels) and a template's disks (disks[].labels) carry the
+    required labels: a disk is billed on its own line, and the budget filters on the stack's label, so an unlabelled
+    disk's cost escapes the budget."""
+    required = gcp_labels.labels(dict(ctx.required_tags))
+    if resource.type in INSTANCES:
+        boot = _mapping(resource.props.get("bootDisk"))
+        if not boot or boot.get("source"):
+            return  # an existing disk carries its own labels; a template's disks are judged on the template
+        disks = [("its boot disk", _mapping(boot.get("initializeParams")).get("labels"))]
+    elif resource.type == INSTANCE_TEMPLATE:
+        disks = [(f"its disk #{i}", _mapping(d).get("labels")) for i, d in enumerate(_items(resource.props.get("disks")))]
+    else:
+        return
+    for which, labels in disks:
+        problem = _tag_problem(_mapping(labels), required, "labels")
+        if problem:
+            yield (f"{_label(resource)}: {which} {problem}, so its cost escapes the budget's label filter; set them "
+                   f"in {'bootDisk.initializeParams.labels' if resource.type in INSTANCES else 'disks[].labels'}.")
 
 
 # ---------------------------------------------------------------- public-ip-on-gpu-node, public-ip-on-head
@@ -254,20 +288,11 @@ def _bucket_names(bucket: PlannedResource) -> set[str]:
     return {v.removeprefix("gs://") for v in values if isinstance(v, str) and v}
 
 
-def _function_sources(ctx: Context) -> list[Any]:
-    """The buckets the plan's functions take their source code from (gen 2 storageSource, gen 1 archive bucket)."""
-    sources = [_mapping(_mapping(_mapping(f.props.get("buildConfig")).get("source")).get("storageSource")).get("bucket")
-               for f in ctx.of_type(FUNCTION_V2)]
-    return sources + [f.props.get("sourceArchiveBucket") for f in ctx.of_type(FUNCTION_V1)]
-
-
 def holds_no_data(resource: PlannedResource, ctx: Context) -> bool:
-    """A bucket that holds a planned function's source code (the budget's stop) holds no datasets or checkpoints:
-    `pulumi destroy` may delete it with the function."""
-    if resource.type != BUCKET:
-        return False
-    names = _bucket_names(resource)
-    return any(isinstance(s, str) and s.removeprefix("gs://") in names for s in _function_sources(ctx))
+    """A bucket holds no datasets or checkpoints only when its labels say so (HOLDS_TAG: function-code on the stop
+    function's source bucket, written by budget.py): being named as a function's source exempts nothing, since a
+    function can be pointed at the data bucket."""
+    return resource.type == BUCKET and holds_flag(resource.props.get("labels")) is not None
 
 
 # ---------------------------------------------------------------- budget-not-planned
@@ -434,6 +459,8 @@ FACTS = ProviderFacts(
     budgets=budgets,
     budget_hint="set goldenenv:budget so the stack plans its Cloud Billing budget (and budget.hardStop the function "
                 "its Pub/Sub topic triggers)",
+    stop_chain=stop_chain.stop_chain,
+    launch_tags=launch_tags,
     tag_input="labels",
     tag_input_by_type=USER_LABELLED,
     tag_outputs=("pulumiLabels",),

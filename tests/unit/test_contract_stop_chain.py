@@ -1,0 +1,615 @@
+"""The stop chain as a reviewer judges it: one mutation table over every cloud x shipped stack.
+
+Each shipped stack is planned once (a module-scoped cache); each row copies its planned resources, breaks one link
+between the stack's budget and its nodes (or a retention or access fact the probe of issue 35 found misread), runs
+the rules over the copy in memory, and expects the row's rule to fire as an error naming the resource where the
+chain breaks. A row is written once over a cloud adapter (``Chain``); a link a cloud does not have is said in its
+adapter's ``not_applicable`` with the reason, so a new cloud is held to every other row the day it is added.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from goldenenv import guardrails, stackconfig
+from goldenenv import spec as spec_module
+from goldenenv.guardrails import PlannedResource, Severity
+from tests.unit.shipped import STACKS, pulumi_stacks
+
+CHAIN = guardrails.BUDGET_STOP_CHAIN
+RETAINED = "data-store-not-retained"
+SSH = "ssh-open-to-world"
+INGRESS = "ingress-open-to-world"
+PUBLIC = "s3-public-access"
+UNTAGGED = "untagged-resource"
+JUDGED_HERE = (CHAIN, RETAINED, SSH, INGRESS, PUBLIC, UNTAGGED, "budget-not-planned")
+
+
+class Plan:
+    """A copy of one stack's planned resources for one mutation."""
+
+    def __init__(self, stack: str, resources: list[PlannedResource]):
+        self.stack = stack
+        self.resources = [dataclasses.replace(r, props=copy.deepcopy(dict(r.props))) for r in resources]
+
+    def one(self, type_: str, suffix: str = "") -> PlannedResource:
+        found = [r for r in self.resources if r.type == type_ and r.name.endswith(suffix)]
+        assert found, f"{self.stack} plans no {type_} named *{suffix}"
+        return found[0]
+
+    def set(self, resource: PlannedResource, **props: Any) -> PlannedResource:
+        index = next(i for i, r in enumerate(self.resources) if r.urn == resource.urn)
+        merged = {**resource.props, **props}
+        self.resources[index] = dataclasses.replace(resource, props={k: v for k, v in merged.items() if v is not None})
+        return self.resources[index]
+
+    def options(self, resource: PlannedResource, **options: Any) -> PlannedResource:
+        index = next(i for i, r in enumerate(self.resources) if r.urn == resource.urn)
+        self.resources[index] = dataclasses.replace(resource, **options)
+        return self.resources[index]
+
+    def drop(self, resource: PlannedResource) -> None:
+        self.resources = [r for r in self.resources if r.urn != resource.urn]
+
+    def add(self, type_: str, name: str, props: dict[str, Any]) -> PlannedResource:
+        new = PlannedResource(urn=f"urn:pulumi:{self.stack}::goldenenv::{type_}::{name}", type=type_, name=name,
+                              props=props, id=f"{name}-id", retain_on_delete=False, protect=False)
+        self.resources.append(new)
+        return new
+
+
+Mutation = Callable[[Plan], PlannedResource]
+"""Breaks one thing in the plan and returns the resource the finding must name."""
+
+
+# ---------------------------------------------------------------- each cloud's chain, as the rows need it
+
+class Chain:
+    name: str
+    not_applicable: dict[str, str] = {}
+    """Row id -> why the cloud has no such link (a fact of the cloud, written in its stop_chain.py docstring)."""
+
+    def budget(self, plan: Plan) -> PlannedResource: ...
+    def other_stack_filter(self, plan: Plan) -> PlannedResource: ...
+    def amount_times_100(self, plan: Plan) -> PlannedResource: ...
+    def other_currency(self, plan: Plan) -> PlannedResource: ...
+    def stop_threshold_1000(self, plan: Plan) -> PlannedResource: ...
+    def no_100_percent_alert(self, plan: Plan) -> PlannedResource: ...
+    def hard_stop_off(self, plan: Plan) -> PlannedResource: ...
+    def stop_permission_removed(self, plan: Plan) -> PlannedResource: ...
+    def identity_grant_removed(self, plan: Plan) -> PlannedResource: ...
+    def notification_disabled(self, plan: Plan) -> PlannedResource: ...
+    def route_disabled(self, plan: Plan) -> PlannedResource: ...
+    def schedule_removed(self, plan: Plan) -> PlannedResource: ...
+
+
+class Aws(Chain):
+    name = "aws"
+    BUDGET = "aws:budgets/budget:Budget"
+    FUNCTION = "aws:lambda/function:Function"
+
+    def budget(self, plan):
+        return plan.one(self.BUDGET)
+
+    def other_stack_filter(self, plan):
+        return plan.set(self.budget(plan), costFilters=[{"name": "TagKeyValue",
+                                                          "values": ["user:goldenenv:stack$another-stack"]}])
+
+    def amount_times_100(self, plan):
+        budget = self.budget(plan)
+        return plan.set(budget, limitAmount=f"{float(budget.props['limitAmount']) * 100:.2f}")
+
+    def other_currency(self, plan):
+        return plan.set(self.budget(plan), limitUnit="EUR")
+
+    def _stop_note(self, plan):
+        budget = self.budget(plan)
+        notes = copy.deepcopy(budget.props["notifications"])
+        return budget, notes, next(n for n in notes if n.get("subscriberSnsTopicArns"))
+
+    def stop_threshold_1000(self, plan):
+        budget, notes, note = self._stop_note(plan)
+        note["threshold"] = 1000.0
+        return plan.set(budget, notifications=notes)
+
+    def no_100_percent_alert(self, plan):
+        budget = self.budget(plan)
+        notes = [n for n in copy.deepcopy(budget.props["notifications"]) if n.get("threshold") != 100.0]
+        return plan.set(budget, notifications=notes)
+
+    def hard_stop_off(self, plan):
+        function = plan.one(self.FUNCTION, "-budget-hard-stop-fn")
+        env = copy.deepcopy(function.props["environment"])
+        env["variables"]["GOLDENENV_DRY_RUN"] = "true"
+        return plan.set(function, environment=env)
+
+    def stop_permission_removed(self, plan):
+        policy = plan.one("aws:iam/rolePolicy:RolePolicy", "-budget-hard-stop-fn-policy")
+        document = json.loads(policy.props["policy"])
+        document["Statement"] = [s for s in document["Statement"] if "ec2:StopInstances" not in s["Action"]]
+        plan.set(policy, policy=json.dumps(document))
+        return plan.one(self.FUNCTION, "-budget-hard-stop-fn")
+
+    def identity_grant_removed(self, plan):
+        plan.drop(plan.one("aws:lambda/permission:Permission", "-budget-hard-stop-invoke"))
+        return plan.one(self.FUNCTION, "-budget-hard-stop-fn")
+
+    def route_disabled(self, plan):
+        policy = plan.one("aws:sns/topicPolicy:TopicPolicy", "-budget-hard-stop-policy")
+        document = json.loads(policy.props["policy"])
+        document["Statement"] = [s for s in document["Statement"] if "budgets" not in json.dumps(s)]
+        return plan.set(policy, policy=json.dumps(document))
+
+    def schedule_removed(self, plan):
+        plan.drop(plan.one("aws:scheduler/schedule:Schedule"))
+        return self.budget(plan)
+
+    not_applicable = {"notification-disabled": "an AWS budget notification has no enabled switch: it is planned "
+                                               "or not (budget-not-planned judges a missing one)"}
+
+
+class Gcp(Chain):
+    name = "gcp"
+    BUDGET = "gcp:billing/budget:Budget"
+    FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+
+    def budget(self, plan):
+        return plan.one(self.BUDGET)
+
+    def _filter(self, plan, **change):
+        budget = self.budget(plan)
+        return plan.set(budget, budgetFilter={**copy.deepcopy(budget.props["budgetFilter"]), **change})
+
+    def other_stack_filter(self, plan):
+        return self._filter(plan, labels={"goldenenv_stack": "another-stack"})
+
+    def other_project_filter(self, plan):
+        return self._filter(plan, projects=["projects/111111111111"])
+
+    def amount_times_100(self, plan):
+        budget = self.budget(plan)
+        amount = copy.deepcopy(budget.props["amount"])
+        amount["specifiedAmount"]["units"] = str(int(amount["specifiedAmount"]["units"]) * 100)
+        return plan.set(budget, amount=amount)
+
+    def other_currency(self, plan):
+        budget = self.budget(plan)
+        amount = copy.deepcopy(budget.props["amount"])
+        amount["specifiedAmount"]["currencyCode"] = "EUR"
+        return plan.set(budget, amount=amount)
+
+    def no_100_percent_alert(self, plan):
+        budget = self.budget(plan)
+        rules = [r for r in budget.props["thresholdRules"] if r["thresholdPercent"] != 1.0]
+        return plan.set(budget, thresholdRules=rules)
+
+    def _function(self, plan):
+        return plan.one(self.FUNCTION, "-budget-function")
+
+    def _env(self, plan, **change):
+        function = self._function(plan)
+        config = copy.deepcopy(function.props["serviceConfig"])
+        config["environmentVariables"].update(change)
+        return plan.set(function, serviceConfig=config)
+
+    def hard_stop_off(self, plan):
+        return self._env(plan, GOLDENENV_HARD_STOP="false")
+
+    def stop_permission_removed(self, plan):
+        role = plan.one("gcp:projects/iAMCustomRole:IAMCustomRole", "-budget-fn-role")
+        plan.set(role, permissions=[p for p in role.props["permissions"] if p != "compute.instances.stop"])
+        return self._function(plan)
+
+    def identity_grant_removed(self, plan):
+        plan.drop(plan.one("gcp:projects/iAMMember:IAMMember", "-budget-fn-role-member"))
+        return self._function(plan)
+
+    def route_disabled(self, plan):
+        budget = self.budget(plan)
+        rule = {k: v for k, v in budget.props["allUpdatesRule"].items() if k != "pubsubTopic"}
+        return plan.set(budget, allUpdatesRule=rule)
+
+    def schedule_removed(self, plan):
+        plan.drop(plan.one("gcp:cloudscheduler/job:Job"))
+        return self._function(plan)
+
+    not_applicable = {
+        "stop-threshold-1000": "Cloud Billing publishes every update to the topic whatever the thresholds; the "
+                               "function compares the cost with its own limit (the amount rows judge that)",
+        "notification-disabled": "a budget's Pub/Sub route has no enabled switch: its topic is set or not "
+                                 "(route-disabled)"}
+
+
+class Azure(Chain):
+    name = "azure"
+    BUDGET = "azure-native:consumption:Budget"
+    APP = "azure-native:web:WebApp"
+
+    def budget(self, plan):
+        return plan.one(self.BUDGET)
+
+    def other_stack_filter(self, plan):
+        budget = self.budget(plan)
+        expression = copy.deepcopy(budget.props["filter"])
+        for part in expression["and"]:
+            if part["tags"]["name"] == "goldenenv:stack":
+                part["tags"]["values"] = ["another-stack"]
+        return plan.set(budget, filter=expression)
+
+    def amount_times_100(self, plan):
+        budget = self.budget(plan)
+        return plan.set(budget, amount=budget.props["amount"] * 100)
+
+    def other_currency(self, plan):
+        return self._setting(plan, "GOLDENENV_CURRENCY", "EUR")
+
+    def _note(self, plan, **change):
+        budget = self.budget(plan)
+        notes = copy.deepcopy(budget.props["notifications"])
+        notes["actual-100-percent"].update(change)
+        return plan.set(budget, notifications=notes)
+
+    def stop_threshold_1000(self, plan):
+        return self._note(plan, threshold=1000.0)
+
+    def notification_disabled(self, plan):
+        return self._note(plan, enabled=False)
+
+    def no_100_percent_alert(self, plan):
+        budget = self.budget(plan)
+        notes = {k: v for k, v in budget.props["notifications"].items() if k != "actual-100-percent"}
+        return plan.set(budget, notifications=notes)
+
+    def _app(self, plan):
+        return plan.one(self.APP, "-budget-fn")
+
+    def _setting(self, plan, name, value):
+        app = self._app(plan)
+        config = copy.deepcopy(app.props["siteConfig"])
+        for pair in config["appSettings"]:
+            if pair["name"] == name:
+                pair["value"] = value
+        return plan.set(app, siteConfig=config)
+
+    def hard_stop_off(self, plan):
+        return self._setting(plan, "GOLDENENV_HARD_STOP", "false")
+
+    def stop_permission_removed(self, plan):
+        role = plan.one("azure-native:authorization:RoleDefinition", "-budget-fn-compute-role")
+        permissions = copy.deepcopy(role.props["permissions"])
+        permissions[0]["actions"] = [a for a in permissions[0]["actions"] if not a.endswith("/deallocate/action")]
+        plan.set(role, permissions=permissions)
+        return self._app(plan)
+
+    def identity_grant_removed(self, plan):
+        plan.drop(plan.one("azure-native:authorization:RoleAssignment", "-budget-fn-compute-grant"))
+        return self._app(plan)
+
+    def route_disabled(self, plan):
+        return plan.set(plan.one("azure-native:monitor:ActionGroup", "-budget-action-group"), enabled=False)
+
+    def schedule_removed(self, plan):
+        app = self._app(plan)
+        config = copy.deepcopy(app.props["siteConfig"])
+        config["appSettings"] = [p for p in config["appSettings"] if p["name"] != "GOLDENENV_TTL_HOURS"]
+        return plan.set(app, siteConfig=config)
+
+
+class Alicloud(Chain):
+    name = "alicloud"
+    FUNCTION = "alicloud:fc/v3Function:V3Function"
+
+    def budget(self, plan):
+        return plan.one(self.FUNCTION, "-budget-function")
+
+    def _env(self, plan, **change):
+        function = self.budget(plan)
+        return plan.set(function, environmentVariables={**function.props["environmentVariables"], **change})
+
+    def other_stack_filter(self, plan):
+        return self._env(plan, GOLDENENV_STACK="another-stack")
+
+    def amount_times_100(self, plan):
+        limit = float(self.budget(plan).props["environmentVariables"]["GOLDENENV_MONTHLY_LIMIT"])
+        return self._env(plan, GOLDENENV_MONTHLY_LIMIT=f"{limit * 100:.2f}")
+
+    def other_currency(self, plan):
+        return self._env(plan, GOLDENENV_CURRENCY="USD" if "CNY" in str(self.budget(plan).props) else "CNY")
+
+    def no_100_percent_alert(self, plan):
+        return self._env(plan, GOLDENENV_THRESHOLDS="50,80")
+
+    def hard_stop_off(self, plan):
+        return self._env(plan, GOLDENENV_HARD_STOP="false")
+
+    def stop_permission_removed(self, plan):
+        policy = plan.one("alicloud:ram/policy:Policy", "-budget-policy")
+        document = json.loads(policy.props["policyDocument"])
+        document["Statement"] = [s for s in document["Statement"] if "ecs:StopInstances" not in s["Action"]]
+        plan.set(policy, policyDocument=json.dumps(document))
+        return self.budget(plan)
+
+    def identity_grant_removed(self, plan):
+        plan.drop(plan.one("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment", "-budget-policy-attachment"))
+        return self.budget(plan)
+
+    def route_disabled(self, plan):
+        timer = plan.one("alicloud:fc/v3Trigger:V3Trigger", "-budget-timer")
+        config = json.loads(timer.props["triggerConfig"])
+        config["enable"] = False
+        return plan.set(timer, triggerConfig=json.dumps(config))
+
+    not_applicable = {
+        "stop-threshold-1000": "the guard is its own budget: it stops at its limit, whatever its alert thresholds",
+        "notification-disabled": "the guard is its own budget: its only switch is its timer (route-disabled)",
+        "schedule-removed": "a time to live is each node's autoReleaseTime (set by up at creation), and no shipped "
+                            "Alibaba stack asks for one"}
+
+
+CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud())}
+
+
+# ---------------------------------------------------------------- the table
+
+def _config(stack: str) -> dict[str, Any]:
+    return stackconfig.read_stack_file(STACKS / f"Pulumi.{stack}.yaml")
+
+
+def _budget(config: dict[str, Any]) -> dict[str, Any]:
+    budget = config.get("goldenenv:budget")
+    return budget if isinstance(budget, dict) else {}
+
+
+def _hard_stop(config: dict[str, Any]) -> bool:
+    return _budget(config).get("hardStop") is True
+
+
+def _any_budget(config: dict[str, Any]) -> bool:
+    return bool(_budget(config))
+
+
+def _ttl(config: dict[str, Any]) -> bool:
+    return bool((config.get("goldenenv:lifecycle") or {}).get("ttlHours")) and _hard_stop(config)
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    method: str
+    rule: str = CHAIN
+    when: Callable[[Any], bool] = _hard_stop
+    clouds: tuple[str, ...] = tuple(CHAINS)
+
+
+TABLE: tuple[Row, ...] = (
+    Row("budget-filters-another-stack", "other_stack_filter", when=_any_budget),
+    Row("amount-100x-the-limit", "amount_times_100", when=_any_budget),
+    Row("another-currency", "other_currency", when=_hard_stop),
+    Row("stop-threshold-1000", "stop_threshold_1000"),
+    Row("no-alert-at-100-percent", "no_100_percent_alert", when=_any_budget),
+    Row("hard-stop-switched-off", "hard_stop_off"),
+    Row("stop-permission-removed", "stop_permission_removed"),
+    Row("identity-grant-removed", "identity_grant_removed"),
+    Row("notification-disabled", "notification_disabled"),
+    Row("route-disabled", "route_disabled"),
+    Row("schedule-removed", "schedule_removed", when=_ttl),
+    Row("gcp-budget-filters-another-project", "other_project_filter", clouds=("gcp",)),
+)
+
+
+# ---------------------------------------------------------------- the runs
+
+@pytest.fixture(scope="module")
+def planned():
+    """stack -> (its plan, the rules' findings on it as planned), each stack planned once for the module."""
+    from goldenenv import plan as planning
+
+    plans: dict[str, Any] = {}
+
+    def get(stack: str):
+        if stack not in plans:
+            plan = planning.plan(stack, STACKS)
+            plans[stack] = (plan, _findings(plan, plan.resources))
+        return plans[stack]
+
+    return get
+
+
+def _findings(plan, resources: list[PlannedResource]) -> list[guardrails.Finding]:
+    """The rules as `goldenenv plan` runs them: with what the stack file asks of its budget and lifecycle."""
+    spec = plan.spec
+    return guardrails.evaluate(
+        resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
+        hard_stop=bool(spec.budget and spec.budget.hard_stop),
+        monthly_limit=spec.budget.monthly_limit if spec.budget else None,
+        currency=spec.budget.currency if spec.budget else None,
+        ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes)
+
+
+STACK_CLOUDS = pulumi_stacks()
+
+
+def _cases() -> list[Any]:
+    return [pytest.param(row, cloud, stack, id=f"{row.id}-{stack}")
+            for row in TABLE for cloud, stack in STACK_CLOUDS
+            if cloud in row.clouds and row.id not in CHAINS[cloud].not_applicable and row.when(_config(stack))]
+
+
+def _caught(plan, stack: str, mutate: Mutation, rule: str) -> tuple[PlannedResource, list[guardrails.Finding]]:
+    copy_ = Plan(stack, plan.resources)
+    target = mutate(copy_)
+    return target, [f for f in _findings(plan, copy_.resources) if f.rule == rule]
+
+
+def test_every_cloud_has_a_chain_adapter():
+    assert {cloud for cloud, _ in STACK_CLOUDS} <= set(CHAINS)
+
+
+@pytest.mark.parametrize("cloud,stack", STACK_CLOUDS, ids=[s for _, s in STACK_CLOUDS])
+def test_shipped_stack_passes_with_no_finding_from_these_rules(planned, cloud, stack):
+    _, found = planned(stack)
+    assert [f for f in found if f.rule in JUDGED_HERE] == []
+
+
+@pytest.mark.parametrize("row,cloud,stack", _cases())
+def test_broken_link_is_an_error_naming_its_resource(planned, row, cloud, stack):
+    plan, found = planned(stack)
+    target, after = _caught(plan, stack, getattr(CHAINS[cloud], row.method), row.rule)
+    assert [f for f in found if f.rule == row.rule] == []
+    assert after, f"{row.id} on {stack}: {row.rule} did not fire"
+    assert all(f.severity is Severity.ERROR for f in after)
+    named = [f for f in after if f.urn == target.urn]
+    assert named and target.name in named[0].message, [f.message for f in after]
+
+
+def test_each_cloud_runs_every_row_or_says_why_not():
+    for name, chain in CHAINS.items():
+        assert set(chain.not_applicable) <= {r.id for r in TABLE}, name
+        assert all(why.strip() for why in chain.not_applicable.values()), name
+
+
+# ---------------------------------------------------------------- retention: only an explicit flag exempts a store
+
+def _gcp_stack() -> str:
+    return next(stack for cloud, stack in STACK_CLOUDS if cloud == "gcp")
+
+
+def _azure_stack() -> str:
+    return next(stack for cloud, stack in STACK_CLOUDS if cloud == "azure")
+
+
+def _point_gcp_function_at_data(plan: Plan) -> PlannedResource:
+    data = plan.one("gcp:storage/bucket:Bucket", "-data-bucket")
+    function = plan.one("gcp:cloudfunctionsv2/function:Function", "-budget-function")
+    build = copy.deepcopy(function.props["buildConfig"])
+    build["source"]["storageSource"]["bucket"] = data.props["name"]
+    plan.set(function, buildConfig=build)
+    return plan.set(data, forceDestroy=True)
+
+
+def _gcp_flag_removed(plan: Plan) -> PlannedResource:
+    source = plan.one("gcp:storage/bucket:Bucket", "-budget-source")
+    labels = {k: v for k, v in source.props["labels"].items() if k != guardrails.HOLDS_TAG}
+    return plan.set(source, labels=labels)
+
+
+def _point_azure_app_at_data(plan: Plan) -> PlannedResource:
+    data = plan.one("azure-native:storage:StorageAccount", "-data-account")
+    app = plan.one("azure-native:web:WebApp", "-budget-fn")
+    config = copy.deepcopy(app.props["siteConfig"])
+    for pair in config["appSettings"]:
+        if pair["name"] == "AzureWebJobsStorage__accountName":
+            pair["value"] = data.props["accountName"]
+    plan.set(app, siteConfig=config)
+    return plan.options(data, retain_on_delete=False)
+
+
+def _azure_flag_removed(plan: Plan) -> PlannedResource:
+    account = plan.one("azure-native:storage:StorageAccount", "-budget-fn-storage")
+    return plan.set(account, tags={k: v for k, v in account.props["tags"].items() if k != guardrails.HOLDS_TAG})
+
+
+@pytest.mark.parametrize("stack,mutate", [
+    pytest.param(_gcp_stack, _point_gcp_function_at_data, id="gcp-data-bucket-named-as-function-source"),
+    pytest.param(_gcp_stack, _gcp_flag_removed, id="gcp-function-bucket-without-its-flag"),
+    pytest.param(_azure_stack, _point_azure_app_at_data, id="azure-data-account-named-as-function-storage"),
+    pytest.param(_azure_stack, _azure_flag_removed, id="azure-function-account-without-its-flag"),
+])
+def test_store_is_exempt_from_retention_only_by_its_flag(planned, stack, mutate):
+    """The store is judged as data (on Azure its containers and resource group then hold data too)."""
+    plan, found = planned(stack())
+    target, after = _caught(plan, stack(), mutate, RETAINED)
+    assert [f for f in found if f.rule == RETAINED] == []
+    assert target.urn in {f.urn for f in after}, [f.message for f in after]
+    assert all(f.severity is Severity.ERROR for f in after)
+
+
+def test_function_stores_say_why_they_hold_no_data(planned):
+    """The flag the programs write is a named kind, and the rule's vocabulary explains it."""
+    for stack, type_, key in ((_gcp_stack(), "gcp:storage/bucket:Bucket", "labels"),
+                              (_azure_stack(), "azure-native:storage:StorageAccount", "tags")):
+        plan, _ = planned(stack)
+        flagged = [r for r in plan.resources if r.type == type_ and guardrails.HOLDS_TAG in (r.props.get(key) or {})]
+        assert [r.props[key][guardrails.HOLDS_TAG] for r in flagged] == ["function-code"]
+        assert "function" in guardrails.HOLDS_NO_DATA["function-code"]
+
+
+# ---------------------------------------------------------------- access: as each cloud applies it
+
+def _gcp_firewall_without_source(ports: list[str]) -> Mutation:
+    def mutate(plan: Plan) -> PlannedResource:
+        return plan.add("gcp:compute/firewall:Firewall", "no-source", {
+            "network": "vpc", "direction": "INGRESS", "allows": [{"protocol": "tcp", "ports": ports}]})
+    return mutate
+
+
+def _azure_split_ip_rules(plan: Plan) -> PlannedResource:
+    data = plan.one("azure-native:storage:StorageAccount", "-data-account")
+    rules = copy.deepcopy(data.props["networkRuleSet"])
+    rules["ipRules"] = [{"iPAddressOrRange": "0.0.0.0/1", "action": "Allow"},
+                        {"iPAddressOrRange": "128.0.0.0/1", "action": "Allow"}]
+    return plan.set(data, networkRuleSet=rules)
+
+
+def _gcp_boot_disk_unlabelled(plan: Plan) -> PlannedResource:
+    node = next(r for r in plan.resources if r.type == "gcp:compute/instance:Instance" and "-gpu-" in r.name)
+    boot = copy.deepcopy(node.props["bootDisk"])
+    boot["initializeParams"].pop("labels", None)
+    return plan.set(node, bootDisk=boot)
+
+
+@pytest.mark.parametrize("stack,mutate,rule,severity", [
+    pytest.param(_gcp_stack, _gcp_firewall_without_source(["22"]), SSH, Severity.ERROR, id="gcp-ssh-no-source"),
+    pytest.param(_gcp_stack, _gcp_firewall_without_source(["8080"]), INGRESS, Severity.WARNING,
+                 id="gcp-ingress-no-source"),
+    pytest.param(_azure_stack, _azure_split_ip_rules, PUBLIC, Severity.ERROR, id="azure-ip-rules-split-world"),
+    pytest.param(_gcp_stack, _gcp_boot_disk_unlabelled, UNTAGGED, Severity.ERROR, id="gcp-boot-disk-unlabelled"),
+])
+def test_access_is_judged_as_the_cloud_applies_it(planned, stack, mutate, rule, severity):
+    plan, _ = planned(stack())
+    target, after = _caught(plan, stack(), mutate, rule)
+    assert after and {f.urn for f in after} == {target.urn}, [f.message for f in after]
+    assert all(f.severity is severity for f in after)
+
+
+def test_gcp_firewall_from_tags_only_admits_no_range():
+    from goldenenv.clouds.gcp import guardrail_facts as gcp
+
+    tagged = PlannedResource(urn="urn:x", type=gcp.FIREWALL, name="tagged", props={
+        "direction": "INGRESS", "sourceTags": ["cluster"], "allows": [{"protocol": "tcp", "ports": ["22"]}]})
+    assert gcp.ingress(tagged) == []
+
+
+# ---------------------------------------------------------------- the one fact written twice, and the policy pack
+
+def test_stack_tag_agrees_with_the_spec():
+    assert guardrails.STACK_TAG == spec_module.STACK_TAG_KEY
+
+
+def test_policy_pack_judges_the_chain_from_its_config(planned):
+    stack = _azure_stack()
+    plan, _ = planned(stack)
+    broken = Plan(stack, plan.resources)
+    target = CHAINS["azure"].amount_times_100(broken)
+
+    class Args:
+        resources = [type("R", (), {"resource_type": r.type, "props": r.props, "urn": r.urn, "name": r.name,
+                                    "opts": None, "parent": None, "provider": object(),
+                                    "property_dependencies": {}})() for r in broken.resources]
+
+        @staticmethod
+        def get_config():
+            return {"requiredTags": plan.spec.stack_tags, "hardStop": True,
+                    "monthlyLimit": plan.spec.budget.monthly_limit, "currency": plan.spec.budget.currency}
+
+    reported: list[tuple[str, str]] = []
+    rule = next(r for r in guardrails.RULES if r.id == CHAIN)
+    guardrails.stack_validation(rule)(Args(), lambda message, urn: reported.append((message, urn)))
+    assert [urn for _, urn in reported] == [target.urn]
