@@ -38,7 +38,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -386,16 +386,23 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     """
     import boto3
 
-    dry_run = _flag(os.environ.get(DRY_RUN_ENV, "false"))
-    if isinstance(event, dict) and event.get("dryRun") is True:
-        dry_run = True
-    project, stack, ec2 = os.environ[PROJECT_ENV], os.environ[STACK_ENV], boto3.client("ec2")
-    parameter = os.environ.get(HARD_STOP_PARAMETER_ENV, "")
-    now, problems = utc_now(), []
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     clock = new_clock(remaining() / 1000.0 if callable(remaining) else None)
+    return invoke(event, os.environ, boto3.client("ec2"), lambda: boto3.client("ssm"), utc_now(), clock)
+
+
+def invoke(event: Any, env: Mapping[str, str], ec2: Any, ssm: Callable[[], Any], now: datetime,
+           clock: stopcore.Clock) -> dict[str, Any]:
+    """One invocation (``handler``'s work) with its settings and clients given: ``ssm`` makes the SSM client when
+    it is needed."""
+    dry_run = _flag(env.get(DRY_RUN_ENV, "false"))
+    if isinstance(event, dict) and event.get("dryRun") is True:
+        dry_run = True
+    project, stack = env[PROJECT_ENV], env[STACK_ENV]
+    parameter = env.get(HARD_STOP_PARAMETER_ENV, "")
+    problems: list[str] = []
     try:
-        report = _invoke(event, ec2, project, stack, parameter, now, dry_run, problems, clock)
+        report = _invoke(event, env, ec2, ssm, project, stack, parameter, now, dry_run, problems, clock)
     except stopcore.ListingIncomplete as error:
         raise RuntimeError(f"project={project} stack={stack}: the stack's nodes could not be listed, so none was "
                            f"judged or stopped ({error}); the next scheduled run tries again" + "".join(
@@ -413,28 +420,26 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     return report.to_dict()
 
 
-def _invoke(event: Any, ec2: Any, project: str, stack: str, parameter: str, now: datetime, dry_run: bool,
-            problems: list[str], clock: stopcore.Clock) -> Report:
+def _invoke(event: Any, env: Mapping[str, str], ec2: Any, ssm: Callable[[], Any], project: str, stack: str, parameter: str, now: datetime,
+            dry_run: bool, problems: list[str], clock: stopcore.Clock) -> Report:
     """The hard stop (recorded first) for a budget notification, else the schedule's run."""
-    import boto3
-
     if is_hard_stop(event):
         state = "not recorded (dry run)" if dry_run else ""
         if parameter and not dry_run:
             try:
-                state = record_hard_stop(boto3.client("ssm"), parameter, now, _trigger_of(event), clock)
+                state = record_hard_stop(ssm(), parameter, now, _trigger_of(event), clock)
             except Exception as error:  # the nodes are still stopped; the failure fails the invocation
                 state = f"COULD NOT be recorded in {parameter}: {type(error).__name__}: {error}"
                 problems.append(f"the hard stop could not be recorded in {parameter}, so no scheduled run will "
                                 f"repeat it ({type(error).__name__}: {error})")
         report = hard_stop(ec2, project, stack, now, dry_run, clock)
     else:
-        in_force, state = (hard_stop_in_force(boto3.client("ssm"), parameter, now, problems, clock) if parameter
+        in_force, state = (hard_stop_in_force(ssm(), parameter, now, problems, clock) if parameter
                            else (False, ""))
         if in_force:
             report = hard_stop(ec2, project, stack, now, dry_run, clock)
         else:
-            report = reap(ec2, project, stack, now, os.environ.get(ACTION_ENV, "stop"), dry_run, clock)
+            report = reap(ec2, project, stack, now, env.get(ACTION_ENV, "stop"), dry_run, clock)
     report.hard_stop_state = state
     return report
 

@@ -19,6 +19,8 @@ import pytest
 from goldenenv.clouds import base
 from goldenenv.clouds.base import Capability
 
+from stopfakes.alicloud import AlibabaAdapter
+from stopfakes.aws import AwsAdapter
 from stopfakes.azure import AzureAdapter
 from stopfakes.gcp import GcpAdapter
 from stopfakes.world import PROJECT, STACK, Faults, FleetNode
@@ -26,6 +28,8 @@ from stopfakes.world import PROJECT, STACK, Faults, FleetNode
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 ADAPTERS: dict[str, type] = {
+    "aws": AwsAdapter,
+    "alicloud": AlibabaAdapter,
     "gcp": GcpAdapter,
     "azure": AzureAdapter,
 }
