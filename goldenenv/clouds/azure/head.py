@@ -20,7 +20,9 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 
-from goldenenv.clouds.azure.nodes import ADMIN_USER, ENTRA_LOGIN, custom_data, image_reference, linux_login, os_disk
+from goldenenv.clouds.azure.nodes import (
+    ADMIN_USER, ENTRA_LOGIN, custom_data, host_security, host_security_tags, image_reference, linux_login, os_disk,
+)
 from goldenenv.clouds import access
 from goldenenv.nodeboot import MungeKey
 
@@ -121,7 +123,8 @@ class SlurmHead(pulumi.ComponentResource):
             storage_profile={"image_reference": image_reference(args.image),
                              "os_disk": {**os_disk(args.os_disk_gib), "delete_option": "Delete"}},
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True}]},
-            tags=args.tags,
+            **host_security(args.vm_size),
+            tags={**args.tags, **host_security_tags(args.vm_size)},
             # customData is read at creation only; Azure refuses to change it on a VM (a new script replaces it)
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["osProfile.customData"])))
         if args.ssh_key is None:

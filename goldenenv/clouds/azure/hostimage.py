@@ -22,7 +22,9 @@ import pulumi
 import pulumi_azure_native as azure
 
 from goldenenv.clouds.azure.network import Network, NetworkArgs
-from goldenenv.clouds.azure.nodes import ADMIN_USER, ENTRA_LOGIN, custom_data, image_reference, linux_login, os_disk
+from goldenenv.clouds.azure.nodes import (
+    ADMIN_USER, ENTRA_LOGIN, custom_data, host_security, host_security_tags, image_reference, linux_login, os_disk,
+)
 from goldenenv.clouds.access import node_key
 from goldenenv.images.bake import BUILD_INSTANCE, CAPTURE, BakeArgs, HostStep, host_step_targets
 from goldenenv.spec import ClusterSpec
@@ -115,7 +117,8 @@ class HostImageBuild(pulumi.ComponentResource):
             storage_profile={"image_reference": image_reference(host_image(spec, pool)),
                              "os_disk": {**os_disk(pool.root_volume_gib), "delete_option": "Delete"}},
             network_profile={"network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Delete"}]},
-            tags=args.tags, opts=child)
+            **host_security(args.instance_type),
+            tags={**args.tags, **host_security_tags(args.instance_type)}, opts=child)
         if key is None:
             azure.compute.VirtualMachineExtension(
                 f"{name}-entra-login", vm_name=vm.name, resource_group_name=group.name, location=location,
@@ -149,6 +152,10 @@ class HostImageBuild(pulumi.ComponentResource):
             f"{name}-definition", gallery_image_name=args.family, gallery_name=kept_gallery.name,
             resource_group_name=kept_group.name, location=location, os_type="Linux", os_state="Generalized",
             hyper_v_generation="V2", architecture="x64",
+            # nodes boot it with Trusted Launch (nodes.host_security): the definition says it supports it, and may be
+            # updated to say so (learn.microsoft.com/azure/virtual-machines/trusted-launch-portal, "Trusted Launch
+            # supported images": SecurityType TrustedLaunchSupported)
+            features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}], allow_update_image=True,
             identifier={"publisher": "goldenenv", "offer": gallery, "sku": args.family},
             tags=args.tags, opts=kept(definition_id))
         version = azure.compute.GalleryImageVersion(

@@ -30,6 +30,8 @@ import pulumi
 import pulumi_azure_native as azure
 
 from goldenenv.clouds import access
+from goldenenv.clouds.azure import hardening
+from goldenenv.hardening import EXCEPTION_KEY
 
 SCALE_SET = "azure-native:compute:VirtualMachineScaleSet"
 NODE_POOL = "goldenenv:azure:GpuNodePool"
@@ -81,6 +83,21 @@ def os_disk(gib: int) -> dict[str, Any]:
     """The OS disk every goldenenv host boots from: the image's, on Premium SSD (encrypted at rest by the platform)."""
     return {"create_option": "FromImage", "caching": "ReadWrite", "disk_size_gb": gib,
             "managed_disk": {"storage_account_type": OS_DISK}}
+
+
+def host_security(vm_size: str) -> dict[str, Any]:
+    """Trusted Launch where the size supports it: vTPM on, Secure Boot off by its named reason (the image's DKMS
+    kernel modules are unsigned; host_security_tags names it)."""
+    if not hardening.supports_trusted_launch(vm_size):
+        return {}
+    return {"security_profile": hardening.trusted_launch(secure_boot=False)}
+
+
+def host_security_tags(vm_size: str) -> dict[str, str]:
+    """The named reason Secure Boot is off on a Trusted Launch host (hardening.REASONS)."""
+    if not hardening.supports_trusted_launch(vm_size):
+        return {}
+    return {EXCEPTION_KEY: hardening.UNSIGNED_KERNEL_MODULES}
 
 
 def linux_login(ssh_key: access.NodeKey | None) -> dict[str, Any]:
@@ -146,13 +163,14 @@ class GpuNodePool(pulumi.ComponentResource):
                 "storage_profile": {
                     "image_reference": image_reference(args.image),
                     "os_disk": os_disk(args.os_disk_gib)},
+                **host_security(args.vm_size),
                 "network_profile": {"network_interface_configurations": [{
                     "name": "eth0", "primary": True, "enable_accelerated_networking": True,
                     "ip_configurations": [{"name": "ipv4", "primary": True, "subnet": {"id": args.subnet_id},
                                            "application_security_groups": [{"id": args.cluster_group_id}]}]}]},
                 **({} if args.ssh_key else {"extension_profile": {"extensions": [ENTRA_LOGIN]}}),
             },
-            tags=args.tags,
+            tags={**args.tags, **host_security_tags(args.vm_size)},
             # customData reaches a VM only when it is created: the scale set's model may change, its running VMs
             # keep the script they booted until the user rolls them (`goldenenv up --roll-nodes`, which reimages)
             opts=child)
