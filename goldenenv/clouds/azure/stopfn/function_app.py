@@ -33,8 +33,9 @@ Two entry points:
   month's spend is at or over the limit (the larger of the budget's amount and GOLDENENV_BUDGET_LIMIT, the limit `up`
   deployed, as on Google Cloud: a budget that `up` raised ends the stop). The caller is untrusted, so the budget
   decides: when the budget cannot be read at all (refused 403, missing 404, throttled or failing after the retries,
-  any other error) nothing is deallocated, the reason is logged at ERROR and the call fails (HTTP 500), which the
-  stop-failure alert emails to the budget's contacts; the next timer run reads the budget again. A budget that
+  any other error) nothing is deallocated, the reason is logged at ERROR and the invocation fails (it raises: the
+  host answers HTTP 500 and Application Insights counts a failed request, which the stop-failure alert emails to the
+  budget's contacts); the next timer run reads the budget again. A budget that
   answers but cannot be judged (a spend or amount that is missing, not a number, NaN or infinite, or a spend in
   another currency than the stack's) fails closed, as on Google Cloud: the stack is deallocated and the reason
   logged at ERROR. An anonymous caller can therefore make the function read the budget, never deallocate a stack
@@ -709,6 +710,10 @@ else:
     @app.route(route=ALERT_ROUTE, methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
     def budget_alert(req: Any) -> Any:
         status, answer = handle_alert(req.get_body() or b"")
+        if status >= 500:
+            # the host counts an HTTP invocation as failed (requests/failed, the stop-failure alert's metric) only
+            # when it raises; a returned 500 counts as a success (Azure/azure-functions-host#6511)
+            raise RuntimeError(json.dumps(answer))
         return func.HttpResponse(json.dumps(answer), status_code=status, mimetype="application/json")
 
     @app.function_name(name=TIMER_FUNCTION)
