@@ -45,8 +45,9 @@ Two entry points:
   stop lasts until the month ends or `up` raises the budget, as on AWS and Google Cloud (Azure sends a threshold's
   alert once a period; this repeats it). A budget it cannot read at all stops nothing for the budget (the role and
   the budget may still be propagating after `up`) and fails the run; one that answers but cannot be judged fails
-  closed as on the alert. The month is the budget's own: the function compares the spend the budget reports for
-  its current period (timeGrain Monthly), so it computes no month of its own. Then the time to live and the idle
+  closed as on the alert. The month is the budget's own: currentSpend is "the current amount of cost which is
+  being tracked for a budget", reset on its timeGrain, Monthly (learn.microsoft.com javascript/api/@azure/
+  arm-consumption/budget), so the function computes no month of its own. Then the time to live and the idle
   stop, as the AWS reaper and Google Cloud's stopfn do:
 
   * time to live: an instance expires GOLDENENV_TTL_HOURS after its last start. Azure records no start time as
