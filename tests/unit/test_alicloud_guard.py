@@ -20,6 +20,7 @@ import sys
 import urllib.error
 import zipfile
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -495,6 +496,145 @@ def test_a_node_the_first_answer_did_not_stop_is_stopped_by_the_retry_in_the_sam
     report = run(cloud, limit=240_000)
     assert [stop_ids(p) for p in cloud.of("StopInstances")] == [[FIRST, SECOND], [SECOND]]
     assert sorted(report.stopped) == [FIRST, SECOND] and report.failed == []
+
+
+# ---------------------------------------------------------------- throttling, and nodes still starting
+
+TRANSIENT = [("Throttling", 400), ("Throttling.User", 400), ("Throttling.Api", 400), ("ServiceUnavailable", 503),
+             ("InternalError", 500), ("SomethingNew", 503), ("URLError", 0)]
+"""Codes and HTTP statuses Alibaba's documentation gives a throttled or failing call (ECS "API throttling",
+https://www.alibabacloud.com/help/doc-detail/437902.htm; OpenAPI "Throttling and quota management"; ECS "Response
+results", https://www.alibabacloud.com/help/doc-detail/25932.htm), an unknown code with HTTP 503, and no answer."""
+
+
+def failing_first(answer, actions: set[str], code: str, status: int, times: int = 1):
+    """``answer`` (a guard.Call), except that the first ``times`` calls of each of ``actions`` fail with code."""
+    left = {action: times for action in actions}
+
+    def call(action, params):
+        if left.get(action):
+            left[action] -= 1
+            raise guard.ApiError(action, code, "Request was denied.", status=status)
+        return answer(action, params)
+
+    return call
+
+
+@pytest.mark.parametrize("code,status", TRANSIENT)
+def test_a_throttled_or_failing_call_is_retried_and_the_hard_stop_still_happens(code, status):
+    cloud = Cloud()
+    cloud.bill = failing_first(cloud.bill, {"DescribeSplitItemBill"}, code, status, times=3)
+    cloud.ecs = failing_first(cloud.ecs, {"DescribeInstances", "StopInstances", "DescribeSecurityGroups",
+                                          "TagResources"}, code, status, times=2)
+    report = run(cloud, limit=240_000)
+    assert set(report.stopped) == MINE_RUNNING and report.failed == []
+    assert report.spend == pytest.approx(PAGES_TOTAL) and cloud.memory_tag == "2026-07:50,80,100"
+
+
+def test_a_refused_call_is_not_retried_and_a_listing_never_read_is_never_no_nodes():
+    cloud = Cloud()
+    cloud.ecs = failing_first(cloud.ecs, {"DescribeInstances"}, "Forbidden.RAM", 403, times=1)
+    report = run(cloud, limit=240_000)
+    assert cloud.of("StopInstances") == [] and report.stopped == []
+    [failure] = [f for f in report.failed if "hard stop" in f]
+    assert "cannot list the stack's nodes" in failure and "Forbidden.RAM" in failure
+    assert not any("hard stop" in subject for subject, _ in cloud.alerts), "nothing stopped: the failed run alarms"
+
+
+def test_a_bill_throttled_for_the_whole_run_is_alerted_and_stops_nothing():
+    """No answer is not a wrong answer: the guard fails closed on a bill it can read and not trust, not on one
+    that never came (that fails the invocation, which alarms)."""
+    cloud = Cloud()
+    cloud.bill = failing_first(cloud.bill, {"DescribeSplitItemBill"}, "Throttling.User", 400, times=10_000)
+    report = run(cloud, limit=240_000)
+    assert report.spend is None and cloud.of("StopInstances") == []
+    assert any("cannot read the bill" in f and "Throttling.User" in f for f in report.failed)
+    assert any("cannot read the bill" in subject for subject, _ in cloud.alerts)
+
+
+def test_rpc_client_tells_a_throttled_or_lost_call_from_a_refused_one(monkeypatch):
+    answers = iter([urllib.error.HTTPError("u", 503, "Service Unavailable", {}, io.BytesIO(b"{}")),
+                    urllib.error.URLError("timed out"),
+                    urllib.error.HTTPError("u", 400, "Bad Request", {}, io.BytesIO(json.dumps(
+                        {"Code": "Throttling.User", "Message": "Request was denied due to user flow control."}
+                    ).encode())),
+                    urllib.error.HTTPError("u", 403, "Forbidden", {}, io.BytesIO(json.dumps(
+                        capture("alicloud_bss_error_NotAuthorized.json")).encode()))])
+
+    def answer(url, timeout):
+        raise next(answers)
+
+    monkeypatch.setattr(guard.urllib.request, "urlopen", answer)
+    call = guard.rpc_client("ecs.cn-wulanchabu.aliyuncs.com", guard.ECS_VERSION, guard.Credentials("id", "secret"))
+    verdicts = []
+    for _ in range(4):
+        with pytest.raises(guard.ApiError) as raised:
+            call("DescribeInstances", {})
+        verdicts.append((raised.value.code, guard.transient(raised.value)))
+    assert verdicts == [("503", True), ("URLError", True), ("Throttling.User", True), ("NotAuthorized", False)]
+
+
+def starting_fleet(statuses: dict[str, str], runs_after: int) -> tuple[list[dict], Callable]:
+    """Instances of the stack in ``statuses``; those not Running become Running once listed ``runs_after`` times."""
+    fleet = [{"InstanceId": i, "Status": status, "InstanceType": "ecs.ebmgn8v.48xlarge",
+              "Tags": {"Tag": [{"TagKey": guard.STACK_TAG_KEY, "TagValue": STACK},
+                               {"TagKey": guard.PROJECT_TAG_KEY, "TagValue": PROJECT}]}}
+             for i, status in statuses.items()]
+    seen = {i: 0 for i in statuses}
+
+    def listed(answer: dict) -> dict:
+        for instance in answer["Instances"]["Instance"]:
+            seen[instance["InstanceId"]] += 1
+            if instance["Status"] in ("Starting", "Pending") and seen[instance["InstanceId"]] > runs_after:
+                instance["Status"] = "Running"
+        return answer
+
+    return fleet, listed
+
+
+def refusing_until_running(fleet: list[dict]) -> Callable:
+    """StopInstances as ECS answers it: a node not Running is refused with IncorrectInstanceStatus."""
+    def stop(params):
+        answers = []
+        for instance_id in stop_ids(params):
+            [instance] = [i for i in fleet if i["InstanceId"] == instance_id]
+            if instance["Status"] != "Running":
+                answers.append(refused(instance_id) | {"PreviousStatus": instance["Status"],
+                                                       "CurrentStatus": instance["Status"]})
+            else:
+                instance["Status"] = "Stopping"
+                answers.append(stopping(instance_id))
+        return stop_answer(*answers)
+
+    return stop
+
+
+def test_nodes_starting_or_pending_at_the_hard_stop_are_stopped_once_they_run_in_the_same_run():
+    fleet, listed = starting_fleet({"i-run": "Running", "i-starting": "Starting", "i-pending": "Pending"}, 2)
+    cloud = Cloud(fleet=fleet)
+    describe = cloud.ecs
+    cloud.ecs = lambda action, params: (listed(describe(action, params)) if action == "DescribeInstances"
+                                        else describe(action, params))
+    cloud.stop = refusing_until_running(fleet)
+    report = run(cloud, limit=240_000)
+    assert sorted(report.stopped) == ["i-pending", "i-run", "i-starting"] and report.failed == []
+    assert {i["InstanceId"]: i["Status"] for i in fleet} == dict.fromkeys(["i-run", "i-starting", "i-pending"],
+                                                                          "Stopping")
+
+
+def test_a_node_still_starting_when_the_run_ends_is_named_and_the_run_fails():
+    fleet, listed = starting_fleet({"i-run": "Running", "i-stuck": "Starting"}, 10_000)
+    cloud = Cloud(fleet=fleet)
+    describe = cloud.ecs
+    cloud.ecs = lambda action, params: (listed(describe(action, params)) if action == "DescribeInstances"
+                                        else describe(action, params))
+    cloud.stop = refusing_until_running(fleet)
+    report = run(cloud, limit=240_000)
+    assert report.stopped == ["i-run"]
+    [failure] = [f for f in report.failed if "i-stuck" in f]
+    assert "still starting" in failure and "next run" in failure
+    [(subject, body)] = [(s, b) for s, b in cloud.alerts if "hard stop" in s]
+    assert subject.endswith("incomplete") and "i-stuck" in body
 
 
 # ---------------------------------------------------------------- the bill month is Beijing time

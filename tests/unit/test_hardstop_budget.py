@@ -267,6 +267,15 @@ def test_a_dry_run_hard_stop_changes_nothing_and_a_plain_event_is_the_time_to_li
     assert ttl["trigger"] == module.TTL and ttl["acted"] == [] and states(ec2) == before
 
 
+def test_the_functions_deadline_is_its_deployed_timeout_less_a_margin(spot_plan):
+    """The reaper retries and watches pending nodes until its own deadline: the time Lambda gives it (the planned
+    timeout), less a margin for the report, so it reports before Lambda kills it."""
+    function = one(spot_plan, FUNCTION)
+    assert function.props["timeout"] == reaper.TIMEOUT_SECONDS
+    assert 0 < reaper.MARGIN_SECONDS < reaper.TIMEOUT_SECONDS / 10
+    assert reaper.new_clock().left() == pytest.approx(reaper.TIMEOUT_SECONDS - reaper.MARGIN_SECONDS, abs=1)
+
+
 def test_is_hard_stop_reads_sns_deliveries_and_explicit_requests_only():
     assert reaper.is_hard_stop(SNS_EVENT) and reaper.is_hard_stop({"hardStop": True})
     for other in ({}, {"hardStop": "yes"}, {"Records": "x"}, {"Records": [{"EventSource": "aws:sqs"}]}, None, []):

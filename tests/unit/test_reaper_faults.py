@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+import pytest
 from botocore.exceptions import ClientError
 
 from goldenenv import reaper
@@ -221,3 +222,72 @@ def test_throttled_calls_are_retried_with_growing_backoff_and_every_node_is_stop
     assert {states(ec2)[n] for n in nodes} <= set(STOPPED)
     assert waits == [0.5, 1.0, 2.0, 4.0] + [0.5, 1.0, 2.0]
 
+
+
+class _FailingFirst:
+    """The moto client, except that the first call of DescribeInstances and of StopInstances each fail with
+    ``error``."""
+
+    def __init__(self, client, error: Exception):
+        self._client, self.error, self.left = client, error, {"describe_instances", "stop_instances"}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def _fail(self, name):
+        if name in self.left:
+            self.left.discard(name)
+            raise self.error
+
+    def describe_instances(self, **kwargs):
+        self._fail("describe_instances")
+        return self._client.describe_instances(**kwargs)
+
+    def stop_instances(self, **kwargs):
+        self._fail("stop_instances")
+        return self._client.stop_instances(**kwargs)
+
+
+class EndpointConnectionError(Exception):
+    """Named as botocore names a call that got no answer (the reaper imports no botocore)."""
+
+
+@pytest.mark.parametrize("error", [
+    ClientError({"Error": {"Code": "InternalError", "Message": "An internal error has occurred."}}, "op"),
+    ClientError({"Error": {"Code": "Unavailable", "Message": "The server is overloaded."}}, "op"),
+    ClientError({"Error": {"Code": "Whatever"}, "ResponseMetadata": {"HTTPStatusCode": 502}}, "op"),
+    EndpointConnectionError("Could not connect to the endpoint URL"),
+], ids=["InternalError", "Unavailable", "http-502", "no-answer"])
+def test_server_errors_and_lost_answers_are_retried_like_throttling(ec2, error):
+    """EC2's server errors (InternalError, Unavailable: "Error codes for the Amazon EC2 API", server errors) are
+    worth another try; a client error is not (test_one_stop_protected_node_among_five_is_the_only_failure)."""
+    nodes = launch(ec2, 2)
+    waits: list[float] = []
+    report = reaper.reap(_FailingFirst(ec2, error), PROJECT, STACK, later(ec2), "stop", clock=longest_waits(waits))
+    assert sorted(d.instance_id for d in report.acted) == sorted(nodes) and report.failed == []
+    assert waits == [0.5, 0.5]
+
+
+class _Context:
+    """Lambda's context: the invocation's time left."""
+
+    def __init__(self, millis: int):
+        self.millis = millis
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.millis
+
+
+def test_the_handler_retries_only_within_the_time_lambda_says_is_left(ec2, monkeypatch):
+    import boto3
+
+    launch(ec2, 2)
+    now = [0.0]
+    monkeypatch.setattr(reaper, "_monotonic", lambda: now[0])
+    monkeypatch.setattr(reaper, "_sleep", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: _Throttled(ec2, describes=10_000, stops=0))
+    for name, value in {reaper.PROJECT_ENV: PROJECT, reaper.STACK_ENV: STACK, reaper.DRY_RUN_ENV: "false"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match="could not be listed.*RequestLimitExceeded"):
+        reaper.handler({"hardStop": True}, _Context(60_000))
+    assert 0 < now[0] <= 60 - reaper.MARGIN_SECONDS, "it gave up before Lambda's deadline, leaving the margin"
