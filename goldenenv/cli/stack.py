@@ -177,7 +177,8 @@ def _cost_table(p: Plan) -> Table:
     budget = p.spec.budget
     run = (f" · run ({p.spec.run.hours:g} h) {money(p.run_cost or 0.0, currency, 2)}" if p.spec.run else "")
     total = (f"total {money(p.usd_per_hour, currency, 2)}/hour · {money(monthly, currency)}/month at full use"
-             if not p.unpriced else f"total unknown: no price for {', '.join(p.unpriced)} (give nodes.pricePerHour)"
+             if not p.unpriced else f"total unknown: no price for {', '.join(p.unpriced)} in {p.spec.region} "
+             "(see the findings: how to give one)"
              + (f"; the priced lines {money(p.usd_per_hour, currency, 2)}/hour" if p.usd_per_hour else ""))
     dearest = p.dearest_fallback
     fallback = (f" · the cost gate judges the dearest place up may take: {dearest.said(p.spec)}, "
