@@ -1169,15 +1169,26 @@ def _final_backup_gap(resource: PlannedResource, ctx: Context) -> str | None:
     return next((gap for facts in ctx.providers if (gap := facts.final_backup_gap(resource, ctx))), None)
 
 
+def _unknown_holds(resource: PlannedResource) -> str:
+    """For a store whose HOLDS_TAG names no known kind of content, why that flag exempts nothing ("" otherwise)."""
+    for key in ("labels", "tags"):
+        value = _mapping(resource.props.get(key)).get(HOLDS_TAG)
+        if value is not None and holds_flag(resource.props.get(key)) is None:
+            return (f" (its {HOLDS_TAG} {value!r} exempts nothing: only {', '.join(HOLDS_NO_DATA)} say what a store "
+                    f"holds instead of data)")
+    return ""
+
+
 def _check_data_retained(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     """Judges only what is known: an unknown retainOnDelete (a policy pack) is data-store-retention-unverified's."""
     props, label = resource.props, _label(resource)
     if _is_data_store(resource, ctx):
+        flag = _unknown_holds(resource)
         if resource.retain_on_delete is False and resource.protect is not True:
-            yield (f"{label} would be deleted, with its data, on `pulumi destroy`; "
+            yield (f"{label} would be deleted, with its data, on `pulumi destroy`{flag}; "
                    f"create it with ResourceOptions(retain_on_delete=True).")
         if _is_true(props.get("forceDestroy")):
-            yield (f"{label} sets forceDestroy, so `pulumi destroy` empties it and its data is lost; "
+            yield (f"{label} sets forceDestroy, so `pulumi destroy` empties it and its data is lost{flag}; "
                    f"remove forceDestroy (and keep retainOnDelete).")
     elif resource.retain_on_delete is False and resource.protect is not True:
         remedy = _final_backup_gap(resource, ctx)
@@ -1273,7 +1284,9 @@ RULES: tuple[Rule, ...] = (
          Severity.ERROR, _check_public_ip),
     Rule("data-store-not-retained", "Buckets and file systems holding datasets and checkpoints survive "
          "`pulumi destroy` (retainOnDelete, no forceDestroy; a file system is linked to a retained bucket or "
-         "takes a final backup).", Severity.ERROR,
+         f"takes a final backup). A store is exempt only by saying what it holds instead ({HOLDS_TAG}: "
+         f"{' or '.join(HOLDS_NO_DATA)}, written by the program on a function's own bucket or account, and named "
+         "by `goldenenv plan`), never by being named by a function.", Severity.ERROR,
          _check_data_retained),
     Rule("data-store-retention-unverified", "Where retainOnDelete cannot be read (a policy pack: the engine does "
          "not report it), say that a data store's survival of `pulumi destroy` is unverified.", Severity.WARNING,

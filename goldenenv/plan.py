@@ -115,6 +115,17 @@ class Plan:
         return [r for r in self.resources if r.custom and r.retain_on_delete and not r.type.startswith("pulumi:")]
 
     @property
+    def holding_no_data(self) -> list[tuple[PlannedResource, str]]:
+        """The stores that say they hold no data (guardrails.HOLDS_TAG, a function's own bucket or account), with
+        what they hold instead: no retention rule judges them and destroy deletes them, so the plan names them."""
+        found = []
+        for r in self.resources:
+            kind = guardrails.holds_flag(r.props.get("labels")) or guardrails.holds_flag(r.props.get("tags"))
+            if kind and r.custom:
+                found.append((r, guardrails.HOLDS_NO_DATA[kind]))
+        return found
+
+    @property
     def deleted_on_destroy(self) -> dict[str, int]:
         """Resource kind -> how many `destroy` deletes."""
         counts: dict[str, int] = {}
@@ -180,6 +191,8 @@ class Plan:
                 "keeps": [{"type": r.type, "name": r.name, "physicalName": physical_name(r)}
                           for r in self.kept_on_destroy],
                 "deletes": self.deleted_on_destroy,
+                "holdsNoData": [{"type": r.type, "name": r.name, "physicalName": physical_name(r), "holds": what}
+                                for r, what in self.holding_no_data],
             },
             "findings": [
                 {"rule": f.rule, "severity": f.severity.value, "urn": f.urn, "message": f.message}

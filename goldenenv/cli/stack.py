@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from goldenenv import costs, project
+from goldenenv import costs, guardrails, project
 from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_URL, STACK, WHEELHOUSE, cloud_line,
                                   cloud_targets, console, errors, examples, fail, lifecycle_failure, options,
                                   print_line, say, stack_spec)
@@ -121,6 +121,10 @@ def _show_destroy(p: Plan) -> None:
     console.print(f"[bold]destroy keeps[/] {escape(', '.join(kept) or 'nothing')}{account}: the next up adopts them, "
                   f"--purge-data deletes them. [bold]It deletes[/] {escape(', '.join(named + [f'{others} other resources']))}",
                   highlight=False)
+    exempt = [f"{r.type.rsplit(':', 1)[-1]} {physical_name(r)} ({what})" for r, what in p.holding_no_data]
+    if exempt:
+        console.print(f"[bold]not retained, by their own flag[/] ({guardrails.HOLDS_TAG}): {escape(', '.join(exempt))}",
+                      highlight=False)
 
 
 def _show_cold_start(cold) -> None:

@@ -469,6 +469,16 @@ def test_broken_link_is_an_error_naming_its_resource(planned, row, cloud, stack)
     assert named and target.name in named[0].message, [f.message for f in after]
 
 
+@pytest.mark.parametrize("cloud", list(CHAINS))
+def test_the_chain_asks_of_the_stop_only_what_its_least_privilege_table_grants(cloud):
+    """One fact in two places agrees: what stopping needs (the chain) is in what the stop identity may hold."""
+    import importlib
+
+    chain = importlib.import_module(f"goldenenv.clouds.{cloud}.stop_chain")
+    needs = importlib.import_module(f"goldenenv.clouds.{cloud}.privilege").NEEDS["stop"]
+    assert chain.STOP_ACTIONS and set(chain.STOP_ACTIONS) <= set(needs.actions)
+
+
 def test_each_cloud_runs_every_row_or_says_why_not():
     for name, chain in CHAINS.items():
         assert set(chain.not_applicable) <= {r.id for r in TABLE}, name
@@ -538,7 +548,20 @@ def test_function_stores_say_why_they_hold_no_data(planned):
         plan, _ = planned(stack)
         flagged = [r for r in plan.resources if r.type == type_ and guardrails.HOLDS_TAG in (r.props.get(key) or {})]
         assert [r.props[key][guardrails.HOLDS_TAG] for r in flagged] == ["function-code"]
-        assert "function" in guardrails.HOLDS_NO_DATA["function-code"]
+        assert [(r.urn, what) for r, what in plan.holding_no_data] == [
+            (flagged[0].urn, "the stop function's code package")]  # plan names what escapes retention, and why
+
+
+def test_a_flag_naming_no_known_content_exempts_nothing_and_says_so(planned):
+    plan, _ = planned(_gcp_stack())
+
+    def mutate(copy_: Plan) -> PlannedResource:
+        data = copy_.one("gcp:storage/bucket:Bucket", "-data-bucket")
+        return copy_.set(data, forceDestroy=True, labels={**data.props["labels"], guardrails.HOLDS_TAG: "scratch"})
+
+    target, after = _caught(plan, _gcp_stack(), mutate, RETAINED)
+    assert [f.urn for f in after] == [target.urn]
+    assert "goldenenv-holds 'scratch' exempts nothing" in after[0].message
 
 
 # ---------------------------------------------------------------- access: as each cloud applies it

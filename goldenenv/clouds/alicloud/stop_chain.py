@@ -39,6 +39,8 @@ ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
 INSTANCE = "alicloud:ecs/instance:Instance"
 
 STOP_ACTION = "ecs:StopInstances"
+STOP_ACTIONS = (STOP_ACTION,)
+"""What the chain asks of the stop's identity; privilege.NEEDS["stop"] grants it (a test checks)."""
 STOPPING_SYSTEM_POLICIES = frozenset({"AliyunECSFullAccess", "AdministratorAccess"})
 """System policies that allow ecs:StopInstances everywhere; their breadth is the least-privilege rule's question."""
 

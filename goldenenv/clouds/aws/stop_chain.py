@@ -42,6 +42,8 @@ SCHEDULE = "aws:scheduler/schedule:Schedule"
 EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
 
 STOP_ACTION = "ec2:StopInstances"
+STOP_ACTIONS = (STOP_ACTION,)
+"""What the chain asks of the stop's identity; privilege.NEEDS["stop"] grants it (a test checks)."""
 STOPPING_MANAGED_POLICIES = frozenset({"arn:aws:iam::aws:policy/AmazonEC2FullAccess",
                                        "arn:aws:iam::aws:policy/AdministratorAccess",
                                        "arn:aws:iam::aws:policy/PowerUserAccess"})

@@ -42,6 +42,8 @@ DEALLOCATE = {SCALE_SET: "Microsoft.Compute/virtualMachineScaleSets/deallocate/a
               VIRTUAL_MACHINE: "Microsoft.Compute/virtualMachines/deallocate/action"}
 """The action that deallocates each kind of node (Azure resource provider operations, Microsoft.Compute:
 https://learn.microsoft.com/en-us/azure/role-based-access-control/permissions/compute)."""
+STOP_ACTIONS = tuple(DEALLOCATE.values())
+"""What the chain asks of the stop's identity; privilege.NEEDS["stop"] grants it (a test checks)."""
 DEALLOCATING_BUILT_INS = frozenset({
     "b24988ac-6180-42a0-ab88-20f7382dd24c",  # Contributor
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635",  # Owner

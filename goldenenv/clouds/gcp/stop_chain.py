@@ -40,6 +40,8 @@ INVOKER_GRANTS = ("gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
 SCHEDULER_JOB = "gcp:cloudscheduler/job:Job"
 
 STOP_PERMISSION = "compute.instances.stop"
+STOP_ACTIONS = (STOP_PERMISSION,)
+"""What the chain asks of the stop's identity; privilege.NEEDS["stop"] grants it (a test checks)."""
 STOP_ROLES = frozenset({"roles/compute.instanceAdmin.v1", "roles/compute.instanceAdmin", "roles/compute.admin",
                         "roles/editor", "roles/owner"})
 """Predefined roles that include compute.instances.stop (https://cloud.google.com/compute/docs/access/iam); how
