@@ -3,14 +3,16 @@
 Each shipped stack is planned once (a module-scoped cache); each row copies its planned resources, breaks one link
 between the stack's budget and its nodes (or a retention or access fact the probe of issue 35 found misread), runs
 the rules over the copy in memory, and expects the row's rule to fire as an error naming the resource where the
-chain breaks. A row is written once over a cloud adapter (``Chain``); a link a cloud does not have is said in its
-adapter's ``not_applicable`` with the reason, so a new cloud is held to every other row the day it is added.
+chain breaks. A row is written once over a cloud adapter (``Chain``); a link a cloud does not have is said, with the
+reason, as data in its folder (clouds/<cloud>/stop_chain.py NO_SUCH_LINK), so a new cloud is held to every other row
+the day it is added.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,8 +75,11 @@ Mutation = Callable[[Plan], PlannedResource]
 
 class Chain:
     name: str
-    not_applicable: dict[str, str] = {}
-    """Row id -> why the cloud has no such link (a fact of the cloud, written in its stop_chain.py docstring)."""
+
+    @property
+    def no_such_link(self) -> dict[str, str]:
+        """Link -> why the cloud has no such link: data in the cloud's own folder (stop_chain.NO_SUCH_LINK)."""
+        return importlib.import_module(f"goldenenv.clouds.{self.name}.stop_chain").NO_SUCH_LINK
 
     def budget(self, plan: Plan) -> PlannedResource: ...
     def other_stack_filter(self, plan: Plan) -> PlannedResource: ...
@@ -151,8 +156,6 @@ class Aws(Chain):
         plan.drop(plan.one("aws:scheduler/schedule:Schedule"))
         return self.budget(plan)
 
-    not_applicable = {"notification-disabled": "an AWS budget notification has no enabled switch: it is planned "
-                                               "or not (budget-not-planned judges a missing one)"}
 
 
 class Gcp(Chain):
@@ -220,11 +223,6 @@ class Gcp(Chain):
         plan.drop(plan.one("gcp:cloudscheduler/job:Job"))
         return self._function(plan)
 
-    not_applicable = {
-        "stop-threshold-1000": "Cloud Billing publishes every update to the topic whatever the thresholds; the "
-                               "function compares the cost with its own limit (the amount rows judge that)",
-        "notification-disabled": "a budget's Pub/Sub route has no enabled switch: its topic is set or not "
-                                 "(route-disabled)"}
 
 
 class Azure(Chain):
@@ -346,11 +344,6 @@ class Alicloud(Chain):
         config["enable"] = False
         return plan.set(timer, triggerConfig=json.dumps(config))
 
-    not_applicable = {
-        "stop-threshold-1000": "the guard is its own budget: it stops at its limit, whatever its alert thresholds",
-        "notification-disabled": "the guard is its own budget: its only switch is its timer (route-disabled)",
-        "schedule-removed": "a time to live is each node's autoReleaseTime (set by up at creation), and no shipped "
-                            "Alibaba stack asks for one"}
 
 
 CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud())}
@@ -383,23 +376,27 @@ def _ttl(config: dict[str, Any]) -> bool:
 class Row:
     id: str
     method: str
+    link: str = ""
+    """The link of the chain the row breaks, when some cloud may not have it (stop_chain.NO_SUCH_LINK)."""
     rule: str = CHAIN
     when: Callable[[Any], bool] = _hard_stop
     clouds: tuple[str, ...] = tuple(CHAINS)
 
 
+LINKS = ("stop-threshold", "notification-switch", "lifecycle-schedule")
+
 TABLE: tuple[Row, ...] = (
     Row("budget-filters-another-stack", "other_stack_filter", when=_any_budget),
     Row("amount-100x-the-limit", "amount_times_100", when=_any_budget),
     Row("another-currency", "other_currency", when=_hard_stop),
-    Row("stop-threshold-1000", "stop_threshold_1000"),
+    Row("stop-threshold-1000", "stop_threshold_1000", link="stop-threshold"),
     Row("no-alert-at-100-percent", "no_100_percent_alert", when=_any_budget),
     Row("hard-stop-switched-off", "hard_stop_off"),
     Row("stop-permission-removed", "stop_permission_removed"),
     Row("identity-grant-removed", "identity_grant_removed"),
-    Row("notification-disabled", "notification_disabled"),
+    Row("notification-disabled", "notification_disabled", link="notification-switch"),
     Row("route-disabled", "route_disabled"),
-    Row("schedule-removed", "schedule_removed", when=_ttl),
+    Row("schedule-removed", "schedule_removed", link="lifecycle-schedule", when=_ttl),
     Row("gcp-budget-filters-another-project", "other_project_filter", clouds=("gcp",)),
 )
 
@@ -439,7 +436,7 @@ STACK_CLOUDS = pulumi_stacks()
 def _cases() -> list[Any]:
     return [pytest.param(row, cloud, stack, id=f"{row.id}-{stack}")
             for row in TABLE for cloud, stack in STACK_CLOUDS
-            if cloud in row.clouds and row.id not in CHAINS[cloud].not_applicable and row.when(_config(stack))]
+            if cloud in row.clouds and row.link not in CHAINS[cloud].no_such_link and row.when(_config(stack))]
 
 
 def _caught(plan, stack: str, mutate: Mutation, rule: str) -> tuple[PlannedResource, list[guardrails.Finding]]:
@@ -481,8 +478,10 @@ def test_the_chain_asks_of_the_stop_only_what_its_least_privilege_table_grants(c
 
 def test_each_cloud_runs_every_row_or_says_why_not():
     for name, chain in CHAINS.items():
-        assert set(chain.not_applicable) <= {r.id for r in TABLE}, name
-        assert all(why.strip() for why in chain.not_applicable.values()), name
+        assert set(chain.no_such_link) <= set(LINKS) == {r.link for r in TABLE if r.link}, name
+        assert all(why.strip() for why in chain.no_such_link.values()), name
+        assert all(hasattr(chain, r.method) and callable(getattr(chain, r.method)) for r in TABLE
+                   if name in r.clouds and r.link not in chain.no_such_link), name
 
 
 # ---------------------------------------------------------------- retention: only an explicit flag exempts a store

@@ -41,6 +41,18 @@ INSTANCE = "alicloud:ecs/instance:Instance"
 STOP_ACTION = "ecs:StopInstances"
 STOP_ACTIONS = (STOP_ACTION,)
 """What the chain asks of the stop's identity; privilege.NEEDS["stop"] grants it (a test checks)."""
+
+NO_SUCH_LINK: dict[str, str] = {
+    "stop-threshold":
+        "the guard is its own budget: it stops at its limit, whatever its alert thresholds",
+    "notification-switch":
+        "the guard is its own budget: its only switch is its timer trigger's enable",
+    "lifecycle-schedule":
+        "a time to live is each node's own autoReleaseTime, set by up at creation (judged on the nodes), not "
+        "a schedule",
+}
+"""Links of the chain this cloud does not have, and why (budget-stop-chain has nothing to judge there): the
+contract test runs every other link's row on its stacks."""
 STOPPING_SYSTEM_POLICIES = frozenset({"AliyunECSFullAccess", "AdministratorAccess"})
 """System policies that allow ecs:StopInstances everywhere; their breadth is the least-privilege rule's question."""
 
