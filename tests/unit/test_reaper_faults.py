@@ -291,3 +291,21 @@ def test_the_handler_retries_only_within_the_time_lambda_says_is_left(ec2, monke
     with pytest.raises(RuntimeError, match="could not be listed.*RequestLimitExceeded"):
         reaper.handler({"hardStop": True}, _Context(60_000))
     assert 0 < now[0] <= 60 - reaper.MARGIN_SECONDS, "it gave up before Lambda's deadline, leaving the margin"
+
+
+def test_1100_nodes_with_every_second_call_throttled_are_stopped_in_one_invocation():
+    """The probe's exemplar, held: EC2 throttles every second call (stopfakes.aws answers RequestLimitExceeded as
+    EC2 does), and the hard stop still stops all 1,100 nodes in one invocation, in calls of at most 1,000 ids."""
+    from stopfakes.aws import AwsAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    fleet = [FleetNode(f"dev-node-{k}") for k in range(1100)]
+    world = AwsAdapter(fleet, Faults(throttle="every-second"))
+    sizes: list[int] = []
+    stop = world.ec2.stop_instances
+    world.ec2.stop_instances = lambda InstanceIds: sizes.append(len(InstanceIds)) or stop(InstanceIds=InstanceIds)
+
+    outcome = world.invoke("hard-stop")
+    assert not outcome.failed, outcome.message
+    assert world.running() == set()
+    assert max(sizes) == EC2_IDS_PER_CALL and sum(sizes) > 1100, "a throttled call was sent again"
