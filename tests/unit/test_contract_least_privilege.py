@@ -385,8 +385,27 @@ def test_azure_owner_at_the_subscription_names_owner(planned):
     assert any("Owner" in m and "the stop function's identity" in m for m in messages), messages
 
 
-def test_stop_functions_are_granted_from_the_table():
+def test_the_programs_grant_from_the_table():
     """The programs write their grants from the same constants the rule judges by: one owner of the fact."""
+    from goldenenv.clouds import gcp as gcp_cloud
+    from goldenenv.clouds.alicloud import budget as alicloud_budget
+    from goldenenv.clouds.alicloud import head as alicloud_head
+    from goldenenv.clouds.alicloud import storage as alicloud_storage
+    from goldenenv.clouds.aws import head as aws_head
+    from goldenenv.clouds.aws import nodes as aws_nodes
+    from goldenenv.clouds.gcp import head as gcp_head
+    from goldenenv.clouds.gcp import storage as gcp_storage
+
+    assert aws_nodes.NODE_MANAGED_POLICIES is aws_privilege.NODE_MANAGED_POLICIES
+    assert aws_head.HEAD_SECRET_ACTIONS is aws_privilege.HEAD_SECRET_ACTIONS
+    assert alicloud_head.HEAD_SECRET_ACTIONS is alicloud_privilege.HEAD_SECRET_ACTIONS
+    assert alicloud_storage.NODE_MOUNT_ACTIONS is alicloud_privilege.MOUNT_ACTIONS
+    guard = alicloud_budget.guard_policy("p", "s", "cn-hangzhou", True, True, ("proj", "store"))
+    granted = {a for statement in guard["Statement"] for a in statement["Action"]}
+    assert granted == set(alicloud_privilege.NEEDS["stop"].actions)
+    assert gcp_head.HEAD_SECRET_ROLES is gcp_privilege.HEAD_SECRET_ROLES
+    assert gcp_cloud.LUSTRE_IMPORT_PERMISSIONS is gcp_privilege.LUSTRE_IMPORT_PERMISSIONS
+    assert gcp_storage.LUSTRE_AGENT_ROLE is gcp_privilege.BUCKET_ROLE
     assert gcp_budget.STOP_PERMISSIONS is gcp_privilege.STOP_PERMISSIONS
     assert gcp_budget.IDLE_PERMISSIONS is gcp_privilege.IDLE_PERMISSIONS
     assert azure_budget.COMPUTE_ACTIONS is azure_privilege.COMPUTE_ACTIONS

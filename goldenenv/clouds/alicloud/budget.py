@@ -31,7 +31,7 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
-from goldenenv.clouds.alicloud import guard
+from goldenenv.clouds.alicloud import guard, privilege
 from goldenenv.clouds.base import STOP_CORE, stable_number
 
 RUNTIME = "python3.10"
@@ -254,18 +254,18 @@ def guard_policy(project: str, stack: str, region: str, hard_stop: bool, sends_m
     owned = {"StringEquals": {f"acs:ResourceTag/{guard.STACK_TAG_KEY}": stack,
                               f"acs:ResourceTag/{guard.PROJECT_TAG_KEY}": project}}
     statements = [
-        {"Effect": "Allow", "Action": ["bssapi:DescribeSplitItemBill"], "Resource": "*"},
-        {"Effect": "Allow", "Action": ["ecs:DescribeInstances", "ecs:DescribeSecurityGroups"], "Resource": "*"},
-        {"Effect": "Allow", "Action": ["ecs:TagResources"],
+        {"Effect": "Allow", "Action": list(privilege.BILL_ACTIONS), "Resource": "*"},
+        {"Effect": "Allow", "Action": list(privilege.DESCRIBE_ACTIONS), "Resource": "*"},
+        {"Effect": "Allow", "Action": list(privilege.TAG_ACTIONS),
          "Resource": f"acs:ecs:{region}:*:securitygroup/*", "Condition": owned},
     ]
     if hard_stop:
-        statements.append({"Effect": "Allow", "Action": ["ecs:StopInstances"],
+        statements.append({"Effect": "Allow", "Action": list(privilege.STOP_ACTIONS),
                            "Resource": f"acs:ecs:{region}:*:instance/*", "Condition": owned})
     if sends_mail:
-        statements.append({"Effect": "Allow", "Action": ["dm:SingleSendMail"], "Resource": "*"})
+        statements.append({"Effect": "Allow", "Action": list(privilege.MAIL_ACTIONS), "Resource": "*"})
     if log:
-        statements.append({"Effect": "Allow", "Action": ["log:PostLogStoreLogs"],
+        statements.append({"Effect": "Allow", "Action": list(privilege.LOG_ACTIONS),
                            "Resource": f"acs:log:{region}:*:project/{log[0]}/logstore/{log[1]}"})
     return {"Version": "1", "Statement": statements}
 

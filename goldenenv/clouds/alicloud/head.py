@@ -22,6 +22,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv.clouds import access
+from goldenenv.clouds.alicloud import privilege
 from goldenenv.clouds.alicloud.nodes import (
     AUTO_RELEASE_INPUT, MUNGE_READ_ACTIONS, USER_DATA_INPUT, ecs_assume_role, private_instance,
 )
@@ -33,7 +34,7 @@ MUNGE_STAGE = "goldenenv-munge"
 PLACEHOLDER = "goldenenv: not the munge key; the key is the version staged goldenenv-munge, written by the head"
 KMS_API_VERSION = "2016-01-20"
 NODE_SECRET_ACTIONS = MUNGE_READ_ACTIONS
-HEAD_SECRET_ACTIONS = ("kms:GetSecretValue", "kms:ListSecretVersionIds", "kms:PutSecretValue")
+HEAD_SECRET_ACTIONS = privilege.HEAD_SECRET_ACTIONS
 """RAM actions of KMS (RAM authorization for KMS): the head lists the secret's versions (is the key there?), writes
 it and reads it; a node reads it. The secret is encrypted with KMS's own key for secrets, so no key action."""
 

@@ -37,6 +37,7 @@ import yaml
 
 from goldenenv import sshkeys
 from goldenenv.clouds import access
+from goldenenv.clouds.alicloud import privilege
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, eri_layout
 from goldenenv.clouds.alicloud.guardrail_facts import INSTANCE
 from goldenenv.clouds.base import NodeScript, NodeUpdates, script_digest
@@ -61,8 +62,8 @@ BOOT_SCRIPTS_OUTPUT = "boot_scripts"
 """GpuNodePool's output: node resource name -> script_digest of the user data the program gives it now."""
 GOLDEN_IMAGE_SCRIPT = "golden-image.sh"
 """The boot file naming the golden image (templates/node/golden-image.sh.j2: `image=<ref>`)."""
-MUNGE_READ_ACTIONS = ("kms:GetSecretValue",)
-"""What a node may do with the stack's munge key secret (RAM authorization for KMS): read it, nothing else."""
+MUNGE_READ_ACTIONS = privilege.NODE_SECRET_ACTIONS
+"""What a node may do with the stack's munge key secret: the least-privilege table's (alicloud/privilege.py)."""
 SSH_KEY_TYPES = (sshkeys.RSA, *sshkeys.ECDSA_CURVES)
 """What ECS imports: rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys (ECS API reference 2014-05-26, ImportKeyPair), less
 DSA, which goldenenv does not take; no ED25519."""
@@ -359,11 +360,8 @@ def node_policy(bucket_arn: str, mount_actions: tuple[str, ...] = (), munge_secr
     return json.dumps({
         "Version": "1",
         "Statement": [
-            {"Effect": "Allow", "Action": ["oss:ListObjects", "oss:GetBucketInfo"], "Resource": [bucket_arn]},
-            {"Effect": "Allow",
-             "Action": ["oss:GetObject", "oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload",
-                        "oss:ListParts"],
-             "Resource": [f"{bucket_arn}/*"]},
+            {"Effect": "Allow", "Action": list(privilege.BUCKET_LIST_ACTIONS), "Resource": [bucket_arn]},
+            {"Effect": "Allow", "Action": list(privilege.OBJECT_ACTIONS), "Resource": [f"{bucket_arn}/*"]},
         ] + ([{"Effect": "Allow", "Action": list(mount_actions), "Resource": ["*"]}] if mount_actions else [])
         + ([{"Effect": "Allow", "Action": list(MUNGE_READ_ACTIONS), "Resource": [munge_secret]}] if munge_secret else []),
     })

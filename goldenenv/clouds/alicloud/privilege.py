@@ -15,14 +15,25 @@ from goldenenv.privilege import Need, first, statement_problems, trust_problems
 RAM_REFERENCE = "https://help.aliyun.com/zh/ram/developer-reference/ram-authorization"
 SYSTEM_POLICIES = "https://help.aliyun.com/zh/ram/user-guide/system-policy-reference"
 
-BUCKET_ACTIONS = ("oss:ListObjects", "oss:GetBucketInfo", "oss:GetObject", "oss:PutObject", "oss:DeleteObject",
-                  "oss:AbortMultipartUpload", "oss:ListParts")
+BUCKET_LIST_ACTIONS = ("oss:ListObjects", "oss:GetBucketInfo")
+"""On the bucket itself."""
+OBJECT_ACTIONS = ("oss:GetObject", "oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload", "oss:ListParts")
+"""On the bucket's objects: datasets in, checkpoints out."""
+BUCKET_ACTIONS = BUCKET_LIST_ACTIONS + OBJECT_ACTIONS
 NODE_SECRET_ACTIONS = ("kms:GetSecretValue",)
+"""What a node may do with the stack's munge key secret (RAM authorization for KMS): read it, nothing else."""
 HEAD_SECRET_ACTIONS = ("kms:GetSecretValue", "kms:ListSecretVersionIds", "kms:PutSecretValue")
 MOUNT_ACTIONS = ("nas:DescribeProtocolMountTarget",)
-GUARD_UNSCOPED = ("bssapi:DescribeSplitItemBill", "ecs:DescribeInstances", "ecs:DescribeSecurityGroups",
-                  "dm:SingleSendMail")
-GUARD_ACTIONS = GUARD_UNSCOPED + ("ecs:TagResources", "ecs:StopInstances", "log:PostLogStoreLogs")
+"""What a host's RAM role needs to mount CPFS: the export's domain is looked up at boot."""
+BILL_ACTIONS = ("bssapi:DescribeSplitItemBill",)
+DESCRIBE_ACTIONS = ("ecs:DescribeInstances", "ecs:DescribeSecurityGroups")
+"""ECS cannot scope Describe calls: Resource "*"."""
+TAG_ACTIONS = ("ecs:TagResources",)
+STOP_ACTIONS = ("ecs:StopInstances",)
+MAIL_ACTIONS = ("dm:SingleSendMail",)
+LOG_ACTIONS = ("log:PostLogStoreLogs",)
+GUARD_UNSCOPED = BILL_ACTIONS + DESCRIBE_ACTIONS + MAIL_ACTIONS
+GUARD_ACTIONS = GUARD_UNSCOPED + TAG_ACTIONS + STOP_ACTIONS + LOG_ACTIONS
 """The budget guard: read the split bill, find the stack's instances and security groups, stop the instances and
 tag the groups (both only with the stack's tags), send mail and write its logstore when configured."""
 

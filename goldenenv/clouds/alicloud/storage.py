@@ -42,7 +42,7 @@ from typing import Any, Protocol
 import pulumi
 import pulumi_alicloud as alicloud
 
-from goldenenv.clouds.alicloud import budget, guard, registry
+from goldenenv.clouds.alicloud import budget, guard, privilege, registry
 from goldenenv.clouds import stores
 from goldenenv.clouds.base import stable_number
 from goldenenv.clouds.stores import Found
@@ -104,8 +104,9 @@ CPFS_NFS_OPTIONS = "vers=3,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,
 """The CPFS-NFS client's documented mount options (alibabacloud-nas-utils README, mount.cpfs-nfs)."""
 SHAREDFS_UNIT = "goldenenv-sharedfs.service"
 NAS_API_VERSION = "2017-06-26"
-NODE_MOUNT_ACTIONS = ("nas:DescribeProtocolMountTarget",)
-"""What a node's instance RAM role needs to mount CPFS: the export's domain is looked up at boot."""
+NODE_MOUNT_ACTIONS = privilege.MOUNT_ACTIONS
+"""What a node's instance RAM role needs to mount CPFS (the export's domain is looked up at boot): the
+least-privilege table's (alicloud/privilege.py)."""
 
 
 # ---------------------------------------------------------------- names and adoption

@@ -23,21 +23,16 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv.clouds import access
+from goldenenv.clouds.aws import privilege
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.aws.nodes import NODE_MANAGED_POLICIES
 
 HEAD_COMPONENT = "goldenenv:aws:SlurmHead"
 MUNGE_COMPONENT = "goldenenv:aws:MungeSecret"
 SECRETS_SERVICE = "secretsmanager"
-NODE_SECRET_ACTIONS = ("secretsmanager:GetSecretValue",)
-HEAD_SECRET_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
-                       "secretsmanager:PutSecretValue")
-"""What Secrets Manager needs of each host (API reference, "Actions, resources, and condition keys for AWS Secrets
-Manager"): the head describes the secret (does it hold a value?), writes its first version and reads it."""
-NODE_KEY_ACTIONS = ("kms:Decrypt",)
-HEAD_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
-"""What Secrets Manager asks of the caller's KMS permissions for a secret under a customer managed key (Secrets
-Manager user guide, "Secret encryption and decryption"): GenerateDataKey to write a version, Decrypt to read one."""
+NODE_SECRET_ACTIONS, HEAD_SECRET_ACTIONS = privilege.NODE_SECRET_ACTIONS, privilege.HEAD_SECRET_ACTIONS
+NODE_KEY_ACTIONS, HEAD_KEY_ACTIONS = privilege.NODE_KEY_ACTIONS, privilege.HEAD_KEY_ACTIONS
+"""What each host asks of Secrets Manager and KMS for the munge key: the least-privilege table's (aws/privilege.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,15 +21,13 @@ from goldenenv import sshkeys
 from goldenenv.clouds import access
 from goldenenv.clouds.aws.efa import interface_layout
 from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
-from goldenenv.clouds.aws import spot
+from goldenenv.clouds.aws import privilege, spot
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.base import NodeTemplate, NodeUpdates
 from goldenenv.spec import ClusterSpec, Problem
 
-NODE_MANAGED_POLICIES = (
-    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-)
+NODE_MANAGED_POLICIES = privilege.NODE_MANAGED_POLICIES
+"""Session Manager and pulls from the stack's ECR repository: the least-privilege table's (aws/privilege.py)."""
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 SPOT_REQUEST_TAGS = "spot-instances-request"
 """A spot pool's launch also creates its spot request, which takes the stack's tags too (launch template
@@ -233,10 +231,8 @@ def _bucket_policy(bucket_arn: str) -> str:
     return json.dumps({
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
-            {"Effect": "Allow",
-             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-             "Resource": f"{bucket_arn}/*"},
+            {"Effect": "Allow", "Action": list(privilege.BUCKET_LIST_ACTIONS), "Resource": bucket_arn},
+            {"Effect": "Allow", "Action": list(privilege.OBJECT_ACTIONS), "Resource": f"{bucket_arn}/*"},
         ],
     })
 

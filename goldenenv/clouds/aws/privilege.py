@@ -24,11 +24,20 @@ ECR_READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
 """Pull the golden image from the stack's ECR repository (docs.aws.amazon.com/AmazonECR/latest/userguide/
 ECR_on_EC2.html)."""
 
-BUCKET_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation", "s3:GetObject", "s3:PutObject", "s3:DeleteObject",
-                  "s3:AbortMultipartUpload")
-NODE_SECRET_ACTIONS = ("secretsmanager:GetSecretValue", "kms:Decrypt")
+NODE_MANAGED_POLICIES = (SSM_CORE, ECR_READ_ONLY)
+BUCKET_LIST_ACTIONS = ("s3:ListBucket", "s3:GetBucketLocation")
+"""On the bucket itself."""
+OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+"""On the bucket's objects (bucket/*): datasets in, checkpoints out."""
+NODE_SECRET_ACTIONS = ("secretsmanager:GetSecretValue",)
 HEAD_SECRET_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
-                       "secretsmanager:PutSecretValue", "kms:Decrypt", "kms:GenerateDataKey")
+                       "secretsmanager:PutSecretValue")
+"""What Secrets Manager needs of each host (API reference, "Actions, resources, and condition keys for AWS Secrets
+Manager"): the head describes the secret (does it hold a value?), writes its first version and reads it."""
+NODE_KEY_ACTIONS = ("kms:Decrypt",)
+HEAD_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+"""What Secrets Manager asks of the caller's KMS permissions for a secret under a customer managed key (Secrets
+Manager user guide, "Secret encryption and decryption"): GenerateDataKey to write a version, Decrypt to read one."""
 DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests")
 """EC2 Describe calls support no resource-level permissions: Resource "*" is the only form."""
 STOP_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstances", "logs:CreateLogStream",
@@ -39,10 +48,12 @@ REAPER_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstance
                                      "logs:PutLogEvents", "ssm:GetParameter")
 
 NEEDS: dict[str, Need] = {
-    "node": Need("the GPU nodes' role", frozenset(BUCKET_ACTIONS + NODE_SECRET_ACTIONS),
-                 frozenset({SSM_CORE, ECR_READ_ONLY}), scope="the stack's bucket, munge secret and key",
+    "node": Need("the GPU nodes' role",
+                 frozenset(BUCKET_LIST_ACTIONS + OBJECT_ACTIONS + NODE_SECRET_ACTIONS + NODE_KEY_ACTIONS),
+                 frozenset(NODE_MANAGED_POLICIES), scope="the stack's bucket, munge secret and key",
                  sources=(SERVICE_AUTHORIZATION, MANAGED_POLICIES)),
-    "head": Need("the Slurm head's role", frozenset(HEAD_SECRET_ACTIONS), frozenset({SSM_CORE, ECR_READ_ONLY}),
+    "head": Need("the Slurm head's role", frozenset(HEAD_SECRET_ACTIONS + HEAD_KEY_ACTIONS),
+                 frozenset(NODE_MANAGED_POLICIES),
                  scope="the stack's munge secret and key", sources=(SERVICE_AUTHORIZATION, MANAGED_POLICIES)),
     "stop": Need("the hard stop function's role", frozenset(STOP_ACTIONS), unscoped=frozenset(DESCRIBE_ACTIONS),
                  scope="the stack's tagged instances, its log group, parameter and dead-letter queue",

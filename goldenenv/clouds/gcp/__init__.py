@@ -30,6 +30,7 @@ from goldenenv.clouds.base import (
     pinned_host_image, sold_problems, stable_number, zone_problems,
 )
 from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp import privilege
 from goldenenv.clouds.gcp.readiness import USER_DATA
 from goldenenv.clouds.gcp.head import (
     HEAD_SECRET_ROLES, NODE_SECRET_ROLE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, munge_key,
@@ -68,11 +69,11 @@ is named for its lock."""
 REGISTRY_USER = "oauth2accesstoken"
 """Artifact Registry's docker login with an access token ("Configure authentication to Artifact Registry for
 Docker": username oauth2accesstoken, the token as the password)."""
-REPOSITORY_READER = "roles/artifactregistry.reader"
-"""What a host needs to pull from the stack's repository (Artifact Registry access control: Reader)."""
+REPOSITORY_READER = privilege.REPOSITORY_READER
+"""What a host needs to pull from the stack's repository: the least-privilege table's (gcp/privilege.py)."""
 SERVICE_ACCOUNT_ID_MAX = 30
-LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.get", "lustre.instances.importData", "lustre.operations.get")
-"""What the head's import (templates/node/lustre-import-gcp.sh.j2) calls (Managed Lustre access control page)."""
+LUSTRE_IMPORT_PERMISSIONS = privilege.LUSTRE_IMPORT_PERMISSIONS
+"""What the head's import (templates/node/lustre-import-gcp.sh.j2) calls: the least-privilege table's."""
 LUSTRE_PORT = "988"
 """Lustre's LNet TCP port (Managed Lustre's VPC guide: allow TCP 988 from the instance's range)."""
 
@@ -607,7 +608,7 @@ class GpuCluster(pulumi.ComponentResource):
                 munge.grant(f"{name}-{pool.name}-munge", nodes.service_account_email.apply(
                     lambda e: f"serviceAccount:{e}"), (NODE_SECRET_ROLE,))
             gcp.storage.BucketIAMMember(
-                f"{name}-{pool.name}-bucket", bucket=data.bucket_name, role="roles/storage.objectUser",
+                f"{name}-{pool.name}-bucket", bucket=data.bucket_name, role=privilege.BUCKET_ROLE,
                 member=nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
             pull(pool.name, nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}"))
 

@@ -19,17 +19,15 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from goldenenv.clouds.gcp import privilege
 from goldenenv.clouds.gcp.nodes import PD_DISK, USER_DATA_KEY, private_instance
 from goldenenv.nodeboot import MungeKey
 
 HEAD_COMPONENT = "goldenenv:gcp:SlurmHead"
 MUNGE_COMPONENT = "goldenenv:gcp:MungeSecret"
 SECRET_API = "https://secretmanager.googleapis.com/v1"
-NODE_SECRET_ROLE = "roles/secretmanager.secretAccessor"
-HEAD_SECRET_ROLES = ("roles/secretmanager.secretAccessor", "roles/secretmanager.secretVersionAdder",
-                     "roles/secretmanager.viewer")
-"""Secret Manager's roles (IAM roles for Secret Manager): the head lists the secret's versions (viewer), adds the
-first one (secretVersionAdder) and reads it (secretAccessor); a node only reads it."""
+NODE_SECRET_ROLE, HEAD_SECRET_ROLES = privilege.NODE_SECRET_ROLE, privilege.HEAD_SECRET_ROLES
+"""Secret Manager's roles for the munge key: the least-privilege table's (gcp/privilege.py)."""
 
 
 def munge_key(project: str, secret_id: str) -> MungeKey:

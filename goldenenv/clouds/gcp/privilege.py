@@ -29,9 +29,17 @@ IDLE_PERMISSIONS = ("compute.machineTypes.get", "monitoring.timeSeries.list")
 LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.get", "lustre.instances.importData", "lustre.operations.get")
 """The head imports the bucket into Managed Lustre (cloud.google.com/managed-lustre/docs/access-control)."""
 
-NODE_ROLES = ("roles/storage.objectUser", "roles/secretmanager.secretAccessor", "roles/artifactregistry.reader")
-HEAD_ROLES = ("roles/storage.objectUser", "roles/secretmanager.secretAccessor", "roles/secretmanager.secretVersionAdder",
-              "roles/secretmanager.viewer", "roles/artifactregistry.reader")
+BUCKET_ROLE = "roles/storage.objectUser"
+"""Read and write the bucket's objects, not its IAM or settings: datasets in, checkpoints out."""
+REPOSITORY_READER = "roles/artifactregistry.reader"
+"""What a host needs to pull from the stack's repository (Artifact Registry access control: Reader)."""
+NODE_SECRET_ROLE = "roles/secretmanager.secretAccessor"
+HEAD_SECRET_ROLES = ("roles/secretmanager.secretAccessor", "roles/secretmanager.secretVersionAdder",
+                     "roles/secretmanager.viewer")
+"""Secret Manager's roles (IAM roles for Secret Manager): the head lists the secret's versions (viewer), adds the
+first one (secretVersionAdder) and reads it (secretAccessor); a node only reads it."""
+NODE_ROLES = (BUCKET_ROLE, NODE_SECRET_ROLE, REPOSITORY_READER)
+HEAD_ROLES = (BUCKET_ROLE, *HEAD_SECRET_ROLES, REPOSITORY_READER)
 
 NEEDS: dict[str, Need] = {
     "node": Need("the GPU nodes' service account", roles=frozenset(NODE_ROLES),
@@ -49,7 +57,7 @@ NEEDS: dict[str, Need] = {
                          scope="the stop function's Cloud Run service", sources=(ROLES_REFERENCE,)),
     "agent:cloudscheduler": Need("Cloud Scheduler's service agent", roles=frozenset({"roles/pubsub.publisher"}),
                                  scope="the stop function's topic", sources=(ROLES_REFERENCE,)),
-    "agent:lustre": Need("Managed Lustre's service agent", roles=frozenset({"roles/storage.objectUser"}),
+    "agent:lustre": Need("Managed Lustre's service agent", roles=frozenset({BUCKET_ROLE}),
                          scope="the stack's bucket", sources=(ROLES_REFERENCE,)),
 }
 

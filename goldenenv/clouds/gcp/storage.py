@@ -38,6 +38,7 @@ import pulumi_gcp as gcp
 from goldenenv.clouds import stores
 from goldenenv.clouds.base import CloudApiError, cli_token, json_call, stable_number
 from goldenenv.clouds.gcp import labels as gcp_labels
+from goldenenv.clouds.gcp import privilege
 from goldenenv.clouds.stores import PROJECT_TAG_KEY, Found
 from goldenenv.nodeboot import SharedFs
 from goldenenv.spec import STACK_TAG_KEY, ConfigError, Problem
@@ -105,7 +106,7 @@ deleted; ABANDON only forgets the connection and leaves the peering, which still
 LUSTRE_SERVICE = "lustre.googleapis.com"
 LUSTRE_AGENT = "service-{number}@gcp-sa-lustre.iam.gserviceaccount.com"
 """Managed Lustre's service agent: it, not the caller, reads and writes the bucket in importData / exportData."""
-LUSTRE_AGENT_ROLE = "roles/storage.objectUser"
+LUSTRE_AGENT_ROLE = privilege.BUCKET_ROLE
 """What the agent needs on the bucket to import from and export to it (Managed Lustre, "Transfer data to and from
 Cloud Storage": roles/storage.objectUser; objectViewer would import only, and destroy exports)."""
 PLACEHOLDER_NUMBER = "000000000000"
