@@ -89,6 +89,10 @@ class Context:
     """budget-stop-chain: the stack's lifecycle.ttlHours; with it, the schedule that runs the stop is planned."""
     idle_minutes: int | None = None
     """budget-stop-chain: the stack's lifecycle.idleMinutes; with it, the schedule that runs the stop is planned."""
+    unverified: tuple[str, ...] = ()
+    """budget-stop-chain-unverified: the stack values the caller could not give (a policy pack whose config lacks
+    monthlyLimit or currency), so the chain judges no amount or currency: said as a warning, never passed silently.
+    `goldenenv plan` knows them all and leaves this empty."""
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """What a plan-wide rule computed once for this context (the stop chain's links), reused per resource."""
 
@@ -1147,6 +1151,18 @@ def _chain_links(ctx: Context) -> list[tuple[PlannedResource, str]]:
     return ctx.memo["budget-stop-chain"]
 
 
+def _check_chain_unverified(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """Reported once, on the plan's first budget, when the stack's values were not given (a policy pack)."""
+    if ctx.budget_opt_out or not ctx.unverified:
+        return
+    budgets = [w.resource for facts in ctx.providers for w in facts.budgets(ctx)]
+    if budgets and budgets[0].urn == resource.urn:
+        yield (f"cannot verify that {_label(resource)} watches the stack's own {' and '.join(ctx.unverified)}: "
+               f"the policy was given none, so budget-stop-chain judged the rest of the chain only. Give "
+               f"{', '.join(ctx.unverified)} in the policy pack config of {BUDGET_STOP_CHAIN} and of this policy "
+               f"(the stack file's goldenenv:budget values), or check with `goldenenv plan`.")
+
+
 def _check_stop_chain(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     """Each provider answers the chain as a reachability question over the plan, once; each broken link is
     reported on the resource where it breaks. `budget: none` exempts the stack."""
@@ -1255,6 +1271,7 @@ def _check_teardown(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 UNTAGGED_RESOURCE = "untagged-resource"
 BUDGET_NOT_PLANNED = "budget-not-planned"
 BUDGET_STOP_CHAIN = "budget-stop-chain"
+BUDGET_CHAIN_UNVERIFIED = "budget-stop-chain-unverified"
 
 RULES: tuple[Rule, ...] = (
     Rule(UNTAGGED_RESOURCE, "Taggable resources carry the required tags, and launch templates tag what they "
@@ -1310,6 +1327,9 @@ RULES: tuple[Rule, ...] = (
          "subscription, a trigger), the function is switched on (hard stop on, not a dry run), its identity may "
          "stop this stack's nodes, and a time to live or idle stop has its schedule planned.", Severity.ERROR,
          _check_stop_chain),
+    Rule(BUDGET_CHAIN_UNVERIFIED, "Where the stack's budget values cannot be read (a policy pack given no "
+         "monthlyLimit or currency), say that the budget's amount and currency are unverified.", Severity.WARNING,
+         _check_chain_unverified),
     Rule("pull-not-granted", "Every host whose boot pulls from a planned image repository (head and nodes) holds a "
          "pull grant for that repository on its identity.", Severity.ERROR, _check_pull_granted),
     Rule("bucket-service-not-granted", "Every managed service that reads or writes the stack's bucket (a parallel "
@@ -1367,6 +1387,21 @@ _UNKNOWN_SENTINELS = frozenset({
     "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
 })
 
+_CHAIN_CONFIG: Mapping[str, Mapping[str, Any]] = {
+    "requiredTags": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "The stack's tags, goldenenv:stack included: the budget's filter must name this stack.",
+    },
+    "budgetNone": {"type": "boolean", "description": "The stack says `budget: none`: no chain to judge."},
+    "hardStop": {"type": "boolean", "description": "The stack's budget.hardStop."},
+    "monthlyLimit": {"type": "number", "description": "The stack's budget.monthlyLimit. Unset: not judged."},
+    "currency": {"type": "string", "description": "The stack's budget.currency. Unset: not judged."},
+    "ttlHours": {"type": "number", "description": "The stack's lifecycle.ttlHours: its schedule is planned."},
+    "idleMinutes": {"type": "number", "description": "The stack's lifecycle.idleMinutes: its schedule too."},
+}
+"""What budget-stop-chain reads from its policy config: the stack file's values (goldenenv plan passes them)."""
+
 POLICY_CONFIG_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
     UNTAGGED_RESOURCE: {
         "requiredTags": {
@@ -1385,19 +1420,8 @@ POLICY_CONFIG_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
             "description": "The stack's budget.hardStop: its budget must plan a stop. Unset: as the budget says.",
         },
     },
-    BUDGET_STOP_CHAIN: {
-        "requiredTags": {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "description": "The stack's tags, goldenenv:stack included: the budget's filter must name this stack.",
-        },
-        "budgetNone": {"type": "boolean", "description": "The stack says `budget: none`: no chain to judge."},
-        "hardStop": {"type": "boolean", "description": "The stack's budget.hardStop."},
-        "monthlyLimit": {"type": "number", "description": "The stack's budget.monthlyLimit. Unset: not judged."},
-        "currency": {"type": "string", "description": "The stack's budget.currency. Unset: not judged."},
-        "ttlHours": {"type": "number", "description": "The stack's lifecycle.ttlHours: its schedule is planned."},
-        "idleMinutes": {"type": "number", "description": "The stack's lifecycle.idleMinutes: its schedule too."},
-    },
+    BUDGET_STOP_CHAIN: _CHAIN_CONFIG,
+    BUDGET_CHAIN_UNVERIFIED: {key: _CHAIN_CONFIG[key] for key in ("budgetNone", "monthlyLimit", "currency")},
 }
 
 
@@ -1469,7 +1493,10 @@ def stack_validation(rule: Rule) -> Callable[[Any, Callable[..., None]], None]:
                       monthly_limit=_config_number(config.get("monthlyLimit")),
                       currency=config["currency"] if isinstance(config.get("currency"), str) else None,
                       ttl_hours=_config_number(config.get("ttlHours")),
-                      idle_minutes=int(_config_number(config.get("idleMinutes")) or 0) or None)
+                      idle_minutes=int(_config_number(config.get("idleMinutes")) or 0) or None,
+                      unverified=tuple(k for k, ok in (("monthlyLimit", _config_number(config.get("monthlyLimit"))),
+                                                       ("currency", isinstance(config.get("currency"), str)))
+                                       if not ok))
         for finding in check_rule(rule, ctx):
             report_violation(finding.message, finding.urn)
 

@@ -8,7 +8,8 @@ budget-not-planned expects a budget on every stack that rents machines: give it 
 that says `goldenenv:budget: none`, and {"hardStop": true} to require the budget's stop as well.
 budget-stop-chain follows the budget to the nodes; it reads the stack's values from its own config
 ({"requiredTags": {...}, "hardStop": true, "monthlyLimit": 500, "currency": "USD", "ttlHours": 12}) and judges no
-amount, currency or schedule it is not given (`goldenenv plan` passes them from the stack file).
+amount, currency or schedule it is not given (`goldenenv plan` passes them from the stack file); the advisory
+budget-stop-chain-unverified says so when its own config lacks monthlyLimit or currency (give it the same values).
 
 The engine does not pass retainOnDelete to policies, so data-store-not-retained judges only what it can see
 (forceDestroy, protect, final backups) and the advisory data-store-retention-unverified names each data store

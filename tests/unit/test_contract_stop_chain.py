@@ -615,23 +615,41 @@ def test_stack_tag_agrees_with_the_spec():
     assert guardrails.STACK_TAG == spec_module.STACK_TAG_KEY
 
 
+def _policy_run(rule_id: str, resources: list[PlannedResource], config: dict[str, Any]) -> list[tuple[str, str]]:
+    """A rule run as the policy pack runs it: resources read by attribute, its config from the engine."""
+
+    class Args:
+        @staticmethod
+        def get_config():
+            return config
+
+    Args.resources = [type("R", (), {"resource_type": r.type, "props": r.props, "urn": r.urn, "name": r.name,
+                                     "opts": None, "parent": None, "provider": object(),
+                                     "property_dependencies": {}})() for r in resources]
+    reported: list[tuple[str, str]] = []
+    rule = next(r for r in guardrails.RULES if r.id == rule_id)
+    guardrails.stack_validation(rule)(Args(), lambda message, urn: reported.append((message, urn)))
+    return reported
+
+
 def test_policy_pack_judges_the_chain_from_its_config(planned):
     stack = _azure_stack()
     plan, _ = planned(stack)
     broken = Plan(stack, plan.resources)
     target = CHAINS["azure"].amount_times_100(broken)
+    config = {"requiredTags": plan.spec.stack_tags, "hardStop": True,
+              "monthlyLimit": plan.spec.budget.monthly_limit, "currency": plan.spec.budget.currency}
+    assert [urn for _, urn in _policy_run(CHAIN, broken.resources, config)] == [target.urn]
+    assert _policy_run(guardrails.BUDGET_CHAIN_UNVERIFIED, broken.resources, config) == []
 
-    class Args:
-        resources = [type("R", (), {"resource_type": r.type, "props": r.props, "urn": r.urn, "name": r.name,
-                                    "opts": None, "parent": None, "provider": object(),
-                                    "property_dependencies": {}})() for r in broken.resources]
 
-        @staticmethod
-        def get_config():
-            return {"requiredTags": plan.spec.stack_tags, "hardStop": True,
-                    "monthlyLimit": plan.spec.budget.monthly_limit, "currency": plan.spec.budget.currency}
-
-    reported: list[tuple[str, str]] = []
-    rule = next(r for r in guardrails.RULES if r.id == CHAIN)
-    guardrails.stack_validation(rule)(Args(), lambda message, urn: reported.append((message, urn)))
-    assert [urn for _, urn in reported] == [target.urn]
+def test_policy_pack_without_the_stacks_values_says_the_amount_is_unverified(planned):
+    stack = _azure_stack()
+    plan, _ = planned(stack)
+    broken = Plan(stack, plan.resources)
+    CHAINS["azure"].amount_times_100(broken)
+    config = {"requiredTags": plan.spec.stack_tags, "hardStop": True}
+    assert _policy_run(CHAIN, broken.resources, config) == []  # no limit given: the amount is not judged...
+    [(message, urn)] = _policy_run(guardrails.BUDGET_CHAIN_UNVERIFIED, broken.resources, config)
+    assert urn == CHAINS["azure"].budget(broken).urn  # ...and that is said, on the budget
+    assert "monthlyLimit and currency" in message
