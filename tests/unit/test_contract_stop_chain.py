@@ -611,8 +611,38 @@ def test_gcp_firewall_from_tags_only_admits_no_range():
 
 # ---------------------------------------------------------------- the one fact written twice, and the policy pack
 
-def test_stack_tag_agrees_with_the_spec():
+def test_stack_tag_agrees_with_the_spec_and_the_reaper():
+    from goldenenv import reaper
+    from goldenenv.clouds.aws import stop_chain as aws_chain
+
     assert guardrails.STACK_TAG == spec_module.STACK_TAG_KEY
+    assert aws_chain.TTL_TAG == reaper.TTL_TAG_KEY
+
+
+def _aws_ttl_stack() -> str:
+    return next(stack for cloud, stack in STACK_CLOUDS if cloud == "aws" and _ttl(_config(stack)))
+
+
+def test_aws_nodes_carry_the_time_to_live_the_reaper_reads(planned):
+    plan, _ = planned(_aws_ttl_stack())
+
+    def mutate(copy_: Plan) -> PlannedResource:
+        node = next(r for r in copy_.resources if r.type == "aws:ec2/instance:Instance" and "GpuNodePool" in r.urn)
+        return copy_.set(node, tags={k: v for k, v in node.props["tags"].items() if k != "goldenenv:ttl-hours"})
+
+    target, after = _caught(plan, _aws_ttl_stack(), mutate, CHAIN)
+    assert [f.urn for f in after] == [target.urn] and "goldenenv:ttl-hours" in after[0].message
+
+
+def test_an_idle_stop_needs_each_nodes_alarm(planned):
+    """No shipped AWS stack asks for an idle stop: ask for one on a plan that has no idle alarms."""
+    plan, _ = planned(_aws_ttl_stack())
+    spec = plan.spec
+    found = guardrails.evaluate(plan.resources, spec.stack_tags, hard_stop=True,
+                                monthly_limit=spec.budget.monthly_limit, currency=spec.budget.currency,
+                                ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=30)
+    nodes = {r.urn for r in plan.resources if r.type == "aws:ec2/instance:Instance" and "GpuNodePool" in r.urn}
+    assert nodes and {f.urn for f in found if f.rule == CHAIN} == nodes
 
 
 def _policy_run(rule_id: str, resources: list[PlannedResource], config: dict[str, Any]) -> list[tuple[str, str]]:

@@ -4,8 +4,9 @@ AWS Budgets budget (a TagKeyValue cost filter on this stack's tag, the stack's l
 at 100 % of actual spend) -> the notification that names an SNS topic (actual spend, at no more than the limit) ->
 the topic, whose policy lets budgets.amazonaws.com publish -> a lambda subscription -> the planned function, with a
 lambda permission for SNS on that topic, not a dry run -> its role, whose policy allows ec2:StopInstances on this
-stack's nodes. With a time to live, the EventBridge Scheduler schedule that runs the reaper function (its role may
-invoke it), whose role may stop this stack's nodes.
+stack's nodes. With a time to live, the EventBridge Scheduler schedule that runs the reaper function, whose role may
+stop this stack's nodes, and each node's goldenenv:ttl-hours tag (the reaper reads it); with an idle stop, each
+node's CloudWatch alarm whose action stops it.
 Budgets: https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_budgets_Budget.html (CostFilters
 TagKeyValue "user:<key>$<value>"); SNS for budgets: https://docs.aws.amazon.com/cost-management/latest/userguide/
 budgets-sns-policy.html; Lambda from SNS: https://docs.aws.amazon.com/lambda/latest/dg/with-sns.html.
@@ -40,6 +41,10 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+INSTANCE = "aws:ec2/instance:Instance"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+TTL_TAG = "goldenenv:ttl-hours"
+"""Where the reaper reads a node's time to live (goldenenv.reaper.TTL_TAG_KEY; a test checks the two agree)."""
 
 STOP_ACTION = "ec2:StopInstances"
 STOP_ACTIONS = (STOP_ACTION,)
@@ -236,6 +241,36 @@ def _schedule_links(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
         yield from _function_links(function, ctx)
 
 
+def _nodes(ctx: Context) -> list[PlannedResource]:
+    """The GPU nodes: instances inside a node pool component."""
+    return [r for r in ctx.of_type(INSTANCE) if r.urn.count("::") >= 2
+            and any(t.endswith(":GpuNodePool") for t in r.urn.split("::")[2].split("$")[:-1])]
+
+
+def _ttl_links(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
+    """The reaper reads each node's time to live from its TTL_TAG (goldenenv.reaper): a node without it, or with
+    another value, is never stopped on time."""
+    for node in _nodes(ctx):
+        value = _mapping(node.props.get("tags")).get(TTL_TAG)
+        if _float(value) != ctx.ttl_hours:
+            yield node, (f"carries {TTL_TAG} {value or 'unset'}, but the stack's lifecycle.ttlHours is "
+                         f"{ctx.ttl_hours:g}: the reaper reads a node's time to live from that tag; set it")
+
+
+def _idle_links(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
+    """With an idle stop, each node has an enabled CloudWatch alarm on its CPU whose action stops (or terminates)
+    it (EC2 alarm actions: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/UsingAlarmActions.html)."""
+    alarms = list(ctx.of_type(ALARM))
+    for node in _nodes(ctx):
+        ids = {v for v in (node.id, node.outputs.get("id")) if isinstance(v, str)}
+        mine = [a for a in alarms if _mapping(a.props.get("dimensions")).get("InstanceId") in ids]
+        acting = [a for a in mine if a.props.get("actionsEnabled") is not False and any(
+            str(x).endswith((":ec2:stop", ":ec2:terminate")) for x in _items(a.props.get("alarmActions")))]
+        if not acting:
+            yield node, (f"has no enabled CloudWatch alarm that stops it when idle while the stack asks for an idle "
+                         f"stop after {ctx.idle_minutes} min: an idle node runs on; plan its idle alarm")
+
+
 def stop_chain(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
     """Every broken link from each AWS budget to the nodes (see the module's docstring)."""
     for budget in ctx.of_type(BUDGET):
@@ -243,3 +278,6 @@ def stop_chain(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
         yield from _budget_links(budget, ctx)
     if ctx.ttl_hours:
         yield from _schedule_links(ctx)
+        yield from _ttl_links(ctx)
+    if ctx.idle_minutes:
+        yield from _idle_links(ctx)
