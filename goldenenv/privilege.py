@@ -136,3 +136,10 @@ def trust_problems(policy: Any) -> Iterator[str]:
         principal = statement.get("Principal")
         if "NotPrincipal" in statement or not isinstance(principal, Mapping) or set(principal) != {"Service"}:
             yield f"lets {json.dumps(principal if principal is not None else statement.get('NotPrincipal'))} assume it"
+
+
+def referenced(resource: Any, prop: str, resources: Iterable[Any], types: tuple[str, ...]) -> Any:
+    """The planned resource of one of ``types`` whose output ``prop`` was built from, by the engine's property
+    dependencies (a policy-pack preview, where ids, emails and principal ids are still unknown); None if none."""
+    urns = set((getattr(resource, "property_dependencies", None) or {}).get(prop, ()))
+    return next((r for r in resources if r.urn in urns and r.type in types), None)

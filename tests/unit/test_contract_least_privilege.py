@@ -11,6 +11,7 @@ over a cloud adapter, and the first ten rows run on every cloud: each cloud has 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -431,3 +432,59 @@ def test_the_table_runs_on_every_cloud_with_stacks():
     for name in CLOUDS:
         assert sum(name in r.clouds for r in TABLE) >= 10, name
     assert Path(aws_privilege.__file__).parent.name == "aws"
+
+
+# ---------------------------------------------------------------- as a policy pack sees the plan (a preview)
+
+def _sources(resource: PlannedResource, resources: list[PlannedResource]) -> dict[str, PlannedResource]:
+    """input property -> the planned resource whose output it holds (an email, a principal id, a role's id), found by
+    the value `goldenenv plan` recorded: what the engine's property dependencies say in a preview."""
+    props, found = resource.props, {}
+    for other in resources:
+        outputs = other.outputs or {}
+        identity = outputs.get("identity") if isinstance(outputs.get("identity"), dict) else {}
+        if props.get("member") and props["member"] == f"serviceAccount:{outputs.get('email')}":
+            found["member"] = other
+        if isinstance(props.get("serviceAccount"), dict) and outputs.get("email") and \
+                props["serviceAccount"].get("email") == outputs.get("email"):
+            found["serviceAccount"] = other
+        if other.type == gcp_privilege.CUSTOM_ROLE and str(props.get("role", "")).endswith(
+                f"/roles/{other.props.get('roleId')}"):
+            found["role"] = other
+        if props.get("role") is not None and other.type == aws_privilege.ROLE and props["role"] in (other.id,
+                                                                                                   other.name):
+            found["role"] = other
+        if props.get("principalId") and other.type in (azure_privilege.IDENTITY, azure_privilege.FUNCTION_APP) \
+                and props["principalId"] in (outputs.get("principalId"), identity.get("principalId")):
+            found["principalId"] = other
+        if other.type == azure_privilege.ROLE_DEFINITION and str(props.get("roleDefinitionId", "")).lower().endswith(
+                str(other.props.get("roleDefinitionId")).lower()):
+            found["roleDefinitionId"] = other
+    return found
+
+
+def as_previewed(resources: list[PlannedResource]) -> list[PlannedResource]:
+    """The plan as a policy pack previews it: outputs unknown, and every input built from another resource's output
+    unknown too (None), its source named by property dependencies."""
+    previewed = []
+    for resource in resources:
+        sources = _sources(resource, resources) if resource.type != aws_privilege.ROLE else {}
+        props = dict(resource.props)
+        for prop in sources:
+            props[prop] = {"scopes": props[prop].get("scopes")} if prop == "serviceAccount" else None
+        previewed.append(dataclasses.replace(resource, props=props, outputs={},
+                                             property_dependencies={p: (s.urn,) for p, s in sources.items()}))
+    return previewed
+
+
+@pytest.mark.parametrize("cloud,stack", CASES)
+def test_a_preview_with_unknown_ids_is_judged_alike(planned, cloud, stack):
+    """Pulumi CLI users run the rule as a policy pack, where emails, principal ids and role ids are not known yet:
+    the shipped stack still passes, and a broad grant is still caught, through the property dependencies."""
+    plan, _ = planned(stack)
+    previewed = as_previewed(list(plan.resources))
+    assert _judged(previewed) == []
+    widened = Plan(stack, plan.resources)
+    CLOUDS[cloud].grant(widened, "node", "owner")
+    caught = _judged(as_previewed(widened.resources))
+    assert any(CLOUDS[cloud].admin["owner"] in f.message for f in caught), caught

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, first, statement_problems, trust_problems
+from goldenenv.privilege import Need, first, referenced, statement_problems, trust_problems
 
 SERVICE_AUTHORIZATION = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
                          "reference_policies_actions-resources-contextkeys.html")
@@ -90,6 +90,8 @@ def kind_of(role: Any) -> str | None:
 
 
 def _role_named(value: Any, ctx: Any) -> Any:
+    if value is None:
+        return None
     for role in ctx.resources:
         if role.type == ROLE and value in {role.id, role.name, role.props.get("name"), role.outputs.get("name"),
                                            role.outputs.get("arn")}:
@@ -111,7 +113,9 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
         return
     if resource.type not in (ROLE_POLICY, ATTACHMENT):
         return
-    role = _role_named(resource.props.get("role"), ctx)
+    role = _role_named(resource.props.get("role"), ctx) or referenced(resource, "role", ctx.resources, (ROLE,))
+    if role is None and resource.props.get("role") is None:
+        return  # a role not known yet (a preview) and named by no planned resource: nothing to judge
     kind = kind_of(role) if role is not None else None
     need = NEEDS.get(kind) if kind else None
     who = need.identity if need else f"role {resource.props.get('role')!r}"

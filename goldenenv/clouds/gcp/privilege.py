@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, action_problem, escalates, first, is_wildcard
+from goldenenv.privilege import Need, action_problem, escalates, first, is_wildcard, referenced
 
 ROLES_REFERENCE = "https://cloud.google.com/iam/docs/roles-permissions"
 PERMISSIONS_REFERENCE = "https://cloud.google.com/iam/docs/permissions-reference"
@@ -96,6 +96,7 @@ def _accounts(ctx: Any) -> dict[str, str | None]:
             email = account.outputs.get("email") or (
                 f"{account.props.get('accountId')}@{account.props.get('project', '')}.iam.gserviceaccount.com")
             found[f"serviceAccount:{email}"] = kind_of(account)
+            found[f"serviceAccount:{account.props.get('accountId')}@planned"] = kind_of(account)
     return found
 
 
@@ -147,9 +148,11 @@ def _check_custom_role(resource: Any) -> Iterator[str]:
                f"change who may do what (setIamPolicy); list the permissions its holder calls.")
 
 
-def _check_host(resource: Any) -> Iterator[str]:
+def _check_host(resource: Any, ctx: Any) -> Iterator[str]:
     accounts = resource.props.get("serviceAccount")
     email = accounts.get("email") if isinstance(accounts, dict) else None
+    if email is None and referenced(resource, "serviceAccount", ctx.resources, (ACCOUNT,)) is not None:
+        return  # its own account's email, not known yet (a preview)
     if not email or email == "default" or DEFAULT_COMPUTE.match(str(email)):
         yield (f"{_label(resource)} runs as the default compute service account ({email or 'no email given'}), "
                f"which the project gives roles/editor by default ({DEFAULT_ACCOUNT}): give it the pool's own "
@@ -162,12 +165,19 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
         yield from _check_custom_role(resource)
         return
     if resource.type in INSTANCE_TYPES:
-        yield from _check_host(resource)
+        yield from _check_host(resource, ctx)
         return
     if not _is_grant(resource):
         return
-    role = str(resource.props.get("role", ""))
+    role = str(resource.props.get("role") or "")
+    if not role:
+        custom = referenced(resource, "role", ctx.resources, (CUSTOM_ROLE,))
+        role = f"projects/-/roles/{custom.props.get('roleId')}" if custom is not None else ""
     members = [resource.props.get("member")] + list(resource.props.get("members") or ())
+    if resource.props.get("member") is None:
+        account = referenced(resource, "member", ctx.resources, (ACCOUNT,))
+        if account is not None:
+            members.append(f"serviceAccount:{account.props.get('accountId')}@planned")
     for member in [str(m) for m in members if m]:
         problem = _member_problem(member, role, resource, ctx)
         if problem:
