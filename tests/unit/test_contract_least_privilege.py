@@ -278,7 +278,21 @@ TABLE: tuple[Row, ...] = (
     Row("aws-ec2-star", action("ec2:*"), "ec2:*", clouds=("aws",)),
     Row("aws-iam-star", action("iam:*"), "iam:*", clouds=("aws",)),
     Row("aws-iam-passrole", action("iam:PassRole"), "iam:PassRole", clouds=("aws",)),
+    Row("aws-administrator-in-the-roles-own-managed-policy-arns", lambda plan, cloud: plan.set(
+        cloud.role(plan, "node"), managedPolicyArns=["arn:aws:iam::aws:policy/AdministratorAccess"]),
+        "AdministratorAccess", clouds=("aws",)),
+    Row("aws-star-in-the-roles-own-inline-policy", lambda plan, cloud: plan.set(
+        cloud.role(plan, "node"), inlinePolicies=[{"name": "all", "policy": json.dumps({"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})}]), "*", clouds=("aws",)),
+    Row("aws-power-user-through-a-policy-attachment", lambda plan, cloud: plan.add(
+        "aws:iam/policyAttachment:PolicyAttachment", "power", {
+            "policyArn": "arn:aws:iam::aws:policy/PowerUserAccess", "roles": [cloud.role(plan, "node").name]}),
+        "PowerUserAccess", clouds=("aws",)),
     Row("alicloud-ram-star", action("ram:*"), "ram:*", clouds=("alicloud",)),
+    Row("gcp-owner-in-a-whole-project-policy", lambda plan, cloud: plan.add(
+        "gcp:projects/iAMPolicy:IAMPolicy", "whole-policy", {"project": "p", "policyData": json.dumps(
+            {"bindings": [{"role": "roles/owner", "members": [cloud.member(plan, "node")]}]})}), "roles/owner",
+        clouds=("gcp",)),
     Row("gcp-set-iam-policy-in-custom-role", action("resourcemanager.projects.setIamPolicy"), "setIamPolicy",
         clouds=("gcp",)),
     Row("gcp-node-on-default-compute-account", gcp_node_account("123456789012-compute@developer.gserviceaccount.com"),

@@ -68,6 +68,7 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 MANAGED_POLICY = "aws:iam/policy:Policy"
+POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 
 
 def _chain(urn: str) -> list[str]:
@@ -103,13 +104,47 @@ def _label(resource: Any) -> str:
     return f"{resource.type.rsplit(':', 1)[-1]} {resource.name!r}"
 
 
+def _managed_problem(resource: Any, arn: str, need: Need | None, who: str) -> Iterator[str]:
+    if need is None or arn not in need.roles:
+        what = need.describe() if need else "a row in goldenenv/clouds/aws/privilege.py NEEDS"
+        yield (f"{_label(resource)} attaches {arn} to {need.identity if need else who}, which the least-privilege "
+               f"table does not list for it (a managed policy grants far more than the stack uses); it needs {what}.")
+
+
+def _check_role(role: Any) -> Iterator[str]:
+    """A role's own trust policy, and the policies it carries inline (inlinePolicies, managedPolicyArns)."""
+    for problem in first(trust_problems(role.props.get("assumeRolePolicy"))):
+        yield (f"{_label(role)} {problem}: only the AWS service it exists for (ec2, lambda, scheduler) may assume a "
+               f"role the stack creates.")
+    need = NEEDS.get(kind_of(role) or "")
+    for arn in role.props.get("managedPolicyArns") or ():
+        yield from _managed_problem(role, str(arn), need, f"role {role.name!r}")
+    for inline in role.props.get("inlinePolicies") or ():
+        policy = inline.get("policy") if isinstance(inline, dict) else None
+        if need is None:
+            yield f"{_label(role)} carries an inline policy but has no row in the least-privilege table."
+            continue
+        problems = first(statement_problems(policy, need))
+        if problems:
+            yield (f"{_label(role)} carries an inline policy granting {need.identity} {'; '.join(problems)}: more "
+                   f"than it needs, which is {need.describe()}.")
+
+
 def judge(resource: Any, ctx: Any) -> Iterator[str]:
     """grant-broader-than-needed on AWS: the stack's roles' trust policies, inline policies and managed policy
     attachments."""
     if resource.type == ROLE:
-        for problem in first(trust_problems(resource.props.get("assumeRolePolicy"))):
-            yield (f"{_label(resource)} {problem}: only the AWS service it exists for (ec2, lambda, scheduler) may "
-                   f"assume a role the stack creates.")
+        yield from _check_role(resource)
+        return
+    if resource.type == POLICY_ATTACHMENT:
+        for name in resource.props.get("roles") or ():
+            role = _role_named(name, ctx)
+            need = NEEDS.get(kind_of(role) or "") if role is not None else None
+            yield from _managed_problem(resource, str(resource.props.get("policyArn", "")), need, f"role {name!r}")
+        for group in ("users", "groups"):
+            if resource.props.get(group):
+                yield (f"{_label(resource)} attaches {resource.props.get('policyArn')} to {group} as well: the "
+                       f"stack grants its roles only, never people.")
         return
     if resource.type not in (ROLE_POLICY, ATTACHMENT):
         return
@@ -120,11 +155,7 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
     need = NEEDS.get(kind) if kind else None
     who = need.identity if need else f"role {resource.props.get('role')!r}"
     if resource.type == ATTACHMENT:
-        arn = str(resource.props.get("policyArn", ""))
-        if need is None or arn not in need.roles:
-            what = need.describe() if need else "a row in goldenenv/clouds/aws/privilege.py NEEDS"
-            yield (f"{_label(resource)} attaches {arn} to {who}, which the least-privilege table does not list "
-                   f"for it (a managed policy grants far more than the stack uses); it needs {what}.")
+        yield from _managed_problem(resource, str(resource.props.get("policyArn", "")), need, who)
         return
     if need is None:
         yield (f"{_label(resource)} grants to {who}, which has no row in the least-privilege table "

@@ -9,6 +9,7 @@ permissions reference (cloud.google.com/iam/docs/permissions-reference).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -159,6 +160,19 @@ def _check_host(resource: Any, ctx: Any) -> Iterator[str]:
                f"service account.")
 
 
+def _check_policy_data(resource: Any, ctx: Any) -> Iterator[str]:
+    """A whole IAM policy (policyData: {"bindings": [{"role", "members"}]}) judged binding by binding."""
+    try:
+        bindings = json.loads(resource.props.get("policyData") or "{}").get("bindings") or []
+    except (ValueError, AttributeError):
+        bindings = []
+    for binding in bindings:
+        for member in binding.get("members") or ():
+            problem = _member_problem(str(member), str(binding.get("role", "")), resource, ctx)
+            if problem:
+                yield f"{_label(resource)} {problem}."
+
+
 def judge(resource: Any, ctx: Any) -> Iterator[str]:
     """grant-broader-than-needed on Google Cloud."""
     if resource.type == CUSTOM_ROLE:
@@ -166,6 +180,9 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
         return
     if resource.type in INSTANCE_TYPES:
         yield from _check_host(resource, ctx)
+        return
+    if resource.type.rsplit(":", 1)[-1].lower().endswith("iampolicy"):
+        yield from _check_policy_data(resource, ctx)
         return
     if not _is_grant(resource):
         return
