@@ -219,7 +219,8 @@ def bucket_service_gap(flow: PlannedResource, ctx: Context) -> str | None:
 
 
 FACTS = ProviderFacts(
-    privilege=privilege.judge, data_lifecycle=hardening.lifecycle, not_judged=hardening.NOT_JUDGED,
+    privilege=privilege.judge, host_hardening=hardening.host, data_lifecycle=hardening.lifecycle,
+    not_judged=hardening.NOT_JUDGED,
     name="alicloud",
     security_groups=(SECURITY_GROUP,),
     standalone_ingress_rules=(SECURITY_GROUP_RULE,),
