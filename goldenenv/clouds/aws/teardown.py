@@ -211,7 +211,7 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
         environment={"variables": {
             reaper.PROJECT_ENV: project, reaper.STACK_ENV: stack, reaper.ACTION_ENV: action,
             reaper.DRY_RUN_ENV: "false", reaper.HARD_STOP_PARAMETER_ENV: hard_stop_parameter(project, stack),
-            **({reaper.BUDGET_LIMIT_ENV: f"{budget_limit:g}"} if budget_limit is not None else {}),
+            **({reaper.BUDGET_LIMIT_ENV: f"{budget_limit:.2f}"} if budget_limit is not None else {}),
         }},
         dead_letter_config={"target_arn": queue.arn} if queue else None,
         logging_config={"log_format": "Text", "log_group": logs.name},
