@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -114,17 +114,6 @@ def first(values: Iterable[str]) -> list[str]:
     for value in values:
         seen.setdefault(value, None)
     return list(seen)
-
-
-@dataclass(frozen=True)
-class Exception_:
-    """A named reason a hardening setting stays off on a resource, with its source."""
-
-    name: str
-    why: str
-    source: str
-    settings: tuple[str, ...] = field(default_factory=tuple)
-    """The settings the reason excuses ("enableSecureBoot", "allowSharedKeyAccess")."""
 
 
 def trust_problems(policy: Any) -> Iterator[str]:

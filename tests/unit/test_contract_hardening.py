@@ -199,6 +199,9 @@ TABLE: tuple[Row, ...] = (
         per_cloud=True),
     Row("x-lifecycle-deletes-everything-at-once", ALL, LIFECYCLE, lambda cloud: delete_everything(cloud, 0),
         per_cloud=True),
+    Row("gcp-lifecycle-deletes-every-live-object-after-a-day", ("gcp",), LIFECYCLE, lambda plan: plan.set(
+        plan.one("gcp:storage/bucket:Bucket", "-data-bucket"), lifecycleRules=[
+            {"action": {"type": "Delete"}, "condition": {"age": 1, "withState": "LIVE"}}])),
 )
 
 

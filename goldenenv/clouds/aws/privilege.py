@@ -19,7 +19,8 @@ SERVICE_AUTHORIZATION = ("https://docs.aws.amazon.com/service-authorization/late
 MANAGED_POLICIES = "https://docs.aws.amazon.com/aws-managed-policy/latest/reference/policy-list.html"
 
 SSM_CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-"""Session Manager on the host (docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html)."""
+"""Session Manager on the host (docs.aws.amazon.com/systems-manager/latest/userguide/
+setup-instance-permissions.html)."""
 ECR_READ_ONLY = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
 """Pull the golden image from the stack's ECR repository (docs.aws.amazon.com/AmazonECR/latest/userguide/
 ECR_on_EC2.html)."""

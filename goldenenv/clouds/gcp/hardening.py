@@ -55,8 +55,9 @@ def lifecycle(resource: Any, ctx: Any) -> Iterator[str]:
     for rule in resource.props.get("lifecycleRules") or ():
         action = rule.get("action") or {}
         condition = rule.get("condition") or {}
-        narrowed = any(condition.get(k) for k in ("matchesPrefixes", "matchesSuffixes", "withState",
-                                                  "daysSinceNoncurrentTime", "numNewerVersions"))
+        narrowed = any(condition.get(k) for k in ("matchesPrefixes", "matchesSuffixes", "daysSinceNoncurrentTime",
+                                                  "numNewerVersions", "noncurrentTimeBefore")) \
+            or str(condition.get("withState", "ANY")).upper() == "ARCHIVED"  # noncurrent versions only
         if str(action.get("type", "")).lower() == "delete" and deletes_within_a_day(condition.get("age", 0)) \
                 and not narrowed:
             yield (f"{_label(resource)} has a lifecycle rule deleting every object aged {condition.get('age', 0)} "
