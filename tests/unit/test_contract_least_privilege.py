@@ -408,10 +408,17 @@ def test_the_programs_grant_from_the_table():
     from goldenenv.clouds.alicloud import storage as alicloud_storage
     from goldenenv.clouds.aws import head as aws_head
     from goldenenv.clouds.aws import nodes as aws_nodes
+    from goldenenv.clouds.aws import teardown
     from goldenenv.clouds.gcp import head as gcp_head
     from goldenenv.clouds.gcp import storage as gcp_storage
 
     assert aws_nodes.NODE_MANAGED_POLICIES is aws_privilege.NODE_MANAGED_POLICIES
+    stop = teardown.reaper_policy("p", "s", "arn:aws:logs:us-east-1:0:log-group:g", records_hard_stop=True,
+                                  dead_letter_queue_arn="arn:aws:sqs:us-east-1:0:q")
+    granted: set[str] = set()
+    for statement in stop["Statement"]:
+        granted |= {statement["Action"]} if isinstance(statement["Action"], str) else set(statement["Action"])
+    assert granted == set(aws_privilege.NEEDS["stop"].actions)
     assert aws_head.HEAD_SECRET_ACTIONS is aws_privilege.HEAD_SECRET_ACTIONS
     assert alicloud_head.HEAD_SECRET_ACTIONS is alicloud_privilege.HEAD_SECRET_ACTIONS
     assert alicloud_storage.NODE_MOUNT_ACTIONS is alicloud_privilege.MOUNT_ACTIONS

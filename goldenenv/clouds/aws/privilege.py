@@ -41,12 +41,14 @@ HEAD_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 Manager user guide, "Secret encryption and decryption"): GenerateDataKey to write a version, Decrypt to read one."""
 DESCRIBE_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests")
 """EC2 Describe calls support no resource-level permissions: Resource "*" is the only form."""
-STOP_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstances", "logs:CreateLogStream",
-                                   "logs:PutLogEvents", "ssm:GetParameter", "ssm:PutParameter", "sqs:SendMessage")
+INSTANCE_ACTIONS = ("ec2:StopInstances", "ec2:TerminateInstances")
+"""On instances carrying the stack's tags only (a condition on aws:ResourceTag)."""
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+STOP_ACTIONS = DESCRIBE_ACTIONS + INSTANCE_ACTIONS + LOG_ACTIONS + ("ssm:GetParameter", "ssm:PutParameter",
+                                                                    "sqs:SendMessage")
 """The hard stop: find the stack's instances, stop on-demand and terminate spot ones (by the stack's tags), write its
 log, read and record the month it is in force for (SSM parameter), dead-letter a failed event (SQS)."""
-REAPER_ACTIONS = DESCRIBE_ACTIONS + ("ec2:StopInstances", "ec2:TerminateInstances", "logs:CreateLogStream",
-                                     "logs:PutLogEvents", "ssm:GetParameter")
+REAPER_ACTIONS = DESCRIBE_ACTIONS + INSTANCE_ACTIONS + LOG_ACTIONS + ("ssm:GetParameter",)
 
 NEEDS: dict[str, Need] = {
     "node": Need("the GPU nodes' role",

@@ -38,6 +38,7 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv import reaper
+from goldenenv.clouds.aws import privilege
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.aws.limits import partition
 from goldenenv.clouds.base import STOP_CORE
@@ -388,13 +389,12 @@ def reaper_policy(project: str, stack: str, log_group_arn: str, *, records_hard_
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests"],
-             "Resource": "*"},
-            {"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
+            {"Effect": "Allow", "Action": list(privilege.DESCRIBE_ACTIONS), "Resource": "*"},
+            {"Effect": "Allow", "Action": list(privilege.INSTANCE_ACTIONS),
              "Resource": f"arn:{log_group_arn.split(':')[1]}:ec2:*:*:instance/*",  # the stack's partition
              "Condition": {"StringEquals": {f"aws:ResourceTag/{reaper.STACK_TAG_KEY}": stack,
                                             f"aws:ResourceTag/{reaper.PROJECT_TAG_KEY}": project}}},
-            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            {"Effect": "Allow", "Action": list(privilege.LOG_ACTIONS),
              "Resource": f"{log_group_arn}:*"},
             *extra,
         ],
