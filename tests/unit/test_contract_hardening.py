@@ -344,3 +344,13 @@ def test_every_cloud_runs_the_cross_cloud_rows():
     for row in TABLE:
         if row.id.startswith("x-"):
             assert row.clouds == ALL
+
+
+@pytest.mark.parametrize("size,supported", [
+    ("Standard_ND96isr_H100_v5", True), ("Standard_NC24ads_A100_v4", True), ("Standard_NC4as_T4_v3", True),
+    ("Standard_D2s_v5", True), ("Standard_ND96asr_v4", False), ("Standard_ND96amsr_A100_v4", False),
+    ("Standard_NC6", False), ("Standard_D4s_v3", False), ("Standard_Z9_future", True)])
+def test_trusted_launch_sizes_as_microsoft_lists_them(size, supported):
+    """Anchors read off learn.microsoft.com trusted-launch's size table (ND H100 v5 and NC A100 v4 are in the
+    supported ND and NC families; NDasrA100_v4 and NDm_A100_v4 are not yet), and a size no row knows fails closed."""
+    assert azure_hardening.supports_trusted_launch(size) is supported

@@ -7,10 +7,11 @@ azure-native), minimumTlsVersion and allowSharedKeyAccess, whose absence means t
 storage/common/shared-key-authorization-prevent: "If the AllowSharedKeyAccess property is not set, ... Shared Key
 is permitted").
 
-Trusted Launch (securityProfile.securityType TrustedLaunch, uefiSettings vTpmEnabled and secureBootEnabled) is
-supported on the D, E, F, L, HB/HC/HX, NC, ND and NV families except the series TRUSTED_LAUNCH_UNSUPPORTED lists
-(TRUSTED_LAUNCH, "Virtual machines sizes": NDasrA100_v4 and NDm_A100_v4 not yet; NC, NV and NP v1, A, Dv2, Dv3, DC
-and EC never); a size the table does not know is held to it (fails closed). Secure Boot loads only signed kernel
+Trusted Launch (securityProfile.securityType TrustedLaunch, uefiSettings vTpmEnabled and secureBootEnabled) is a
+fact of the size, in the catalog (catalog/data/boot_integrity.csv, from TRUSTED_LAUNCH "Virtual machines sizes":
+the D, E, F, L, HB/HC/HX, NC, ND and NV families, not NDasrA100_v4 and NDm_A100_v4 yet, never NC, NV and NP v1, A,
+Dv2, Dv3, DC and EC); the first row whose pattern matches decides, and a size no row knows is held to it (fails
+closed). Secure Boot loads only signed kernel
 modules: the host images' NVIDIA driver and Lustre client are built by DKMS, so hosts booting them name
 UNSIGNED_KERNEL_MODULES ("Secure Boot should be disabled for installing CUDA drivers on other Linux VMs",
 TRUSTED_LAUNCH, note under the size table).
@@ -21,17 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import functools
 import re
 
+from goldenenv import catalog
 from goldenenv.hardening import Reason, deletes_within_a_day, excused, reason_hint
 
 TRUSTED_LAUNCH = "https://learn.microsoft.com/azure/virtual-machines/trusted-launch"
-TRUSTED_LAUNCH_UNSUPPORTED = tuple(re.compile(p, re.IGNORECASE) for p in (
-    r"^Standard_ND96asr_v4$", r"^Standard_ND96amsr_A100_v4$",   # NDasrA100_v4, NDm_A100_v4: currently not
-    r"^Standard_NC\d+r?$", r"^Standard_NV\d+$", r"^Standard_NP\d+s?$",   # NC, NV, NP (v1): no Generation 2
-    r"^Standard_A\d", r"^Standard_D\d+s?_v[23]$", r"^Standard_DS\d+_v2", r"^Standard_DC", r"^Standard_EC"))
-"""Sizes without Trusted Launch (TRUSTED_LAUNCH, "Virtual machines sizes": currently not supported and not
-supported size families)."""
 UNSIGNED_KERNEL_MODULES = "unsigned-kernel-modules"
 AMLFS_SHARED_KEY = "amlfs-shared-key"
 FUNCTION_DEPLOYMENT_KEY = "function-deployment-key"
@@ -63,8 +60,15 @@ def _label(resource: Any) -> str:
     return f"{resource.type.rsplit(':', 1)[-1]} {resource.name!r}"
 
 
+@functools.cache
+def _trusted_launch_rows() -> tuple[tuple[re.Pattern[str], bool], ...]:
+    return tuple((re.compile(row["size_pattern"], re.IGNORECASE), row["trusted_launch"] == "yes")
+                 for row in catalog.rows("boot_integrity") if row["cloud"] == "azure")
+
+
 def supports_trusted_launch(size: str) -> bool:
-    return not any(p.match(size) for p in TRUSTED_LAUNCH_UNSUPPORTED)
+    """Whether the catalog says the size takes Trusted Launch; a size it does not know is held to it."""
+    return next((supported for pattern, supported in _trusted_launch_rows() if pattern.match(size)), True)
 
 
 def trusted_launch(*, secure_boot: bool) -> dict[str, Any]:
