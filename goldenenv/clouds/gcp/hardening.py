@@ -4,8 +4,8 @@ Shielded VM (Secure Boot, vTPM, integrity monitoring) is offered on every Comput
 supports it, and Google's public images (the Deep Learning VM and Ubuntu images goldenenv boots) all do
 (cloud.google.com/compute/shielded-vm/docs/shielded-vm, "Supported images"). Secure Boot refuses unsigned kernel
 modules: the NVIDIA driver goldenenv's host layer builds from NVIDIA's CUDA repository with DKMS is not signed by a
-key the VM's firmware trusts, so GPU hosts name that reason (cloud.google.com/compute/docs/gpus/install-drivers-gpu,
-"Secure Boot"). Storage transport is Google's: Cloud Storage serves HTTPS only with TLS 1.2 or later and has no
+key the VM's firmware trusts, so GPU hosts name that reason (NVIDIA: signed, precompiled drivers "are required when
+nodes are enabled with Secure Boot", UNSIGNED_DRIVER_SOURCE). Storage transport is Google's: Cloud Storage serves HTTPS only with TLS 1.2 or later and has no
 shared key on a bucket (HMAC keys are per account, none created), so storage-not-hardened has nothing to judge.
 """
 
@@ -18,12 +18,14 @@ from goldenenv.hardening import Reason, deletes_within_a_day, excused, reason_hi
 
 SHIELDED = ("enableSecureBoot", "enableVtpm", "enableIntegrityMonitoring")
 UNSIGNED_GPU_DRIVER = "unsigned-gpu-driver"
+UNSIGNED_DRIVER_SOURCE = ("https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/"
+                          "install-precompiled-signed-drivers.html")
 REASONS = {
     UNSIGNED_GPU_DRIVER: Reason(
         UNSIGNED_GPU_DRIVER, frozenset({"enableSecureBoot"}),
         "the NVIDIA driver is built by DKMS from NVIDIA's repository and is not signed with a key the firmware "
         "trusts; Secure Boot would refuse to load it",
-        "https://cloud.google.com/compute/docs/gpus/install-drivers-gpu#secure-boot"),
+        UNSIGNED_DRIVER_SOURCE),
 }
 NOT_JUDGED = {"storage-not-hardened": "Cloud Storage serves HTTPS only, with TLS 1.2 or later, and a bucket has no "
                                       "shared key (cloud.google.com/storage/docs/encryption, "
