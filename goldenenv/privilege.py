@@ -84,6 +84,11 @@ def document(value: Any) -> Mapping[str, Any]:
     return {}
 
 
+def statements(policy: Any) -> list[Mapping[str, Any]]:
+    """The statements of an IAM or RAM policy document (JSON text or a mapping; one statement or a list)."""
+    return [s for s in _items(document(policy).get("Statement")) if isinstance(s, Mapping)]
+
+
 def statement_problems(policy: Any, need: Need) -> Iterator[str]:
     """What an identity policy (AWS IAM, Alibaba RAM: the same grammar) allows beyond ``need``: a NotAction or
     NotResource Allow (everything but a list), a wildcard or unlisted action, or Resource "*" on an action the

@@ -12,7 +12,6 @@ the file system and nodes bill (issue 33 item 4).
 
 from __future__ import annotations
 
-import functools
 
 import pytest
 
@@ -26,9 +25,8 @@ RULE = "bucket-service-not-granted"
 SHIPPED = shipped.pulumi_stacks()
 
 
-@functools.cache
 def planned(stack: str) -> plan.Plan:
-    return plan.plan(stack, STACKS)
+    return shipped.plan_of(stack)
 
 
 def services(resources) -> list:

@@ -214,20 +214,8 @@ def _cases() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def planned():
-    from goldenenv import plan as planning
-
-    plans: dict[str, Any] = {}
-
-    def get(stack: str):
-        if stack not in plans:
-            plan = planning.plan(stack, shipped.STACKS)
-            spec = plan.spec
-            plans[stack] = (plan, guardrails.evaluate(plan.resources, spec.stack_tags,
-                                                      budget_opt_out=spec.budget_opt_out,
-                                                      hard_stop=bool(spec.budget and spec.budget.hard_stop)))
-        return plans[stack]
-
-    return get
+    """stack -> (its plan, the guardrails' findings on it as planned): shipped.planned, once for the whole run."""
+    return shipped.planned
 
 
 def _judged(rule_id: str, resources: list[PlannedResource]) -> list[guardrails.Finding]:

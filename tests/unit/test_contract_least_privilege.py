@@ -326,12 +326,6 @@ def _cases() -> list[Any]:
 
 # ---------------------------------------------------------------- the runs
 
-def _findings(plan, resources) -> list[guardrails.Finding]:
-    spec = plan.spec
-    return guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
-                               hard_stop=bool(spec.budget and spec.budget.hard_stop))
-
-
 def _judged(resources) -> list[guardrails.Finding]:
     """This rule's findings alone (the others are held by their own tests): a mutation costs one rule's pass."""
     rule = next(r for r in guardrails.RULES if r.id == RULE)
@@ -340,17 +334,8 @@ def _judged(resources) -> list[guardrails.Finding]:
 
 @pytest.fixture(scope="module")
 def planned():
-    from goldenenv import plan as planning
-
-    plans: dict[str, Any] = {}
-
-    def get(stack: str):
-        if stack not in plans:
-            plan = planning.plan(stack, STACKS)
-            plans[stack] = (plan, _findings(plan, plan.resources))
-        return plans[stack]
-
-    return get
+    """stack -> (its plan, the guardrails' findings on it as planned): shipped.planned, once for the whole run."""
+    return shipped.planned
 
 
 @pytest.mark.parametrize("cloud,stack", CASES)

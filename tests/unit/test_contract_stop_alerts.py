@@ -12,12 +12,12 @@ A cloud added to the registry with the hard stop and no reader here fails until 
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+import shipped
 
 from goldenenv import clouds, plan, stackconfig
 from goldenenv.clouds.base import Capability
@@ -42,9 +42,8 @@ def shipped_with_hard_stop() -> list[tuple[str, str]]:
 SHIPPED = shipped_with_hard_stop()
 
 
-@functools.cache
 def planned(stack: str) -> plan.Plan:
-    return plan.plan(stack, STACKS)
+    return shipped.plan_of(stack)
 
 
 def of(resources: Iterable[PlannedResource], typ: str) -> list[PlannedResource]:

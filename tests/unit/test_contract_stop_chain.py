@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import shipped
 
 from goldenenv import guardrails, stackconfig
 from goldenenv import spec as spec_module
 from goldenenv.guardrails import PlannedResource, Severity
-from tests.unit.shipped import STACKS, pulumi_stacks
 
 CHAIN = guardrails.BUDGET_STOP_CHAIN
 RETAINED = "data-store-not-retained"
@@ -352,7 +352,7 @@ CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud(
 # ---------------------------------------------------------------- the table
 
 def _config(stack: str) -> dict[str, Any]:
-    return stackconfig.read_stack_file(STACKS / f"Pulumi.{stack}.yaml")
+    return stackconfig.read_stack_file(shipped.STACKS / f"Pulumi.{stack}.yaml")
 
 
 def _budget(config: dict[str, Any]) -> dict[str, Any]:
@@ -405,32 +405,11 @@ TABLE: tuple[Row, ...] = (
 
 @pytest.fixture(scope="module")
 def planned():
-    """stack -> (its plan, the rules' findings on it as planned), each stack planned once for the module."""
-    from goldenenv import plan as planning
-
-    plans: dict[str, Any] = {}
-
-    def get(stack: str):
-        if stack not in plans:
-            plan = planning.plan(stack, STACKS)
-            plans[stack] = (plan, _findings(plan, plan.resources))
-        return plans[stack]
-
-    return get
+    """stack -> (its plan, the guardrails' findings on it as planned): shipped.planned, once for the whole run."""
+    return shipped.planned
 
 
-def _findings(plan, resources: list[PlannedResource]) -> list[guardrails.Finding]:
-    """The rules as `goldenenv plan` runs them: with what the stack file asks of its budget and lifecycle."""
-    spec = plan.spec
-    return guardrails.evaluate(
-        resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
-        hard_stop=bool(spec.budget and spec.budget.hard_stop),
-        monthly_limit=spec.budget.monthly_limit if spec.budget else None,
-        currency=spec.budget.currency if spec.budget else None,
-        ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes)
-
-
-STACK_CLOUDS = pulumi_stacks()
+STACK_CLOUDS = shipped.pulumi_stacks()
 
 
 def _cases() -> list[Any]:
@@ -442,7 +421,7 @@ def _cases() -> list[Any]:
 def _caught(plan, stack: str, mutate: Mutation, rule: str) -> tuple[PlannedResource, list[guardrails.Finding]]:
     copy_ = Plan(stack, plan.resources)
     target = mutate(copy_)
-    return target, [f for f in _findings(plan, copy_.resources) if f.rule == rule]
+    return target, [f for f in shipped.guardrail_findings(plan, copy_.resources) if f.rule == rule]
 
 
 def test_every_cloud_has_a_chain_adapter():

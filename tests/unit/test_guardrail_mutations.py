@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shipped
 import yaml
 
 from goldenenv import guardrails
@@ -590,24 +591,8 @@ def _cases() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def planned():
-    """stack -> its plan and the rules' findings on it as planned, each stack planned once for the module."""
-    from goldenenv import plan as planning
-
-    plans: dict[str, Any] = {}
-
-    def get(stack: str):
-        if stack not in plans:
-            plan = planning.plan(stack, STACKS)
-            plans[stack] = (plan, _findings(plan, plan.resources))
-        return plans[stack]
-
-    return get
-
-
-def _findings(plan, resources: list[PlannedResource]) -> list[guardrails.Finding]:
-    spec = plan.spec
-    return guardrails.evaluate(resources, spec.stack_tags, budget_opt_out=spec.budget_opt_out,
-                               hard_stop=bool(spec.budget and spec.budget.hard_stop))
+    """stack -> (its plan, the guardrails' findings on it as planned): shipped.planned, once for the whole run."""
+    return shipped.planned
 
 
 CLOUD_STACKS = [s for s, c in CONFIGS.items() if c.get("goldenenv:cloud") in CLOUDS]
@@ -632,7 +617,7 @@ def test_mutation_is_caught(planned, row, stack):
     copy_ = Plan(stack, plan.resources)
     row.mutate(copy_, CLOUDS[CONFIGS[stack]["goldenenv:cloud"]])
     before = [f for f in found if f.rule == row.rule]
-    after = [f for f in _findings(plan, copy_.resources) if f.rule == row.rule]
+    after = [f for f in shipped.guardrail_findings(plan, copy_.resources) if f.rule == row.rule]
     assert before == [] and after, f"{row.id} on {stack}: {row.rule} did not fire"
     assert all(f.severity is Severity.ERROR for f in after)
 

@@ -30,6 +30,7 @@ from goldenenv.guardrails import (
     currency_gap,
     stack_value_gap,
 )
+from goldenenv.privilege import statements
 
 FUNCTION = "alicloud:fc/v3Function:V3Function"
 TRIGGER = "alicloud:fc/v3Trigger:V3Trigger"
@@ -57,16 +58,6 @@ STOPPING_SYSTEM_POLICIES = frozenset({"AliyunECSFullAccess", "AdministratorAcces
 """System policies that allow ecs:StopInstances everywhere; their breadth is the least-privilege rule's question."""
 
 
-def _statements(document: Any) -> list[Mapping[str, Any]]:
-    if isinstance(document, str):
-        try:
-            document = json.loads(document)
-        except ValueError:
-            return []
-    found = _mapping(document).get("Statement")
-    return [_mapping(s) for s in ([found] if isinstance(found, Mapping) else _items(found))]
-
-
 def _allows_stop(statement: Mapping[str, Any], stack: str | None) -> bool:
     if str(statement.get("Effect") or "").lower() != "allow":
         return False
@@ -92,7 +83,7 @@ def _role_gap(function: PlannedResource, ctx: Context) -> str | None:
     names = {a.props.get("policyName") for a in attached}
     for policy in ctx.of_type(POLICY):
         if policy.props.get("policyName") in names and any(
-                _allows_stop(s, ctx.stack) for s in _statements(policy.props.get("policyDocument"))):
+                _allows_stop(s, ctx.stack) for s in statements(policy.props.get("policyDocument"))):
             return None
     return (f"runs as RAM role {name}, to which no attached policy allows {STOP_ACTION} on this stack's instances "
             f"(acs:ResourceTag/{STACK_TAG} = {ctx.stack}): its stop would be refused and the nodes keep running; "

@@ -30,6 +30,7 @@ from goldenenv.guardrails import (
     currency_gap,
     stack_value_gap,
 )
+from goldenenv.privilege import statements
 
 BUDGET = "aws:budgets/budget:Budget"
 TOPIC_POLICY = "aws:sns/topicPolicy:TopicPolicy"
@@ -65,20 +66,6 @@ rule's question."""
 DRY_RUN_ENV = "GOLDENENV_DRY_RUN"
 LIMIT_ENV = "GOLDENENV_BUDGET_LIMIT"
 """goldenenv.reaper's environment (its *_ENV names)."""
-
-
-def _document(value: Any) -> Mapping[str, Any]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return _mapping(value)
-
-
-def _statements(document: Any) -> list[Mapping[str, Any]]:
-    found = _document(document).get("Statement")
-    return [_mapping(s) for s in ([found] if isinstance(found, Mapping) else _items(found))]
 
 
 def _allows(statement: Mapping[str, Any], action: str) -> bool:
@@ -118,7 +105,7 @@ def _role_gap(function: PlannedResource, ctx: Context) -> str | None:
     for policy in ctx.of_type(ROLE_POLICY):
         if policy.props.get("role") not in names:
             continue
-        for statement in _statements(policy.props.get("policy")):
+        for statement in statements(policy.props.get("policy")):
             stacks = _tag_conditions(statement, STACK_TAG)
             if _allows(statement, STOP_ACTION) and (not stacks or ctx.stack is None or ctx.stack in stacks):
                 return None
@@ -206,7 +193,7 @@ def _float(value: Any) -> float | None:
 def _topic_links(budget: PlannedResource, topic: str, ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
     policies = [p for p in ctx.of_type(TOPIC_POLICY) if p.props.get("arn") == topic]
     if policies and not any(_allows(s, "SNS:Publish") and "budgets.amazonaws.com" in json.dumps(s.get("Principal"))
-                            for p in policies for s in _statements(p.props.get("policy"))):
+                            for p in policies for s in statements(p.props.get("policy"))):
         yield policies[0], ("does not let budgets.amazonaws.com publish to the topic: the budget's alert never "
                             "reaches the stop; allow SNS:Publish to that service")
     subscribed = [s.props.get("endpoint") for s in ctx.of_type(SUBSCRIPTION)
