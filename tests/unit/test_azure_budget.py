@@ -391,9 +391,9 @@ def test_the_function_ships_alone_importing_nothing_but_the_standard_library():
     assert json.loads((budget.STOPFN_DIR / "host.json").read_text())["version"] == "2.0"
 
 
-def test_the_v2_model_registers_an_anonymous_post_route_and_a_15_minute_timer():
-    """function_app.py loaded with a recording stand-in for azure.functions (the worker's library)."""
-    registered: list[tuple[str, dict]] = []
+def load_with_recording_functions(registered: list[tuple[str, dict]]) -> types.ModuleType:
+    """function_app.py loaded with a recording stand-in for azure.functions (the worker's library): its decorators
+    record what they register and keep each function as it is."""
 
     class FunctionApp:
         def __init__(self, **kwargs):
@@ -426,12 +426,32 @@ def test_the_v2_model_registers_an_anonymous_post_route_and_a_15_minute_timer():
                 sys.modules.pop(key, None)
             else:
                 sys.modules[key] = value
+    return module
+
+
+def test_the_v2_model_registers_an_anonymous_post_route_and_a_15_minute_timer():
+    registered: list[tuple[str, dict]] = []
+    module = load_with_recording_functions(registered)
     kinds = {kind: kwargs for kind, kwargs in registered}
     assert kinds["app"] == {"http_auth_level": "ANONYMOUS"}
     assert kinds["route"] == {"route": "budget-alert", "methods": ["POST"], "auth_level": "ANONYMOUS"}
     assert kinds["timer_trigger"]["schedule"] == "0 */15 * * * *" and kinds["timer_trigger"]["run_on_startup"] is False
     assert {kw["name"] for kind, kw in registered if kind == "function_name"} == {"budget_alert", "reaper"}
     assert hasattr(module, "app")
+
+
+def test_an_alert_that_could_not_be_acted_on_raises_so_the_failure_alert_fires():
+    """Azure Functions counts an HTTP-triggered invocation as failed only when the function raises; one that returns
+    500 counts as a success (Azure/azure-functions-host#6511), and the stop-failure alert watches failed requests
+    (budget.FAILED_METRIC). So a budget that cannot be read must make budget_alert raise, or nobody is told."""
+    module = load_with_recording_functions([])
+    request = types.SimpleNamespace(get_body=lambda: b"{}")
+    module.handle_alert = lambda body: (500, {"failed": ["cannot read the budget b (HTTP 403)"], "deallocated": []})
+    with pytest.raises(RuntimeError, match="cannot read the budget b"):
+        module.budget_alert(request)
+    module.handle_alert = lambda body: (200, {"failed": [], "deallocated": ["gpu/0"]})
+    body, status, _ = module.budget_alert(request)
+    assert status == 200 and "gpu/0" in body
 
 
 # ---------------------------------------------------------------- the function against a fake ARM
