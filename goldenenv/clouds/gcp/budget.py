@@ -60,7 +60,10 @@ RETRY_POLICY = "RETRY_POLICY_RETRY"
 """The handler is idempotent (a stopped node is not stopped again) and raises only when a listing or a stop
 failed, so a retried message finishes the job."""
 INGRESS = "ALLOW_INTERNAL_ONLY"
-TIMEOUT_SECONDS = 300
+TIMEOUT_SECONDS = 540
+"""The most an event-driven function may run (9 minutes, Cloud Functions 2nd gen; firebase.google.com/docs/functions
+/version-comparison, "Event handling functions have a maximum timeout of 540s"): Compute Engine stops one VM per
+call, so a large stack under throttling needs all of it."""
 MEMORY = "256M"
 SCHEDULE = "*/15 * * * *"
 SCHEDULE_TIME_ZONE = "Etc/UTC"

@@ -109,7 +109,7 @@ PACIFIC = stopcore.PACIFIC
 """Budget months begin at 12 AM US and Canadian Pacific Time (UTC-8) (Cloud Billing Budget API reference)."""
 TIMEOUT_SECONDS = 30
 """One REST call's time limit."""
-INVOCATION_SECONDS, MARGIN_SECONDS = 300, 30
+INVOCATION_SECONDS, MARGIN_SECONDS = 540, 30
 """The function's time limit (goldenenv.clouds.gcp.budget.TIMEOUT_SECONDS, checked by a test) and what is kept of
 it for the summary: retries and waits for starting nodes end before it."""
 THROTTLED_REASONS = ("rateLimitExceeded", "userRateLimitExceeded")
