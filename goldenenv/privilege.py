@@ -84,6 +84,13 @@ def document(value: Any) -> Mapping[str, Any]:
     return {}
 
 
+def component_chain(urn: str) -> list[str]:
+    """The component types a resource is created under, outermost first, read from its URN
+    (urn:pulumi:STACK::PROJECT::goldenenv:aws:GpuNodePool$aws:iam/role:Role::NAME): whose identity it is."""
+    parts = urn.split("::")
+    return parts[2].split("$")[:-1] if len(parts) > 2 else []
+
+
 def statements(policy: Any) -> list[Mapping[str, Any]]:
     """The statements of an IAM or RAM policy document (JSON text or a mapping; one statement or a list)."""
     return [s for s in _items(document(policy).get("Statement")) if isinstance(s, Mapping)]

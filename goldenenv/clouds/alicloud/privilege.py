@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, first, statement_problems, trust_problems
+from goldenenv.privilege import Need, component_chain, first, statement_problems, trust_problems
 
 RAM_REFERENCE = "https://help.aliyun.com/zh/ram/developer-reference/ram-authorization"
 SYSTEM_POLICIES = "https://help.aliyun.com/zh/ram/user-guide/system-policy-reference"
@@ -53,13 +53,8 @@ POLICY = "alicloud:ram/policy:Policy"
 ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
 
 
-def _chain(urn: str) -> list[str]:
-    parts = urn.split("::")
-    return parts[2].split("$")[:-1] if len(parts) > 2 else []
-
-
 def kind_of(role: Any) -> str | None:
-    chain = _chain(role.urn)
+    chain = component_chain(role.urn)
     if "goldenenv:alicloud:GpuNodePool" in chain:
         return "node"
     if "goldenenv:alicloud:SlurmHead" in chain:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, first, referenced, statement_problems, trust_problems
+from goldenenv.privilege import Need, component_chain, first, referenced, statement_problems, trust_problems
 
 SERVICE_AUTHORIZATION = ("https://docs.aws.amazon.com/service-authorization/latest/reference/"
                          "reference_policies_actions-resources-contextkeys.html")
@@ -74,14 +74,9 @@ MANAGED_POLICY = "aws:iam/policy:Policy"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 
 
-def _chain(urn: str) -> list[str]:
-    parts = urn.split("::")
-    return parts[2].split("$")[:-1] if len(parts) > 2 else []
-
-
 def kind_of(role: Any) -> str | None:
     """The table's row for a planned role, by the component that creates it."""
-    chain = _chain(role.urn)
+    chain = component_chain(role.urn)
     if "goldenenv:aws:GpuNodePool" in chain:
         return "node"
     if "goldenenv:aws:SlurmHead" in chain:

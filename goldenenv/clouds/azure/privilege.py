@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, action_problem, escalates, first, is_wildcard, referenced
+from goldenenv.privilege import Need, action_problem, component_chain, escalates, first, is_wildcard, referenced
 
 BUILT_IN_ROLES = "https://learn.microsoft.com/azure/role-based-access-control/built-in-roles"
 OPERATIONS = "https://learn.microsoft.com/azure/role-based-access-control/resource-provider-operations"
@@ -83,14 +83,9 @@ ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
-def _chain(urn: str) -> list[str]:
-    parts = urn.split("::")
-    return parts[2].split("$")[:-1] if len(parts) > 2 else []
-
-
 def _kind(resource: Any) -> str | None:
     """The table's row of a planned identity (a user-assigned identity, or the stop function's app)."""
-    chain = _chain(resource.urn)
+    chain = component_chain(resource.urn)
     if resource.type == IDENTITY:
         return ("stop-storage" if "goldenenv:azure:BudgetStop" in chain
                 else "head" if resource.name.endswith("-head-identity") else "node")
@@ -151,7 +146,7 @@ def _assignment_problem(resource: Any, ctx: Any) -> str | None:
         kind = _kind(source) if source is not None else None
         if kind is None and "-lustre-rp-" not in resource.name:
             return None  # a principal not known yet (a preview) and named by no planned identity
-    if kind is None and "goldenenv:azure:DataStore" in _chain(resource.urn) and "-lustre-rp-" in resource.name:
+    if kind is None and "goldenenv:azure:DataStore" in component_chain(resource.urn) and "-lustre-rp-" in resource.name:
         kind = "agent:hpc-cache"
     if kind is None:
         return (f"gives {name} to principal {principal}, an identity the stack does not create (a user, group or "

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.privilege import Need, action_problem, escalates, first, is_wildcard, referenced
+from goldenenv.privilege import Need, action_problem, component_chain, escalates, first, is_wildcard, referenced
 
 ROLES_REFERENCE = "https://cloud.google.com/iam/docs/roles-permissions"
 PERMISSIONS_REFERENCE = "https://cloud.google.com/iam/docs/permissions-reference"
@@ -73,13 +73,8 @@ DEFAULT_COMPUTE = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
 EVERYONE = ("allusers", "allauthenticatedusers")
 
 
-def _chain(urn: str) -> list[str]:
-    parts = urn.split("::")
-    return parts[2].split("$")[:-1] if len(parts) > 2 else []
-
-
 def kind_of(account: Any) -> str | None:
-    chain = _chain(account.urn)
+    chain = component_chain(account.urn)
     if "goldenenv:gcp:GpuNodePool" in chain:
         return "node"
     if "goldenenv:gcp:SlurmHead" in chain:
