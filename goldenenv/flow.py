@@ -48,6 +48,13 @@ class FlowReport:
         return table
 
 
+def phases(scheduler: str | None) -> tuple[str, ...]:
+    """The flow's phases in order: with Slurm the training goes through the queue (submit, then the drill kills a
+    node and Slurm requeues the job); without a scheduler it runs directly (train, then the drill)."""
+    middle = ("submit", "drill") if scheduler == "slurm" else ("train", "drill")
+    return ("image", "up", "validate", *middle, "destroy")
+
+
 def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: int = 120,
              destroy_after: bool = True, console: Console | None = None, client=None) -> FlowReport:
     console = console or Console()
@@ -124,12 +131,13 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
         removed = lifecycle.destroy(spec, False, client, log)
         return True, f"removed {len(removed)}; data volume kept", removed
 
-    steps_of_flow = (("submit", submit), ("drill", slurm_drill)) if spec.scheduler == "slurm" else (
-        ("train", train), ("drill", drill))
-    for name, action in (("image", image), ("up", up), ("validate", validate), *steps_of_flow):
-        if phase(name, action) is None:
+    actions = {"image": image, "up": up, "validate": validate, "destroy": destroy,
+               "train": train, "drill": slurm_drill if spec.scheduler == "slurm" else drill, "submit": submit}
+    *running, last = phases(spec.scheduler)
+    for name in running:
+        if phase(name, actions[name]) is None:
             break
     if destroy_after:
-        phase("destroy", destroy)
+        phase(last, actions[last])
     console.print(report.table())
     return report

@@ -451,8 +451,11 @@ def _show_drill(report) -> None:
 
 @app.command("flow")
 def flow_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, wheelhouse: str = WHEELHOUSE,
-             steps: int = typer.Option(120, "--steps"), keep: bool = typer.Option(False, "--keep", help="Skip destroy.")) -> None:
-    """The whole local flow: build the image if needed, up, validate, train with checkpoints, drill, destroy."""
+             steps: int = typer.Option(120, "--steps", help="Training steps of the run the flow submits or trains."),
+             keep: bool = typer.Option(False, "--keep", help="Skip destroy.")) -> None:
+    """The whole flow, phase by phase and timed: image (built if needed), up, validate; then, on a stack with Slurm
+    (the local default), submit the training to the queue and drill (a node is killed, Slurm requeues the job and it
+    resumes from its checkpoint); without a scheduler, train with checkpoints and drill; destroy (data kept)."""
     from goldenenv import flow
 
     spec = stack_spec(stack)

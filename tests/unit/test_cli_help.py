@@ -87,3 +87,14 @@ def test_image_push_help_renders_in_a_real_terminal_width():
                             capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "120"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "--registry" in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", None])
+def test_flow_help_names_every_phase_the_flow_runs(scheduler):
+    """`flow --help` once spoke of train and drill while a Slurm stack (the local default) ran submit and drill: the
+    help names each phase flow.phases runs, for a stack with Slurm and one without."""
+    from goldenenv import flow
+
+    text = " ".join(COMMANDS[("flow",)].help.split())
+    assert all(name in text for name in flow.phases(scheduler)), (flow.phases(scheduler), text)
+    assert flow.phases("slurm")[3:5] == ("submit", "drill") and flow.phases(None)[3:5] == ("train", "drill")
