@@ -58,6 +58,11 @@ def pool_key(index: int, pools: int) -> str:
     return "goldenenv:nodes" if pools == 1 else f"goldenenv:nodes[{index}]"
 
 
+FLAG_KEYS, STATE_KEYS = "flags", "state"
+"""What a ConfigError's problems are about besides the stack file: a command's flags (keys `--name`), or the stack's
+state (keys `stack NAME`)."""
+
+
 class ConfigError(Exception):
     """Bad stack configuration; each problem names its key and what would be valid."""
 
@@ -65,8 +70,22 @@ class ConfigError(Exception):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
 
-    heading = "invalid stack configuration"
-    """How a command heads the problems (`invalid stack configuration in stacks/Pulumi.dev.yaml`)."""
+    @property
+    def heading(self) -> str:
+        """How a command heads the problems, by what they are about: a flag the command was given (a key such as
+        `--nodes`), the cluster's state (`stack dev`: not up yet), else the stack file (`invalid stack configuration
+        in stacks/Pulumi.dev.yaml`)."""
+        return {FLAG_KEYS: "invalid option", STATE_KEYS: "the stack is not ready for this"}.get(
+            self.about, "invalid stack configuration")
+
+    @property
+    def about(self) -> str:
+        """FLAG_KEYS when every problem is about a flag, STATE_KEYS when every one is about the cluster's state, else
+        the stack file ("file")."""
+        kinds = {FLAG_KEYS if p.key.startswith("--") else STATE_KEYS if p.key.startswith("stack ") else "file"
+                 for p in self.problems}
+        return kinds.pop() if len(kinds) == 1 else "file"
+
     source: object = None
     """The file the problems are in, when it is not the one the command read (a stack's lock)."""
 

@@ -34,7 +34,7 @@ HOSTS_BY = typer.Option(
 
 def fail(e: ConfigError, source: Path | None = None) -> None:
     """Bad input: its heading (`invalid stack configuration`, `invalid lock`) and file, one line per problem; exit 2."""
-    source = e.source or source
+    source = e.source or (source if e.about == "file" else None)
     errors.print(f"[bold red]{escape(e.heading)}[/]" + (f" in {escape(str(source))}" if source else ""),
                  soft_wrap=True)
     for p in e.problems:

@@ -165,3 +165,23 @@ def test_an_image_with_older_node_tools_is_rebuilt_though_its_lock_is_the_same(m
         client = type("Client", (), {"images": Images(labels)})()
         assert lifecycle.ensure_image(spec, dockerfile.BuildOptions(), client, lambda m: None) == lock.tag
         assert bool(built) == rebuilt, labels
+
+
+@pytest.mark.parametrize("problems,heading", [
+    ([("--nodes", "9: the stack has 2 node(s); give 1 to 2")], "invalid option"),
+    ([("stack p5", "the head container is not running: goldenenv up first")], "the stack is not ready for this"),
+    ([("goldenenv:nodes.count", "0: give 1 or more")], "invalid stack configuration in stacks/Pulumi.p5.yaml"),
+])
+def test_an_error_is_headed_by_what_it_is_about_a_flag_the_stacks_state_or_its_file(capsys, problems, heading):
+    """A bad --nodes or a head that is not up once read "invalid stack configuration in stacks/Pulumi...yaml", though
+    the stack file was fine (issue 36 item 4): the heading says what the problems are about."""
+    import typer
+
+    from goldenenv.cli.common import fail
+    from goldenenv.spec import Problem
+
+    with pytest.raises(typer.Exit) as done:
+        fail(ConfigError([Problem(k, m) for k, m in problems]), Path("stacks/Pulumi.p5.yaml"))
+    assert done.value.exit_code == 2
+    first, *rest = capsys.readouterr().err.splitlines()
+    assert first == heading and rest == [f"  {k}: {m}" for k, m in problems]
