@@ -581,14 +581,19 @@ def run_alert(body: bytes, env: dict[str, str], now: datetime, api: Arm | None =
         _fail(ctx, f"cannot read the budget {ours} ({error}): nothing is deallocated on an untrusted call; the next "
                    "timer run reads the budget again")
         return ctx.report
-    if verdict.unreadable:
-        logger.error("%s %s", ctx.prefix, verdict.reason)
-    else:
-        logger.log(logging.WARNING if verdict.stop else logging.INFO, "%s %s", ctx.prefix, verdict.reason)
+    _log_verdict(ctx, verdict)
     if verdict.stop:
         _hard_stop(ctx, verdict.reason)
     _summary(ctx)
     return ctx.report
+
+
+def _log_verdict(ctx: Context, verdict: Verdict) -> None:
+    """The budget's verdict, one line: ERROR when it could not be judged, WARNING when it stops the stack."""
+    if verdict.unreadable:
+        logger.error("%s %s", ctx.prefix, verdict.reason)
+    else:
+        logger.log(logging.WARNING if verdict.stop else logging.INFO, "%s %s", ctx.prefix, verdict.reason)
 
 
 def run_timer(env: dict[str, str], now: datetime, api: Arm | None = None,
@@ -601,10 +606,7 @@ def run_timer(env: dict[str, str], now: datetime, api: Arm | None = None,
         except ApiError as error:
             _fail(ctx, f"the budget cannot be read ({error}): nothing is stopped for the budget until it can be")
         else:
-            if verdict.unreadable:
-                logger.error("%s %s", ctx.prefix, verdict.reason)
-            else:
-                logger.log(logging.WARNING if verdict.stop else logging.INFO, "%s %s", ctx.prefix, verdict.reason)
+            _log_verdict(ctx, verdict)
             if verdict.stop:
                 _hard_stop(ctx, verdict.reason)
                 _summary(ctx)
