@@ -21,8 +21,8 @@ from pathlib import Path
 from goldenenv import catalog, clouds, slurm
 from goldenenv.images.lock import load as load_lock
 from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
-from goldenenv.slurm import view
-from goldenenv.slurm.batch import JOB_NAME, BatchJob, run_name
+from goldenenv.slurm import jobindex, view
+from goldenenv.slurm.batch import JOB_NAME, RUN, BatchJob, job_name, run_name
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
 Log = Callable[[str], None]
@@ -173,7 +173,9 @@ def container_exec(spec: ClusterSpec, head: bool = False) -> str:
 
 
 def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: int | None, hours: float | None,
-              name: str, slurmd_timeout: int) -> BatchJob:
+              name: str | None, slurmd_timeout: int, resume: str | None = None) -> BatchJob:
+    """The job a user asks for; with `resume`, it continues that run: the same run folder, so the same checkpoints
+    (check_resume says whether the run may be continued)."""
     total = sum(p.count for p in spec.nodes)
     problems = []
     if nodes < 1 or nodes > total:
@@ -194,6 +196,10 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
         problems.append(Problem("--time", f"{hours}: hours, more than 0 (e.g. 12 or 0.5)"))
     if not command:
         problems.append(Problem("CMD", "nothing to run: goldenenv submit ... -- python train.py ..."))
+    if resume is not None and not RUN.fullmatch(resume):
+        problems.append(Problem("--resume", f"{resume!r}: a run's name, as `goldenenv jobs --wide` shows it "
+                                "(e.g. train-20261202T050719Z-46a2)"))
+    name = name or (job_name(resume) if resume and RUN.fullmatch(resume) else "train")
     if not JOB_NAME.fullmatch(name):
         problems.append(Problem("--name", f"{name!r}: letters, digits, . _ - (at most 41), e.g. llama-sft"))
     if problems:
@@ -203,13 +209,34 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
         stack=spec.stack, command=command, nodes=nodes, procs_per_node=procs, output_dir=where.jobs,
         checkpoints=where.checkpoints, env_file=ENV_FILE, master_port=MASTER_PORT, name=name,
         gpus_per_node=gpus_per_node if gpus_per_node is not None else gpus, hours=hours,
-        env={"GOLDENENV_CODE": where.code}, slurmd_timeout=slurmd_timeout, run=run_name(name),
+        env={"GOLDENENV_CODE": where.code}, slurmd_timeout=slurmd_timeout, run=resume or run_name(name),
         spot_cloud=spec.cloud if pool.capacity.value == "spot" else None,
     )
 
 
+def known_runs(head: Head, where: Places) -> list[str]:
+    """The runs on the shared file system: a folder of checkpoints, or output in the jobs folder."""
+    script = 'ls -1 "$0" 2>/dev/null; cd "$1" 2>/dev/null && for f in *.out; do [ -e "$f" ] && echo "${f%.out}"; done'
+    _, out = head.run(["sh", "-c", script, where.checkpoints, where.jobs])
+    return sorted({r for r in out.split() if RUN.fullmatch(r)})
+
+
+def check_resume(head: Head, where: Places, run: str) -> None:
+    """A run may be continued when the shared file system has it and none of its jobs is still queued or running
+    (two jobs writing one run folder would overwrite each other's checkpoints)."""
+    runs = known_runs(head, where)
+    if run not in runs:
+        listed = ", ".join(runs[-10:]) if runs else "none yet"
+        raise ConfigError([Problem("--resume", f"{run}: no such run in {where.checkpoints} or {where.jobs}; "
+                                   f"the runs there: {listed}")])
+    active = [j for j in list_jobs(head, where.checkpoints) if j.run == run and not j.done]
+    if active:
+        raise ConfigError([Problem("--resume", f"{run}: job {active[0].id} of that run is still "
+                                   f"{active[0].state}; cancel it first (goldenenv cancel {active[0].id})")])
+
+
 def submit(head: Head, job: BatchJob, jobs_dir: str) -> str:
-    """Write the sbatch script on the head and queue it; the job id."""
+    """Write the sbatch script on the head, queue it and add it to the job index; the job id."""
     staged = f"{jobs_dir}/submit-{uuid.uuid4().hex[:8]}.sbatch"
     head.write(staged, job.script().encode())
     out = head.check(["sbatch", "--parsable", f"--chdir={jobs_dir}", staged]).strip()
@@ -217,30 +244,107 @@ def submit(head: Head, job: BatchJob, jobs_dir: str) -> str:
     if not job_id.isdigit():
         raise HeadError(f"sbatch said {out!r}, not a job id")
     head.run(["mv", staged, f"{jobs_dir}/{job.run}.sbatch"])
+    record = 'printf "%s\t%s\t%s\n" "$1" "$2" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$0"'
+    head.run(["sh", "-c", record, f"{jobs_dir}/{jobindex.FILE}", job_id, job.run])
     return job_id
 
 
-def list_jobs(head: Head, checkpoints: str, job_id: str | None = None) -> list[view.Job]:
-    """Slurm's jobs (finished ones for a day), each with the step of its latest checkpoint."""
-    rc, out = head.run(["scontrol", "show", "job", "-o", *([job_id] if job_id else [])])
+SLURM = ["env", f"TZ={view.TIME_ZONE}"]
+"""Slurm's commands run with the time zone goldenenv shows: scontrol prints times in the caller's zone, unnamed."""
+
+
+def list_jobs(head: Head, checkpoints: str, job_id: str | None = None, jobs_dir: str | None = None) -> list[view.Job]:
+    """Slurm's jobs (finished ones for a day), each with the newest checkpoint step it wrote itself."""
+    rc, out = head.run([*SLURM, "scontrol", "show", "job", "-o", *([job_id] if job_id else [])])
     if rc:
         if job_id and "Invalid job id" in out:
             raise NoSuchJob(f"JOB {job_id}: no such job on the head (jobs are listed for a day after they end; "
                             "goldenenv jobs lists them)")
         raise HeadError(f"scontrol show job failed on the head: {out.strip()[-300:]}")
     found = view.jobs(out)
-    if not found:
-        return []
     runs = sorted({j.run for j in found if j.run})
-    steps = {}
-    if runs:
-        script = 'for run in "$@"; do printf "%s " "$run"; cat "$0/$run/latest" 2>/dev/null; echo; done'
-        _, latest = head.run(["sh", "-c", script, checkpoints, *runs])
-        for line in latest.splitlines():
-            words = line.split(maxsplit=1)
-            if words:
-                steps[words[0]] = view.checkpoint_step(words[1] if len(words) > 1 else "")
-    return [view.Job(**{**j.to_dict(), "checkpoint_step": steps.get(j.run)}) for j in found]
+    if not runs:
+        return found
+    script = ('cat "$0" 2>/dev/null; echo "=="; cd "$1" 2>/dev/null || exit 0; shift; for run in "$@"; do '
+              'for f in "$run"/step-*.pt; do [ -e "$f" ] && stat -c "%Y %n" "$f"; done; done')
+    index = f"{jobs_dir or str(Path(checkpoints).parent / slurm.JOBS_FOLDER)}/{jobindex.FILE}"
+    _, listed = head.run(["sh", "-c", script, index, checkpoints, *runs])
+    known, _, stats = listed.partition("==\n")
+    return [view.Job(**{**j.to_dict(), "checkpoint_step": step}) for j, step in
+            zip(found, own_steps(found, jobindex.entries(known), stats))]
+
+
+def own_steps(found: list[view.Job], known: list[jobindex.Entry], stats: str) -> list[int | None]:
+    """Each job's newest checkpoint step: of its run folder's checkpoints (`stat -c '%Y %n'` lines), those written
+    from its submission (the job index's time, else Slurm's SubmitTime) to its end (none while it runs). Two jobs of
+    one run, the first and its resubmission with --resume, each get their own; a requeue is the same job."""
+    written: dict[str, list[tuple[int, int]]] = {}
+    for row in stats.splitlines():
+        mtime, _, path = row.partition(" ")
+        step = view.checkpoint_step(path.rsplit("/", 1)[-1])
+        if mtime.isdigit() and step is not None and "/" in path:
+            written.setdefault(path.split("/", 1)[0], []).append((int(mtime), step))
+    submitted = {(e.id, e.run): e.submitted for e in known}
+    steps = []
+    for j in found:
+        since = view.slurm_time(submitted.get((j.id, j.run), "").rstrip("Z")) or view.slurm_time(j.submitted)
+        until = view.slurm_time(j.end) if j.done else None
+        own = [step for mtime, step in written.get(j.run, [])
+               if (since is None or mtime >= since.timestamp()) and (until is None or mtime <= until.timestamp())]
+        steps.append(max(own) if own else None)
+    return steps
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a job's output is: its run's .out on the shared file system; `earlier` names other runs that had the
+    same id in an earlier cluster."""
+
+    path: str
+    run: str
+    current: bool
+    earlier: list[jobindex.Entry]
+
+
+def find_output(head: Head, where: Places, job_id: str) -> Output:
+    """A job's output by its id: the job Slurm knows now, else the job index (and the first lines of output files
+    from before the index) for jobs of an earlier cluster whose output is still on the shared file system."""
+    try:
+        current = list_jobs(head, where.checkpoints, job_id, where.jobs)
+    except NoSuchJob:
+        current = []
+    known = recorded_jobs(head, where)
+    if current:
+        job = current[0]
+        return Output(job.output, job.run, True, [e for e in jobindex.with_id(known, job_id) if e.run != job.run])
+    found = jobindex.with_id(known, job_id)
+    if not found:
+        raise NoSuchJob(f"JOB {job_id}: no such job on the head, and no output of a job {job_id} in {where.jobs} "
+                        "(goldenenv jobs lists the head's jobs)")
+    if len(found) > 1:
+        raise NoSuchJob(f"JOB {job_id}: {len(found)} earlier clusters had a job {job_id}: "
+                        + "; ".join(jobindex.describe(e) for e in found) + ". Say which with --run RUN")
+    return Output(f"{where.jobs}/{found[0].run}.out", found[0].run, False, [])
+
+
+def recorded_jobs(head: Head, where: Places) -> list[jobindex.Entry]:
+    """The job index, then jobs from before it by their output's first line (only output files it does not list)."""
+    _, text = head.run(["sh", "-c", 'cat "$0/$1" 2>/dev/null', where.jobs, jobindex.FILE])
+    known = jobindex.entries(text)
+    listed = {e.run for e in known}
+    script = ('cd "$0" 2>/dev/null || exit 0; for f in *.out; do case " $* " in *" ${f%.out} "*) ;; '
+              '*) [ -e "$f" ] && head -v -n 1 "$f" ;; esac; done')
+    _, firsts = head.run(["sh", "-c", script, where.jobs, *sorted(listed)])
+    return known + jobindex.first_lines(firsts)
+
+
+def run_output(head: Head, where: Places, run: str) -> str:
+    """The output file of a run named with --run; bad input names the flag and the runs there are."""
+    runs = known_runs(head, where)
+    if not RUN.fullmatch(run) or run not in runs:
+        listed = ", ".join(runs[-10:]) if runs else "none yet"
+        raise ConfigError([Problem("--run", f"{run}: no such run in {where.jobs}; the runs there: {listed}")])
+    return f"{where.jobs}/{run}.out"
 
 
 def job_output(job: view.Job) -> str:
@@ -257,7 +361,10 @@ def follow(head: Head, path: str, job_id: str, checkpoints: str, poll: float = 2
             yield out
         if not follow_on:
             return
-        found = list_jobs(head, checkpoints, job_id)
+        try:
+            found = list_jobs(head, checkpoints, job_id)
+        except NoSuchJob:
+            found = []
         if not found or found[0].done:
             rc, out = head.run(["tail", "-c", f"+{offset + 1}", path])
             if rc == 0 and out:
@@ -273,7 +380,7 @@ def cancel(head: Head, job_id: str) -> None:
 
 
 def scheduler_nodes(head: Head) -> list[view.Node]:
-    return view.nodes(head.check(["scontrol", "show", "node", "-o"]))
+    return view.nodes(head.check([*SLURM, "scontrol", "show", "node", "-o"]))
 
 
 def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], list[str]]:
@@ -283,5 +390,5 @@ def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], lis
     return found, view.judge(found, sum(p.count for p in spec.nodes), gpus)
 
 
-__all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "SshHead", "batch_job", "cancel", "follow",
-           "list_jobs", "places", "submit"]
+__all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead", "batch_job", "cancel",
+           "check_resume", "find_output", "follow", "known_runs", "list_jobs", "places", "run_output", "submit"]

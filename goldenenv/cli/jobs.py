@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from goldenenv.cli.common import HOSTS_BY, STACK, console, errors, fail, lifecycle_failure, stack_spec
 from goldenenv.clouds.base import HostsBy
@@ -77,7 +77,11 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
                                          "first (/data/code locally, e.g. /fsx/code on AWS)."),
                hours: float = typer.Option(None, "--time", help="Time limit in hours (Slurm ends the job then); "
                                            "default: none."),
-               name: str = typer.Option("train", "--name", help="The job's name in `goldenenv jobs`."),
+               name: str = typer.Option(None, "--name", help="The job's name in `goldenenv jobs`; default: train, "
+                                        "or the resumed run's."),
+               resume: str = typer.Option(None, "--resume", metavar="RUN", help="Continue this run (`goldenenv "
+                                          "jobs --wide` shows runs): the job gets its run folder, so its "
+                                          "checkpoints, and appends to its output."),
                head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
                hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
     """Queue CMD on N nodes under torchrun; it is requeued and resumes by itself when a node is lost.
@@ -85,7 +89,9 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
     goldenenv submit --nodes 2 --code examples -- python /data/code/train_ddp.py --steps 300
 
     Output goes to <shared FS>/jobs/RUN.out, checkpoints to $GOLDENENV_CHECKPOINTS (<checkpoints>/RUN), the same
-    on every start of the job; RUN is the job's name, when it was submitted and a random word."""
+    on every start of the job; RUN is the job's name, when it was submitted and a random word. --resume RUN
+    continues a cancelled or ended run from its checkpoints (a training that resumes from them, as
+    examples/train_ddp.py does, goes on from its last step)."""
     from goldenenv import jobs, lifecycle, remote
 
     command = list(ctx.args)
@@ -99,8 +105,10 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
     spec = stack_spec(stack)
     with _reported():
         client, cluster = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
-        job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec))
+        job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec), resume)
         where = jobs.places(spec)
+        if resume is not None:
+            jobs.check_resume(client, where, resume)
         if code is not None:
             if cluster is not None:
                 lifecycle.sync_code(cluster, code)
@@ -112,54 +120,88 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
                                                 "goldenenv:storage.parallelFs")])
         job_id = jobs.submit(client, job, where.jobs)
     console.print(job_id)
-    errors.print(f"queued job {job_id} on {nodes} node(s) of {spec.stack}: output {where.jobs}/{job.run}.out, "
+    errors.print(f"queued job {job_id} on {nodes} node(s) of {spec.stack}"
+                 + (f", resuming run {job.run}" if resume else "") + f": output {where.jobs}/{job.run}.out, "
                  f"checkpoints {where.checkpoints}/{job.run} (goldenenv logs -s {spec.stack} {job_id} -f)",
                  highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("jobs")
 def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", help="One JSON list, for scripts."),
+             wide: bool = typer.Option(False, "--wide", help="Every column (run, restarts, submitted, reason), "
+                                       "whatever the terminal's width."),
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
-    """The stack's jobs (finished ones for a day): state, nodes, restarts, elapsed, latest checkpoint step; then every
-    node out of service with Slurm's reason (a failed health rule, a spot notice)."""
+    """The stack's jobs (finished ones for a day): id, name, state (with restarts and Slurm's reason), nodes, start
+    and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), and the checkpoint step;
+    then every node out of service with Slurm's reason (a failed health rule, a spot notice).
+
+    The checkpoint step is the newest one the job wrote itself (of its run folder's step-N.pt, those written between
+    its submission and its end): a run resumed with --resume shows each job's own. At 80 columns long cells wrap;
+    --wide shows every column."""
+    from datetime import datetime, timezone
+
     from goldenenv import jobs
+    from goldenenv.cli import jobtable
 
     spec = stack_spec(stack)
     with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
-        found = jobs.list_jobs(client, jobs.places(spec).checkpoints)
+        where = jobs.places(spec)
+        found = jobs.list_jobs(client, where.checkpoints, jobs_dir=where.jobs)
         out_of_service = [n for n in jobs.scheduler_nodes(client) if n.reason] if not as_json else []
     if as_json:
         print(json.dumps([j.to_dict() for j in found], indent=2))
         return
-    table = Table(title=f"jobs on {spec.stack}", title_justify="left")
-    for column in ("id", "name", "state", "nodes", "restarts", "start", "elapsed", "checkpoint", "reason"):
-        table.add_column(column, no_wrap=column in ("id", "state", "restarts", "elapsed"))
-    for j in found:
-        table.add_row(j.id, escape(j.name), j.state, escape(j.nodes), str(j.restarts), j.start, j.elapsed,
-                      "" if j.checkpoint_step is None else f"step {j.checkpoint_step}", escape(j.reason))
-    console.print(table if found else "no jobs")
+    if not found:
+        console.print("no jobs")
+    else:
+        shown = jobtable.table(spec.stack, found, datetime.now(timezone.utc), wide)
+        natural = console.measure(shown, options=console.options.update_width(10_000)).maximum
+        out = Console(emoji=False, width=max(console.width, natural)) if wide else console
+        out.print(shown)
     for node in out_of_service:  # why a job waits: a node drained (its health check, a spot notice) or down
         console.print(f"[yellow]{escape(node.name)}[/] {escape(node.state.lower())}: {escape(node.reason)}",
                       highlight=False, soft_wrap=True)
 
 
 @app.command("logs")
-def logs_cmd(job_id: str = JOB, stack: str = STACK,
+def logs_cmd(job_id: str = typer.Argument(None, help="The job id `goldenenv submit` printed (goldenenv jobs lists "
+                                          "them); a job of an earlier cluster whose output is still there too."),
+             stack: str = STACK,
+             run: str = typer.Option(None, "--run", metavar="RUN", help="The run's output instead (every job of it): "
+                                     "where an id was used by jobs of several clusters."),
              follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job has ended."),
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
-    """A job's output, every start of it (requeues append)."""
+    """A job's output, every start of it (requeues append, and so do jobs that resume its run).
+
+    After `goldenenv destroy` (data kept) and `up`, Slurm numbers jobs from 1 again and forgets the old ones; their
+    output stays on the shared file system and logs finds it by the old id (goldenenv keeps a job index there,
+    <jobs>/goldenenv-jobs.tsv). Where several clusters had a job with that id, it names their runs: give --run."""
     from goldenenv import jobs
 
-    _job_id(job_id)
+    if (job_id is None) == (run is None):
+        errors.print("give a JOB id or --run RUN (goldenenv jobs --wide lists both)")
+        raise typer.Exit(2)
+    if job_id is not None:
+        _job_id(job_id)
     spec = stack_spec(stack)
     with _reported():
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
-        found = jobs.list_jobs(client, where.checkpoints, job_id)
-        for text in jobs.follow(client, jobs.job_output(found[0]), job_id, where.checkpoints, follow_on=follow):
+        if run is not None:
+            path, current = jobs.run_output(client, where, run), False
+        else:
+            found = jobs.find_output(client, where, job_id)
+            path, current = found.path, found.current
+            if not found.current:
+                errors.print(f"job {job_id} of an earlier cluster: run {found.run}", highlight=False)
+            elif found.earlier:
+                errors.print(f"job {job_id} of this cluster (run {found.run}); an earlier cluster's: "
+                             + ", ".join(f"goldenenv logs --run {e.run}" for e in found.earlier), highlight=False,
+                             soft_wrap=True)
+        for text in jobs.follow(client, path, job_id or "", where.checkpoints, follow_on=follow and current):
             print(text, end="", flush=True)
 
 

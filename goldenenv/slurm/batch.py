@@ -10,6 +10,9 @@ from datetime import datetime, timezone
 from goldenenv.render import render
 
 JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
+RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
+"""A run folder's name, as run_name makes it or --resume names it: one path word, never a path."""
+RUN_SUFFIX = re.compile(r"-\d{8}T\d{6}Z-[0-9a-f]{4}$")
 RUN_COMMENT = "goldenenv-run="
 """The job's Slurm comment names its run: `goldenenv jobs` finds the run's checkpoints by it."""
 
@@ -20,6 +23,12 @@ def run_name(name: str, now: datetime | None = None) -> str:
     wrote; never another job's, even when a new cluster's Slurm numbers its jobs from 1 again."""
     now = now or datetime.now(timezone.utc)
     return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+
+
+def job_name(run: str) -> str:
+    """The name a run was submitted under (train for train-20261202T050719Z-46a2): a resumed run keeps its name."""
+    name = RUN_SUFFIX.sub("", run)
+    return name if name != run and JOB_NAME.fullmatch(name) else "train"
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,8 @@ class BatchJob:
     """The node's fabric and storage environment (/etc/goldenenv/launch.env), sourced by each task where it exists."""
     master_port: int
     run: str
-    """The run folder's name (run_name): where this job's checkpoints and output go on every start."""
+    """The run folder's name (run_name): where this job's checkpoints and output go on every start, and those of a
+    later job that resumes the run (`goldenenv submit --resume RUN`): its output is appended to the same file."""
     name: str = "train"
     gpus_per_node: int = 0
     hours: float | None = None

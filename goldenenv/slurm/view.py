@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
 """Job states that do not change again (NODE_FAIL is not one: with --requeue the job goes back to PENDING)."""
 STEP = re.compile(r"step-(\d+)")
+NO_END = timedelta(days=365)
+"""Slurm schedules a job with no time limit (the partition's MaxTime=INFINITE, goldenenv's default) as if it ran
+for a year: scontrol shows TimeLimit=365-00:00:00 and an EndTime a year after its start (captures/slurm). A pending
+job's estimated start behind such a job is that made-up end, not an estimate."""
+TIME_ZONE = "UTC"
+"""goldenenv asks Slurm for its times in UTC (TZ=UTC on the head), whatever the head's own zone."""
 
 
 def records(text: str) -> list[dict[str, str]]:
@@ -42,10 +49,25 @@ class Job:
     run: str = ""
     """The run folder goldenenv submit named in the job's comment ('' for a job submitted with plain sbatch)."""
     checkpoint_step: int | None = None
+    """The newest checkpoint step this job wrote: of its run folder's checkpoints, those written after the job was
+    submitted and before it ended (see jobs.list_jobs); a run resumed by a later job keeps each job's own."""
+    submitted: str = ""
+    end: str = ""
+    time_limit: str = ""
 
     @property
     def done(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def pending(self) -> bool:
+        return self.state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+
+    @property
+    def unlimited(self) -> bool:
+        """No time limit of its own: Slurm shows UNLIMITED, or a year (what it schedules INFINITE as)."""
+        limit = duration(self.time_limit)
+        return self.time_limit in ("UNLIMITED", "INFINITE") or (limit is not None and limit >= NO_END)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,9 +83,49 @@ def jobs(text: str) -> list[Job]:
             nodes=r.get("NodeList", "") if r.get("NodeList") != "(null)" else "", restarts=int(r.get("Restarts", 0)),
             start=r.get("StartTime", ""), elapsed=r.get("RunTime", ""),
             reason=r.get("Reason", "None") if r.get("Reason") != "None" else "", output=r.get("StdOut", ""),
-            run=_run(r.get("Comment", "")),
+            run=_run(r.get("Comment", "")), submitted=r.get("SubmitTime", ""), end=r.get("EndTime", ""),
+            time_limit=r.get("TimeLimit", ""),
         ))
     return sorted(found, key=lambda j: int(j.id) if j.id.isdigit() else 0)
+
+
+def slurm_time(text: str) -> datetime | None:
+    """A time as scontrol prints it (2026-12-02T05:07:20, in TIME_ZONE); None for Unknown, None, N/A or nothing."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def duration(text: str) -> timedelta | None:
+    """A Slurm duration ([days-]hours:minutes:seconds, or minutes[:seconds]); None for UNLIMITED or anything else."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+):(\d+):(\d+)", text)
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+
+
+def started(job: Job) -> datetime | None:
+    """When the job (its latest start) began; None while it has not."""
+    return None if job.pending else slurm_time(job.start)
+
+
+def start_estimate(job: Job, others: list[Job], now: datetime) -> datetime | None:
+    """When Slurm expects a pending job to start, only where that is a real estimate: a time to come, before a year
+    has passed, and before the made-up end of any running job with no time limit (Slurm's estimate behind such a
+    job is that job's start plus a year). None where Slurm has none (Unknown) or only the start of a run before a
+    requeue."""
+    if not job.pending:
+        return None
+    estimate = slurm_time(job.start)
+    if estimate is None or estimate <= now or estimate >= now + NO_END:
+        return None
+    for other in others:
+        end = slurm_time(other.end)
+        if other.state == "RUNNING" and other.unlimited and end is not None and estimate >= end - timedelta(minutes=1):
+            return None
+    return estimate
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,73 @@
+"""The `goldenenv jobs` table: at 80 columns the columns a user reads first, each whole (long cells wrap, none is cut
+to "…"); --wide, every column. Times are Slurm's, in UTC, said in the header; a pending job's start is Slurm's
+estimate only where it is a real one (view.start_estimate), never the year-ahead stand-in for "no time limit"."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from goldenenv.slurm import view
+
+STEP_HELP = ("step: the newest checkpoint step the job wrote itself (of its run folder's step-N.pt, those written "
+             "between its submission and its end); a run resumed with --resume shows each job's own")
+
+
+def start_cell(job: view.Job, found: list[view.Job], now: datetime, wide: bool) -> str:
+    estimate = view.start_estimate(job, found, now)
+    if job.pending:
+        return f"est. {when(estimate, now, wide)}" if estimate else "pending"
+    began = view.started(job)
+    return when(began, now, wide) if began else ""
+
+
+def when(moment: datetime | None, now: datetime, wide: bool) -> str:
+    if moment is None:
+        return ""
+    if wide:
+        return f"{moment:%Y-%m-%d %H:%M:%S}"
+    return f"{moment:%m-%d %H:%M}" if moment.year == now.year else f"{moment:%Y-%m-%d}"
+
+
+def state_cell(job: view.Job) -> str:
+    """The state, then its restarts and Slurm's reason on lines of their own (the narrow table has no columns
+    for them)."""
+    lines = [job.state]
+    if job.restarts:
+        lines.append(f"{job.restarts} restart{'s' if job.restarts > 1 else ''}")
+    if job.reason:
+        lines.append(escape(job.reason))
+    return "\n".join(lines)
+
+
+def table(stack: str, found: list[view.Job], now: datetime, wide: bool = False) -> Table:
+    shown = Table(title=f"jobs on {stack} (times {view.TIME_ZONE})", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, caption=None if wide else "--wide: run, restarts, submitted, "
+                  "reason in columns of their own", caption_justify="left")
+    step = "step" if not wide else "checkpoint step"
+    if wide:
+        for column in ("id", "name", "run", "state", "nodes", "restarts", f"submitted {view.TIME_ZONE}",
+                       f"start {view.TIME_ZONE}", "elapsed", step, "reason"):
+            shown.add_column(column, no_wrap=True)
+    else:
+        shown.add_column("id", no_wrap=True, justify="right")
+        shown.add_column("name", overflow="fold", min_width=5)
+        shown.add_column("state", overflow="fold", min_width=9)
+        shown.add_column("nodes", overflow="fold", min_width=5)
+        shown.add_column(f"start {view.TIME_ZONE}", no_wrap=True)
+        shown.add_column("elapsed", no_wrap=True)
+        shown.add_column(step, no_wrap=True, justify="right")
+    for job in found:
+        checkpoint = "" if job.checkpoint_step is None else str(job.checkpoint_step)
+        elapsed = "" if job.pending and job.elapsed in ("", "00:00:00") else job.elapsed
+        start = start_cell(job, found, now, wide)
+        if wide:
+            submitted = view.slurm_time(job.submitted)
+            shown.add_row(job.id, escape(job.name), escape(job.run), job.state, escape(job.nodes), str(job.restarts),
+                          when(submitted, now, True), start, elapsed, checkpoint, escape(job.reason))
+        else:
+            shown.add_row(job.id, escape(job.name), state_cell(job), escape(job.nodes), start, elapsed, checkpoint)
+    return shown
