@@ -23,7 +23,9 @@ def _o(flag: str, help_text: str, **kw):
 def estimate_cmd(
     params: str = _o("--params", "Parameters N, e.g. 13e9 (or --model / --config)."),
     tokens: str = _o("--tokens", "Training tokens T, e.g. 1e8."),
-    hours: str = _o("--hours", "The run's hours at perfect scaling, when you know them (instead of --tokens)."),
+    hours: str = _o("--hours", "Instead of --tokens: the run's hours at perfect scaling on your configuration "
+                    "(--instance-type or --gpu, with --gpus-per-node and --nodes), where you measured or know "
+                    "them; every option's hours are scaled from them by its GPUs × peak TFLOPS."),
     model: str = _o("--model", "A catalog model: llama-2-7b, llama-3.1-8b, mistral-7b, qwen2.5-7b, ..."),
     config: str = _o("--config", "A Hugging Face config.json on disk (read locally, never downloaded)."),
     method: str = _o("--method", "full | lora | qlora (default full)."),
@@ -53,7 +55,14 @@ def estimate_cmd(
     mfu: str = _o("--mfu", "Model FLOPs utilisation, 0..1 (default 0.4, an assumption)."),
     headroom: str = _o("--headroom", "Share of GPU and host memory kept free, 0..0.9 (default 0.1)."),
     deadline: str = _o("--deadline", "Hours the run may take; the cheapest option meets it."),
-    trainable_fraction: str = _o("--trainable-fraction", "LoRA/QLoRA adapters as a fraction of N (default 0.01)."),
+    lora_rank: str = _o("--lora-rank", "LoRA rank r, as PEFT's LoraConfig (default 8)."),
+    lora_targets: str = _o("--lora-targets", "Modules given adapters, named as in the model: q_proj,k_proj,v_proj,"
+                           "o_proj,gate_proj,up_proj,down_proj,lm_head, or all-linear (default q_proj,v_proj)."),
+    modules_to_save: str = _o("--modules-to-save", "Modules trained whole: embed_tokens,lm_head."),
+    adapter_config: str = _o("--adapter-config", "A PEFT adapter_config.json on disk (its r, target_modules, "
+                             "modules_to_save)."),
+    trainable_fraction: str = _o("--trainable-fraction", "Override: the trained share of N for LoRA/QLoRA, instead "
+                                 "of counting the adapters from the shape."),
     price: str = _o("--price", "Your price per GPU-hour (with --currency, default USD)."),
     currency: str = _o("--currency", "Currency of --price: USD, CNY, ..."),
     scaling_efficiency: str = _o("--scaling-efficiency", "Share of perfect scaling your run reaches, 0..1 "
@@ -84,7 +93,8 @@ def estimate_cmd(
             problems.append(f"--plot: {plot} must end in .png or .svg")
         elif not plot.parent.is_dir():
             problems.append(f"--plot: the folder {plot.parent} does not exist; create it or write elsewhere")
-    request, invalid = est.request_from(given, named=named)
+    unread = any(p.startswith(("--spec:", "--stack:")) for p in problems)
+    request, invalid = est.request_from(given, named=named, partial=unread)
     problems += invalid
     if problems:
         errors.print("[bold red]invalid estimate input[/]")
@@ -117,12 +127,13 @@ def _merge(given: dict, named: dict, values: dict, names: dict, problems: list[s
 
 
 def _spec_file(path: Path, problems: list[str]) -> tuple[dict, dict]:
+    """The spec's values as written (text), for the same parser as the flags."""
     from goldenenv import estimate as est
-    from goldenenv.userfile import read_yaml
+    from goldenenv.estimate.specfile import read_spec
     from goldenenv.spec import ConfigError
 
     try:
-        loaded = read_yaml(path, str(path), "estimate spec")
+        loaded = read_spec(path, str(path))
     except ConfigError as e:
         problems.extend(f"--spec: {p}" for p in e.problems)
         return {}, {}
@@ -209,13 +220,15 @@ def _print(est, result) -> None:
                       f"micro-batch {req.micro_batch}, {req.attention} attention, checkpointing "
                       f"{'on' if req.checkpointing else 'off'}", highlight=False)
         console.print(f"DeepSpeed formulas: {escape(req.deepspeed_from)}", highlight=False)
+        _print_peft(est, req)
     if m is not None:
         usable = est.gpu_usable_bytes(gpu) if gpu else None
         table = Table(title="memory per GPU", title_justify="left")
         table.add_column("component")
         table.add_column("GiB", justify="right")
-        for label, value in (("model states (DeepSpeed)", m.model_states), ("activations", m.activations),
-                             ("logits", m.logits), ("overhead", m.overhead), ("total", m.total)):
+        for label, value in (("model states (DeepSpeed)", m.model_states), *_state_rows(req, m),
+                             ("activations", m.activations), ("logits", m.logits), ("overhead", m.overhead),
+                             ("total", m.total)):
             table.add_row(label, _gib(value))
         if gpu:
             table.add_row(f"{gpu} as nvidia-smi reports it", _gib(usable))
@@ -259,8 +272,42 @@ def _print(est, result) -> None:
         console.print(ct)
     if result.options:
         _print_options(result, req)
-    for a in est.ASSUMPTIONS:
+    for a in est.assumptions(req):
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
+
+
+STATE_LABELS = {
+    "frozen_16bit": "  frozen, 16-bit (embeddings, output layer, norms{})",
+    "frozen_4bit": "  frozen, 4-bit NF4 (layers' Linear weights)",
+    "quantization_constants": "  NF4 constants (absmax, double-quantized)",
+    "gathered_layer": "  ZeRO-3's gathered frozen layer",
+    "trainable_states": "  trained: weights + gradients + optimizer states",
+}
+
+
+def _state_rows(req, m) -> list[tuple[str, float]]:
+    """Model states by category for LoRA/QLoRA (full training is one DeepSpeed figure)."""
+    if req.method == "full" or not m.parts:
+        return []
+    rows = []
+    for key, label in STATE_LABELS.items():
+        if key in m.parts and (m.parts[key] or key in ("frozen_16bit", "trainable_states")):
+            rows.append((label.format("" if req.method == "qlora" else ", Linear weights"), m.parts[key]))
+    return rows
+
+
+def _print_peft(est, req) -> None:
+    """The LoRA as estimated and its counts, in PEFT's print_trainable_parameters words."""
+    doc = est.peft_json(req)
+    if doc is None:
+        return
+    what = escape(doc["source"]) if doc["rank"] is None else (
+        f"{escape(req.lora.describe(req.model_shape))}, from {escape(doc['source'])}")
+    console.print(f"{req.method}: {what}", highlight=False)
+    console.print(f"trainable params: {doc['trainable_params']:,.0f} (adapters {doc['adapter_params']:,.0f}, "
+                  f"trained whole {doc['saved_params']:,.0f}) || all params: {doc['all_params']:,.0f} || "
+                  f"frozen {doc['frozen_params']:,.0f}, of which 4-bit {doc['quantized_params']:,.0f} and 16-bit "
+                  f"{doc['frozen_16bit_params']:,.0f}", highlight=False)
 
 
 def _print_options(result, req) -> None:
@@ -289,8 +336,10 @@ def _print_options(result, req) -> None:
         console.print(f"[bold]cheapest ({currency})[/]: {o.cloud} {o.instance_type} x{o.nodes} {o.capacity}, "
                       f"{o.hours:,.1f} h at {o.scaling_efficiency:.2f} efficiency, {o.cost:,.0f} {currency}",
                       highlight=False)
-    if not result.cheapest:
-        console.print("[yellow]no priced option fits and meets the deadline[/]")
+    if result.hours_basis:
+        console.print(f"[dim]hours: {escape(result.hours_basis)}[/]", highlight=False)
+    if result.no_recommendation:
+        console.print(f"[yellow]{escape(result.no_recommendation)}[/]", highlight=False)
     if any(o.tcp_zero3 and o.fits for o in result.options) and not req.allow_tcp:
         console.print("[yellow]multi-node ZeRO-3 without RDMA is not recommended: it gathers every weight over TCP "
                       "each step; --allow-tcp to consider it[/]")

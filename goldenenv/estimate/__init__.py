@@ -7,7 +7,8 @@ that is a modelling choice rather than a published fact is a named constant list
 prints with each estimate.
 
 Training FLOPs: 6·N·T (Kaplan et al. 2020; 2·N·T forward, twice that backward); LoRA and QLoRA 4·N·T + 6·A·T
-(forward and activation gradients through the frozen base, full training of the A adapter parameters).
+(forward and activation gradients through the frozen base, full training of the A trainable parameters: the
+adapters PEFT adds and any modules_to_save, counted per module from the shape by .lora).
 Recomputation under checkpointing is not counted: MFU is defined on model FLOPs, so its cost shows as a lower MFU.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from goldenenv import catalog, costs
 from goldenenv.estimate import footprint as mem
-from goldenenv.estimate import network, shapes
+from goldenenv.estimate import lora, network, shapes, timing
 from goldenenv.estimate.footprint import GiB, OVERHEAD_BYTES
 from goldenenv.estimate.shapes import Shape
 
@@ -33,8 +34,6 @@ DEFAULT_MFU = 0.4
 DEFAULT_HEADROOM = 0.10
 """Assumption: the share of a GPU's (and a host's) memory left free for the allocator's fragmentation, other
 processes and spikes; a run needing more than the rest is "tight", more than all of it does not fit."""
-DEFAULT_TRAINABLE_FRACTION = 0.01
-"""Assumption: LoRA adapters hold 1 % of the base's parameters (r=16 on every linear layer of a 7B model ≈ 0.6 %)."""
 MAX_NODES = 64
 """The largest node count the cost search tries per instance type."""
 
@@ -91,7 +90,10 @@ class Request:
     nodes: int = 1
     mfu: float | None = None
     deadline_hours: float | None = None
-    trainable_fraction: float = DEFAULT_TRAINABLE_FRACTION
+    trainable_fraction: float | None = None
+    """The user's override of the trainable share of N for LoRA/QLoRA; None: counted from `lora`."""
+    lora: lora.Adapter | None = None
+    """The LoRA as PEFT describes it (rank, target modules, modules_to_save); PEFT's defaults when not given."""
     deepspeed: tuple[int, ...] | None = None
     deepspeed_from: str = "the newest formulas the catalog knows"
     headroom: float = DEFAULT_HEADROOM
@@ -121,9 +123,15 @@ class Request:
         return self.model_shape.total_params
 
     @property
+    def peft(self) -> lora.Counts | None:
+        """Adapter, trained-whole, frozen and quantized parameter counts of a LoRA/QLoRA run; None for full."""
+        if self.method == "full" or not self.has_model:
+            return None
+        return lora.counts(self.lora, self.model_shape, self.method, self.trainable_fraction)
+
+    @property
     def trainable_params(self) -> float:
-        n = self.total_params
-        return n if self.method == "full" else n * self.trainable_fraction
+        return self.total_params if self.method == "full" else self.peft.trainable
 
     @property
     def estimator(self) -> catalog.DeepspeedEstimator:
@@ -140,11 +148,11 @@ def memory(req: Request, gpus_per_node: int, nodes: int, row: catalog.DeepspeedE
     """Bytes per GPU (and host bytes per node) of the run on `nodes` nodes of `gpus_per_node` GPUs."""
     row = row or req.estimator
     shape = req.model_shape
-    states, host = mem.model_states(shape, req.method, row, gpus_per_node * nodes, gpus_per_node, nodes,
-                                    req.trainable_fraction, req.precision)
+    states, host, parts = mem.model_states(shape, req.method, row, gpus_per_node * nodes, gpus_per_node, nodes,
+                                           req.precision, req.peft)
     layers, logits = mem.activations(shape, req.seq_len, req.micro_batch, checkpointing=req.checkpointing,
                                      attention=req.attention, precision=req.precision)
-    return mem.Memory(states, layers, logits, OVERHEAD_BYTES, host, row)
+    return mem.Memory(states, layers, logits, OVERHEAD_BYTES, host, row, parts)
 
 
 def flops_per_token(req: Request) -> float:
@@ -154,6 +162,15 @@ def flops_per_token(req: Request) -> float:
 
 def training_flops(req: Request) -> float | None:
     return flops_per_token(req) * req.tokens if req.tokens is not None and req.has_model else None
+
+
+def work_flops(req: Request) -> float | None:
+    """The FLOPs every option is timed on: the training FLOPs from --tokens, or from --hours what the user's own
+    configuration computes in them (goldenenv.estimate.timing); None when neither can be known."""
+    if req.tokens is not None:
+        return training_flops(req)
+    gpu = req.instance.gpu.name if req.instance else req.gpu
+    return timing.flops_in_hours(req.hours, gpu, req.gpus_per_node * req.nodes, req.mfu or DEFAULT_MFU)
 
 
 def step_scaling(req: Request, gpu: str, gpus_per_node: int, nodes: int, link: network.Links | None,
@@ -262,6 +279,7 @@ def _smallest_fleet(req: Request, it: catalog.InstanceType, mfu: float) -> Fleet
     host_capacity = it.memory_gib * GiB
     peak = catalog.gpu_peak_tflops().get(it.gpu.name)
     link = network.links(it.cloud, it.name)
+    work = work_flops(req)
     first = last = None
     for nodes in range(1, MAX_NODES + 1):
         m = memory(req, it.gpu_count, nodes)
@@ -272,8 +290,8 @@ def _smallest_fleet(req: Request, it: catalog.InstanceType, mfu: float) -> Fleet
             continue
         s = step_scaling(req, it.gpu.name, it.gpu_count, nodes, link, mfu)
         hours = None
-        if peak is not None and req.tokens is not None:
-            ideal = training_flops(req) / (nodes * it.gpu_count * peak.bf16_dense_tflops * 1e12 * mfu) / 3600
+        if peak is not None and work is not None:
+            ideal = work / (nodes * it.gpu_count * peak.bf16_dense_tflops * 1e12 * mfu) / 3600
             hours = costs.billed_hours(ideal, s.efficiency)
         tcp_zero3 = nodes > 1 and req.zero == 3 and not link.rdma
         fleet = Fleet(nodes, hours, True, gpu_fit, host_fit, None, s.efficiency,
@@ -367,6 +385,24 @@ class Estimate:
     def gpus(self) -> int:
         return self.own.gpus
 
+    @property
+    def hours_basis(self) -> str | None:
+        """How the options' hours come from --hours; None when they come from --tokens (or are not known)."""
+        req = self.request
+        if req.tokens is not None:
+            return None
+        return timing.hours_basis(req.hours, req.instance.gpu.name if req.instance else req.gpu,
+                                  self.gpus, req.instance.name if req.instance else None)
+
+    @property
+    def no_recommendation(self) -> str | None:
+        """Why no option is recommended (None when one is), naming only what the user asked for."""
+        if self.cheapest or not self.options:
+            return None
+        req = self.request
+        return timing.no_recommendation(self.options, req.deadline_hours, work_flops(req) is not None,
+                                        req.hours is not None, MAX_NODES)
+
     def to_json(self) -> dict:
         req, m = self.request, self.memory
         shape = req.model_shape
@@ -390,7 +426,10 @@ class Estimate:
                 "logits_bytes": m.logits, "overhead_bytes": m.overhead, "total_bytes_per_gpu": m.total,
                 "host_bytes_per_node": m.host_per_node, "estimator_source": m.estimator.source,
                 "zero_table": self.table,
+                "bytes_per_gpu": {**(m.parts or {}), "activations": m.activations, "logits": m.logits,
+                                  "overhead": m.overhead},
             })
+        doc["peft"] = peft_json(req)
         own = self.own
         doc.update({
             "training_flops": self.training_flops, "mfu": self.mfu, "fits": self.fits,
@@ -402,9 +441,43 @@ class Estimate:
             "cost": own.cost, "cost_lines": [line.to_json() for line in own.parts],
             "options": [asdict(o) for o in self.options],
             "cheapest": {cur: asdict(o) for cur, o in self.cheapest.items()},
-            "assumptions": list(ASSUMPTIONS),
+            "hours_basis": self.hours_basis, "no_recommendation": self.no_recommendation,
+            "assumptions": assumptions(req),
         })
         return finite(doc)
+
+
+def peft_json(req: Request) -> dict[str, Any] | None:
+    """The LoRA as estimated and its counts by category, as PEFT's print_trainable_parameters would show them."""
+    counts = req.peft
+    if counts is None:
+        return None
+    adapter = req.lora or lora.Adapter(assumed=True)
+    override = req.trainable_fraction is not None
+    return {
+        "rank": None if override else adapter.rank,
+        "target_modules": None if override else list(adapter.targets),
+        "modules": None if override else list(adapter.modules(req.model_shape)),
+        "modules_to_save": None if override else list(adapter.modules_to_save),
+        "source": f"--trainable-fraction {req.trainable_fraction:g} (yours)" if override else adapter.source,
+        "assumed": False if override else adapter.assumed,
+        "adapter_params": counts.adapters, "saved_params": counts.saved, "trainable_params": counts.trainable,
+        "frozen_params": counts.frozen, "quantized_params": counts.quantized,
+        "frozen_16bit_params": counts.frozen_16bit, "all_params": counts.all_params,
+    }
+
+
+def assumptions(req: Request) -> list[str]:
+    """The general assumptions, and what this estimate assumed about the user's run where they said nothing."""
+    found = list(ASSUMPTIONS)
+    if req.peft is not None and req.trainable_fraction is None and (req.lora is None or req.lora.assumed):
+        found.append(f"no LoRA described: PEFT's defaults, r={lora.DEFAULT_RANK} on "
+                     f"{', '.join(lora.DEFAULT_TARGETS)}; give --lora-rank and --lora-targets (or --adapter-config)")
+    if req.method == "qlora":
+        found.append("QLoRA as bitsandbytes stores it: NF4 with double quantization on the layers' Linear weights, "
+                     "embeddings, output layer and norms in 16 bits (no fp32 cast of them by "
+                     "prepare_model_for_kbit_training)")
+    return found
 
 
 def finite(value: Any) -> Any:
@@ -452,6 +525,6 @@ def estimate(req: Request) -> Estimate:
 from goldenenv.estimate.figure import figure  # noqa: E402
 from goldenenv.estimate.inputs import SPEC_KEYS, flag, request_from, spec_problems  # noqa: E402
 
-__all__ = ["ASSUMPTIONS", "Estimate", "GiB", "Option", "Request", "SPEC_KEYS", "estimate", "figure", "flag",
+__all__ = ["ASSUMPTIONS", "assumptions", "Estimate", "GiB", "Option", "Request", "SPEC_KEYS", "estimate", "figure", "flag",
            "request_from",
            "spec_problems", "verdict"]

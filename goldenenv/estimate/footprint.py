@@ -24,13 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from goldenenv import catalog
+from goldenenv.estimate import lora
 from goldenenv.estimate.shapes import Shape
 
 GiB = 2**30
 OVERHEAD_BYTES = int(1.5 * GiB)
 """Assumption: CUDA context (~0.5 GiB) plus NCCL buffers and allocator fragmentation (~1 GiB) per GPU."""
-QLORA_BYTES_PER_PARAM = 4.127 / 8
-"""4-bit NormalFloat with double-quantised constants: 4.127 bits per parameter (Dettmers et al. 2023, section 3)."""
 ATTENTION = ("flash", "eager")
 
 
@@ -105,6 +104,9 @@ class Memory:
     overhead: float
     host_per_node: float
     estimator: catalog.DeepspeedEstimator
+    parts: dict[str, float] | None = None
+    """Model states per GPU by category: frozen_16bit, frozen_4bit, quantization_constants, gathered_layer (ZeRO-3's
+    gathered frozen layer), trainable_states (weights, gradients and optimizer states of what is trained)."""
 
     @property
     def total(self) -> float:
@@ -112,16 +114,23 @@ class Memory:
 
 
 def model_states(shape: Shape, method: str, row: catalog.DeepspeedEstimator, gpus: int, gpus_per_node: int,
-                 nodes: int, trainable_fraction: float, precision: str) -> tuple[float, float]:
-    """(per GPU, host per node) for full training, or LoRA/QLoRA: a frozen base (16-bit, 4-bit NF4; partitioned
-    under ZeRO-3, which then gathers its largest layer) plus the adapters' states by the same estimator row."""
+                 nodes: int, precision: str, peft: lora.Counts | None = None) -> tuple[float, float, dict[str, float]]:
+    """(per GPU, host per node, bytes per GPU by category) for full training, or LoRA/QLoRA: a frozen base
+    (16-bit, and under QLoRA its layers' Linear weights in NF4 with their constants; partitioned under ZeRO-3,
+    which then gathers its largest layer) plus the trainable parameters' states by the same estimator row."""
     params, largest = shape.total_params, shape.largest_layer_params
     if method == "full":
-        return (gpu_bytes(row, params, largest, gpus),
-                host_bytes(row, params, largest, gpus_per_node, nodes))
-    adapters = params * trainable_fraction
-    base_bytes = QLORA_BYTES_PER_PARAM if method == "qlora" else (4 if precision == "fp32" else 2)
-    base = base_bytes * params / (gpus if row.stage == 3 else 1) + (base_bytes * largest if row.stage == 3 else 0)
-    host = base_bytes * params * gpus_per_node * row.buffer_factor
-    return (base + gpu_bytes(row, adapters, 0, gpus),
-            host + host_bytes(row, adapters, 0, gpus_per_node, nodes))
+        states = gpu_bytes(row, params, largest, gpus)
+        return states, host_bytes(row, params, largest, gpus_per_node, nodes), {"trainable_states": states}
+    peft = peft or lora.counts(None, shape, method)
+    wide = 4 if precision == "fp32" else 2
+    codes, constants = lora.quantized_bytes(shape) if method == "qlora" else (0.0, 0.0)
+    frozen = {"frozen_16bit": wide * peft.frozen_16bit, "frozen_4bit": codes, "quantization_constants": constants}
+    share = gpus if row.stage == 3 else 1
+    parts = {k: v / share for k, v in frozen.items()}
+    parts["gathered_layer"] = wide * largest if row.stage == 3 else 0
+    saved_largest = shape.vocab * shape.hidden if peft.saved else 0
+    parts["trainable_states"] = gpu_bytes(row, peft.trainable, saved_largest, gpus)
+    host = sum(frozen.values()) * gpus_per_node * row.buffer_factor
+    return (sum(parts.values()), host + host_bytes(row, peft.trainable, saved_largest, gpus_per_node, nodes),
+            parts)

@@ -1,28 +1,39 @@
 """The estimate's inputs: flags, a --spec file or a stack's `goldenenv:run.estimate`, checked into a Request.
 
+One set of rules for all three: a spec file is read with every value as the text written (goldenenv.estimate.
+specfile), as a flag's value arrives, and request_from parses each value the same way whatever its source: a
+number from 13e9, 13000000000 or 1.3e10, a boolean from true/false, yes/no or on/off, a list from a YAML list or
+"a,b". So `params: 13e9` reads as `--params 13e9` does, and `offload: no` as false.
+
 Every problem is one line naming the flag (`--params`) or the spec key (`run.yaml: offload`) and saying what would
-be valid: a non-finite or out-of-range number, a string where a boolean belongs, an unknown name.
+be valid: a non-finite or out-of-range number, a word that is not a boolean, an unknown name.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 
 from goldenenv import catalog
 from goldenenv.estimate import footprint as mem
-from goldenenv.estimate import shapes
+from goldenenv.estimate import lora, shapes
 from goldenenv.userfile import as_written
 
 SPEC_KEYS = ("params", "tokens", "hours", "method", "precision", "zero", "offload", "offload_params", "zero_init",
              "seq_len", "micro_batch", "grad_accum", "layers", "hidden", "heads", "kv_heads", "model", "config",
              "checkpointing", "attention", "gpu", "instance_type", "gpus_per_node", "nodes", "mfu", "deadline",
              "trainable_fraction", "deepspeed", "lock", "headroom", "price", "currency", "scaling_efficiency",
-             "egress_gb", "dataset_gb", "checkpoint_gb", "idle_hours", "allow_tcp")
+             "egress_gb", "dataset_gb", "checkpoint_gb", "idle_hours", "allow_tcp", "lora_rank", "lora_targets",
+             "modules_to_save", "adapter_config")
 BOOLEANS = ("offload", "offload_params", "zero_init", "checkpointing", "allow_tcp")
 TEXTS = ("method", "precision", "model", "config", "attention", "gpu", "instance_type", "deepspeed", "lock",
-         "currency")
-NUMBERS = tuple(k for k in SPEC_KEYS if k not in BOOLEANS + TEXTS)
+         "currency", "adapter_config")
+LISTS = ("lora_targets", "modules_to_save")
+"""Keys taking several names: a YAML list, or one text with commas (as the flags take them)."""
+TRUE_WORDS = ("true", "yes", "on")
+FALSE_WORDS = ("false", "no", "off")
+NUMBERS = tuple(k for k in SPEC_KEYS if k not in BOOLEANS + TEXTS + LISTS)
 
 # Ranges: a value outside is a typo or an overflow, never a run.
 RANGES: dict[str, tuple[type, float | None, float | None, float]] = {
@@ -50,6 +61,7 @@ RANGES: dict[str, tuple[type, float | None, float | None, float]] = {
     "dataset_gb": (float, 0, None, 1e9),
     "checkpoint_gb": (float, 0, None, 1e9),
     "idle_hours": (float, 0, None, 24 * 366 * 10),
+    "lora_rank": (int, 1, None, 65_536),
 }
 
 
@@ -58,33 +70,49 @@ def flag(key: str) -> str:
 
 
 def spec_problems(loaded: object, where: str) -> tuple[dict, list[str]]:
-    """The values of a --spec file or a stack's run.estimate, typed as YAML wrote them, and the problems: an
-    unknown key, a boolean written as text, text where a number belongs. `where` names the file in messages."""
+    """The values of a --spec file or a stack's run.estimate, as written, and the problems of shape only: not a
+    mapping, an unknown key, a list or mapping where one value belongs. Values are parsed by request_from, by the
+    same rules as the flags. `where` names the file in messages."""
     if not isinstance(loaded, dict):
         return {}, [f"{where}: must be a mapping of estimate keys to values; got {as_written(loaded)}"]
     values, problems = {}, []
     for key, value in loaded.items():
         name = str(key).replace("-", "_")
         if name not in SPEC_KEYS:
-            problems.append(f"{where}: unknown key {key!r}; valid: {', '.join(SPEC_KEYS)}")
+            near = difflib.get_close_matches(name, SPEC_KEYS, n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            problems.append(f"{where}: unknown key {key!r}; {hint}valid: {', '.join(SPEC_KEYS)}")
         elif value is None:
             continue
-        elif name in BOOLEANS and not isinstance(value, bool):
-            problems.append(f"{where}: {key} is {as_written(value)}; write true or false")
-        elif name in NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
-            problems.append(f"{where}: {key} is {as_written(value)}; write a number")
-        elif name in TEXTS and not isinstance(value, (str, int, float)) or (name in TEXTS and isinstance(value, bool)):
-            problems.append(f"{where}: {key} is {as_written(value)}; write a name")
+        elif isinstance(value, dict) or (isinstance(value, list) and name not in LISTS):
+            problems.append(f"{where}: {key}: {as_written(value)} holds several values; write one"
+                            + (" (true or false)" if name in BOOLEANS else " (a number)" if name in NUMBERS else ""))
         else:
             values[name] = value
     return values, problems
 
 
-def request_from(values: dict, *, named: dict[str, str] | None = None):
+def boolean(raw: object) -> bool | None:
+    """true/false, yes/no, on/off in any case (YAML 1.1's booleans, which a spec file written by hand uses), or a
+    boolean already; None for anything else."""
+    if isinstance(raw, bool):
+        return raw
+    word = str(raw).strip().lower()
+    return True if word in TRUE_WORDS else False if word in FALSE_WORDS else None
+
+
+def names(raw: object) -> list[str]:
+    """A list of names from a YAML list or one text with commas."""
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def request_from(values: dict, *, named: dict[str, str] | None = None, partial: bool = False):
     """A Request from values (keys as SPEC_KEYS, None for unset), or the problems, one per flag or key.
 
-    named: how to name each key in messages (a spec file's `run.yaml: zero`); the flag by default."""
-    from goldenenv.estimate import DEFAULT_HEADROOM, DEFAULT_TRAINABLE_FRACTION, METHODS, PRECISIONS, Request
+    named: how to name each key in messages (a spec file's `run.yaml: zero`); the flag by default.
+    partial: a source of values could not be read, so nothing is reported as missing (it may be in that source)."""
+    from goldenenv.estimate import DEFAULT_HEADROOM, METHODS, PRECISIONS, Request
     named = named or {}
     problems: list[str] = []
 
@@ -95,7 +123,7 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
         raw = values.get(key)
         kind, minimum, above, maximum = RANGES[key]
         if raw is None:
-            if required:
+            if required and not partial:
                 problems.append(f"{name(key)}: required (a number, e.g. 13e9)")
             return None
         try:
@@ -111,7 +139,8 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
                     raise ValueError
                 value = int(value)
         except (TypeError, ValueError, OverflowError):
-            problems.append(f"{name(key)}: {raw!r} is not {'a whole number' if kind is int else 'a number'}")
+            problems.append(f"{name(key)}: {as_written(raw)} is not {'a whole number' if kind is int else 'a number'}; "
+                            f"write one such as {'8' if kind is int else '13e9'}")
             return None
         if (above is not None and not value > above) or (minimum is not None and value < minimum) or value > maximum:
             problems.append(f"{name(key)}: {raw} is out of range, valid is {_range(minimum, above, maximum)}")
@@ -135,8 +164,10 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
     nums = {k: number(k) for k in ("zero", "seq_len", "micro_batch", "grad_accum", "gpus_per_node", "nodes", "mfu",
                                    "deadline", "trainable_fraction", "layers", "hidden", "heads", "kv_heads",
                                    "headroom", "price", "scaling_efficiency", "egress_gb", "dataset_gb",
-                                   "checkpoint_gb", "idle_hours")}
-    method = choice("method", METHODS, "full")
+                                   "checkpoint_gb", "idle_hours", "lora_rank")}
+    lora_given = [k for k in ("lora_rank", "lora_targets", "modules_to_save", "adapter_config")
+                  if values.get(k) is not None]
+    method = choice("method", METHODS, "lora" if lora_given and values.get("method") is None else "full")
     precision = choice("precision", PRECISIONS, "bf16")
     attention = choice("attention", mem.ATTENTION, "flash")
 
@@ -196,10 +227,16 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
     if values.get("currency") is not None and nums["price"] is None:
         problems.append(f"{name('currency')}: goes with --price (the price per GPU-hour in that currency)")
 
+    adapter = _adapter(values, method, lora_given, nums, shape or (shapes.infer(params) if params else None),
+                       name, problems)
     booleans = {k: values.get(k) for k in BOOLEANS}
     for key, value in booleans.items():
-        if value is not None and not isinstance(value, bool):
-            problems.append(f"{name(key)}: {value!r} is not a boolean; write true or false")
+        if value is not None and boolean(value) is None:
+            problems.append(f"{name(key)}: {as_written(value)} is not true or false; write true or false "
+                            "(yes/no and on/off read the same)")
+            booleans[key] = None
+        elif value is not None:
+            booleans[key] = boolean(value)
     offload, offload_params = bool(booleans["offload"]), bool(booleans["offload_params"])
     stage = nums["zero"] if nums["zero"] is not None else 0
     if offload and stage == 0:
@@ -219,7 +256,7 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
         shape=shape, checkpointing=True if booleans["checkpointing"] is None else booleans["checkpointing"],
         attention=attention, gpu=gpu, instance=instance, gpus_per_node=gpus_per_node or 8, nodes=nums["nodes"] or 1,
         mfu=nums["mfu"], deadline_hours=nums["deadline"],
-        trainable_fraction=nums["trainable_fraction"] or DEFAULT_TRAINABLE_FRACTION,
+        trainable_fraction=nums["trainable_fraction"], lora=adapter,
         deepspeed=deepspeed, deepspeed_from=deepspeed_from,
         headroom=DEFAULT_HEADROOM if nums["headroom"] is None else nums["headroom"],
         price=nums["price"], currency=currency.upper(), scaling_efficiency=nums["scaling_efficiency"],
@@ -228,6 +265,65 @@ def request_from(values: dict, *, named: dict[str, str] | None = None):
         allow_tcp=bool(booleans["allow_tcp"]),
     )
     return req, []
+
+
+def _adapter(values: dict, method: str, given: list[str], nums: dict, shape, name, problems: list[str]):
+    """The LoRA as PEFT would build it, from --lora-rank/--lora-targets/--modules-to-save or --adapter-config (a
+    PEFT adapter_config.json); PEFT's defaults, said so in the output, when LoRA/QLoRA is asked for with none."""
+    fraction = nums["trainable_fraction"]
+    if method == "full":
+        for key in given + (["trainable_fraction"] if fraction is not None else []):
+            problems.append(f"{name(key)}: describes a LoRA; add --method lora or qlora (full training trains "
+                            "every weight)")
+        return None
+    if fraction is not None and given:
+        problems.append(f"{name('trainable_fraction')}: give the LoRA ({', '.join(flag(k) for k in given)}) or "
+                        "--trainable-fraction, not both")
+        return None
+    if not given:
+        return None if fraction is not None else lora.Adapter(assumed=True)
+    if values.get("adapter_config") is not None:
+        if len(given) > 1:
+            problems.append(f"{name('adapter_config')}: give --adapter-config or --lora-rank/--lora-targets/"
+                            "--modules-to-save, not both")
+            return None
+        path = Path(str(values["adapter_config"]))
+        try:
+            rank, targets, saved = lora.read_adapter_config(path)
+        except lora.AdapterConfigError as e:
+            problems.append(f"{name('adapter_config')}: {e}")
+            return None
+        source = f"{path} (PEFT adapter_config.json)"
+        target_key = saved_key = "adapter_config"
+    else:
+        rank = nums["lora_rank"] or lora.DEFAULT_RANK
+        targets = tuple(names(values["lora_targets"])) if values.get("lora_targets") is not None \
+            else lora.DEFAULT_TARGETS
+        saved = tuple(names(values["modules_to_save"])) if values.get("modules_to_save") is not None else ()
+        source = ", ".join(f"{flag(k)} {_shown(values[k])}" for k in given if k != "adapter_config")
+        if values.get("lora_targets") is None:
+            source += f" (PEFT's default targets {', '.join(targets)})"
+        target_key, saved_key = "lora_targets", "modules_to_save"
+    if shape is not None:
+        valid = lora.valid_targets(shape)
+        wrong = [t for t in targets if t not in valid]
+        if wrong:
+            problems.append(f"{name(target_key)}: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not a "
+                            f"module of this model; valid: {', '.join(valid)}")
+        elif lora.ALL_LINEAR in targets and len(targets) > 1:
+            problems.append(f"{name(target_key)}: all-linear stands alone (every Linear but the output layer); "
+                            "drop the other names")
+    if not targets:
+        problems.append(f"{name(target_key)}: names no module; write e.g. q_proj,v_proj or all-linear")
+    wrong_saved = [m for m in saved if m not in lora.SAVABLE]
+    if wrong_saved:
+        problems.append(f"{name(saved_key)}: {', '.join(wrong_saved)} cannot be counted; valid: "
+                        f"{', '.join(lora.SAVABLE)}")
+    return lora.Adapter(rank, tuple(targets), tuple(saved), source)
+
+
+def _shown(value: object) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _range(minimum, above, maximum) -> str:

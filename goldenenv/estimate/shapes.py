@@ -37,20 +37,53 @@ class Shape:
     """Published or given; 0 = count from the shape."""
     name: str = ""
     inferred: bool = False
+    head_dim: int = 0
+    """Width of one attention head; 0 = hidden / heads (config.json's head_dim where a model sets it apart)."""
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_hidden(self) -> int:
+        return self.heads * self.head_width
 
     @property
     def kv_hidden(self) -> int:
-        return self.kv_heads * (self.hidden // self.heads)
+        return self.kv_heads * self.head_width
+
+    def linear_modules(self) -> dict[str, tuple[int, int]]:
+        """Each transformer layer's Linear modules as (in_features, out_features), named as in the model's own
+        code (transformers' LlamaAttention/LlamaMLP: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+        down_proj). A two-matrix MLP (GPT-2, BLOOM) is given as up_proj and down_proj."""
+        h, f = self.hidden, self.intermediate
+        modules = {"q_proj": (h, self.q_hidden), "k_proj": (h, self.kv_hidden), "v_proj": (h, self.kv_hidden),
+                   "o_proj": (self.q_hidden, h)}
+        if self.mlp == "swiglu":
+            modules["gate_proj"] = (h, f)
+        modules.update(up_proj=(h, f), down_proj=(f, h))
+        return modules
+
+    @property
+    def layer_linear_params(self) -> int:
+        """Weights of every Linear in the transformer layers, all layers: what bitsandbytes quantizes in QLoRA."""
+        return self.layers * sum(i * o for i, o in self.linear_modules().values())
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def head_params(self) -> int:
+        """The output layer (lm_head), 0 when tied to the embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
 
     @property
     def counted_params(self) -> float:
         """Embedding (and the output layer unless tied), per layer q/k/v/o, the MLP's matrices and two norms, and
         the final norm. Llama-2-7B: 6,738,415,616."""
-        h, f = self.hidden, self.intermediate
-        attention = h * (h + 2 * self.kv_hidden) + h * h
-        mlp = (3 if self.mlp == "swiglu" else 2) * h * f
-        embeddings = self.vocab * h * (1 if self.tied_embeddings else 2)
-        return embeddings + self.layers * (attention + mlp + 2 * h) + h
+        h = self.hidden
+        return self.embedding_params + self.head_params + self.layer_linear_params + self.layers * 2 * h + h
 
     @property
     def total_params(self) -> float:
@@ -142,5 +175,6 @@ def from_config(path: Path) -> Shape:
     dropout = any(isinstance(doc.get(k), (int, float)) and not isinstance(doc.get(k), bool) and doc[k] > 0
                   for k in ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "dropout"))
     tied = doc.get("tie_word_embeddings", True)
+    head_dim = whole(("head_dim",), hidden // heads) if doc.get("head_dim") is not None else 0
     return Shape(layers, hidden, heads, kv_heads, intermediate, vocab, "swiglu" if gated else "gelu",
-                 tied is True, dropout, 0.0, path.name)
+                 tied is True, dropout, 0.0, path.name, head_dim=head_dim)
