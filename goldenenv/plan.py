@@ -69,6 +69,11 @@ class Plan:
     """Each set of capacity types in up's failover order, priced (costgate.steps): what the cost gate judges."""
 
     @property
+    def fabrics(self) -> list[tuple[str, catalog.FabricRate]]:
+        """Each pool's RDMA fabric as NCCL uses it between nodes (pool_fabrics)."""
+        return pool_fabrics(self.spec)
+
+    @property
     def failed(self) -> bool:
         return any(f.severity is Severity.ERROR for f in self.findings)
 
@@ -182,6 +187,8 @@ class Plan:
                                for x in c.conflicts]}
                 for c in self.compat
             ],
+            "fabrics": [{"pool": pool, "instanceType": r.instance_type, "ports": r.ports, "portGbps": r.port_gbps,
+                         "link": r.link, "ncclGbps": r.nccl_gbps} for pool, r in self.fabrics],
             "coldStart": self.cold_start.to_json() if self.cold_start else None,
             "nodes": [{"node": c.node, "pool": c.pool, "action": c.action, "reason": c.reason,
                        "version": c.version, "templateVersion": c.template_version} for c in self.node_changes],
@@ -276,6 +283,21 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     notes = [n for n in [prior_note, updates.summarize(changes) if changes else pinning] if n]
     return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
                 steps(spec, outputs) if steps else [], changes, notes, lines, capacity_steps)
+
+
+def pool_fabrics(spec: ClusterSpec) -> list[tuple[str, catalog.FabricRate]]:
+    """(pool, its type's fabric rate) for each pool on a type with an RDMA fabric that the pool does not turn off:
+    the ports × rate NCCL uses between nodes (catalog fabric_rates.csv), the Ethernet front-end NIC apart."""
+    found = []
+    for pool in spec.nodes:
+        try:
+            it = catalog.instance_type(spec.cloud, pool.instance_type)
+        except KeyError:
+            continue
+        rate = catalog.fabric_rate(spec.cloud, it.name) if it.has_rdma and pool.rdma is not False else None
+        if rate is not None:
+            found.append((pool.name, rate))
+    return found
 
 
 def physical_name(resource: PlannedResource) -> str:

@@ -146,6 +146,43 @@ def instance_type(cloud: str, name: str) -> InstanceType:
 
 
 @dataclass(frozen=True)
+class FabricRate:
+    """What NCCL's network transport has between nodes of a type (data/fabric_rates.csv): the RDMA fabric's ports
+    (instance_types.csv rdma_interfaces) times each port's rate. The Ethernet front-end NIC that the type's
+    network_gbps also counts (Azure's ND sizes, Google's host gVNICs) carries no NCCL traffic and is left out."""
+
+    cloud: str
+    instance_type: str
+    ports: int
+    port_gbps: float
+    link: str
+    """The port's kind as people name it: NDR InfiniBand, EFAv2, eRDMA, GPUDirect-TCPXO gVNIC."""
+    nccl_gbps: float
+    """ports × port_gbps, written out in the file so that a reader sees the figure the estimator uses."""
+    source: str
+
+    def describe(self) -> str:
+        return f"{self.ports} × {self.port_gbps:g} Gb/s {self.link} = {self.nccl_gbps:g} Gb/s"
+
+
+@functools.cache
+def _fabric_rates() -> dict[tuple[str, str], FabricRate]:
+    types = _instance_types()
+    return {
+        (r["cloud"], r["instance_type"]): FabricRate(
+            r["cloud"], r["instance_type"], types[(r["cloud"], r["instance_type"])].rdma_interfaces,
+            float(r["port_gbps"]), r["link"], float(r["nccl_gbps"]), r["source"])
+        for r in _read("fabric_rates")
+    }
+
+
+def fabric_rate(cloud: str, instance_type_name: str) -> FabricRate | None:
+    """The type's RDMA fabric rate as NCCL uses it; None for a type without a fabric (or without a row yet: the
+    catalog test requires one for every type with a fabric)."""
+    return _fabric_rates().get((cloud, instance_type(cloud, instance_type_name).name))
+
+
+@dataclass(frozen=True)
 class HeadType:
     """A CPU instance type the Slurm head runs on (data/head_types.csv): small, on demand, no GPU."""
 

@@ -72,6 +72,9 @@ def show_plan(p: Plan) -> None:
     if p.outputs.get("hostfile"):
         console.print("[bold]hostfile[/] (placeholder addresses until up)")
         console.print(p.outputs["hostfile"].rstrip(), highlight=False)
+    for pool, rate in p.fabrics:
+        console.print(f"[bold]fabric[/] {escape(pool)} ({rate.instance_type}): {rate.describe()} between nodes for "
+                      "NCCL", highlight=False)
     for c in p.compat:
         verdict = "[green]fits[/]" if c.ok else "[red]refused[/]"
         support = f", {c.driver_level} driver support" if c.driver_level else ""

@@ -9,8 +9,8 @@ Volumes per rank (Rajbhandari et al. 2020, ZeRO, section 7: data parallelism and
   ZeRO 3         per micro-step, the 16-bit weights gathered for forward and backward and the gradients
                  reduce-scattered: (2·W + S)·(G-1)/G
 Bus bandwidth of a ring (NCCL's busbw): inside one node, a GPU's NVLinks × the per-link rate (or PCIe x16);
-across nodes, min(that, the node's network rate), since every byte of the ring crosses each node's network once
-per direction.
+across nodes, min(that, the node's fabric rate: its RDMA ports × their rate, or its network rate over TCP),
+since every byte of the ring crosses each node's network once per direction.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class Links:
     """Per GPU and direction, nominal: NVLinks × per-link rate, else PCIe x16; None when unknown."""
     intra: str
     inter_gbytes_per_s: float | None
-    """The node's network rate (Gbps ÷ 8), nominal; None when unknown."""
+    """Between nodes, nominal GB/s: the RDMA fabric's ports × rate (catalog fabric_rates.csv, what NCCL's network
+    transport uses, the Ethernet front-end NIC apart) ÷ 8, or the node's whole network rate ÷ 8 over TCP; None
+    when unknown."""
     rdma: bool
     inter: str
 
@@ -65,9 +67,15 @@ def links(cloud: str, instance_type: str) -> Links:
             how = f"NVLink {nvlinks} × {bandwidth.nvlink_gbytes_per_s_per_link:g} GB/s"
         else:
             intra, how = bandwidth.pcie_gbytes_per_s, f"PCIe Gen{bandwidth.pcie_generation} x16"
-    inter = it.network_gbps / 8 if it.network_gbps else None
-    kind = it.rdma.upper() if it.has_rdma else "TCP"
-    return Links(intra, how, inter, it.has_rdma, f"{kind} {it.network_gbps:g} Gbps")
+    if not it.has_rdma:
+        inter = it.network_gbps / 8 if it.network_gbps else None
+        return Links(intra, how, inter, False, f"TCP {it.network_gbps:g} Gbps")
+    kind = it.rdma.upper()
+    rate = catalog.fabric_rate(cloud, instance_type)
+    if rate is None:
+        return Links(intra, how, None, True, f"{kind}: its rate is not in the catalog (fabric_rates.csv)")
+    return Links(intra, how, rate.nccl_gbps / 8, True,
+                 f"{kind} {rate.nccl_gbps:g} Gbps ({rate.ports} × {rate.port_gbps:g} Gb/s {rate.link})")
 
 
 def bytes_per_step(stage: int, trainable_params: float, gathered_params: float, gpus: int, grad_accum: int,

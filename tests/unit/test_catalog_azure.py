@@ -233,7 +233,8 @@ def test_estimate_ranks_azure_sizes_with_their_infiniband():
     nd = found["Standard_ND96isr_H100_v5"]
     assert nd.fits and nd.cost is not None and nd.currency == "USD"
     links = network.links("azure", "Standard_ND96isr_H100_v5")
-    assert links.rdma and links.inter == "IB 3280 Gbps"
+    # NCCL's rate is the 8 NDR ports' (8 × 400), not the 3280 of network_gbps, which adds the 80 Gb/s Ethernet NIC
+    assert links.rdma and links.inter == "IB 3200 Gbps (8 × 400 Gb/s NDR InfiniBand)"
 
 
 def test_one_nd_h100_v5_below_aznhcs_all_reduce_figure_fails_the_cluster_check():

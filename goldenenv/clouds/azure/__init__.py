@@ -122,6 +122,12 @@ def fabric_of(pool: Any, it: catalog.InstanceType) -> str:
     return it.rdma if pool.rdma is not False and it.rdma not in ("", "none") else "none"
 
 
+def _ib_rate(it: catalog.InstanceType) -> str:
+    """The size's InfiniBand as NCCL uses it (catalog fabric_rates.csv: ports × rate), else its port count."""
+    rate = catalog.fabric_rate(CLOUD, it.name)
+    return rate.describe() if rate else f"{it.rdma_interfaces} ports"
+
+
 def host_image(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
     return pinned_host_image(CLOUD, spec, pool, baked_for)
 
@@ -303,7 +309,7 @@ class AzureCloud(PulumiCloud):
             it = catalog.instance_type(CLOUD, pool.instance_type)
             if fabric_of(pool, it) == "ib":
                 notes.append(f"{pool.name}: {pool.count} x {it.name} in one scale set with a single placement "
-                             f"group: Azure wires their {it.rdma_interfaces} InfiniBand ports each into one fabric "
+                             f"group: Azure wires their InfiniBand ports ({_ib_rate(it)}) each into one fabric "
                              f"(at most {MAX_PLACEMENT_GROUP} VMs); the size needs its GPU family's vCPU quota in "
                              f"{spec.region} ({it.vcpus * pool.count} vCPUs), and an on-demand request can fail for "
                              "capacity (AllocationFailed, ZonalAllocationFailed)")
