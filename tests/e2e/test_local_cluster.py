@@ -5,13 +5,17 @@ training and the drill only kills a node; Slurm requeues the job and it resumes 
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
-from goldenenv import catalog, lifecycle
-from goldenenv.clouds.local.cluster import NODE_LABEL, STACK_LABEL, LocalCluster
+from goldenenv import catalog, lifecycle, slurm
+from goldenenv.cli import app
+from goldenenv.clouds.local.cluster import NODE_LABEL, RECOVERY_DELAY_S, STACK_LABEL, LocalCluster
 from goldenenv.flow import run_flow
 from goldenenv.images.dockerfile import BuildOptions
 
@@ -84,6 +88,66 @@ def test_run_prefixes_output_by_node_and_rank_and_fails_when_one_rank_fails(spec
     failing = lifecycle.run(spec, ["python", "-c", f"import os, sys; sys.exit(3 if os.environ['RANK'] == '{last}' else 0)"],
                             lambda node, text: None, client=client)
     assert not failing.ok and failing.first_failure == "node-1"
+
+
+HEAD_BACK_S = 60
+"""How long `goldenenv jobs` may fail after the head is killed: its reboot (RECOVERY_DELAY_S), slurmctld reading its
+state and the nodes answering it again (about 10 s on a 2-core machine)."""
+
+
+def test_a_killed_head_comes_back_by_itself_and_keeps_the_queue(spec, client):
+    """The head is lost like a node (`docker kill`, nothing else done by anyone): it comes back by itself, the queue
+    it had saved is read back from its state volume, and the running and the pending job both complete.
+
+    slurmctld saves the queue a few seconds after a change (its state save thread), so the kill comes once the
+    state file is newer than the last submission: a head lost before that would come back without that job."""
+    lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
+    runner = CliRunner()
+    head = LocalCluster(spec, client).head()
+
+    def cli(command: str, *args: str):
+        return runner.invoke(app, [command, "-s", spec.stack, *args])
+
+    def listed() -> dict[str, dict] | None:
+        shown = cli("jobs", "--json")
+        return {j["id"]: j for j in json.loads(shown.stdout)} if shown.exit_code == 0 else None
+
+    def wait(what: str, until, timeout: float):
+        deadline = time.monotonic() + timeout
+        while not (found := until()):
+            assert time.monotonic() < deadline, f"{what} within {timeout} s"
+            time.sleep(1)
+        return found
+
+    def saved_since(moment: float) -> bool:
+        done = head.exec_run(["stat", "-c", "%.9Y", f"{slurm.STATE_DIR}/job_state"])
+        return done.exit_code == 0 and float(done.output) > moment
+
+    nodes = str(spec.nodes[0].count)
+    running = cli("submit", "--nodes", nodes, "--name", "through-head-loss", "--", "sleep", "20").stdout.strip()
+    pending = cli("submit", "--nodes", "1", "--name", "queued-at-head-loss", "--", "true").stdout.strip()
+    submitted = time.time()
+    assert running.isdigit() and pending.isdigit(), (running, pending)
+    wait("the first job running", lambda: (listed() or {}).get(running, {}).get("state") == "RUNNING", 60)
+    assert listed()[pending]["state"] == "PENDING", "it waits for the nodes the first job holds"
+    wait("slurmctld saving the queue", lambda: saved_since(submitted), 30)
+
+    started = head.attrs["State"]["StartedAt"]
+    head.kill()  # docker kill: from here on nobody does anything
+    lost = time.monotonic()
+    back = wait("`goldenenv jobs` answering again", listed, HEAD_BACK_S)
+    assert time.monotonic() - lost >= RECOVERY_DELAY_S, "the head was down for its reboot"
+    head.reload()
+    assert head.status == "running" and head.attrs["State"]["StartedAt"] != started, "the same head, started again"
+    assert {running, pending} <= set(back), ("the queue outlived the head", back)
+
+    def ended() -> dict[str, dict] | None:
+        now = listed() or {}
+        done = all(now.get(j, {}).get("state") in ("COMPLETED", "FAILED", "CANCELLED") for j in (running, pending))
+        return now if done else None
+
+    states = wait("both jobs ending", ended, 120)
+    assert [states[j]["state"] for j in (running, pending)] == ["COMPLETED", "COMPLETED"], states
 
 
 def test_validate_names_a_node_that_drifted_from_the_lock(spec, client):

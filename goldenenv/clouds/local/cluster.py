@@ -37,7 +37,7 @@ REQUEUE_DELAY_S = 5
 """How long a requeued job waits before it may start again (Slurm's cred_expire, 120 s by default): containers
 launch a job's steps in well under that."""
 RECOVERY_DELAY_S = 3
-"""How long a lost node stays down before the recovery container starts it again (its "reboot")."""
+"""How long a lost node or head stays down before the recovery container starts it again (its "reboot")."""
 HEALTH_INTERVAL_S = 15
 """Seconds between two health checks of a node container: a node given a failing state is drained within them."""
 ENGINE_SOCKET = "/var/run/docker.sock"
@@ -230,13 +230,16 @@ class LocalCluster:
         container.start()
 
     def _recovery(self, image: str, log) -> None:
-        """The stand-in for the cloud's recovery of a lost instance: starts an exited node container again."""
+        """The stand-in for the cloud's recovery of a lost instance: starts an exited node or head container again.
+
+        The head is watched like a node, not left to its restart policy: Docker ignores the policy after `docker
+        kill`, and a cloud recovers its head the way it recovers a node (README, "What survives what")."""
         if self._existing(self.names.recovery, log):
             return
         script = "/usr/local/libexec/goldenenv-recovery.py"
         container = self.client.containers.create(
             image, ["python3", script, "--stack", self.spec.stack, "--delay", str(RECOVERY_DELAY_S),
-                    "--node-label", NODE_LABEL, "--stack-label", STACK_LABEL],
+                    "--watch", NODE_LABEL, "--watch", f"{ROLE_LABEL}=head", "--stack-label", STACK_LABEL],
             name=self.names.recovery, user="root", network_mode="none", detach=True, init=True,
             labels={**self.labels, ROLE_LABEL: "recovery"}, restart_policy={"Name": "unless-stopped"},
             volumes={ENGINE_SOCKET: {"bind": ENGINE_SOCKET, "mode": "rw"}},

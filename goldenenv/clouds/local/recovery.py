@@ -1,9 +1,12 @@
-"""The local cloud's part in recovery: a lost node comes back by itself, as EC2 recovery or a persistent spot
-request brings back an instance. Runs in the stack's `recovery` container with the engine's socket, stdlib only.
+"""The local cloud's part in recovery: a lost node or head comes back by itself, as EC2's automatic recovery or a
+persistent spot request brings back an instance. Runs in the stack's `recovery` container with the engine's socket,
+stdlib only.
 
 Docker's restart policy does not do it here: the engine treats `docker kill` as a deliberate stop and leaves the
-container down, so this loop starts every exited node container of the stack after a short "reboot" delay.
-`goldenenv destroy` removes the nodes, so nothing it meant to stop is started again.
+container down (with `unless-stopped` too), so this loop starts every exited container of the stack that carries
+one of the watched labels (the nodes', the head's) after the same short "reboot" delay. The head keeps the queue
+across it: slurmctld's state is in a volume. `goldenenv destroy` removes the containers, so nothing it meant to
+stop is started again.
 """
 
 from __future__ import annotations
@@ -38,24 +41,29 @@ def call(engine: str, method: str, path: str) -> tuple[int, bytes]:
         connection.close()
 
 
-def exited_nodes(engine: str, stack: str, node_label: str, stack_label: str) -> list[dict]:
-    filters = json.dumps({"label": [f"{stack_label}={stack}", node_label], "status": ["exited"]})
-    status, body = call(engine, "GET", "/containers/json?all=1&filters=" + urllib.parse.quote(filters))
-    return json.loads(body) if status == 200 else []
+def exited(engine: str, stack: str, watched: list[str], stack_label: str) -> list[dict]:
+    """The stack's exited containers that carry any of the watched labels (`key` or `key=value`)."""
+    down: dict[str, dict] = {}
+    for label in watched:  # the engine ANDs the labels of one filter: one query per watched label
+        filters = json.dumps({"label": [f"{stack_label}={stack}", label], "status": ["exited"]})
+        status, body = call(engine, "GET", "/containers/json?all=1&filters=" + urllib.parse.quote(filters))
+        down.update({c["Id"]: c for c in (json.loads(body) if status == 200 else [])})
+    return list(down.values())
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="goldenenv-recovery")
     parser.add_argument("--stack", required=True)
-    parser.add_argument("--delay", type=float, default=5.0, help="seconds a lost node stays down (its reboot)")
+    parser.add_argument("--delay", type=float, default=5.0, help="seconds a lost container stays down (its reboot)")
     parser.add_argument("--engine", default="/var/run/docker.sock")
-    parser.add_argument("--node-label", default="goldenenv.node")
+    parser.add_argument("--watch", action="append", required=True,
+                        help="a label (key or key=value) of containers to start again; repeat for each kind")
     parser.add_argument("--stack-label", default="goldenenv.stack")
     args = parser.parse_args(argv)
     first_seen: dict[str, float] = {}
     while True:
         try:
-            down = exited_nodes(args.engine, args.stack, args.node_label, args.stack_label)
+            down = exited(args.engine, args.stack, args.watch, args.stack_label)
         except OSError as e:
             print(f"goldenenv-recovery: engine not reachable: {e}", file=sys.stderr, flush=True)
             down = []
