@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rich.table import Table
 from goldenenv import lifecycle
 from goldenenv.clouds.local.cluster import DATA
 from goldenenv.images.dockerfile import BuildOptions
+from goldenenv.progress import Steps, heartbeat
 from goldenenv.spec import ClusterSpec
 
 
@@ -55,27 +57,42 @@ def phases(scheduler: str | None) -> tuple[str, ...]:
     return ("image", "up", "validate", *middle, "destroy")
 
 
+def _phase_steps(console: Console, status, name: str) -> Steps:
+    """A phase's progress: at a terminal its status line shows the latest message; in a pipe or a log every message
+    is a line, and a heartbeat names the phase when nothing was written for 10 s."""
+    def show(message: str) -> None:
+        status.update(f"[bold]{name}[/] · {escape(message[:70])}" if message != name else f"[bold]{name}[/]")
+
+    def line(message: str) -> None:
+        console.print(f"  {escape(message if message.startswith(name) else f'{name} · {message}')}", highlight=False)
+
+    return Steps(line if not console.is_terminal else lambda message: None, show)
+
+
 def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: int = 120,
              destroy_after: bool = True, console: Console | None = None, client=None) -> FlowReport:
     console = console or Console()
     client = client or docker.from_env()
     report = FlowReport()
 
+    live: dict[str, Callable[[str], None]] = {}
+
     def phase(name: str, action) -> object:
         started = time.monotonic()
-        with console.status(f"[bold]{name}[/]") as status:
-            def log(message: str) -> None:
-                status.update(f"[bold]{name}[/] · {escape(message[:70])}")
+        with console.status(f"[bold]{name}[/]") as status, heartbeat(_phase_steps(console, status, name)) as steps:
+            live["show"] = steps.show
+            steps.begin(name)
             try:
-                ok, note, value = action(log)
+                ok, note, value = action(steps.note)
             except Exception as e:  # noqa: BLE001 - a failed phase is reported, then the flow stops
                 ok, note, value = False, f"{type(e).__name__}: {e}", None
+            steps.close()
         report.phases.append(Phase(name, time.monotonic() - started, ok, note, value))
         console.print(f"{'[green]✓[/]' if ok else '[red]✗[/]'} {name}: {escape(note)}", highlight=False)
         return value if ok else None
 
     def image(log):
-        tag = lifecycle.ensure_image(spec, options, client, log)
+        tag = lifecycle.ensure_image(spec, options, client, log, show=live["show"])
         return True, tag, tag
 
     def up(log):

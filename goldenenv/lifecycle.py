@@ -53,10 +53,13 @@ def local_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) 
     return LocalCluster(spec, client)
 
 
-def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient, log: Log) -> str:
+def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient, log: Log,
+                 show: Log | None = None) -> str:
     """The golden image of the stack, built from its lock when this machine lacks it, or has it with older node
-    tools (a goldenenv upgrade changes them, not the lock)."""
+    tools (a goldenenv upgrade changes them, not the lock). A build logs a line per step with its seconds and a
+    heartbeat during a long one; `show`, when given, gets the step now running (a terminal's status line)."""
     from goldenenv.images.dockerfile import LABEL_PREFIX, tools_hash
+    from goldenenv.progress import Steps
 
     lock = load(spec.image.lock)
     try:
@@ -66,7 +69,9 @@ def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.Docker
         log(f"rebuilding {lock.tag}: goldenenv's node tools changed since it was built")
     except docker.errors.ImageNotFound:
         log(f"building {lock.tag} (first run only)")
-    return build(lock, options, client, log=log).tag
+    if show is None:
+        return build(lock, options, client, log=log).tag
+    return build(lock, options, client, log=log, steps=Steps(log, show)).tag
 
 
 def up(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient | None = None, log: Log = print) -> dict:

@@ -133,38 +133,51 @@ def image_pin(name: str, wheelhouse: str = WHEELHOUSE, pip_index_url: str = INDE
 @app.command("build")
 def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_URL, apt_mirror: str = APT_MIRROR,
                 wheelhouse: str = WHEELHOUSE) -> None:
-    """Check the lock, bootstrap the base if it cannot be pulled, and build the image."""
+    """Check the lock, bootstrap the base if it cannot be pulled, and build the image. At a terminal a progress bar
+    shows the step now running; in a pipe or a log, a line as each step ends with its seconds, and a line at least
+    every 10 s during a long one."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from goldenenv.images.base import BaseError
-    from goldenenv.images.build import BuildError, build
+    from goldenenv.images.build import build
 
     lock = _lock(name)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[step]}"), console=console) as progress:
-        task = progress.add_task(name, total=None, step="base")
+    build_options = options(ca_cert, pip_index_url, apt_mirror, wheelhouse)
+    if not console.is_terminal:
+        built = _built(lambda: build(lock, build_options, log=say))
+    else:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.fields[step]}"), console=console) as progress:
+            task = progress.add_task(name, total=None, step="base")
 
-        def on_step(n: int, total: int, text: str) -> None:
-            progress.update(task, completed=n - 1, total=total, step=text[:60])
+            def on_step(n: int, total: int, text: str) -> None:
+                progress.update(task, completed=n - 1, total=total, step=escape(text[:60]))
 
-        try:
-            built = build(lock, options(ca_cert, pip_index_url, apt_mirror, wheelhouse), on_step=on_step,
-                          log=lambda m: progress.update(task, step=m[:60]))
-        except BuildError as e:
-            progress.stop()
-            errors.print(f"[bold red]{escape(str(e))}[/]")
-            if e.log:
-                errors.print(escape(e.log.rstrip()[-4000:]), highlight=False)
-            raise typer.Exit(1) from None
-        except BaseError as e:
-            progress.stop()
-            errors.print(f"[bold red]{escape(str(e))}[/]")
-            raise typer.Exit(1) from None
-        except ConfigError as e:
-            progress.stop()
-            fail(e)
-        progress.update(task, completed=built.steps, total=built.steps, step="done")
+            built = _built(lambda: build(lock, build_options, on_step=on_step,
+                                         log=lambda m: progress.update(task, step=escape(m[:60]))), progress.stop)
+            progress.update(task, completed=built.steps, total=built.steps, step="done")
     console.print(f"built {built.tag} in {built.seconds:.0f} s ({built.cached_steps}/{built.steps} steps cached)")
+
+
+def _built(action, stop=lambda: None):
+    """The build's result; a failed build's message (and the failed step's output), exit 1."""
+    from goldenenv.images.base import BaseError
+    from goldenenv.images.build import BuildError
+
+    try:
+        return action()
+    except BuildError as e:
+        stop()
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        if e.log:
+            errors.print(escape(e.log.rstrip()[-4000:]), highlight=False)
+        raise typer.Exit(1) from None
+    except BaseError as e:
+        stop()
+        errors.print(f"[bold red]{escape(str(e))}[/]")
+        raise typer.Exit(1) from None
+    except ConfigError as e:
+        stop()
+        fail(e)
 
 
 @app.command("prune")

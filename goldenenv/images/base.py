@@ -22,6 +22,7 @@ import docker
 from docker.errors import ImageNotFound
 
 from goldenenv.images.lock import Base, Bootstrap
+from goldenenv.progress import Steps
 
 COMPONENTS = {"debian": "main", "ubuntu": "main,universe"}
 POCKETS = {"debian": ("",), "ubuntu": ("", "-updates", "-security")}
@@ -51,15 +52,21 @@ def bootstrap_tag(spec: Bootstrap) -> str:
     return f"goldenenv/base-{spec.distro}-{spec.release}:{digest}"
 
 
-def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None = None, log=print) -> str:
-    """The local reference of the lock's base: pulled by digest, or bootstrapped once and reused."""
+def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None = None, log=print,
+                steps: Steps | None = None) -> str:
+    """The local reference of the lock's base: pulled by digest, or bootstrapped once and reused. A pull, the
+    debootstrap and the import are each a step of `steps` (a line with its seconds, a heartbeat while it runs)."""
+    steps = steps or Steps(log)
     if base.image:
         try:
             client.images.get(base.image)
         except ImageNotFound:
             try:
-                client.images.pull(base.image)
+                steps.begin(f"pull {base.image}")
+                steps.wait(lambda: client.images.pull(base.image))
+                steps.end()
             except docker.errors.APIError as e:
+                steps.end("failed")
                 raise BaseError(
                     f"cannot pull {base.image} ({e.explanation}); use a registry mirror, or a bootstrap base "
                     "(base.bootstrap: distro, release, mirror) built from distribution packages"
@@ -71,8 +78,8 @@ def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None 
         return tag
     except ImageNotFound:
         pass
-    log(f"bootstrapping {base.bootstrap.distro} {base.bootstrap.release} from packages (no registry needed)")
-    bootstrap(client, base.bootstrap, tag, apt_mirror or base.bootstrap.mirror)
+    steps.note(f"bootstrapping {base.bootstrap.distro} {base.bootstrap.release} from packages (no registry needed)")
+    bootstrap(client, base.bootstrap, tag, apt_mirror or base.bootstrap.mirror, steps)
     return tag
 
 
@@ -110,12 +117,18 @@ def sources_list(spec: Bootstrap) -> str:
     return "".join(f"deb {mirror} {spec.release}{pocket} {components}\n" for pocket in POCKETS[spec.distro])
 
 
-def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: str) -> None:
+def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: str,
+              steps: Steps | None = None) -> None:
+    """debootstrap the release, then import it as `tag`; each a step of `steps` when given."""
     if shutil.which("debootstrap") is None:
         raise BaseError("debootstrap is not installed (Debian/Ubuntu: apt-get install debootstrap)")
+    steps = steps or Steps(lambda text: None)
     with tempfile.TemporaryDirectory(prefix="goldenenv-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        done = subprocess.run(debootstrap_command(spec, rootfs, mirror), capture_output=True, text=True)
+        command = debootstrap_command(spec, rootfs, mirror)
+        steps.begin(f"debootstrap {spec.release} ({len(spec.packages)} packages beyond minbase)")
+        done = steps.wait(lambda: subprocess.run(command, capture_output=True, text=True))
+        steps.end("" if done.returncode == 0 else "failed")
         if done.returncode != 0:
             tail = " | ".join(done.stdout.strip().splitlines()[-3:] + done.stderr.strip().splitlines()[-2:])
             raise BaseError(f"debootstrap {spec.release} from {without_credentials(mirror)} failed: "
@@ -126,10 +139,15 @@ def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: st
             for entry in (rootfs / leftover).rglob("*"):  # partial/ too: file names carry the mirror URL
                 if entry.is_file() or entry.is_symlink():
                     entry.unlink()
-        archive = Path(tmp) / "rootfs.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(rootfs, arcname=".")
-        repository, _, version = tag.partition(":")
-        client.api.import_image_from_file(
-            str(archive), repository=repository, tag=version, changes=['CMD ["/bin/bash"]', "ENV LANG=C.UTF-8"],
-        )
+        steps.begin(f"docker import of the base as {tag}")
+        steps.wait(lambda: _import(client, rootfs, Path(tmp) / "rootfs.tar", tag))
+        steps.end()
+
+
+def _import(client: docker.DockerClient, rootfs: Path, archive: Path, tag: str) -> None:
+    with tarfile.open(archive, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    repository, _, version = tag.partition(":")
+    client.api.import_image_from_file(
+        str(archive), repository=repository, tag=version, changes=['CMD ["/bin/bash"]', "ENV LANG=C.UTF-8"],
+    )

@@ -26,10 +26,15 @@ from goldenenv.images import dockerfile
 from goldenenv.images.base import ensure_base
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import Lock
+from goldenenv.progress import Steps
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
 FROM = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 NEW_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
+HOUSEKEEPING = (" ---> ", "Removing intermediate container", "Successfully built", "Successfully tagged")
+"""The classic builder's own lines between steps: not a step's output."""
+COMMIT_NOTE_S = 2.0
+"""A RUN step that stays silent this long after its last line of output is committing its layer: its line says so."""
 BUILDERS = "goldenenv-builder"
 """Repository of the kept stages: goldenenv-builder/<lock name>:<stage>."""
 CLEAR_BUILDERS = (f"docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' '{BUILDERS}/*' "
@@ -70,31 +75,34 @@ def refusals(lock: Lock, options: BuildOptions) -> list[str]:
 
 def build(lock: Lock, options: BuildOptions = BuildOptions(), client: docker.DockerClient | None = None,
           on_step: Callable[[int, int, str], None] = lambda n, total, text: None,
-          log: Callable[[str], None] = print, nocache: bool = False) -> Built:
+          log: Callable[[str], None] = print, nocache: bool = False, steps: Steps | None = None) -> Built:
+    """Bootstrap or pull the base, then build. `log` gets a line as each step (debootstrap, the import, each
+    Dockerfile step) ends, with its seconds, and a heartbeat during a long one; `on_step` the step now running."""
     reasons = refusals(lock, options)
     if reasons:
         raise BuildError(f"{lock.name}: refusing to build: " + "; ".join(reasons))
     client = client or docker.from_env()
+    steps = steps or Steps(log)
     started = time.monotonic()
-    base_ref = ensure_base(client, lock.base, options.apt_mirror, log)
+    base_ref = ensure_base(client, lock.base, options.apt_mirror, log, steps)
     with tempfile.TemporaryDirectory(prefix=f"goldenenv-{lock.name}-") as tmp:
         context = dockerfile.write_context(lock, base_ref, options, Path(tmp))
         built = build_context(client, context, lock.tag, lock.name, dockerfile.build_args(options), on_step, log,
-                              nocache)
+                              nocache, steps)
     return dataclasses.replace(built, seconds=time.monotonic() - started)
 
 
 def build_context(client: docker.DockerClient, context: Path, tag: str, name: str,
                   buildargs: dict[str, str] | None = None,
                   on_step: Callable[[int, int, str], None] = lambda n, total, text: None,
-                  log: Callable[[str], None] = print, nocache: bool = False) -> Built:
+                  log: Callable[[str], None] = print, nocache: bool = False, steps: Steps | None = None) -> Built:
     """Build context/Dockerfile as `tag`, keeping its earlier stages as `name`'s builder cache."""
     started = time.monotonic()
     names = stages((context / "Dockerfile").read_text())
     replaced = _image_id(client, tag)
     progress = _Progress()
     try:
-        image_id = _stream(client, context, tag, buildargs or {}, on_step, nocache, progress)
+        image_id = _stream(client, context, tag, buildargs or {}, on_step, nocache, progress, steps or Steps(log))
     except BuildError:
         _keep_stages(client, name, names, progress.stage_ids, log, complete=False)
         _remove_if_dangling(client, progress.last_id, log)  # the failed stage's steps so far, unless kept
@@ -194,14 +202,38 @@ def _remove_if_dangling(client, image_id: str | None, log) -> None:
             log(f"could not remove {image_id[:19]}: {e.explanation}")
 
 
+def step_name(number: int, total: int, stage: str, instruction: str, width: int = 72) -> str:
+    """`step 7/31 layer-torch: RUN ...`, a long instruction cut in its middle: its start says what it runs, its
+    end which requirements or files."""
+    text = " ".join(instruction.split())
+    if len(text) > width:
+        text = text[:width - 28] + " … " + text[-25:]
+    return f"step {number}/{total} {stage}: {text}"
+
+
+def _end_step(steps: Steps, instruction: str, note: str = "") -> None:
+    if steps.current is None:
+        return
+    quiet = steps.quiet_s()
+    if not note and instruction.upper().startswith("RUN") and quiet >= COMMIT_NOTE_S:
+        note = f"the last {quiet:.0f} s after its output: exit and layer commit"
+    steps.end(note)
+
+
 def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step, nocache: bool,
-            progress: _Progress) -> str:
+            progress: _Progress, steps: Steps) -> str:
     step_log: list[str] = []
-    current = ""
+    current = instruction = stage = ""
     image_id = None
-    for chunk in client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                  buildargs=buildargs, nocache=nocache):
+
+    def chunks():  # the SDK tars and sends the context before its first chunk: that waits in the thread too
+        yield from client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                                    buildargs=buildargs, nocache=nocache)
+
+    steps.begin("sending the build context to the engine")
+    for chunk in steps.follow(chunks()):
         if "error" in chunk:
+            _end_step(steps, instruction, "failed")
             raise BuildError(f"build of {tag} failed at {current or 'start'}: {chunk['error'].strip()}",
                              "".join(step_log))
         if "aux" in chunk and "ID" in chunk["aux"]:  # the engine reports each stage's image when it ends
@@ -211,20 +243,29 @@ def _stream(client, context: Path, tag: str, buildargs: dict[str, str], on_step,
         text = chunk.get("stream", "")
         match = STEP.match(text)
         if match:
-            current, progress.steps = match.group(0).strip(), int(match.group(2))
+            _end_step(steps, instruction)
+            current, progress.steps, instruction = match.group(0).strip(), int(match.group(2)), match.group(3).strip()
             step_log = [text]
-            if FROM.match(match.group(3).strip()):
+            origin = FROM.match(instruction)
+            if origin:
                 if progress.stage_ids and progress.stage_ids[-1] is None:
                     progress.stage_ids[-1] = progress.last_id  # the stage's last step made its image
                 progress.stage_ids.append(None)
-            on_step(int(match.group(1)), progress.steps, match.group(3).strip())
+                stage = (origin.group(2) or str(len(progress.stage_ids) - 1)).lower()
+            steps.begin(step_name(int(match.group(1)), progress.steps, stage, instruction))
+            on_step(int(match.group(1)), progress.steps, instruction)
             continue
         step_log.append(text)
+        for line in text.splitlines():
+            if not line.startswith(HOUSEKEEPING):
+                steps.output(line)
         if "Using cache" in text:
             progress.cached += 1
         new = NEW_IMAGE.match(text)
         if new:
             progress.last_id = new.group(1)
+            _end_step(steps, instruction)  # the step's layer is committed
+    _end_step(steps, instruction)
     if image_id is None:
         image_id = client.images.get(tag).id
     return image_id
