@@ -140,7 +140,7 @@ def request_from(values: dict, *, named: dict[str, str] | None = None, partial: 
                 value = int(value)
         except (TypeError, ValueError, OverflowError):
             problems.append(f"{name(key)}: {as_written(raw)} is not {'a whole number' if kind is int else 'a number'}; "
-                            f"write one such as {'8' if kind is int else '13e9'}")
+                            f"write one {_range(minimum, above, maximum)}{'' if kind is int else ' (13e9 reads too)'}")
             return None
         if (above is not None and not value > above) or (minimum is not None and value < minimum) or value > maximum:
             problems.append(f"{name(key)}: {raw} is out of range, valid is {_range(minimum, above, maximum)}")
