@@ -183,3 +183,18 @@ def test_a_bad_adapter_config_names_the_file_and_key(tmp_path, doc, words):
     config.write_text(json.dumps(doc))
     out = bad("--model", "llama-2-7b", "--method", "lora", "--adapter-config", str(config))
     assert "--adapter-config" in out and "adapter_config.json" in out and words in out, out
+
+
+def test_a_config_json_with_its_own_head_dim_counts_like_the_checkpoint(tmp_path):
+    """Gemma-7B (https://huggingface.co/google/gemma-7b/blob/main/config.json): 16 heads of head_dim 256 over a
+    hidden size of 3072, so q_proj is Linear(3072, 4096), not 3072 × 3072. Counted from that shape: 8,537,680,896
+    parameters, the figure google/gemma-7b's safetensors metadata gives; r=8 on q_proj and v_proj:
+    28 layers × 2 × 8 × (3072 + 4096) = 3,211,264."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "model_type": "gemma", "hidden_act": "gelu", "hidden_size": 3072, "num_hidden_layers": 28,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "intermediate_size": 24576,
+        "vocab_size": 256000}))
+    doc = run_json("--config", str(config), "--method", "lora", "--lora-targets", "q_proj,v_proj")
+    assert doc["shape"]["params"] == 8_537_680_896
+    assert doc["peft"]["trainable_params"] == 3_211_264
