@@ -6,7 +6,8 @@ Activations, bytes per layer with 16-bit activations, for s·b tokens (sequence 
 and value width h_kv (grouped-query attention), the MLP width f and a attention heads, no tensor or sequence
 parallelism (Korthikanti et al. 2022, section 4.1, whose terms these are):
   norms                      4·s·b·h          (the inputs of the two layer norms)
-  attention                  s·b·(6·h + 4·h_kv) (QKV input, Q, K, V, the output projection's input)
+  attention                  s·b·(2·h + 4·h_q + 4·h_kv) (QKV input, Q, K, V, the output projection's input;
+                             h_q = heads × head_dim, h unless config.json sets head_dim apart)
                              + s·b·h if dropout (the output dropout's mask)
   eager attention            + 2·a·s²·b        (the softmax output), + 3·a·s²·b if dropout (its mask and output)
   flash attention            + 4·a·s·b         (the fp32 log-sum-exp per row; no s² term: Dao et al. 2022)
@@ -83,7 +84,7 @@ def activations(shape: Shape, seq_len: int, micro_batch: int, *, checkpointing: 
     s, b, h, a, f = seq_len, micro_batch, shape.hidden, shape.heads, shape.intermediate
     tokens = s * b
     drop = 1 if shape.dropout else 0
-    per_layer = tokens * (4 * h + 6 * h + 4 * shape.kv_hidden + drop * h)
+    per_layer = tokens * (4 * h + 2 * h + 4 * shape.q_hidden + 4 * shape.kv_hidden + drop * h)
     per_layer += tokens * (2 * h + (8 if shape.mlp == "swiglu" else 4) * f + drop * h)
     if attention == "eager":
         per_layer += (2 + 3 * drop) * a * s * s * b

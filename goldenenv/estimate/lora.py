@@ -156,6 +156,11 @@ def read_adapter_config(path: Path) -> tuple[int, tuple[str, ...], tuple[str, ..
     """(r, target_modules, modules_to_save) from a PEFT adapter_config.json on disk."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AdapterConfigError(f"{path}: no such file (PEFT writes adapter_config.json beside the adapter's "
+                                 "weights)") from None
+    except IsADirectoryError:
+        raise AdapterConfigError(f"{path} is a directory; give the adapter_config.json inside it") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AdapterConfigError(f"{path} cannot be read as JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):

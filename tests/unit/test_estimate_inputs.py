@@ -100,3 +100,36 @@ def test_a_spec_and_the_flags_describe_the_same_lora(tmp_path):
 def test_anchors_and_aliases_stay_refused_in_a_spec(tmp_path):
     problems = spec_problems(tmp_path, "params: &n 13e9\ntokens: *n\n")
     assert len(problems) == 1 and "anchors and aliases are not allowed" in problems[0], problems
+
+
+def test_a_stacks_offload_no_is_refused_with_advice_that_then_works(tmp_path, monkeypatch):
+    """A stack file is read by plan (YAML 1.1) and pulumi up (YAML 1.2), so an unquoted `no` is refused there; the
+    advice it gives, 'no' quoted, is then the boolean false by the estimate's rules, not a second refusal."""
+    import yaml
+
+    from goldenenv import project
+    from goldenenv.plan import STACKS
+
+    doc = yaml.safe_load((STACKS / "Pulumi.aws-p5-2node.yaml").read_text())
+    doc["config"]["goldenenv:run"] = {"hours": 10, "estimate": {"model": "llama-2-13b", "tokens": 1e9, "zero": 2,
+                                                                "offload": "OFFLOAD"}}
+    (tmp_path / "Pulumi.yaml").write_text("name: probe\nruntime: python\n")
+    text = yaml.safe_dump(doc).replace("'OFFLOAD'", "OFFLOAD")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(project, "_current", None)
+    (tmp_path / "Pulumi.probe.yaml").write_text(text.replace("OFFLOAD", "no"))
+    refused = runner.invoke(app, ["estimate", "-s", "probe"], env={"COLUMNS": "300"})
+    assert refused.exit_code == 2 and "write false or 'no'" in refused.output, refused.output
+    (tmp_path / "Pulumi.probe.yaml").write_text(text.replace("OFFLOAD", "'no'"))
+    monkeypatch.setattr(project, "_current", None)
+    followed = runner.invoke(app, ["estimate", "-s", "probe", "--json"])
+    assert followed.exit_code == 0, followed.output
+    assert json.loads(followed.output)["offload"] is False
+
+
+def test_a_missing_adapter_config_says_so_in_one_line(tmp_path):
+    result = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--tokens", "1e8", "--method", "lora",
+                                 "--adapter-config", str(tmp_path / "adapter_config.json")], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip().startswith("--")]
+    assert len(lines) == 1 and "--adapter-config" in lines[0] and "no such file" in lines[0], result.output
