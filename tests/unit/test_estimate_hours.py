@@ -1,6 +1,7 @@
 """`goldenenv estimate --hours H`: H is the run's time at perfect scaling on the user's own configuration
-(--instance-type or --gpu, × --gpus-per-node × --nodes); every option's hours and cost are filled by scaling H with the
-option's GPUs × peak TFLOPS against that configuration, and the closing line speaks only of what the user asked."""
+(--instance-type or --gpu, × --gpus-per-node × --nodes); every option's hours and cost are filled by scaling H
+with the option's GPUs × peak TFLOPS against that configuration, and the closing line speaks only of what the
+user asked."""
 
 from __future__ import annotations
 
