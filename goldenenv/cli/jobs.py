@@ -130,6 +130,8 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
 def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", help="One JSON list, for scripts."),
              wide: bool = typer.Option(False, "--wide", help="Every column (run, restarts, submitted, reason), "
                                        "whatever the terminal's width."),
+             earlier: bool = typer.Option(False, "--all", help="Also the jobs Slurm no longer lists whose output is "
+                                          "on the shared file system (earlier clusters', or ended over a day ago)."),
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
     """The stack's jobs (finished ones for a day): id, name, state (with restarts and Slurm's reason), nodes, start
@@ -150,8 +152,11 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
         where = jobs.places(spec)
         found = jobs.list_jobs(client, where.checkpoints, jobs_dir=where.jobs)
         out_of_service = [n for n in jobs.scheduler_nodes(client) if n.reason] if not as_json else []
+        listed = {(j.id, j.run) for j in found}
+        history = [e for e in jobs.recorded_jobs(client, where) if (e.id, e.run) not in listed] if earlier else []
     if as_json:
-        print(json.dumps([j.to_dict() for j in found], indent=2))
+        print(json.dumps([j.to_dict() for j in found] + [{"id": e.id, "run": e.run, "submitted": e.submitted,
+                                                          "state": "GONE"} for e in history], indent=2))
         return
     if not found:
         console.print("no jobs")
@@ -160,6 +165,8 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
         natural = console.measure(shown, options=console.options.update_width(10_000)).maximum
         out = Console(emoji=False, width=max(console.width, natural)) if wide else console
         out.print(shown)
+    if history:
+        console.print(jobtable.history(history))
     for node in out_of_service:  # why a job waits: a node drained (its health check, a spot notice) or down
         console.print(f"[yellow]{escape(node.name)}[/] {escape(node.state.lower())}: {escape(node.reason)}",
                       highlight=False, soft_wrap=True)

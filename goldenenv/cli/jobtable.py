@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from goldenenv.slurm import view
+from goldenenv.slurm import jobindex, view
 
 STEP_HELP = ("step: the newest checkpoint step the job wrote itself (of its run folder's step-N.pt, those written "
              "between its submission and its end); a run resumed with --resume shows each job's own")
@@ -70,4 +70,16 @@ def table(stack: str, found: list[view.Job], now: datetime, wide: bool = False) 
                           when(submitted, now, True), start, elapsed, checkpoint, escape(job.reason))
         else:
             shown.add_row(job.id, escape(job.name), state_cell(job), escape(job.nodes), start, elapsed, checkpoint)
+    return shown
+
+
+def history(entries: list[jobindex.Entry]) -> Table:
+    """Jobs Slurm no longer lists (an earlier cluster's, or ended over a day ago) whose output is still there."""
+    shown = Table(title="earlier jobs, output kept (goldenenv logs --run RUN)", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    shown.add_column("id", no_wrap=True, justify="right")
+    shown.add_column("run", overflow="fold")
+    shown.add_column(f"submitted {view.TIME_ZONE}", no_wrap=True)
+    for entry in entries:
+        shown.add_row(entry.id, escape(entry.run), entry.submitted.replace("T", " ").rstrip("Z"))
     return shown

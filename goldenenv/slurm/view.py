@@ -13,7 +13,11 @@ STEP = re.compile(r"step-(\d+)")
 NO_END = timedelta(days=365)
 """Slurm schedules a job with no time limit (the partition's MaxTime=INFINITE, goldenenv's default) as if it ran
 for a year: scontrol shows TimeLimit=365-00:00:00 and an EndTime a year after its start (captures/slurm). A pending
-job's estimated start behind such a job is that made-up end, not an estimate."""
+job's estimated start behind such a job is that made-up end, not an estimate: a year from when backfill last looked (seconds to minutes before a user
+reads it), or a year from the running job's start."""
+NO_END_SLACK = timedelta(days=1)
+"""How much earlier than a year from now a made-up estimate may be (backfill computed it a while ago); no real
+estimate is 364 days away."""
 TIME_ZONE = "UTC"
 """goldenenv asks Slurm for its times in UTC (TZ=UTC on the head), whatever the head's own zone."""
 
@@ -119,7 +123,7 @@ def start_estimate(job: Job, others: list[Job], now: datetime) -> datetime | Non
     if not job.pending:
         return None
     estimate = slurm_time(job.start)
-    if estimate is None or estimate <= now or estimate >= now + NO_END:
+    if estimate is None or estimate <= now or estimate >= now + NO_END - NO_END_SLACK:
         return None
     for other in others:
         end = slurm_time(other.end)

@@ -145,6 +145,9 @@ def test_a_pending_job_never_shows_the_year_ahead_stand_in_for_no_time_limit(sha
     now = datetime(2026, 12, 2, 5, 7, 30, tzinfo=timezone.utc)
     cells = {j.id: jobtable.start_cell(j, found, now, wide=False) for j in found}
     assert cells == {"1": "12-02 05:07", "2": "pending", "3": "pending", "4": "est. 12-02 07:07"}
+    behind = view.Job("5", "b", "PENDING", "", 0, "2027-12-02T05:07:25", "00:00:00", "Resources", "")
+    later = datetime(2026, 12, 2, 5, 7, 40, tzinfo=timezone.utc)
+    assert view.start_estimate(behind, [], later) is None, "a year from when backfill looked, seconds ago"
     after = datetime(2026, 12, 2, 8, 0, tzinfo=timezone.utc)
     assert jobtable.start_cell(found[3], found, after, wide=False) == "pending", "an estimate gone by is none"
 
@@ -195,6 +198,9 @@ def test_logs_reads_a_job_of_an_earlier_cluster_by_its_id(shared, monkeypatch):
     assert "step 1 loss 0.5" in done.stdout and "earlier cluster" in done.stderr and "old-" in done.stderr
     assert "from before the index" in invoke("logs", "7").stdout, "found by its output's first line"
     assert "no such job" in invoke("logs", "9", code=2).output
+    history = invoke("jobs", "--all").stdout
+    assert re.search(r"3\s+old-20261201T100000Z-aaaa\s+2026-12-01 10:00:00", history), history
+    assert re.search(r"7\s+before-20261130T100000Z-bbbb", history), history
     assert head.submitted == []
 
 
