@@ -88,12 +88,13 @@ def estimate_cmd(
         _merge(given, named, *_spec_file(spec, problems), problems)
     if stack is not None:
         _merge(given, named, *_stack_values(stack, problems), problems)
+    # a spec or stack that could not be read, or held a value of the wrong shape, may hold what seems missing
+    unread = bool(problems)
     if plot is not None:
         if plot.suffix.lower() not in (".png", ".svg"):
             problems.append(f"--plot: {plot} must end in .png or .svg")
         elif not plot.parent.is_dir():
             problems.append(f"--plot: the folder {plot.parent} does not exist; create it or write elsewhere")
-    unread = any(p.startswith(("--spec:", "--stack:")) for p in problems)
     request, invalid = est.request_from(given, named=named, partial=unread)
     problems += invalid
     if problems:

@@ -133,3 +133,8 @@ def test_a_missing_adapter_config_says_so_in_one_line(tmp_path):
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip().startswith("--")]
     assert len(lines) == 1 and "--adapter-config" in lines[0] and "no such file" in lines[0], result.output
+
+
+def test_a_spec_value_of_the_wrong_shape_is_its_one_line_not_also_required(tmp_path):
+    problems = spec_problems(tmp_path, "params: [13e9]\n" + BASE)
+    assert len(problems) == 1 and "params:" in problems[0] and "write one (a number)" in problems[0], problems
