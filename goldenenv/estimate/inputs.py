@@ -300,7 +300,7 @@ def _adapter(values: dict, method: str, given: list[str], nums: dict, shape, nam
         targets = tuple(names(values["lora_targets"])) if values.get("lora_targets") is not None \
             else lora.DEFAULT_TARGETS
         saved = tuple(names(values["modules_to_save"])) if values.get("modules_to_save") is not None else ()
-        source = ", ".join(f"{flag(k)} {_shown(values[k])}" for k in given if k != "adapter_config")
+        source = ", ".join(f"{name(k)} {_shown(values[k])}" for k in given if k != "adapter_config")
         if values.get("lora_targets") is None:
             source += f" (PEFT's default targets {', '.join(targets)})"
         target_key, saved_key = "lora_targets", "modules_to_save"
