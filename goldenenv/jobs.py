@@ -322,7 +322,7 @@ def find_output(head: Head, where: Places, job_id: str) -> Output:
         raise NoSuchJob(f"JOB {job_id}: no such job on the head, and no output of a job {job_id} in {where.jobs} "
                         "(goldenenv jobs lists the head's jobs)")
     if len(found) > 1:
-        raise NoSuchJob(f"JOB {job_id}: {len(found)} earlier clusters had a job {job_id}: "
+        raise NoSuchJob(f"JOB {job_id}: {len(found)} jobs of earlier clusters had that id: "
                         + "; ".join(jobindex.describe(e) for e in found) + ". Say which with --run RUN")
     return Output(f"{where.jobs}/{found[0].run}.out", found[0].run, False, [])
 

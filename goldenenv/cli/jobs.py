@@ -162,9 +162,11 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
         console.print("no jobs")
     else:
         shown = jobtable.table(spec.stack, found, datetime.now(timezone.utc), wide)
-        natural = console.measure(shown, options=console.options.update_width(10_000)).maximum
-        out = Console(emoji=False, width=max(console.width, natural)) if wide else console
-        out.print(shown)
+        if wide:  # as wide as the rows are: a terminal narrower than that wraps lines, never cells
+            natural = console.measure(shown, options=console.options.update_width(10_000)).maximum
+            Console(emoji=False, width=max(console.width, natural)).print(shown)
+        else:
+            console.print(shown)
     if history:
         console.print(jobtable.history(history))
     for node in out_of_service:  # why a job waits: a node drained (its health check, a spot notice) or down
@@ -203,7 +205,8 @@ def logs_cmd(job_id: str = typer.Argument(None, help="The job id `goldenenv subm
             found = jobs.find_output(client, where, job_id)
             path, current = found.path, found.current
             if not found.current:
-                errors.print(f"job {job_id} of an earlier cluster: run {found.run}", highlight=False)
+                errors.print(f"job {job_id}, no longer in Slurm's list (an earlier cluster's, or ended over a day "
+                             f"ago): run {found.run}", highlight=False, soft_wrap=True)
             elif found.earlier:
                 errors.print(f"job {job_id} of this cluster (run {found.run}); an earlier cluster's: "
                              + ", ".join(f"goldenenv logs --run {e.run}" for e in found.earlier), highlight=False,

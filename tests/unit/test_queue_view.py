@@ -195,7 +195,7 @@ def test_logs_reads_a_job_of_an_earlier_cluster_by_its_id(shared, monkeypatch):
     (Path(shared.jobs) / "before-20261130T100000Z-bbbb.out").write_text(
         "goldenenv: job 7 start 0 on node-0 at 2026-11-30T10:00:01Z\nfrom before the index\n")
     done = invoke("logs", "3")
-    assert "step 1 loss 0.5" in done.stdout and "earlier cluster" in done.stderr and "old-" in done.stderr
+    assert "step 1 loss 0.5" in done.stdout and "earlier cluster" in done.stderr and "run old-" in done.stderr
     assert "from before the index" in invoke("logs", "7").stdout, "found by its output's first line"
     assert "no such job" in invoke("logs", "9", code=2).output
     history = invoke("jobs", "--all").stdout
@@ -242,3 +242,15 @@ def test_a_run_with_a_job_still_running_is_not_resumed_twice(shared, monkeypatch
     (Path(shared.checkpoints) / RUN).mkdir()
     said = " ".join(invoke("submit", "--nodes", "1", "--resume", RUN, "--", "true", code=2).output.split())
     assert "job 1 of that run is still RUNNING" in said and "goldenenv cancel 1" in said, said
+
+
+def test_logs_of_an_id_this_cluster_knows_is_this_clusters_job_and_names_the_earlier_one(shared, monkeypatch):
+    running = (CAPTURES / "job-running.txt").read_text().replace("/data/jobs", shared.jobs)
+    with_head(monkeypatch, StandInHead(running))
+    (Path(shared.jobs) / "goldenenv-jobs.tsv").write_text(
+        f"1\told-20261201T100000Z-aaaa\t2026-12-01T10:00:00Z\n1\t{RUN}\t2026-12-02T05:07:19Z\n")
+    (Path(shared.jobs) / "old-20261201T100000Z-aaaa.out").write_text("goldenenv: job 1 start 0\nthe old one\n")
+    (Path(shared.jobs) / f"{RUN}.out").write_text("goldenenv: job 1 start 0\nthis one\n")
+    done = invoke("logs", "1")
+    assert "this one" in done.stdout and "the old one" not in done.stdout
+    assert "goldenenv logs --run old-20261201T100000Z-aaaa" in " ".join(done.stderr.split()), done.stderr
