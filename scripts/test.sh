@@ -3,6 +3,6 @@
 # unit tests (Pulumi mocks, pure logic) and image tests (real builds and checks on a real engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --test
 ./scripts/start-docker.sh
 .venv/bin/python -m pytest "$@"
