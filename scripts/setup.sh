@@ -24,6 +24,11 @@ case "${1:-}" in
         exit 2
         ;;
 esac
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup.sh: goldenenv needs Python 3.11 or later (pyproject.toml's requires-python);" \
+        "python3 here is $(python3 --version 2>&1)" >&2
+    exit 2
+fi
 target=".${extra:+[$extra]}"
 stamp="$VENV/.goldenenv-installed${extra:+-$extra}"
 fingerprint=$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
@@ -40,8 +45,8 @@ print(", ".join(m[1] for d in deps if (m := re.match(r"pulumi-([a-z-]+)==", d)))
 say "installing goldenenv (editable: this checkout's code) and its pinned dependencies (pyproject.toml)" \
     "${extra:+with the $extra extra }into $VENV: Pulumi with the providers of $providers (most of the size), boto3," \
     "Docker's SDK, pydantic, typer, rich, matplotlib, pytest"
-say "about 800 MB on disk and 110 MB to download; a first run takes about 1 minute on 2 cores with uv (the" \
-    "downloads and the virtualenv dominate), about 2 minutes with pip; with the packages cached, about 30 s"
+say "about 800 MB on disk and 110 MB to download; a first run takes under a minute on 2 cores with uv (the" \
+    "downloads dominate), about 2 minutes with pip; with uv's cache warm, about 20 s"
 
 installer=${GOLDENENV_INSTALLER:-uv}
 if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c '' 2>/dev/null; then
@@ -62,9 +67,11 @@ find_pip() {
         PIP=("$VENV/bin/python" -m pip)
     elif python3 -m pip --python "$VENV/bin/python" --version >/dev/null 2>&1; then
         PIP=(python3 -m pip --python "$VENV/bin/python")
-    else
-        run_step "unpacking Python's bundled pip" "$VENV/bin/python" -m ensurepip --default-pip
+    elif run_step "unpacking Python's bundled pip" "$VENV/bin/python" -m ensurepip --default-pip; then
         PIP=("$VENV/bin/python" -m pip)
+    else
+        say "no pip can install into $VENV: install pip for python3 (Debian, Ubuntu: apt install python3-pip) and run again"
+        exit 1
     fi
 }
 

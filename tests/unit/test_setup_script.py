@@ -98,6 +98,17 @@ def test_setup_refuses_an_unknown_option_naming_the_valid_one(checkout):
     assert result.stdout == ""
 
 
+def test_setup_refuses_a_python_older_than_pyprojects_requirement(checkout):
+    old_python = checkout / "old-bin" / "python3"
+    old_python.parent.mkdir()
+    old_python.write_text('#!/usr/bin/env bash\n[[ $1 == --version ]] && echo "Python 3.9.2"; exit 1\n')
+    old_python.chmod(stat.S_IRWXU)
+    result = _setup(checkout, PATH=f"{old_python.parent}:{os.environ['PATH']}")
+    assert result.returncode == 2
+    assert "needs Python 3.11 or later" in result.stderr and "Python 3.9.2" in result.stderr
+    assert result.stdout == ""
+
+
 def _run_step(command: str) -> subprocess.CompletedProcess:
     script = f"source {SCRIPTS / 'lib' / 'progress.sh'}; PROGRESS_EVERY=0.2; {command}"
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
