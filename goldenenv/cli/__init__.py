@@ -18,7 +18,10 @@ from goldenenv import project
 from goldenenv.cli.common import errors, fail
 from goldenenv.spec import ConfigError
 
-app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False)
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+"""`-h` is `--help` everywhere: click hands a context's help option names down to every subcommand's context."""
+app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False,
+                  context_settings=HELP_OPTIONS)
 
 
 OUTSIDE_A_PROJECT = {"init", "estimate"}

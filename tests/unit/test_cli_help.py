@@ -81,6 +81,17 @@ def test_help_renders(command):
     assert "Usage:" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", COMMANDS, ids=_id)
+def test_dash_h_is_help_everywhere(command):
+    """`-h` works wherever `--help` does, nested groups included (goldenenv image push -h): the same page, exit 0,
+    never "No such option: -h"."""
+    env = {"COLUMNS": "120"}
+    short, long = (CliRunner().invoke(app, [*command, flag], env=env) for flag in ("-h", "--help"))
+    assert short.exit_code == 0, short.output
+    assert "No such option" not in short.output
+    assert short.output == long.output
+
+
 def test_image_push_help_renders_in_a_real_terminal_width():
     """The issue's own reproduction, through the installed entry point rather than the test runner."""
     result = subprocess.run([sys.executable, "-m", "goldenenv", "image", "push", "--help"], cwd=REPO,
