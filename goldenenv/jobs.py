@@ -276,21 +276,27 @@ def list_jobs(head: Head, checkpoints: str, job_id: str | None = None, jobs_dir:
 
 def own_steps(found: list[view.Job], known: list[jobindex.Entry], stats: str) -> list[int | None]:
     """Each job's newest checkpoint step: of its run folder's checkpoints (`stat -c '%Y %n'` lines), those written
-    from its submission (the job index's time, else Slurm's SubmitTime) to its end (none while it runs). Two jobs of
-    one run, the first and its resubmission with --resume, each get their own; a requeue is the same job."""
+    from its submission (the job index's time, else Slurm's SubmitTime) until the next job of the run was submitted
+    (none yet: no end). A job's last checkpoint may come after Slurm's EndTime (the training checkpoints on the
+    SIGTERM of a cancel), and no two jobs of a run overlap (submit --resume waits for the first to end), so
+    everything in between is the earlier job's. Two jobs of one run each get their own; a requeue is the same job."""
     written: dict[str, list[tuple[int, int]]] = {}
     for row in stats.splitlines():
         mtime, _, path = row.partition(" ")
         step = view.checkpoint_step(path.rsplit("/", 1)[-1])
         if mtime.isdigit() and step is not None and "/" in path:
             written.setdefault(path.split("/", 1)[0], []).append((int(mtime), step))
-    submitted = {(e.id, e.run): e.submitted for e in known}
+    submitted = {(e.id, e.run): view.slurm_time(e.submitted.rstrip("Z")) for e in known}
+    since = [submitted.get((j.id, j.run)) or view.slurm_time(j.submitted) for j in found]
+    starts: dict[str, set[float]] = {}
+    for run, moment in [(e.run, submitted[(e.id, e.run)]) for e in known] + [(j.run, t) for j, t in zip(found, since)]:
+        if moment is not None:
+            starts.setdefault(run, set()).add(moment.timestamp())
     steps = []
-    for j in found:
-        since = view.slurm_time(submitted.get((j.id, j.run), "").rstrip("Z")) or view.slurm_time(j.submitted)
-        until = view.slurm_time(j.end) if j.done else None
-        own = [step for mtime, step in written.get(j.run, [])
-               if (since is None or mtime >= since.timestamp()) and (until is None or mtime <= until.timestamp())]
+    for j, began in zip(found, since):
+        first = began.timestamp() if began else float("-inf")
+        until = min((t for t in starts.get(j.run, ()) if t > first), default=float("inf"))
+        own = [step for mtime, step in written.get(j.run, []) if first <= mtime < until]
         steps.append(max(own) if own else None)
     return steps
 

@@ -138,9 +138,9 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
     and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), and the checkpoint step;
     then every node out of service with Slurm's reason (a failed health rule, a spot notice).
 
-    The checkpoint step is the newest one the job wrote itself (of its run folder's step-N.pt, those written between
-    its submission and its end): a run resumed with --resume shows each job's own. At 80 columns long cells wrap;
-    --wide shows every column."""
+    The checkpoint step is the newest one the job wrote itself (of its run folder's step-N.pt, those written from
+    its submission until a later job resumed the run, its final checkpoint on a cancel included): a run resumed with
+    --resume shows each job's own. At 80 columns long cells wrap; --wide shows every column."""
     from datetime import datetime, timezone
 
     from goldenenv import jobs

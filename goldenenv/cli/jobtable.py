@@ -12,10 +12,6 @@ from rich.table import Table
 
 from goldenenv.slurm import jobindex, view
 
-STEP_HELP = ("step: the newest checkpoint step the job wrote itself (of its run folder's step-N.pt, those written "
-             "between its submission and its end); a run resumed with --resume shows each job's own")
-
-
 def start_cell(job: view.Job, found: list[view.Job], now: datetime, wide: bool) -> str:
     estimate = view.start_estimate(job, found, now)
     if job.pending:

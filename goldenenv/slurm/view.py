@@ -53,8 +53,8 @@ class Job:
     run: str = ""
     """The run folder goldenenv submit named in the job's comment ('' for a job submitted with plain sbatch)."""
     checkpoint_step: int | None = None
-    """The newest checkpoint step this job wrote: of its run folder's checkpoints, those written after the job was
-    submitted and before it ended (see jobs.list_jobs); a run resumed by a later job keeps each job's own."""
+    """The newest checkpoint step this job wrote: of its run folder's checkpoints, those written from the job's
+    submission until the next job of its run was submitted (jobs.own_steps); a resumed run keeps each job's own."""
     submitted: str = ""
     end: str = ""
     time_limit: str = ""

@@ -166,8 +166,9 @@ def test_an_estimate_is_real_only_behind_jobs_that_end(limit, end, real):
 
 
 def test_each_job_of_a_resumed_run_shows_the_checkpoint_step_it_wrote(shared, monkeypatch):
-    """Job 1 was cancelled at step 40; job 2 resumed its run and is at step 80; job 3, requeued once, keeps the
-    checkpoints it wrote before its requeue. The run folder's `latest` (80) is no job's answer but the newest."""
+    """Job 1 was cancelled after step 45 and checkpointed it on the cancel's SIGTERM, a second after Slurm's
+    EndTime; job 2 resumed its run and is at step 80; job 3, requeued once, keeps the checkpoints it wrote before
+    its requeue. The run folder's `latest` (80) is no job's answer but the newest."""
     first = (CAPTURES / "jobs-all.txt").read_text().strip()
     resumed = (first.replace("JobId=1 ", "JobId=2 ").replace("JobState=CANCELLED", "JobState=RUNNING")
                .replace("SubmitTime=2026-12-02T05:07:19", "SubmitTime=2026-12-02T05:10:00")
@@ -176,13 +177,14 @@ def test_each_job_of_a_resumed_run_shows_the_checkpoint_step_it_wrote(shared, mo
                 .replace("Restarts=0", "Restarts=1").replace(RUN, "other-20261202T050900Z-beef")
                 .replace("StartTime=2026-12-02T05:07:20", "StartTime=2026-12-02T05:12:00"))
     with_head(monkeypatch, StandInHead("\n".join([first, resumed, requeued]) + "\n"))
-    for step, written in ((20, "2026-12-02T05:07:23"), (40, "2026-12-02T05:07:27"), (60, "2026-12-02T05:10:30"),
+    for step, written in ((20, "2026-12-02T05:07:23"), (40, "2026-12-02T05:07:27"), (45, "2026-12-02T05:07:29"),
+                          (60, "2026-12-02T05:10:30"),
                           (80, "2026-12-02T05:11:00")):
         checkpoint(shared, RUN, step, written)
     checkpoint(shared, "other-20261202T050900Z-beef", 100, "2026-12-02T05:11:00")
     (Path(shared.checkpoints) / RUN / "latest").write_text("step-00000080.pt")
     listed = {j["id"]: j["checkpoint_step"] for j in json.loads(invoke("jobs", "--json").stdout)}
-    assert listed == {"1": 40, "2": 80, "3": 100}
+    assert listed == {"1": 45, "2": 80, "3": 100}
 
 
 def test_logs_reads_a_job_of_an_earlier_cluster_by_its_id(shared, monkeypatch):
