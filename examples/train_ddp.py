@@ -6,7 +6,8 @@ An MLP learns a fixed nonlinear function of synthetic inputs generated from --se
 Rank 0 writes a checkpoint every K steps, atomically (temporary file, fsync, rename), then points
 `latest` at it; on start every rank resumes from the checkpoint rank 0 chose, so a node lost to a
 spot interruption costs at most K steps. The checkpoint directory must be shared by all nodes.
-At the end rank 0 prints one JSON line with "event": "done".
+At the end every rank waits for the others, the process group is taken down, and rank 0 prints one JSON line
+with "event": "done" (see shut_down for why this order keeps a finished run from ending FAILED).
 
 A spot notice costs nothing: on SIGUSR1 or SIGTERM (sent by goldenenv-spotwatch, or by torchrun when it is
 stopped) a rank finishes its current step; the ranks agree on the stop at the step boundary (the flag rides on
@@ -17,6 +18,7 @@ the loss all-reduce), rank 0 checkpoints that last completed step, prints a JSON
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -290,6 +292,27 @@ def train(args: argparse.Namespace, stop: StopRequest | None = None) -> dict:
             "first_loss": first_loss, "last_loss": last_loss, "world_size": world_size}
 
 
+def shut_down(rank: int, summary: dict) -> None:
+    """End a run that every rank finished: no rank leaves while another still uses the group, then the group goes.
+
+    Why the order matters: a rank whose process reaches interpreter finalization with the process group, or one of
+    its collectives, still alive can die at exit instead of ending. The group's C++ worker threads (gloo's) still hold
+    the last collectives' tensors; released during finalization, a tensor's Python object needs an interpreter that
+    is going away, the thread is stopped and the process aborts with "terminate called without an active exception"
+    (SIGABRT). torchrun then reports the worker group failed and Slurm records the job FAILED although rank 0 printed
+    "done" (PyTorch issue 190489 and pull request 179291 describe the abort). Short runs with no sleep between steps
+    hit it most: a rank reaches its exit while another is still in the last all-reduce or barrier.
+    So: a barrier (every rank is past its last collective), nothing of the training left holding a tensor
+    (gc.collect), destroy_process_group (the group's threads end while the interpreter is whole), and only then
+    "done": a run that prints it has also ended in order.
+    """
+    dist.barrier()
+    gc.collect()
+    dist.destroy_process_group()
+    if rank == 0:
+        print(json.dumps(summary), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop = StopRequest()
@@ -298,14 +321,24 @@ def main(argv: list[str] | None = None) -> int:
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend=backend, init_method="env://", timeout=timedelta(minutes=10))
+    rank = dist.get_rank()
     try:
         summary = train(args, stop)
-        if dist.get_rank() == 0:
-            print(json.dumps(summary), flush=True)
-    finally:
+    except BaseException:
+        # a rank that failed leaves now, nonzero: a barrier would wait for ranks that may never reach it
         dist.destroy_process_group()
+        raise
+    shut_down(rank, summary)
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Flush what was printed and leave without interpreter finalization: the group is gone and every file is
+    written, so finalization has nothing left to do but run C++ destructors in an order nobody controls."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
