@@ -86,7 +86,12 @@ def make_key(home: Path, uid: str = "goldenenv stand-in repository <apt@goldenen
 def dummy_deb(folder: Path, name: str, version: str, modules: tuple[str, ...] = ()) -> Path:
     """A package with the vendor's name and the lock's version that installs a note of what it stands for (and
     PACKAGE_FILES); `modules`: the kernel modules it provides, which its postinst makes the emulated host's
-    modprobe know (stand_ins.CONFIG/modules), as a vendor's module package makes them loadable."""
+    modprobe know (stand_ins.CONFIG/modules), as a vendor's module package makes them loadable. A package already
+    in the folder is kept: suites share a pool, and a second build (its files' times differ) would no longer match
+    the index the first suite wrote ("Hash Sum mismatch" at the host's install)."""
+    deb = folder / f"{name}_{version.replace(':', '%3a')}_all.deb"
+    if deb.exists():
+        return deb
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
@@ -105,10 +110,9 @@ def dummy_deb(folder: Path, name: str, version: str, modules: tuple[str, ...] = 
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_text(content)
             (root / path).chmod(0o755)
-        path = folder / f"{name}_{version.replace(':', '%3a')}_all.deb"
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(path)], check=True,
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
                        capture_output=True)
-    return path
+    return deb
 
 
 def _stanza(deb: Path, filename: str) -> str:

@@ -212,6 +212,36 @@ class Stack:
             emulated_host.remove_network(network)
 
 
+class Stacks(dict):
+    """Stack name -> Stack for the node-boot tests: the stacks given booted at once (their hosts boot side by side),
+    any other booted when first asked for; `boot` boots a stack once per session."""
+
+    def __init__(self, boot, wanted: list[str]):
+        super().__init__((stack, boot(stack)) for stack in wanted)
+        self._boot = boot
+
+    def __missing__(self, stack: str) -> Stack:
+        self[stack] = self._boot(stack)
+        return self[stack]
+
+
+def wanted_stacks(items) -> list[str]:
+    """The stacks the selected tests that use the `stacks` fixture are parametrized over (their `stack`), in
+    CLOUD_STACKS order: `-k aws-g5-dev` selects aws-g5-dev's tests only, so only its hosts boot."""
+    named = set()
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if "stacks" in getattr(item, "fixturenames", ()) and callspec and "stack" in callspec.params:
+            named.add(callspec.params["stack"])
+    return sorted(named, key=lambda stack: (CLOUD_STACKS.index(stack) if stack in CLOUD_STACKS else len(CLOUD_STACKS),
+                                            stack))
+
+
+def not_booted(stack: str) -> Stack:
+    """What a dry run of the node-boot tests (conftest.DRY_RUN) hands a test for a stack: nothing was created."""
+    return Stack(stack, {}, None, [], {}, None, None, None)
+
+
 def stack_network(client: docker.DockerClient, name: str, cidr: str):
     """The stack's private network: a free /24 of the stack's VPC range (another run may hold one), the head at its
     .10 (the address the emulated cloud gives the head), the engine's picks from its upper half: (network, head)."""

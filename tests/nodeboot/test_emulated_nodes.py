@@ -147,10 +147,11 @@ def test_a_stop_start_brings_every_unit_and_the_container_back_with_its_mounts(n
         assert rc != 0, "instance store comes back blank after a stop/start, as on EC2"
 
 
-def test_the_container_waits_for_a_shared_file_system_that_is_not_there_yet(nodes):
+@pytest.mark.parametrize("stack", ["aws-p5-2node"])
+def test_the_container_waits_for_a_shared_file_system_that_is_not_there_yet(nodes, stack):
     """A mount that fails (the file system still being created) is retried; meanwhile no container runs on an
     empty root-disk folder, and once the mount succeeds the container comes up with it."""
-    booted = nodes["aws-p5-2node"]
+    booted = nodes[stack]
     up(booted)
     host = booted.host
     assert host.sh(f"touch {stand_ins.CONFIG}/lustre-down")[0] == 0

@@ -166,9 +166,10 @@ def test_the_head_writes_the_key_once_and_a_restart_keeps_it_and_the_node(stacks
     booted.head.host.wait_for("the node responding to the restarted head", lambda: registered(booted), 120)
 
 
-def test_the_aws_munge_secret_is_encrypted_with_the_stacks_key(stacks):
+@pytest.mark.parametrize("stack", ["aws-p5-2node"])
+def test_the_aws_munge_secret_is_encrypted_with_the_stacks_key(stacks, stack):
     """As far as moto goes: the secret names the stack's own KMS key (Secrets Manager's default key otherwise)."""
-    booted = stacks["aws-p5-2node"]
+    booted = stacks[stack]
     booted.node.up()
     secret = next(r for r in booted.resources if r.type == "aws:secretsmanager/secret:Secret")
     key = next(r for r in booted.resources if r.type == "aws:kms/key:Key" and "munge" in r.name)
@@ -180,9 +181,10 @@ def test_the_aws_munge_secret_is_encrypted_with_the_stacks_key(stacks):
     assert len(described["VersionIdsToStages"]) == 1, "one version: the head's"
 
 
-def test_an_alibaba_node_may_read_the_munge_key_but_never_write_it(stacks):
+@pytest.mark.parametrize("stack", ["alicloud-ebmgn8v-2node"])
+def test_an_alibaba_node_may_read_the_munge_key_but_never_write_it(stacks, stack):
     """The node's RAM role, as the plan declares it, checked by KMS on the node's own signed calls."""
-    booted = stacks["alicloud-ebmgn8v-2node"]
+    booted = stacks[stack]
     booted.node.up()
     values = emulated_stack.script_values(booted.node.user_data, "munge-key-alicloud.sh")
     call = lambda action, credentials, **p: booted.apis.alibaba(  # noqa: E731
