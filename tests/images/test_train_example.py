@@ -105,6 +105,7 @@ def listing(checkpoints: Path) -> set[str]:
 def test_two_ranks_train_and_checkpoint_atomically(train, checkpoint_dir):
     run = train(checkpoint_dir, "--steps", "60", "--checkpoint-every", "20")
     assert run.exit_code == 0, run.output
+    assert "terminate called" not in run.output  # every rank ended in order (issue 36 item 2)
     assert "starting fresh" in run.output
     summary = run.summary
     assert (summary["final_step"], summary["world_size"], summary["resumed_from"]) == (60, 2, None)
