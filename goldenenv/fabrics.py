@@ -26,13 +26,17 @@ from pydantic import Field
 from goldenenv import catalog
 from goldenenv.spec import Model
 
-Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]
+Version = Annotated[str, Field(pattern=r"^\d+(\.\d+)*$", description="a version of numbers and dots such as 1.9.4")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-DebianPackage = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$")]
+DebianPackage = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$",
+                                     description="a Debian package name, with =version or without, such as "
+                                                 "libibverbs1 or libibverbs1=44.0-2")]
 """A Debian package name (policy 5.6.1), optionally =version in Debian's version alphabet: one shell word."""
-ReleaseTag = Annotated[str, Field(pattern=r"^\d+(\.\d+)*([-_][0-9A-Za-z]+)?$", max_length=40)]
+ReleaseTag = Annotated[str, Field(pattern=r"^\d+(\.\d+)*([-_][0-9A-Za-z]+)?$", max_length=40,
+                                  description="a release such as 1.9.4 or 1.13.2-aws")]
 """A release as Google tags its GPUDirect images (without the leading v): 1.0.12, 1.0.8-1, 1.0.13_1."""
-PackageVersion = Annotated[str, Field(pattern=r"^\d+(\.\d+)*(-[0-9A-Za-z.+~]+)?$", max_length=60)]
+PackageVersion = Annotated[str, Field(pattern=r"^\d+(\.\d+)*(-[0-9A-Za-z.+~]+)?$", max_length=60,
+                                      description="a package version such as 2.4.1 or 24.10-1.1.4.0")]
 """An upstream release, optionally with its package revision: 1.1.0, 1.1.0-1."""
 
 

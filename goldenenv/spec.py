@@ -128,11 +128,15 @@ Location = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
 InstanceType = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 """p5.48xlarge, ecs.gn7i-c8g1.2xlarge, container: whether the catalog knows it is stackconfig's check."""
 
-MountPoint = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+$", max_length=255)]
+MountPoint = Annotated[str, Field(
+    pattern=r"^(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+$", max_length=255,
+    description="an absolute path such as /fsx: a / before each part, parts of letters, digits and _ . - not "
+                "starting with a dot, no / at the end")]
 """An absolute path of plain segments: nothing a shell could read, no `.` or `..` segment, no trailing slash."""
 
 
-DriverVersion = Annotated[str, Field(pattern=r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")]
+DriverVersion = Annotated[str, Field(pattern=r"^\d{3}\.\d{1,3}(\.\d{1,3})?$",
+                                     description="an NVIDIA driver version such as 570.133.20 or 570.86")]
 
 
 class HostImageOverride(Model):
@@ -143,7 +147,8 @@ class HostImageOverride(Model):
     kernel_modules: list[Annotated[str, Field(pattern=r"^[a-z0-9_]{1,64}$")]] = Field(default=[], max_length=32)
     """The kernel modules the image carries that the pool's fabric needs (as lsmod names them: import_helper), the
     stack's statement in place of the catalog's host_images kernel_modules."""
-    os: str | None = Field(default=None, pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$")
+    os: str | None = Field(default=None, pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$",
+                           description="an OS family and release such as ubuntu-22.04 or debian-12")
     """The image's OS family as the host lock names them (ubuntu-22.04): the install step then provides on it what
     the host lock pins and the image is not stated to carry. None: the image is the stack's statement that it has
     the engine, the toolkit and the file-system client."""
@@ -161,8 +166,9 @@ class NodePool(Model):
     """The capacity types `up` may use, in order, when the cloud has none of one (a capacity error): e.g.
     [spot, on-demand]. `capacity` is one of them. None: `capacity` only."""
     capacity_reservation_id: str | None = Field(
-        default=None, pattern=r"^(cr-[0-9a-f]{8,17}|[a-z]([-a-z0-9]{0,61}[a-z0-9])?)$", validate_default=True
-    )
+        default=None, pattern=r"^(cr-[0-9a-f]{8,17}|[a-z]([-a-z0-9]{0,61}[a-z0-9])?)$", validate_default=True,
+        description="an EC2 reservation id such as cr-0123456789abcdef0, or a Google Cloud reservation's name "
+                    "(lower-case letters, digits and -, starting with a letter, at most 63 characters)")
     """The reservation the pool consumes: an EC2 id (cr-...), or a Google Cloud reservation's name; which form a
     cloud takes is its check."""
     rdma: bool | None = Field(default=None, validation_alias=AliasChoices("rdma", "efa"))
@@ -316,7 +322,10 @@ class ObjectStore(Model):
 
 
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
-Prefix = Annotated[str, Field(pattern=rf"^{_SEGMENT}(/{_SEGMENT})*/?$", max_length=255)]
+Prefix = Annotated[str, Field(
+    pattern=rf"^{_SEGMENT}(/{_SEGMENT})*/?$", max_length=255,
+    description="a folder such as datasets/ or team/run-1/: parts of letters, digits, _ and - (a dot only inside a "
+                "part) joined by /")]
 """A folder in the bucket and on the shared file system: plain path segments, nothing a shell could read."""
 
 
@@ -346,6 +355,7 @@ class Storage(Model):
 _DNS_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 Email = Annotated[str, Field(
     pattern=rf"^[A-Za-z0-9][A-Za-z0-9._%+-]{{0,63}}@({_DNS_LABEL}\.)+[A-Za-z]{{2,63}}$", max_length=254,
+    description="a plain e-mail address such as ml-team@example.com",
 )]
 """A plain mailbox (no quotes, comments or shell characters): it reaches AWS Budgets and SNS subscriptions."""
 
@@ -378,12 +388,15 @@ class Budget(Model):
     """Activate the stack tag for cost allocation (account-wide; the budget filter needs it active)."""
 
 
-_TAG_CHARS = r"[\p{L}\p{N} _.:/=+\-@]"
-TagKey = Annotated[str, Field(pattern=rf"^{_TAG_CHARS}+$", max_length=128)]
+_TAG_CHARS = r"[\p{L}\p{N} _.:/=+\-@%]"
+TagKey = Annotated[str, Field(pattern=rf"^{_TAG_CHARS}+$", max_length=512)]
 TagText = Annotated[str, Field(pattern=rf"^{_TAG_CHARS}+$", max_length=256)]
-"""What AWS allows in a tag (letters, digits, spaces and _ . : / = + - @; keys up to 128, values up to 256).
-Tags go to cloud APIs as data and never into a shell, so `=` and spaces in them are inert; quotes, `$`, `;`,
-backticks and line breaks are refused anyway, so no tag can ever carry a command or split a line."""
+"""What goldenenv takes in a tag on any cloud: letters, digits, spaces and _ . : / = + - @ %; keys up to 512
+characters (Azure's most), values up to 256 (AWS's and Azure's most). Each cloud's own rule (its folder's tags.py,
+checked by clouds.tagrules) is narrower where that cloud is: AWS takes no `%` and keys of 128, Azure no `%` in a
+name, Google writes a label. Tags go to cloud APIs as data and never into a shell, so `=`, `%` and spaces in them
+are inert; quotes, `$`, `;`, `&`, backticks and line breaks are refused on every cloud, so no tag can ever carry a
+command or split a line."""
 
 MAX_EXTRA_TAGS = 40
 """AWS allows 50 user tags per resource. Every resource carries project, owner, cost-center and goldenenv:stack
@@ -414,8 +427,8 @@ class Tags(Model):
             raise ValueError(f"{len(v)} extra tags; at most {MAX_EXTRA_TAGS} (AWS allows 50 per resource and "
                              "goldenenv adds up to 10 of its own: project, owner, cost-center, stack, Name, ...)")
         for key, value in v.items():
-            if key.lower().startswith("aws:") or key.lower().startswith("goldenenv:"):
-                raise ValueError(f"tag key '{key}' is reserved (aws:, goldenenv:); pick another name")
+            if key.lower().startswith("goldenenv:"):
+                raise ValueError(f"tag key '{key}' is reserved (goldenenv: is goldenenv's own); pick another name")
             if key in _BUILT_IN_TAGS:
                 raise ValueError(f"tag key '{key}' is set by {_BUILT_IN_TAGS[key]}; drop it from extra")
             if not key.strip() or not value.strip():
@@ -473,7 +486,9 @@ class Run(Model):
 class ImageRef(Model):
     lock: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Name of images/<lock>/lock.yaml."""
-    ref: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.:_/-]*@sha256:[0-9a-f]{64}$")
+    ref: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.:_/-]*@sha256:[0-9a-f]{64}$",
+                            description="an image by digest: its repository in lower case, @sha256: and 64 "
+                                        "characters 0-9 a-f (registry.example.com/team/image@sha256:...)")
     """The published image nodes pull, by digest (repo@sha256:...); None = the digest `image push` recorded."""
 
 

@@ -328,7 +328,8 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     ctx = err.get("ctx") or {}
     if "expected" in ctx and isinstance(given, str):
         choices = [c.strip(" '") for c in str(ctx["expected"]).replace(" or ", ",").split(",")]
-        message += _suggest(given, choices)
+        near = _suggest(given, choices)
+        message += near if "did you mean" in near else ""
     return Problem(key, message)
 
 
@@ -352,8 +353,16 @@ def error_message(err: Mapping[str, Any], model: type[BaseModel] | None = None) 
     null). A section of the wrong kind says what it holds (`must be a mapping with bucket, parallelFs, localNvme`),
     its keys read from `model`, the root model the error's location starts at: never a model's class name."""
     given = err.get("input")
-    if _wrong_kind(err):
+    if _wrong_kind(err) and err["type"] not in ("int_type", "float_type", "bool_type", "string_type"):
         return clip(f"must be {expected(err, model)}; got {as_written(given)}", 1000)
+    if err["type"] != "value_error":
+        from goldenenv import inwords
+
+        _, _, hint, _, meta = _walk(err["loc"], None, model) if model is not None else (None, None, None, None, [])
+        said = inwords.finding(err, inwords.bounds(meta), inwords.described_patterns(model) if model else {},
+                               as_written(given), whole=hint is int)
+        if said is not None:
+            return clip(said, 1000)
     message = str(err["msg"]).removeprefix("Value error, ")
     if isinstance(given, str) and len(given) > MAX_SHOWN:
         message = message.replace(given, clip(given))
@@ -413,16 +422,18 @@ def user_path(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str |
     member of a union it tried: `str`, `IPv4Network`, `HostImageOverride`, `[key]`). Walking the
     models' types beside the user's data keeps only the user's own keys and list indices.
     """
-    path, holder, _, _ = _walk(loc, data, model)
+    path, holder, _, _, _ = _walk(loc, data, model)
     return path, holder
 
 
 def _walk(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int], type[BaseModel] | None, Any,
-                                                                 list[tuple[int, str]]]:
-    """user_path's walk: the user's key, the model holding it, the type expected at the location's end, and where
-    the location chose a member of a union: (its index in `loc`, the member's name)."""
+                                                                 list[tuple[int, str]], list[Any]]:
+    """user_path's walk: the user's key, the model holding it, the type expected at the location's end, where
+    the location chose a member of a union: (its index in `loc`, the member's name), and the constraints on the
+    value at the end (its field's metadata: Ge, MaxLen, a pattern)."""
     path: list[str | int] = []
     unions: list[tuple[int, str]] = []
+    meta: list[Any] = []
     node, hint, holder = data, model, model
     for i, part in enumerate(loc):
         members = _members(hint)
@@ -444,14 +455,17 @@ def _walk(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int
                 path.append((field[1].alias or field[0]) if field else part)
                 node = None
             hint = field[1].annotation if field else None
+            meta = [*field[1].metadata, *_annotated(hint)] if field else []
         elif origin in (list, tuple, set, frozenset) and isinstance(part, int):
             path.append(part)
             node = node[part] if isinstance(node, list) and 0 <= part < len(node) else node if part == 0 else None
             hint = (typing.get_args(hint) or (None,))[0]
+            meta = _annotated(hint)
         elif origin in (dict, Mapping):
             path.append(part)
             node = node.get(part) if isinstance(node, Mapping) else None
             hint = (typing.get_args(hint) or (None, None))[1]
+            meta = _annotated(hint)
         elif hint is None and isinstance(node, Mapping) and part in node:
             path.append(part)
             node = node[part]
@@ -461,7 +475,16 @@ def _walk(loc: tuple, data: Any, model: type[BaseModel]) -> tuple[list[str | int
         else:
             hint = None
     members = _members(hint)
-    return path, holder, members[0] if len(members) == 1 else hint, unions
+    return path, holder, members[0] if len(members) == 1 else hint, unions, meta
+
+
+def _annotated(hint: Any) -> list[Any]:
+    """The constraints an Annotated type carries (a list item's `Annotated[int, Field(ge=1)]`), through Optional."""
+    if typing.get_origin(hint) is typing.Annotated:
+        return [m for arg in typing.get_args(hint)[1:] for m in (*getattr(arg, "metadata", ()), arg)]
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    is_union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    return _annotated(members[0]) if is_union and len(members) == 1 else []
 
 
 def _members(hint: Any) -> list[Any]:

@@ -28,15 +28,20 @@ from goldenenv.userfile import read_yaml
 HOSTS = "hosts"
 """The folder of host locks inside an images folder: images/hosts/<name>.yaml."""
 
-OsFamily = Annotated[str, Field(pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$")]
+OsFamily = Annotated[str, Field(pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$",
+                                description="an OS family and release such as ubuntu-22.04 or debian-12")]
 """A host OS family as the catalog's host images name theirs: ubuntu-22.04, ubuntu-24.04, debian-12."""
 PackageName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+$", max_length=100)]
-PackageVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100)]
+PackageVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100,
+                                      description="a package version such as 27.5.1-1~ubuntu.22.04~jammy (an "
+                                                  "epoch such as 5: may come first)")]
 """A Debian package version (policy 5.6.12): 5:28.0.4-1~ubuntu.22.04~jammy, 1.17.8-1."""
 Fingerprint = Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")]
 """An OpenPGP v4 key fingerprint, 40 upper-case hex digits without spaces (as `gpg --with-colons` prints fpr)."""
-HttpsUrl = Annotated[str, Field(pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%+/-]*)?$", max_length=300)]
-Need = Annotated[str, Field(pattern=r"^(engine|toolkit|driver|fs:[a-z0-9-]+|module:[a-z0-9_]+)$")]
+HttpsUrl = Annotated[str, Field(pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%+/-]*)?$", max_length=300,
+                                description="an https:// address such as https://download.docker.com/linux/ubuntu")]
+Need = Annotated[str, Field(pattern=r"^(engine|toolkit|driver|fs:[a-z0-9-]+|module:[a-z0-9_]+)$",
+                            description="engine, toolkit, driver, fs:NAME or module:NAME (fs:lustre, module:efa)")]
 
 ENGINE, TOOLKIT, DRIVER = "engine", "toolkit", "driver"
 
@@ -53,7 +58,8 @@ class AptSource(Model):
     """One apt source line: `deb [signed-by=<the repository's key>] <url> <suite> <components...>`."""
 
     url: HttpsUrl
-    suite: str = Field(pattern=r"^(/|[a-z0-9][a-z0-9.-]*/?)$")
+    suite: str = Field(pattern=r"^(/|[a-z0-9][a-z0-9.-]*/?)$",
+                       description="a suite such as jammy or stable/, or / for a flat repository")
     """The distribution (jammy) or `/` for a flat repository (NVIDIA's)."""
     components: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]] = []
 

@@ -28,12 +28,14 @@ IMAGES = project.packaged("images")
 looked up first and is where published.yaml is written."""
 MirrorUrl = Annotated[str, Field(
     pattern=r"^https?://[A-Za-z0-9._~%+-]+(:[A-Za-z0-9._~%+-]*)?(@[A-Za-z0-9._-]+(:\d+)?)?(/[A-Za-z0-9._~%+/-]*)?$",
-    max_length=300)]
+    max_length=300, description="an http:// or https:// address such as http://deb.debian.org/debian (a "
+                                "user:password@ may come before the host, other characters of a password %-encoded)")]
 """http(s)://[user:password@]host[:port][/path]; other characters of a password are %-encoded."""
 Requirement = Annotated[str, Field(
     pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._,-]+\])?"
             r"((===?|~=|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+(,(===?|~=|!=|<=?|>=?)[A-Za-z0-9.*+!_-]+)*)?$",
-    max_length=200)]
+    max_length=200, description="a pip requirement without spaces, markers or URLs: a name, optional [extras] and "
+                                "version specifiers, such as torch==2.5.1 or numpy>=1.26,<2")]
 """A pip requirement without markers, URLs or options: name[extras] and version specifiers, no spaces."""
 DistName = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$", max_length=100)]
 """A distribution name as `pin` writes it (canonical, lower case): the first word of a requirements line."""
@@ -53,7 +55,9 @@ class Bootstrap(Model):
 
 
 class Base(Model):
-    image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+    image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}$",
+                              description="an image by digest: its repository, @sha256: and 64 characters 0-9 a-f "
+                                          "(debian@sha256:...)")
     """A registry image pinned by digest."""
     bootstrap: Bootstrap | None = None
     os_packages: list[DebianPackage] = []
@@ -66,7 +70,9 @@ class Base(Model):
         return self
 
 
-DebianVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100)]
+DebianVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100,
+                                     description="a Debian package version such as 22.05.8-4+deb12u3 (an epoch "
+                                                 "such as 1: may come first)")]
 """A package version in Debian's version alphabet (policy 5.6.12): 22.05.8-4+deb12u3."""
 
 
@@ -146,18 +152,20 @@ class Lock(Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: OneLine = ""
     base: Base
-    python: str = Field(pattern=r"^3\.\d+$")
+    python: str = Field(pattern=r"^3\.\d+$", description="a Python 3 version such as 3.11")
     cuda: Version | None = None
     """CUDA toolkit version, e.g. 12.6.3 (12.6 Update 3)."""
     cudnn: Version | None = None
     nccl: Version | None = None
-    torch: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+(\+(cpu|cu\d+))?$")
-    torch_cuda: str | None = Field(default=None, pattern=r"^(cpu|cu\d{3})$")
+    torch: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+(\+(cpu|cu\d+))?$",
+                              description="a torch version such as 2.5.1, 2.5.1+cu124 or 2.5.1+cpu")
+    torch_cuda: str | None = Field(default=None, pattern=r"^(cpu|cu\d{3})$",
+                                   description="cpu, or cu and three digits such as cu124")
     """The CUDA variant of the torch wheel: cpu, cu126 ..."""
     deepspeed: Version | None = None
     fabric: Literal[FABRIC_NAMES] = "none"  # type: ignore[valid-type]
     """none, or a fabric of the registry, with its section (efa: {...}, tcpxo: {...})."""
-    gpu_archs: list[Annotated[str, Field(pattern=r"^sm_\d+$")]] = []
+    gpu_archs: list[Annotated[str, Field(pattern=r"^sm_\d+$", description="a GPU architecture such as sm_90")]] = []
     deepspeed_ops: DeepspeedOps | None = None
     extends: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Another lock whose pins and layers this one takes whole, adding only its fabric layer on top."""

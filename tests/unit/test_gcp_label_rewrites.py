@@ -1,8 +1,9 @@
 """Google Cloud's plan says which tag became which label.
 
-Google labels take lowercase letters, digits, `_` and `-` only, 63 characters each: goldenenv writes every tag that
-way (clouds/gcp/labels.py), and did so silently, so a team's `Équipe` tag showed up in cost reports as `k_quipe`
-with its value lowercased and cut, and nobody had been told. The plan now names each rewritten key and value.
+Google labels take lower-case letters (of any alphabet), digits, `_` and `-` only, 63 characters each: goldenenv
+writes every tag that way (clouds/gcp/labels.py), and did so silently, so a team's `Équipe` tag showed up in cost
+reports as `k_quipe` (its É dropped, though Google takes é) with its value lowercased and cut, and nobody had been
+told. It is now `équipe`, and the plan names each rewritten key and value.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def plan_output(tmp_path, extra: dict[str, str]) -> str:
 
 def test_a_rewritten_tag_key_and_a_cut_value_are_named_in_the_plan(tmp_path):
     output = plan_output(tmp_path, {"Équipe": LONG})
-    assert "'Équipe' -> 'k_quipe'" in output
+    assert "'Équipe' -> 'équipe'" in output
     cut = LONG.lower()[:63]
     assert f"'{LONG}' -> '{cut}' (cut to 63 characters)" in output
 

@@ -146,7 +146,9 @@ class AlicloudCloud(PulumiCloud):
             if layout and layout.placement == "low-latency-set" and pool.count > limit.value:
                 problems.append(Problem(f"{at}.count", f"{pool.count} nodes of {it.name} in one LowLatency deployment "
                                         f"set; at most {limit.value} ({limit.source})"))
-        return problems + ssh_key_problems(spec)
+        from goldenenv.clouds import tagrules
+
+        return problems + ssh_key_problems(spec) + tagrules.problems(tagrules.rule_of(CLOUD), spec)
 
     @staticmethod
     def _currency(spec: ClusterSpec) -> list[Problem]:

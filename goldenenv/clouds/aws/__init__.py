@@ -166,7 +166,10 @@ class AwsCloud(PulumiCloud):
                 problems.append(Problem("goldenenv:zones", f"{pool_key(i, len(spec.nodes))} runs on a "
                                         f"{reserved[0]}, which holds capacity in one zone: set goldenenv:zone to "
                                         "its zone instead of a list"))
-        return problems + lustre_problems(spec) + limits.check_spec(spec) + ssh_key_problems(spec)
+        from goldenenv.clouds import tagrules
+
+        return (problems + lustre_problems(spec) + limits.check_spec(spec) + ssh_key_problems(spec)
+                + tagrules.problems(tagrules.rule_of(self.name), spec))
 
     def offline_lookup(self, spec: ClusterSpec) -> retained.OfflineLookup:
         """What the offline plan knows of the account: nothing exists, the account is a placeholder."""

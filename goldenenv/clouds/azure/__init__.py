@@ -197,7 +197,10 @@ class AzureCloud(PulumiCloud):
             problems.append(Problem("goldenenv:budget.currency", f"the catalog prices Azure in {CURRENCY}; a "
                                     f"{spec.budget.currency} budget cannot be compared with the stack's cost: set "
                                     f"currency: {CURRENCY}"))
-        problems += [Problem("goldenenv:tags", p) for p in tags.problems(spec.stack_tags)]
+        from goldenenv.clouds import tagrules
+
+        problems += tagrules.problems(tags.RULE, spec)
+        problems += [Problem("goldenenv:tags", p) for p in tags.problems(spec.stack_tags, each_tag=False)]
         problems += key_type_problems(spec, SSH_KEY_TYPES, "Azure (Linux VMs take RSA and Ed25519 keys)")
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))

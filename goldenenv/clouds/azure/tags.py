@@ -20,18 +20,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from goldenenv.clouds.tagrules import TagRule, TextRule
+
 MAX_TAGS = 50
 MAX_NAME = 512
 MAX_STORAGE_ACCOUNT_NAME = 128
 MAX_VALUE = 256
 FORBIDDEN_CHARACTERS = "<>%&\\?/"
 RESERVED_PREFIXES = ("azure", "windows", "microsoft")
-LIMITS_SOURCE = ("https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations: "
+LIMITS_URL = "https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations"
+LIMITS_SOURCE = (f"{LIMITS_URL}: "
                  "50 tag name-value pairs per resource; names up to 512 characters (128 on storage accounts), values "
                  "up to 256; names can't contain < > % & \\ ? /; names are case-insensitive for operations")
 RESERVED_SOURCE = ("ARM Tags - Create Or Update (predefined tag names): \"Tag names cannot have the following prefixes "
                    "which are reserved for Azure use: 'microsoft', 'azure', 'windows'\" (read in the Azure SDKs' "
                    "generated docs; that resource tags are refused with them too is unverified)")
+
+RULE = TagRule("Azure", "tag", source=LIMITS_URL,
+               key=TextRule(max_chars=MAX_NAME, min_chars=1, refused=FORBIDDEN_CHARACTERS,
+                            reserved_prefixes=RESERVED_PREFIXES),
+               value=TextRule(max_chars=MAX_VALUE))
+"""Azure's rule for one tag, key and value apart (clouds.tagrules checks a stack's tags with it): a value takes any
+character, `%` included; a name none of < > % & \\ ? /."""
 
 
 def tags(stack_tags: Mapping[str, str]) -> dict[str, str]:
@@ -43,9 +53,11 @@ def _shown(text: str, room: int = 40) -> str:
     return repr(text if len(text) <= room else text[:room] + "...")
 
 
-def problems(tag_set: Mapping[str, str | None], *, storage_account: bool = False) -> list[str]:
+def problems(tag_set: Mapping[str, str | None], *, storage_account: bool = False, each_tag: bool = True) -> list[str]:
     """Why Azure would refuse these tags on a resource (a storage account when ``storage_account``); empty when it
-    takes them. Pass every tag the resource carries, goldenenv's own (goldenenv:stack, ...) included."""
+    takes them. Pass every tag the resource carries, goldenenv's own (goldenenv:stack, ...) included. Without
+    ``each_tag``, only what is wrong with the set (too many, two names one in Azure's eyes): a stack's tags are
+    judged one by one by clouds.tagrules with RULE, at the keys the user wrote."""
     found: list[str] = []
     if len(tag_set) > MAX_TAGS:
         found.append(f"{len(tag_set)} tags; an Azure resource takes at most {MAX_TAGS} (goldenenv's own included): "
@@ -54,6 +66,12 @@ def problems(tag_set: Mapping[str, str | None], *, storage_account: bool = False
     seen: dict[str, str] = {}
     for name, value in tag_set.items():
         name = str(name)
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            found.append(f"tags {other!r} and {name!r} are one tag on Azure (tag names are case-insensitive): "
+                         f"rename or drop one")
+        if not each_tag:
+            continue
         bad = sorted({c for c in name if c in FORBIDDEN_CHARACTERS})
         if bad:
             found.append(f"tag name {_shown(name)} holds {' '.join(bad)}, which Azure refuses in a tag name "
@@ -69,8 +87,4 @@ def problems(tag_set: Mapping[str, str | None], *, storage_account: bool = False
         if isinstance(value, str) and len(value) > MAX_VALUE:
             found.append(f"tag {_shown(name)} has a value of {len(value)} characters; Azure allows {MAX_VALUE}: "
                          f"shorten it")
-        other = seen.setdefault(name.lower(), name)
-        if other != name:
-            found.append(f"tags {other!r} and {name!r} are one tag on Azure (tag names are case-insensitive): "
-                         f"rename or drop one")
     return found

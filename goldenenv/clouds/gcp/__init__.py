@@ -196,6 +196,9 @@ class GcpCloud(PulumiCloud):
                                     f"a {spec.budget.currency} budget cannot be compared with the stack's cost: set "
                                     f"currency: {CURRENCY} (a billing account in another currency takes the budget "
                                     "in its own)"))
+        from goldenenv.clouds import tagrules
+
+        problems += tagrules.problems(tagrules.rule_of(CLOUD), spec)
         problems += [Problem("goldenenv:tags", p) for p in gcp_labels.problems(spec.stack_tags)]
         fabrics, zone = set(), stack_zone(spec)
         for i, pool in enumerate(spec.nodes):
@@ -303,8 +306,9 @@ class GcpCloud(PulumiCloud):
                              "placement policy of its own")
         rewritten = gcp_labels.rewrites(spec.stack_tags, expected=frozenset({STACK_TAG_KEY}))
         if rewritten:
-            notes.append("tags become Google Cloud labels (lowercase letters, digits, '_' and '-', 63 characters at "
-                         "most), so some are written differently on every resource: " + "; ".join(rewritten))
+            notes.append("tags become Google Cloud labels (lower-case letters of any alphabet, digits, '_' and '-', 63 "
+                         "characters at most), so some are written differently on every resource: "
+                         + "; ".join(rewritten))
         if spec.budget:
             notes.append("Cloud Billing budgets lag usage by hours and alert rather than cap: the stack's function "
                          "stops its instances when a notification reports the spend at or above the limit; disks, "
