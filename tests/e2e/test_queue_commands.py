@@ -135,3 +135,35 @@ def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_run
         assert time.monotonic() < deadline, cluster.scheduler_nodes()
         time.sleep(1)
     assert "2 of 2 node(s) healthy" in cli("health").stdout
+
+
+def test_a_cancelled_run_goes_on_with_submit_resume_and_each_job_keeps_its_own_step(cli):
+    """Issue 36 item 5: a pending job's start is never Slurm's year-ahead stand-in; a run cancelled mid-way is
+    continued by `submit --resume RUN` from its checkpoint, and `jobs` shows each job's own checkpoint step.
+    `logs OLD_ID` after destroy (data kept) and up is held at the unit level (test_queue_view, the job index):
+    destroy and up here took over a minute more."""
+    train = ["--", "python", "/data/code/train_ddp.py", "--checkpoint-every", "5", "--keep", "10"]
+    first_id = cli("submit", "--nodes", "1", "--name", "resumable", "--code", str(EXAMPLES), *train,
+                   "--steps", "1000", "--sleep-per-step", "0.2").stdout.strip()  # runs until cancelled
+    wait(cli, first_id, lambda j: j["state"] == "RUNNING" and (j["checkpoint_step"] or 0) >= 5, 120)
+    blocked = cli("submit", "--nodes", "2", "--name", "blocked", "--", "true").stdout.strip()
+    wait(cli, blocked, lambda j: j["start"] not in ("", "Unknown"), 30)  # backfill's estimate: a year ahead
+    row = next(line for line in cli("jobs").stdout.splitlines() if line.split()[:1] == [blocked])
+    assert "PENDING" in row and "pending" in row and str(time.gmtime().tm_year + 1) not in row, (
+        row, cli("jobs", "--json").stdout)
+    cli("cancel", blocked)
+    cli("cancel", first_id)
+    first = wait(cli, first_id, lambda j: j["state"] == "CANCELLED", 60)
+    assert first["checkpoint_step"] >= 5, first
+    goal = first["checkpoint_step"] + 15  # past the checkpoint the training writes on the cancel's SIGTERM
+
+    assert "--resume" in cli("submit", "--nodes", "1", "--resume", "nope-20261202T000000Z-0000", "--", "true",
+                             code=2).output
+    second_id = cli("submit", "--nodes", "1", "--resume", first["run"], *train, "--steps", str(goal)).stdout.strip()
+    second = wait(cli, second_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 180)
+    assert second["state"] == "COMPLETED" and second["run"] == first["run"] and second["name"] == "resumable"
+    reached = job(cli, first_id)["checkpoint_step"]  # its own, the SIGTERM's included; not the run's newest
+    assert second["checkpoint_step"] == goal and first["checkpoint_step"] <= reached < goal, (reached, second)
+    log = cli("logs", second_id).stdout
+    assert f"resumed from step {reached}" in log and f'"final_step": {goal}' in log, log[-2000:]
+
