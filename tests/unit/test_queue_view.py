@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from goldenenv import jobs
 from goldenenv.cli import app, jobtable
 from goldenenv.cli import jobs as jobs_cli
-from goldenenv.slurm import view
+from goldenenv.slurm import jobindex, view
 
 CAPTURES = Path(__file__).parent / "captures" / "slurm"
 RUN = "capture-20261202T050719Z-46a2"
@@ -256,3 +256,14 @@ def test_logs_of_an_id_this_cluster_knows_is_this_clusters_job_and_names_the_ear
     done = invoke("logs", "1")
     assert "this one" in done.stdout and "the old one" not in done.stdout
     assert "goldenenv logs --run old-20261201T100000Z-aaaa" in " ".join(done.stderr.split()), done.stderr
+
+
+def test_the_batch_scripts_first_output_line_is_what_logs_finds_old_jobs_by():
+    """Jobs from before the job index are found by their output's first line: the script must print it first."""
+    from goldenenv import lifecycle
+
+    script = jobs.batch_job(lifecycle.load_spec("local"), ["python", "t.py"], 1, None, None, None, 10).script()
+    first_echo = next(line for line in script.splitlines() if line.startswith("echo "))
+    printed = subprocess.run(["bash", "-c", first_echo], capture_output=True, text=True,
+                             env={**os.environ, "SLURM_JOB_ID": "12", "restart": "0", "SLURM_JOB_NODELIST": "node-0"})
+    assert [e.id for e in jobindex.first_lines(f"==> /data/jobs/r.out <==\n{printed.stdout}")] == ["12"], printed
