@@ -167,7 +167,7 @@ def load_host(name: str, images_dir: Path | None = None) -> HostLock:
             from goldenenv.stackconfig import user_errors
 
             raise ConfigError([_problem_at(where, p) for p in
-                               (_problem(path, err, doc) for err in user_errors(e.errors(), doc, HostLock))]) from None
+                               (_problem(path, err, doc, HostLock) for err in user_errors(e.errors(), doc, HostLock))]) from None
     except LockError:
         raise
     except ConfigError as e:

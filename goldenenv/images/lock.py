@@ -354,17 +354,19 @@ def _extended(path: Path, doc: dict, images_dir: Path | None) -> dict:
     return {**{k: v for k, v in stem.items() if k not in EXTENDING_KEYS}, **doc}
 
 
-def _problem(path: Path, err: dict, doc: object = None) -> Problem:
-    """One lock error at the field as written in lock.yaml, without pydantic's internal location parts."""
+def _problem(path: Path, err: dict, doc: object = None, model: type[Model] | None = None) -> Problem:
+    """One lock error at the field as written in lock.yaml, without pydantic's internal location parts; `model`: the
+    lock's model when it is not a golden image's Lock (a host lock)."""
     from goldenenv.stackconfig import error_message, user_path
 
-    field = ".".join(clip(part) for part in user_path(err["loc"], doc, Lock)[0]) or "(top level)"
+    model = model or Lock
+    field = ".".join(clip(part) for part in user_path(err["loc"], doc, model)[0]) or "(top level)"
     if err["type"] == "extra_forbidden":
         message = "unknown field"
     elif err["type"] == "missing":
         message = "required, but not set"
     else:
-        message = error_message(err, Lock)
+        message = error_message(err, model)
     return Problem(f"{path.parent.name}/lock.yaml: {field}", message)
 
 

@@ -211,3 +211,21 @@ def test_a_lock_field_of_a_fixed_form_says_the_form(tmp_path):
     assert "mine/lock.yaml: ib.packages.0: 'libibverbs1; curl x|sh' is not in the form taken here; write a Debian " \
            "package name" in text
     assert not [w for w in FOREIGN if w in text], text
+
+
+def test_a_host_lock_field_is_said_with_its_own_words(tmp_path):
+    """A host lock's errors are read against the host lock's model (they were read against a golden lock's)."""
+    from goldenenv.images import host
+    from goldenenv.spec import ConfigError
+
+    doc = yaml.safe_load((REPO / "images" / "hosts" / "ubuntu-gpu.yaml").read_text(encoding="utf-8"))
+    doc["name"] = "bad"
+    doc["repositories"]["docker"]["sources"]["ubuntu-22.04"]["url"] = "ftp://download.docker.com"
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / "hosts" / "bad.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        host.load_host("bad", tmp_path)
+    text = " ".join(str(p) for p in caught.value.problems)
+    assert "hosts/bad.yaml: repositories.docker.sources.ubuntu-22.04.url: 'ftp://download.docker.com' is not in the " \
+           "form taken here; write an https:// address" in text, text
+    assert not [w for w in FOREIGN if w in text], text
