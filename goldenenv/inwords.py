@@ -302,6 +302,14 @@ def finding(err: Mapping[str, Any], limits: Mapping[str, Any], described: Mappin
         choices = [c.strip(" '") for c in str(ctx.get("expected", "")).replace(" or ", ",").split(",") if c.strip()]
         return f"must be one of {', '.join(repr(c) for c in choices)}; got {given_text}"
     if kind.startswith(("ip_v4_network", "ip_v6_network", "ip_any_network")):
+        import ipaddress
+
+        try:
+            network = ipaddress.ip_network(given, strict=False) if isinstance(given, str) else None
+        except ValueError:
+            network = None
+        if network is not None:
+            return f"{given_text} has host bits set; write the network's own address, {network}"
         return f"must be a network such as 10.42.0.0/16; got {given_text}"
     if kind in ("string_type", "string_unicode", "string_sub_type"):
         return f"must be text; got {given_text}"

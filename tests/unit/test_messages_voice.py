@@ -229,3 +229,13 @@ def test_a_host_lock_field_is_said_with_its_own_words(tmp_path):
     assert "hosts/bad.yaml: repositories.docker.sources.ubuntu-22.04.url: 'ftp://download.docker.com' is not in the " \
            "form taken here; write an https:// address" in text, text
     assert not [w for w in FOREIGN if w in text], text
+
+
+def test_a_network_with_host_bits_is_told_its_own_address():
+    from goldenenv.spec import Network
+
+    with pytest.raises(ValidationError) as caught:
+        Network.model_validate({"cidr": "10.42.0.1/16"})
+    [err] = caught.value.errors()
+    assert stackconfig.error_message(err, Network) == "'10.42.0.1/16' has host bits set; write the network's own " \
+                                                      "address, 10.42.0.0/16"
