@@ -33,14 +33,15 @@ ANCHORS: dict[str, dict[str, Any]] = {
     "azure": dict(key_max=512, value_max=256, key_prefixes=("azure", "windows", "microsoft"), value_prefixes=(),
                   refused="<>%&\\?/", taken="Team Ü-_.:=+@1"),
     "alicloud": dict(key_max=128, value_max=128, key_prefixes=("aliyun", "acs:"), value_prefixes=("acs:",),
-                     refused="", taken="Team Ü%&-_.:/=+@1"),
+                     refused="", taken="Team Ü%&-_.:/=+@1", key_bytes=64, value_bytes=128),
     "gcp": dict(key_max=63, value_max=63, key_prefixes=(), value_prefixes=(), refused="", taken="équipe_チ-1"),
 }
 """Literal anchors from each cloud's page: AWS https://docs.aws.amazon.com/batch/latest/userguide/tag-restrictions.html
 (keys 128, values 256, letters, numbers, spaces and + - = . _ : / @, aws: reserved in keys and values); Azure
 https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations (names 512, values 256,
 no < > % & \\ ? / in a name; microsoft, azure, windows reserved); Alibaba Cloud's Tag structure (keys and values 128,
-no aliyun or acs: key, no acs: value, no http:// or https://); Google Cloud labels
+no aliyun or acs: key, no acs: value, no http:// or https://; on its OSS bucket keys of 64 bytes and values of 128,
+https://www.alibabacloud.com/help/en/oss/support/0010-00000219); Google Cloud labels
 https://cloud.google.com/resource-manager/docs/labels-overview#requirements (63 characters, lower-case letters of any
 alphabet, digits, _ and -; a key starts with a letter)."""
 
@@ -68,6 +69,8 @@ def test_every_cloud_says_its_tag_rule_or_why_it_has_none(cloud):
 def test_each_rule_matches_its_clouds_page(cloud):
     rule, anchor = tagrules.rule_of(cloud), ANCHORS[cloud]
     assert (rule.key.max_chars, rule.value.max_chars) == (anchor["key_max"], anchor["value_max"])
+    assert (rule.key.max_bytes, rule.value.max_bytes) == (anchor.get("key_bytes"), anchor.get("value_bytes")) \
+        or cloud == "gcp"
     assert set(rule.key.reserved_prefixes) == set(anchor["key_prefixes"])
     assert set(rule.value.reserved_prefixes) == set(anchor["value_prefixes"])
     for char in anchor["refused"]:
@@ -108,11 +111,12 @@ def test_a_key_and_a_value_over_the_clouds_length_are_refused_at_their_key(cloud
     if rule.rewrite is not None:
         pytest.skip(f"{cloud} writes tags in its own form, cut to fit (test_a_label_*)")
     long_key = "k" * (rule.key.max_chars + 1)
-    [problem] = [p for p in _refusals(cloud, {long_key: "v"}) if "k" * 40 in p]
-    assert problem.startswith("goldenenv:tags.extra.kkkk") and f"at most {rule.key.max_chars} characters" in problem
-    [problem] = [p for p in _refusals(cloud, {"team": "v" * (rule.value.max_chars + 1)}) if "team" in p]
-    assert problem.startswith("goldenenv:tags.extra.team: ") and f"at most {rule.value.max_chars} characters" in problem
-    assert _refusals(cloud, {"k" * rule.key.max_chars: "v" * rule.value.max_chars}) == []
+    assert any(p.startswith("goldenenv:tags.extra.kkkk") and f"at most {rule.key.max_chars} characters" in p
+               for p in _refusals(cloud, {long_key: "v"}))
+    assert any(p.startswith("goldenenv:tags.extra.team: ") and f"at most {rule.value.max_chars} characters" in p
+               for p in _refusals(cloud, {"team": "v" * (rule.value.max_chars + 1)}))
+    most = min(rule.key.max_chars, rule.key.max_bytes or rule.key.max_chars)
+    assert _refusals(cloud, {"k" * most: "v" * rule.value.max_chars}) == []
 
 
 @pytest.mark.parametrize("cloud", WITH_RULE)
@@ -141,6 +145,13 @@ def test_aws_refuses_a_percent_sign_and_a_reserved_value():
     assert any(p.startswith("goldenenv:tags.extra.budget: AWS refuses the value") and "'%'" in p
                for p in _refusals("aws", {"budget": "50%"}))
     assert any("goldenenv:tags.project: AWS refuses the value" in p for p in _refusals("aws", {}, project="AWS:x"))
+
+
+def test_alibaba_refuses_a_key_its_oss_bucket_would_not_take():
+    """65 bytes fit ECS's 128 characters but not the OSS bucket's 64 bytes, and the bucket carries the stack's tags."""
+    assert _refusals("alicloud", {"k" * 64: "v"}) == []
+    assert any("is 65 bytes (at most 64)" in p for p in _refusals("alicloud", {"k" * 65: "v"}))
+    assert any("bytes" in p for p in _refusals("alicloud", {"é" * 40: "v"}))
 
 
 def test_alibaba_refuses_a_link_in_a_key_or_a_value():
