@@ -162,7 +162,7 @@ def _class_words(members: frozenset) -> str:
             marks.append(item)
     if lower and upper:
         named.insert(0, "letters")
-    named = list(dict.fromkeys(sorted(named, key=_ORDER)))
+    named = list(dict.fromkeys(sorted(named, key=_word_rank)))
     if marks:
         named.append(" ".join(sorted(marks)))
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
@@ -171,7 +171,7 @@ def _class_words(members: frozenset) -> str:
 _WORD_ORDER = ("letters", "lower-case letters", "capital letters", "digits", "spaces")
 
 
-def _ORDER(word: str) -> int:
+def _word_rank(word: str) -> int:
     return _WORD_ORDER.index(word) if word in _WORD_ORDER else len(_WORD_ORDER)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from goldenenv.spec import STACK_TAG_KEY, ClusterSpec, Problem
@@ -138,10 +138,3 @@ def problems(rule: TagRule | None, spec: ClusterSpec) -> list[Problem]:
             found.append(Problem(at, f"{rule.cloud} refuses the value of the {rule.what} {clip(key)!r}: it {why}; "
                                      f"write {rule.value.words('a value')}"))
     return found
-
-
-def as_written(rule: TagRule | None, tags: Mapping[str, str]) -> dict[str, str]:
-    """The tags as the cloud's resources carry them: rewritten where the cloud has its own form."""
-    if rule is None or rule.rewrite is None:
-        return dict(tags)
-    return dict(rule.rewrite(k, v) for k, v in tags.items())
