@@ -81,9 +81,9 @@ def read_yaml(path: Path, label: str, what: str) -> Any:
             from None
     except yaml.MarkedYAMLError as e:
         where = f"{label} at {dotted(e.path)}" if getattr(e, "path", None) else label
-        detail = e.problem or e.context or "unreadable"
-        raise ConfigError([Problem(where, f"not valid YAML: {clip(detail)}{_at(e.problem_mark or e.context_mark)}")]) \
-            from None
+        detail = _yaml_words(e.problem or e.context or "unreadable")
+        mark = _at(e.problem_mark or e.context_mark)
+        raise ConfigError([Problem(where, f"not valid YAML: {clip(detail, 240)}{mark}")]) from None
     except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as e:
         detail = (str(e).splitlines() or [type(e).__name__])[0]
         raise ConfigError([Problem(label, f"not valid YAML: {clip(detail)}")]) from None
@@ -403,6 +403,28 @@ def _check_tag(node: yaml.Node, expected: str, path: list) -> None:
 
 def _tag_name(tag: str) -> str:
     return clip("!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag)
+
+
+_YAML_PROBLEMS = (
+    ("mapping values are not allowed", "a ':' where a value was expected; quote a value that holds ': ', or put each "
+                                       "key on a line of its own"),
+    ("found character that cannot start any token", "a character no value starts with (a tab? indent with spaces; "
+                                                    "a value starting with @ or a backtick: quote it)"),
+    ("found unexpected end of stream", "the file ends inside a quoted value; close the quote"),
+    ("did not find expected key", "a line that does not line up with the keys above it; indent it as they are"),
+    ("did not find expected '-' indicator", "a line that does not line up with the list above it; indent it as the "
+                                            "list's '- ' items are, or start it with '- '"),
+    ("did not find expected ',' or ']'", "a list in [ ] that is not closed; end it with ]"),
+    ("did not find expected ',' or '}'", "a mapping in { } that is not closed; end it with }"),
+    ("expected <block end>", "a line indented differently from the keys above it; line it up with them"),
+    ("could not find expected ':'", "a key without ':' after it; write key: value"),
+)
+"""The YAML parser's problems in the project's words: what is wrong and what to write instead."""
+
+
+def _yaml_words(problem: str) -> str:
+    """A YAML parser's problem said plainly; one not in _YAML_PROBLEMS is kept as the parser says it."""
+    return next((words for start, words in _YAML_PROBLEMS if problem.startswith(start)), problem)
 
 
 def _at(mark: Any) -> str:

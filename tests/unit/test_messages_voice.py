@@ -239,3 +239,22 @@ def test_a_network_with_host_bits_is_told_its_own_address():
     [err] = caught.value.errors()
     assert stackconfig.error_message(err, Network) == "'10.42.0.1/16' has host bits set; write the network's own " \
                                                       "address, 10.42.0.0/16"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("a: b: c", "a ':' where a value was expected; quote a value that holds ': '"),
+    ("a:\n\tb: 1", "(a tab? indent with spaces"),
+    ('a: "unclosed', "the file ends inside a quoted value; close the quote"),
+    ("a:\n  - 1\n b: 2", "does not line up with the keys above it"),
+    ("a: [1, 2", "a list in [ ] that is not closed; end it with ]"),
+])
+def test_a_yaml_mistake_is_said_in_words_with_its_place(tmp_path, text, says):
+    from goldenenv.spec import ConfigError
+    from goldenenv.userfile import read_yaml
+
+    (tmp_path / "s.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        read_yaml(tmp_path / "s.yaml", "s.yaml", "stack file")
+    [problem] = caught.value.problems
+    assert problem.message.startswith("not valid YAML: ") and says in problem.message, problem.message
+    assert "(line " in problem.message and "not allowed in this context" not in problem.message
