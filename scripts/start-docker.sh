@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine (and debootstrap, for registry-free bases) is available, starting dockerd if needed.
+# Make sure a Docker engine (and mmdebstrap or debootstrap, for registry-free bases) is available, starting dockerd
+# if needed.
 # A fresh machine may have only the Docker client: install Debian's engine, then run dockerd in the background.
 # debootstrap verifies each release's signature (--force-check-gpg), so the distributions' archive keyrings are
 # installed with it: Debian's from debian-archive-keyring, Ubuntu's from ubuntu-keyring. Debian 12 does not ship
@@ -11,6 +12,8 @@ UBUNTU_KEYRING_SHA256=b2e7ed48431bf9e7978ae810bbdaf253093570d6e3f864e575b7c13554
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# mmdebstrap bootstraps a base several times faster; optional (debootstrap does it too), so only root installs it
+if ! command -v mmdebstrap >/dev/null && [ "$(id -u)" -eq 0 ]; then need+=(mmdebstrap); fi
 [ -f "$KEYRINGS/debian-archive-keyring.gpg" ] || need+=(debian-archive-keyring)
 ubuntu_missing=false
 [ -f "$KEYRINGS/ubuntu-archive-keyring.gpg" ] || ubuntu_missing=true

@@ -1,7 +1,7 @@
-"""Registry-free bases: debootstrap a distribution release, then `docker import` it.
+"""Registry-free bases: bootstrap a distribution release (mmdebstrap or debootstrap), then `docker import` it.
 
 For sites where Docker Hub, nvcr or ECR cannot be reached. The base is tagged by what it
-contains (distribution, release, packages), so it is built once and reused. debootstrap checks the
+contains (distribution, release, packages), so it is built once and reused. The bootstrap checks the
 release's signature against the distribution's keyring (plain http is fine then: every package is
 verified through the signed Release file), and the base's apt source is the lock's canonical mirror,
 never the site mirror the build used nor its credentials.
@@ -29,6 +29,11 @@ POCKETS = {"debian": ("",), "ubuntu": ("", "-updates", "-security")}
 """The suites a base's apt reads, as suffixes of its release. Debian folds its fixes into the release at each point
 release; Ubuntu never does: they stay in RELEASE-updates and RELEASE-security, where a lock's OS pins may come from
 (noble's munge 0.5.15-4ubuntu0.1 is in noble-updates and noble-security only)."""
+BOOTSTRAPPERS = ("mmdebstrap", "debootstrap")
+"""What makes a base's root file system, the first one installed here. mmdebstrap downloads with apt, several packages
+at once, and is 3-6 times faster than debootstrap (https://packages.debian.org/bookworm/mmdebstrap); on a loaded
+2-core machine cpu-dev's bookworm base took it 72 to 117 s against debootstrap's 193 s (scripts/bench_first_run.py).
+Both refuse a release whose signature does not check against the distribution's keyring."""
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 UBUNTU_SCRIPT = "gutsy"
 """debootstrap bootstraps every Ubuntu release since 7.10 with this script, which newer debootstraps link each release
@@ -99,8 +104,21 @@ def without_credentials(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=host))
 
 
-def debootstrap_command(spec: Bootstrap, rootfs: Path, mirror: str) -> list[str]:
-    """debootstrap refusing any release whose signature does not check against the distribution's keyring."""
+def bootstrapper() -> str | None:
+    """The first of BOOTSTRAPPERS installed here."""
+    return next((tool for tool in BOOTSTRAPPERS if shutil.which(tool)), None)
+
+
+def debootstrap_command(spec: Bootstrap, rootfs: Path, mirror: str, tool: str = "debootstrap") -> list[str]:
+    """The bootstrap, refusing any release whose signature does not check against the distribution's keyring:
+    debootstrap with --force-check-gpg; mmdebstrap through apt, which trusts only --keyring and refuses an unsigned
+    release unless told to (it is not)."""
+    if tool == "mmdebstrap":
+        cmd = ["mmdebstrap", "--variant=minbase", f"--keyring={keyring(spec.distro)}",
+               f"--components={COMPONENTS[spec.distro]}"]
+        if spec.packages:
+            cmd.append("--include=" + ",".join(spec.packages))
+        return cmd + [spec.release, str(rootfs), mirror]
     cmd = ["debootstrap", "--variant=minbase", "--force-check-gpg", f"--keyring={keyring(spec.distro)}",
            f"--components={COMPONENTS[spec.distro]}"]
     if spec.packages:
@@ -119,19 +137,21 @@ def sources_list(spec: Bootstrap) -> str:
 
 def bootstrap(client: docker.DockerClient, spec: Bootstrap, tag: str, mirror: str,
               steps: Steps | None = None) -> None:
-    """debootstrap the release, then import it as `tag`; each a step of `steps` when given."""
-    if shutil.which("debootstrap") is None:
-        raise BaseError("debootstrap is not installed (Debian/Ubuntu: apt-get install debootstrap)")
+    """Bootstrap the release, then import it as `tag`; each a step of `steps` when given."""
+    tool = bootstrapper()
+    if tool is None:
+        raise BaseError("neither mmdebstrap nor debootstrap is installed (Debian/Ubuntu: apt-get install mmdebstrap, "
+                        "as scripts/start-docker.sh does)")
     steps = steps or Steps(lambda text: None)
     with tempfile.TemporaryDirectory(prefix="goldenenv-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        command = debootstrap_command(spec, rootfs, mirror)
-        steps.begin(f"debootstrap {spec.release} ({len(spec.packages)} packages beyond minbase)")
+        command = debootstrap_command(spec, rootfs, mirror, tool)
+        steps.begin(f"{tool} {spec.release} ({len(spec.packages)} packages beyond minbase)")
         done = steps.wait(lambda: subprocess.run(command, capture_output=True, text=True))
         steps.end("" if done.returncode == 0 else "failed")
         if done.returncode != 0:
             tail = " | ".join(done.stdout.strip().splitlines()[-3:] + done.stderr.strip().splitlines()[-2:])
-            raise BaseError(f"debootstrap {spec.release} from {without_credentials(mirror)} failed: "
+            raise BaseError(f"{tool} {spec.release} from {without_credentials(mirror)} failed: "
                             f"{tail.replace(mirror, without_credentials(mirror))}")
         (rootfs / "etc/apt/sources.list").write_text(sources_list(spec))
         (rootfs / "var/log/bootstrap.log").unlink(missing_ok=True)  # every URL fetched, with the mirror's credentials

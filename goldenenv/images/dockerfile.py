@@ -190,6 +190,7 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
     groups = [g for g in GROUPS if lock.group(g)]
     python_layers = [
         {"group": g, "stage": f"layer-{g}", "parent": "pip" if i == 0 else f"layer-{groups[i - 1]}",
+         "prefix": layer_prefix(g), "earlier": [layer_prefix(e) for e in groups[:i]],
          "template": "image/layer-python.j2", "toolchain": None, "build_env": {}}
         for i, g in enumerate(groups)
     ]
@@ -218,6 +219,15 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         "env": env(lock), "labels": labels(lock),
         "node_tools": [{"source": name, "target": tool.target} for name, tool in node_tools(lock).items()],
     }
+
+
+def layer_prefix(group: str) -> str:
+    """Where a group's builder stage installs its packages (pip --prefix), the tree the image copies into /opt/venv.
+
+    Each group has its own: a later stage inherits the earlier trees where they are and sees them through a .pth
+    file of its venv (a source build, DeepSpeed's, imports torch), so no stage copies them (a copy of torch's tree
+    is another gigabyte written and committed)."""
+    return f"/opt/layer-{group}"
 
 
 def _fabric_layer(lock: Lock) -> dict[str, Any] | None:

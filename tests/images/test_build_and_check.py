@@ -239,5 +239,5 @@ def test_compressed_size_is_what_docker_save_through_gzip_1_gives(client, tmp_pa
 def test_the_largest_layers_of_cpu_dev_are_named_by_their_dockerfile_lines(client, cpu_dev):
     text = dockerfile(load("cpu-dev"), "base:ref")
     layers = largest_layers(client.images.get(cpu_dev.tag), 2, text)
-    assert layers[0].step == "COPY --from=layer-torch /opt/layer/ /opt/venv/", layers
+    assert layers[0].step == "COPY --from=layer-torch /opt/layer-torch/ /opt/venv/", layers
     assert layers[0].size > layers[1].size > 0

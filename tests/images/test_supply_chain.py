@@ -75,7 +75,8 @@ class FakeClient:
 def fake_debootstrap(monkeypatch) -> FakeDebootstrap:
     fake = FakeDebootstrap()
     monkeypatch.setattr(base_module.subprocess, "run", fake)
-    monkeypatch.setattr(base_module.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(base_module.shutil, "which",
+                        lambda name: f"/usr/sbin/{name}" if name == "debootstrap" else None)
     return fake
 
 

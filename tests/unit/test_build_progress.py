@@ -8,6 +8,7 @@ import queue
 import re
 import subprocess
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from docker.errors import ImageNotFound
@@ -158,7 +159,8 @@ def test_the_layer_commit_after_the_output_is_named_in_the_steps_line(built_in_a
 def test_debootstrap_and_the_import_are_steps_with_heartbeats(monkeypatch):
     """debootstrap takes a minute or more and prints nothing until it ends: the base is reported like a build."""
     clock, lines, took = Clock(), [], iter([75.0, 12.0])  # debootstrap, then tar + docker import
-    monkeypatch.setattr(base_module.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(base_module.shutil, "which",
+                        lambda name: f"/usr/sbin/{name}" if name == "debootstrap" else None)
     monkeypatch.setattr(base_module.subprocess, "run",
                         lambda cmd, **kwargs: (rootfs_of(cmd), subprocess.CompletedProcess(cmd, 0, "", ""))[1])
     monkeypatch.setattr(base_module, "_import", lambda *args: None)
@@ -177,8 +179,6 @@ def test_debootstrap_and_the_import_are_steps_with_heartbeats(monkeypatch):
 
 def rootfs_of(cmd: list[str]) -> None:
     """What debootstrap leaves that bootstrap() edits: the target's apt and log folders."""
-    from pathlib import Path
-
     rootfs = Path([arg for arg in cmd[1:] if not arg.startswith("--")][1])
     for folder in ("etc/apt", "var/log"):
         (rootfs / folder).mkdir(parents=True, exist_ok=True)
@@ -220,3 +220,21 @@ def test_the_flow_in_a_pipe_prints_the_image_phase_lines(monkeypatch):
                            console=Console(file=out, force_terminal=False, width=200), client=object())
     assert [p.name for p in report.phases] == ["image", "up"]
     assert "  image · step 1/2 os: RUN apt-get install -y slurmd: 9.4 s" in out.getvalue()
+
+
+def test_mmdebstrap_where_installed_trusts_only_the_distributions_keyring(monkeypatch):
+    """The faster bootstrap is used when installed, and is held to debootstrap's rule: the release's signature must
+    check against the distribution's keyring; nothing tells apt to accept an unsigned release."""
+    monkeypatch.setattr(base_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert base_module.bootstrapper() == "mmdebstrap"
+    spec = Bootstrap(distro="debian", release="bookworm", mirror="http://deb.debian.org/debian",
+                     packages=["python3", "procps"])
+    cmd = base_module.debootstrap_command(spec, Path("/tmp/rootfs"), spec.mirror, "mmdebstrap")
+    assert cmd[0] == "mmdebstrap" and "--variant=minbase" in cmd
+    assert "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg" in cmd
+    assert "--include=python3,procps" in cmd
+    assert cmd[-3:] == ["bookworm", "/tmp/rootfs", "http://deb.debian.org/debian"]
+    assert not [arg for arg in cmd if "insecure" in arg or "check-gpg" in arg or "trusted=yes" in arg]
+    monkeypatch.setattr(base_module.shutil, "which", lambda name: "/usr/sbin/debootstrap" if name == "debootstrap"
+                        else None)
+    assert base_module.bootstrapper() == "debootstrap"
