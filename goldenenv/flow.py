@@ -64,7 +64,8 @@ def _phase_steps(console: Console, status, name: str) -> Steps:
         status.update(f"[bold]{name}[/] · {escape(message[:70])}" if message != name else f"[bold]{name}[/]")
 
     def line(message: str) -> None:
-        console.print(f"  {escape(message if message.startswith(name) else f'{name} · {message}')}", highlight=False)
+        console.print(f"  {escape(message if message.startswith(name) else f'{name} · {message}')}", highlight=False,
+                      soft_wrap=True)
 
     return Steps(line if not console.is_terminal else lambda message: None, show)
 

@@ -142,8 +142,9 @@ def image_build(name: str, ca_cert: str = CA_CERT, pip_index_url: str = INDEX_UR
 
     lock = _lock(name)
     build_options = options(ca_cert, pip_index_url, apt_mirror, wheelhouse)
-    if not console.is_terminal:
-        built = _built(lambda: build(lock, build_options, log=say))
+    if not console.is_terminal:  # one line each, never wrapped: a log is read, and grepped, line by line
+        built = _built(lambda: build(lock, build_options, log=lambda m: console.print(
+            f"[dim]·[/] {escape(m)}", highlight=False, soft_wrap=True)))
     else:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.fields[step]}"), console=console) as progress:

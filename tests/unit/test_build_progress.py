@@ -184,6 +184,10 @@ def rootfs_of(cmd: list[str]) -> None:
         (rootfs / folder).mkdir(parents=True, exist_ok=True)
 
 
+LONG = ("step 2/2 layer-torch: RUN /opt/pip/bin/python -m pip --python /opt … mp/requirements-torch.txt: 40 s so far"
+        " · Installing collected packages: mpmath, typing-extensions, torch, sympy")
+
+
 def test_image_build_in_a_pipe_prints_a_line_per_step(monkeypatch):
     """Not a terminal (CI, `| tee`): no progress bar that only draws at the end, but the build's own lines."""
     from goldenenv.cli import app
@@ -191,14 +195,14 @@ def test_image_build_in_a_pipe_prints_a_line_per_step(monkeypatch):
 
     def fake_build(lock, options, log=print, **kwargs):
         log("step 1/2 os: RUN apt-get install -y slurmd: 9.4 s")
-        log("step 2/2 layer-torch: RUN pip install: 40 s so far")
+        log(LONG)
         return Built(lock.tag, "sha256:fake", 95.0, 0, 2)
 
     monkeypatch.setattr(build_module, "build", fake_build)
     result = CliRunner().invoke(app, ["image", "build", "cpu-dev"])
     assert result.exit_code == 0, result.output
     assert "step 1/2 os: RUN apt-get install -y slurmd: 9.4 s" in result.output
-    assert "step 2/2 layer-torch: RUN pip install: 40 s so far" in result.output
+    assert LONG in result.output, "a line is never wrapped: a log is read and grepped line by line"
     assert "built goldenenv/cpu-dev:" in result.output
 
 
@@ -208,6 +212,7 @@ def test_the_flow_in_a_pipe_prints_the_image_phase_lines(monkeypatch):
 
     def fake_image(spec, options, client, log, show=None):
         log("step 1/2 os: RUN apt-get install -y slurmd: 9.4 s")
+        log(LONG)
         return "goldenenv/cpu-dev:fake"
 
     def no_cluster(*args, **kwargs):
@@ -217,9 +222,10 @@ def test_the_flow_in_a_pipe_prints_the_image_phase_lines(monkeypatch):
     monkeypatch.setattr(lifecycle, "up", no_cluster)
     out = StringIO()
     report = flow.run_flow(lifecycle.load_spec("local"), BuildOptions(), flow.Path("."), destroy_after=False,
-                           console=Console(file=out, force_terminal=False, width=200), client=object())
+                           console=Console(file=out, force_terminal=False, width=80), client=object())
     assert [p.name for p in report.phases] == ["image", "up"]
     assert "  image · step 1/2 os: RUN apt-get install -y slurmd: 9.4 s" in out.getvalue()
+    assert f"  image · {LONG}\n" in out.getvalue(), "never wrapped at the console's 80 columns"
 
 
 def test_mmdebstrap_where_installed_trusts_only_the_distributions_keyring(monkeypatch):
