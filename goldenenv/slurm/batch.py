@@ -12,7 +12,8 @@ from goldenenv.render import render
 JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
 RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 """A run folder's name, as run_name makes it or --resume names it: one path word, never a path."""
-RUN_SUFFIX = re.compile(r"-\d{8}T\d{6}Z-[0-9a-f]{4}$")
+RUN_SUFFIX = re.compile(r"-\d{8}T\d{6}Z-(?:[0-9a-f]{8}|[0-9a-f]{4})$")
+"""Runs made before 2026-12-07 end in 4 hex digits, later ones in 8."""
 RUN_COMMENT = "goldenenv-run="
 """The job's Slurm comment names its run: `goldenenv jobs` finds the run's checkpoints by it."""
 
@@ -20,9 +21,10 @@ RUN_COMMENT = "goldenenv-run="
 def run_name(name: str, now: datetime | None = None) -> str:
     """A job's run folder: its name, when it was submitted and a random word. Checkpoints and output go to
     <checkpoints>/<run> and <jobs>/<run>.out, the same on every start of the job, so a requeued job finds what it
-    wrote; never another job's, even when a new cluster's Slurm numbers its jobs from 1 again."""
+    wrote; never another job's, even when a new cluster's Slurm numbers its jobs from 1 again. Eight hex digits: two
+    submissions of one name in one second (a script's loop) share a folder about once in four billion pairs."""
     now = now or datetime.now(timezone.utc)
-    return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+    return f"{name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
 def job_name(run: str) -> str:

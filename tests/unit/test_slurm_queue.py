@@ -84,7 +84,8 @@ def test_a_command_word_reaches_torchrun_as_data_never_as_shell_code(p5, tmp_pat
 
 def test_runs_are_unique_so_a_renumbered_cluster_never_reuses_a_jobs_folder():
     names = {batch.run_name("train") for _ in range(50)}
-    assert len(names) == 50 and all(re.fullmatch(r"train-\d{8}T\d{6}Z-[0-9a-f]{4}", n) for n in names)
+    assert len(names) == 50 and all(re.fullmatch(r"train-\d{8}T\d{6}Z-[0-9a-f]{8}", n) for n in names)
+    assert batch.job_name("train-20261202T050719Z-46a2") == "train"  # a run named before the suffix grew
 
 
 def test_submit_refuses_bad_input_naming_the_flag(p5):
@@ -103,7 +104,7 @@ def test_jobs_are_read_from_scontrols_records():
     assert (running.id, running.name, running.state, running.nodes, running.restarts) == (
         "1", "capture", "RUNNING", "node-[0-1]", 0)
     assert not running.done and running.reason == ""
-    assert re.fullmatch(r"capture-\d{8}T\d{6}Z-[0-9a-f]{4}", running.run)
+    assert re.fullmatch(r"capture-\d{8}T\d{6}Z-[0-9a-f]{4}", running.run)  # recorded with a 4-digit run
     assert running.output == f"/data/jobs/{running.run}.out"
     cancelled = view.jobs((CAPTURES / "jobs-all.txt").read_text())
     assert [(j.id, j.state, j.done) for j in cancelled] == [("1", "CANCELLED", True)]
