@@ -31,9 +31,13 @@ release; Ubuntu never does: they stay in RELEASE-updates and RELEASE-security, w
 (noble's munge 0.5.15-4ubuntu0.1 is in noble-updates and noble-security only)."""
 BOOTSTRAPPERS = ("mmdebstrap", "debootstrap")
 """What makes a base's root file system, the first one installed here. mmdebstrap downloads with apt, several packages
-at once, and is 3-6 times faster than debootstrap (https://packages.debian.org/bookworm/mmdebstrap); on a loaded
-2-core machine cpu-dev's bookworm base took it 72 to 117 s against debootstrap's 193 s (scripts/bench_first_run.py).
+at once, and is 3-6 times faster than debootstrap (https://packages.debian.org/bookworm/mmdebstrap); on a 2-core
+machine under load cpu-dev's bookworm base took it 39 s against debootstrap's 86 s (scripts/bench_first_run.py).
 Both refuse a release whose signature does not check against the distribution's keyring."""
+MERGED_USR_HOOK = "/usr/share/mmdebstrap/hooks/maybe-merged-usr"
+"""mmdebstrap's hook that merges /usr as the release expects and installs usr-is-merged. Without it apt satisfies
+init-system-helpers' `usrmerge | usr-is-merged` with usrmerge, which pulls in perl: 8 more packages and 48 MB more
+than debootstrap's base. With it the package set is debootstrap's (checked with dpkg -l on bookworm)."""
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 UBUNTU_SCRIPT = "gutsy"
 """debootstrap bootstraps every Ubuntu release since 7.10 with this script, which newer debootstraps link each release
@@ -114,7 +118,7 @@ def debootstrap_command(spec: Bootstrap, rootfs: Path, mirror: str, tool: str = 
     debootstrap with --force-check-gpg; mmdebstrap through apt, which trusts only --keyring and refuses an unsigned
     release unless told to (it is not)."""
     if tool == "mmdebstrap":
-        cmd = ["mmdebstrap", "--variant=minbase", f"--keyring={keyring(spec.distro)}",
+        cmd = ["mmdebstrap", "--variant=minbase", f"--hook-dir={MERGED_USR_HOOK}", f"--keyring={keyring(spec.distro)}",
                f"--components={COMPONENTS[spec.distro]}"]
         if spec.packages:
             cmd.append("--include=" + ",".join(spec.packages))

@@ -237,6 +237,7 @@ def test_mmdebstrap_where_installed_trusts_only_the_distributions_keyring(monkey
                      packages=["python3", "procps"])
     cmd = base_module.debootstrap_command(spec, Path("/tmp/rootfs"), spec.mirror, "mmdebstrap")
     assert cmd[0] == "mmdebstrap" and "--variant=minbase" in cmd
+    assert "--hook-dir=/usr/share/mmdebstrap/hooks/maybe-merged-usr" in cmd, "debootstrap's package set, not usrmerge's"
     assert "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg" in cmd
     assert "--include=python3,procps" in cmd
     assert cmd[-3:] == ["bookworm", "/tmp/rootfs", "http://deb.debian.org/debian"]
