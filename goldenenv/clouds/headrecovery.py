@@ -2,7 +2,7 @@
 anything, what brings it back when that does not, and what the queue keeps.
 
 Each cloud says it as data in its own folder (HEAD_RECOVERY in clouds/<cloud>/head_recovery.py), with the public page
-it rests on. README's "What survives what" row for the head is made from them (readme_row), and a contract test holds
+it rests on. README's "When the head is lost" table, under "What survives what", is made from them (readme_table), and a contract test holds
 every shipped stack's planned head to its cloud's claim (HeadRecovery.problems): a head planned so that the cloud
 would not bring it back (auto-recovery turned off, a spot head) is caught.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 UNSET = None
 """In HeadRecovery.planned: the input left out of the program, so the cloud's default applies."""
-README_EVENT = "the head lost (host failure, `docker kill` locally)"
+README_HEADER = ("| cloud | back by itself | otherwise | the queue | source |", "|---|---|---|---|---|")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,9 +47,8 @@ class HeadRecovery:
                              f"({self.source})")
         return found
 
-    def readme_cell(self) -> str:
-        return (f"**{self.cloud}**: {self.by_itself}; otherwise {self.otherwise}. Queue: {self.queue} "
-                f"([source]({self.source}))")
+    def readme_line(self) -> str:
+        return f"| {self.cloud} | {self.by_itself} | {self.otherwise} | {self.queue} | [page]({self.source}) |"
 
 
 def _at(props: Mapping[str, Any], path: str) -> Any:
@@ -66,8 +65,8 @@ def of(cloud: str) -> HeadRecovery:
     return importlib.import_module(f"goldenenv.clouds.{cloud}.head_recovery").HEAD_RECOVERY
 
 
-def readme_row(cloud_names: list[str]) -> str:
-    """The "What survives what" table's row for a lost head: every cloud's claim, those with a planned head first
-    (the README's order: the clouds by name, then this machine's containers)."""
+def readme_table(cloud_names: list[str]) -> list[str]:
+    """README's table of what brings a lost head back on each cloud: its header, then one line per cloud, those with
+    a planned head first (the clouds by name, then this machine's containers)."""
     ordered = sorted(cloud_names, key=lambda name: (of(name).head_type is None, name))
-    return f"| {README_EVENT} | " + "<br>".join(of(name).readme_cell() for name in ordered) + " |"
+    return [*README_HEADER, *(of(name).readme_line() for name in ordered)]

@@ -34,13 +34,14 @@ def test_every_cloud_says_what_brings_its_head_back_and_where_that_is_written(cl
         assert claim.head_type and claim.planned, f"{cloud}: the planned head's type and what it must ask for"
 
 
-def test_the_readme_row_for_a_lost_head_is_every_clouds_claim():
-    row = headrecovery.readme_row(clouds.names())
-    assert row in README.read_text().splitlines(), (
-        "README's \"What survives what\" row for a lost head differs from the clouds' HEAD_RECOVERY: paste "
-        f"goldenenv.clouds.headrecovery.readme_row(clouds.names()):\n{row}")
+def test_the_readme_table_for_a_lost_head_is_every_clouds_claim():
+    table = headrecovery.readme_table(clouds.names())
+    text = "\n".join(table)
+    assert text in README.read_text(), (
+        "README's table for a lost head (under \"What survives what\") differs from the clouds' HEAD_RECOVERY: paste "
+        f"goldenenv.clouds.headrecovery.readme_table(clouds.names()):\n{text}")
     for cloud in clouds.names():
-        assert f"**{headrecovery.of(cloud).cloud}**" in row
+        assert any(line.startswith(f"| {headrecovery.of(cloud).cloud} |") for line in table), cloud
 
 
 @pytest.mark.parametrize(("cloud", "stack"), pulumi_stacks())
