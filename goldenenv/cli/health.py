@@ -107,14 +107,10 @@ def node_verdicts(spec, level: str, hosts=None, hosts_by=None, ssh_config=None, 
 
 
 def _show(verdicts, as_json: bool) -> None:
-    from dataclasses import asdict
-
     from goldenenv.health import judge
 
     if as_json:
-        console.print_json(json.dumps([{"node": v.node, "worst": v.worst, "fails": v.fails,
-                                        "drain_reason": judge.drain_reason(v.findings) if v.findings else "",
-                                        "findings": [asdict(f) for f in v.findings]} for v in verdicts]))
+        console.print_json(json.dumps([judge.report(v.findings, v.node) for v in verdicts]))
         return
     for v in verdicts:
         mark = "[red]fail[/]" if v.fails else ("[yellow]notice[/]" if v.findings else "[green]healthy[/]")

@@ -513,6 +513,33 @@ def drain_reason(findings: Sequence[Finding], limit: int = 100) -> str:
     return reason if len(reason) <= limit else reason[:limit - 3].rstrip() + "..."
 
 
+RESTART_ACTION = "restart-job"
+"""The catalog's action for a contained error (XID 94, 13): the node stays in the queue, the job that died on it
+starts again (the sbatch wrapper requeues it on this verdict)."""
+
+
+def node_action(findings: Sequence[Finding]) -> str:
+    """What the node needs, in the catalog's words: the deciding action, or none."""
+    return worst(findings) or "none"
+
+
+def report(findings: Sequence[Finding], node: str) -> dict:
+    """One node's verdict as `--json` and `goldenenv health --json` print it: a drain_reason only where the action
+    takes the node out of the queue (a node kept for a job restart is drained by nobody)."""
+    decider = worst(findings)
+    verdict = {"node": node, "worst": decider, "action": node_action(findings), "fails": decider in FAILING_ACTIONS}
+    if decider in FAILING_ACTIONS:
+        verdict["drain_reason"] = drain_reason(findings)
+    verdict["findings"] = [asdict(f) for f in findings]
+    return verdict
+
+
+def restart_lines(findings: Sequence[Finding]) -> List[str]:
+    """One line per error the catalog says needs the job restarted (`--restart`, read by the sbatch wrapper)."""
+    return [_one_line(f"{f.message.split('; expected')[0]} ({f.rule}: {RESTART_ACTION})", 400)
+            for f in findings if f.action == RESTART_ACTION]
+
+
 def applies(spec: Evidence, expect: dict) -> bool:
     """Whether the node's expectations call for this evidence (evidence for a fabric it lacks is ignored)."""
     kind, _, value = spec.applies.partition("=")
@@ -915,14 +942,14 @@ def _load_json(path: str, what: str) -> object:
         raise ValueError(f"{what} {path}: {error}") from None
 
 
-def _report(findings: List[Finding], node: str, as_json: bool, reason_only: bool) -> str:
+def _report(findings: List[Finding], node: str, as_json: bool, reason_only: bool, restart: bool = False) -> str:
     decider = worst(findings)
     if reason_only:
         return drain_reason(findings)
+    if restart:
+        return "\n".join(restart_lines(findings))
     if as_json:
-        return json.dumps({"node": node, "worst": decider, "fails": decider in FAILING_ACTIONS,
-                           "drain_reason": drain_reason(findings), "findings": [asdict(f) for f in findings]},
-                          indent=2)
+        return json.dumps(report(findings, node), indent=2)
     lines = [f"{f.action:<11} {f.rule:<28} {f.device}: {f.message}" for f in findings]
     lines.append(f"{node}: healthy" if decider is None else f"{node}: {decider} ({drain_reason(findings)})")
     return "\n".join(lines)
@@ -946,6 +973,8 @@ def _judge_main(argv: Sequence[str]) -> int:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print findings as JSON")
     output.add_argument("--reason", action="store_true", help="print only the drain reason (for scontrol)")
+    output.add_argument("--restart", action="store_true", help="print only the errors that need the job "
+                        "restarted, one a line (for the sbatch wrapper)")
     args = _parse(parser, argv)
     if args is None:
         return 0 if {"-h", "--help"} & set(argv) else 2
@@ -960,7 +989,9 @@ def _judge_main(argv: Sequence[str]) -> int:
     except ValueError as error:
         print(f"judge.py: {error}", file=sys.stderr)
         return 2
-    print(_report(findings, args.node, args.json, args.reason))
+    out = _report(findings, args.node, args.json, args.reason, args.restart)
+    if out:
+        print(out)
     return 1 if worst(findings) in FAILING_ACTIONS else 0
 
 
@@ -1005,7 +1036,8 @@ def _expect_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """`judge.py [judge] --evidence DIR --expect FILE --rules FILE [--node N] [--collect L] [--json | --reason]`,
+    """`judge.py [judge] --evidence DIR --expect FILE --rules FILE [--node N] [--collect L] [--json | --reason |
+    --restart]`,
     `judge.py collect --level L --expect FILE --out DIR`, or `judge.py expect K=V,...`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["collect"]:

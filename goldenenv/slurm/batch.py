@@ -1,4 +1,5 @@
-"""The sbatch script around torchrun that `goldenenv submit` writes: one task per node, requeued after a node loss."""
+"""The sbatch script around torchrun that `goldenenv submit` writes: one task per node, requeued after a node loss
+or a rank's death on an error the catalog says needs a job restart."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 """A run folder's name, as run_name makes it or --resume names it: one path word, never a path."""
 RUN_SUFFIX = re.compile(r"-\d{8}T\d{6}Z-(?:[0-9a-f]{8}|[0-9a-f]{4})$")
 """Runs made before 2026-12-07 end in 4 hex digits, later ones in 8."""
+RESTART_LIMIT = 3
+"""Starts a job gets in all (SLURM_RESTART_COUNT below 2 requeues it again) when a rank dies on an error the catalog
+says needs a job restart: a GPU whose contained errors keep coming back ends the job FAILED instead of looping."""
+NODE_HEALTH = "/etc/goldenenv/health"
+"""A node's expect.json and, in tests, its recorded evidence (as goldenenv/slurm/healthcheck.sh reads them)."""
+HEALTH_RULES = "/usr/local/share/goldenenv/health-rules.json"
+"""The catalog's health rules in the golden image (images/dockerfile.HEALTH_RULES)."""
+HEALTH_TIMEOUT_S = 90
+"""For every node of the job to collect its quick health evidence (50 s at most, as the health check) and judge it."""
 RUN_COMMENT = "goldenenv-run="
 """The job's Slurm comment names its run: `goldenenv jobs` finds the run's checkpoints by it."""
 
@@ -75,4 +85,6 @@ class BatchJob:
             checkpoints=f"{self.checkpoints}/{self.run}", env=self.env,
             procs=self.procs_per_node, env_file=self.env_file, master_port=self.master_port, command=self.command,
             spot_cloud=self.spot_cloud, probe_timeout=max(10, self.slurmd_timeout // 2), requeue_wait=3 * self.slurmd_timeout + 30,
+            restart_limit=RESTART_LIMIT, node_health=NODE_HEALTH, health_rules=HEALTH_RULES,
+            health_timeout=HEALTH_TIMEOUT_S,
         )
