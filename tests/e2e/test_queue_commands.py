@@ -208,3 +208,48 @@ def test_every_short_training_that_finishes_ends_completed(cli):
     assert not failed, f"{len(failed)} of {JOBS} short jobs did not end COMPLETED: {failed}\n{evidence}"
     for i in (ids[0], ids[-1]):
         assert '"event": "done"' in cli("logs", i).stdout
+
+
+def test_a_rank_dead_on_a_contained_gpu_error_is_requeued_and_the_job_completes(cli, spec, client):
+    """Issue 37 item 6, the drill: node-1's recorded evidence holds a contained error (XID 94 on GPU 1, the catalog's
+    restart-job), so the node stays in the queue; a job whose rank dies on its first start is requeued by its own
+    script, which names the node, GPU and XID, and completes on its second start. Once the evidence is gone, a job
+    that fails for its own reasons ends FAILED, never requeued."""
+    import io
+    import tarfile
+
+    from goldenenv.catalog import health
+
+    cluster = LocalCluster(spec, client)
+    node = cluster.nodes()[1]
+
+    def put(files: dict[str, bytes]) -> None:
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w") as tar:
+            for name, content in files.items():
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(content), 0o644
+                tar.addfile(info, io.BytesIO(content))
+        node.put_archive("/etc/goldenenv/health", data.getvalue())
+
+    recording = HEALTH_CAPTURES / "xid94-gpu1"
+    put({f"recorded/{p.name}": p.read_bytes() for p in recording.iterdir() if p.name != "expect.json"}
+        | {"expect.json": (recording / "expect.json").read_bytes()})
+    node.exec_run(["chmod", "a+rx", "/etc/goldenenv/health/recorded"], user="root")
+    first_start_fails = "import os, sys; sys.exit(os.environ.get('SLURM_RESTART_COUNT', '0') == '0')"
+    job_id = cli("submit", "--nodes", "2", "--name", "contained", "--", "python", "-c",
+                 first_start_fails).stdout.strip()
+    done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 180)
+    log = cli("logs", job_id).stdout
+    assert done["state"] == "COMPLETED" and done["restarts"] == 1, (done, log)
+    assert re.search(r"goldenenv: job \d+: node-1: GPU 1 \(PCI 0000:64:00\) logged XID 94", log), log
+    assert "needs a job restart (start 2 of at most 3)" in log, log
+    assert not any("DRAIN" in n.state for n in cluster.scheduler_nodes()), cluster.scheduler_nodes()
+
+    node.exec_run(["rm", "-rf", "/etc/goldenenv/health/recorded"], user="root")
+    put({"expect.json": json.dumps(health.NO_GPU).encode()})
+    job_id = cli("submit", "--nodes", "2", "--name", "own-fault", "--", "python", "-c",
+                 "raise SystemExit(1)").stdout.strip()
+    done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 120)
+    assert done["state"] == "FAILED" and done["restarts"] == 0, done
+    assert "requeueing" not in cli("logs", job_id).stdout
