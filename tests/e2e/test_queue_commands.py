@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from goldenenv import lifecycle
 from goldenenv.cli import app
-from goldenenv.clouds.local.cluster import LocalCluster
+from goldenenv.clouds.local.cluster import LocalCluster, _archive
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 INTERVAL = 20
@@ -90,31 +90,31 @@ def test_cancel_stops_a_queued_job_and_a_bad_job_id_is_exit_2(cli):
 HEALTH_CAPTURES = Path(__file__).resolve().parents[1] / "unit" / "captures" / "health"
 
 
+def put_evidence(node, files: dict[str, bytes]) -> None:
+    """Files under the node's /etc/goldenenv/health, readable by the job's user: what its health check judges."""
+    node.put_archive("/etc/goldenenv/health", _archive(files))
+    node.exec_run(["sh", "-c", "[ ! -d recorded ] || chmod a+rx recorded"], workdir="/etc/goldenenv/health",
+                  user="root")
+
+
+def recorded(capture: str) -> dict[str, bytes]:
+    """A recorded node state (tests/unit/captures/health/CAPTURE) as a node's evidence and expectation."""
+    folder = HEALTH_CAPTURES / capture
+    return {f"recorded/{p.name}": p.read_bytes() for p in folder.iterdir() if p.name != "expect.json"} | {
+        "expect.json": (folder / "expect.json").read_bytes()}
+
+
 def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_runs_on_the_others(cli, spec, client):
     """The recorded outputs of a p5 whose GPU 3 fell off the bus (XID 79) stand in for node-1's hardware: Slurm's
     health check drains it with the rule as the reason, a job lands on node-0, and once the node's evidence is
     healthy again the drain is lifted."""
-    import io
-    import tarfile
-
     from goldenenv.catalog import health
 
     cluster = LocalCluster(spec, client)
     sick = cluster.nodes()[1]
     sick_name = next(n.name for n in cluster.scheduler_nodes() if n.name.endswith("1"))
 
-    def put(files: dict[str, bytes]) -> None:
-        data = io.BytesIO()
-        with tarfile.open(fileobj=data, mode="w") as tar:
-            for name, content in files.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(content)
-                tar.addfile(info, io.BytesIO(content))
-        sick.put_archive("/etc/goldenenv/health", data.getvalue())
-
-    recording = HEALTH_CAPTURES / "xid79-gpu3"
-    put({f"recorded/{p.name}": p.read_bytes() for p in recording.iterdir() if p.name != "expect.json"}
-        | {"expect.json": (recording / "expect.json").read_bytes()})
+    put_evidence(sick, recorded("xid79-gpu3"))
     deadline = time.monotonic() + 60
     while not (drained := [n for n in cluster.scheduler_nodes() if n.name == sick_name and "DRAIN" in n.state]):
         assert time.monotonic() < deadline, cluster.scheduler_nodes()
@@ -130,7 +130,7 @@ def test_a_node_in_a_failing_state_is_drained_with_its_rule_and_the_next_job_run
     assert done["state"] == "COMPLETED" and sick_name not in done["nodes"], done
 
     sick.exec_run(["rm", "-rf", "/etc/goldenenv/health/recorded"], user="root")
-    put({"expect.json": json.dumps(health.NO_GPU).encode()})
+    put_evidence(sick, {"expect.json": json.dumps(health.NO_GPU).encode()})
     deadline = time.monotonic() + 60
     while any(n.name == sick_name and "DRAIN" in n.state for n in cluster.scheduler_nodes()):
         assert time.monotonic() < deadline, cluster.scheduler_nodes()
@@ -215,27 +215,12 @@ def test_a_rank_dead_on_a_contained_gpu_error_is_requeued_and_the_job_completes(
     restart-job), so the node stays in the queue; a job whose rank dies on its first start is requeued by its own
     script, which names the node, GPU and XID, and completes on its second start. Once the evidence is gone, a job
     that fails for its own reasons ends FAILED, never requeued."""
-    import io
-    import tarfile
-
     from goldenenv.catalog import health
 
     cluster = LocalCluster(spec, client)
     node = cluster.nodes()[1]
 
-    def put(files: dict[str, bytes]) -> None:
-        data = io.BytesIO()
-        with tarfile.open(fileobj=data, mode="w") as tar:
-            for name, content in files.items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mode = len(content), 0o644
-                tar.addfile(info, io.BytesIO(content))
-        node.put_archive("/etc/goldenenv/health", data.getvalue())
-
-    recording = HEALTH_CAPTURES / "xid94-gpu1"
-    put({f"recorded/{p.name}": p.read_bytes() for p in recording.iterdir() if p.name != "expect.json"}
-        | {"expect.json": (recording / "expect.json").read_bytes()})
-    node.exec_run(["chmod", "a+rx", "/etc/goldenenv/health/recorded"], user="root")
+    put_evidence(node, recorded("xid94-gpu1"))
     first_start_fails = "import os, sys; sys.exit(os.environ.get('SLURM_RESTART_COUNT', '0') == '0')"
     job_id = cli("submit", "--nodes", "2", "--name", "contained", "--", "python", "-c",
                  first_start_fails).stdout.strip()
@@ -247,7 +232,7 @@ def test_a_rank_dead_on_a_contained_gpu_error_is_requeued_and_the_job_completes(
     assert not any("DRAIN" in n.state for n in cluster.scheduler_nodes()), cluster.scheduler_nodes()
 
     node.exec_run(["rm", "-rf", "/etc/goldenenv/health/recorded"], user="root")
-    put({"expect.json": json.dumps(health.NO_GPU).encode()})
+    put_evidence(node, {"expect.json": json.dumps(health.NO_GPU).encode()})
     job_id = cli("submit", "--nodes", "2", "--name", "own-fault", "--", "python", "-c",
                  "raise SystemExit(1)").stdout.strip()
     done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 120)
