@@ -121,7 +121,7 @@ def _flat(nodes: list) -> list[tuple[frozenset, bool]] | None:
 
 
 def _class(node) -> frozenset:
-    from re._constants import CATEGORY, CATEGORY_DIGIT, IN, LITERAL, NEGATE, RANGE
+    from re._constants import CATEGORY, CATEGORY_DIGIT, LITERAL, NEGATE, RANGE
 
     op, arg = node
     members: set = set()

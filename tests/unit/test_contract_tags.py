@@ -13,7 +13,6 @@ Held here over every registered cloud with literal anchors from each cloud's pag
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
