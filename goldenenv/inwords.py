@@ -242,7 +242,7 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def _range(limits: Mapping[str, Any], whole: bool) -> str:
+def number_range(limits: Mapping[str, Any], whole: bool) -> str:
     """`a whole number from 1 to 2,048`, `a number more than 0 and at most 100,000`."""
     kind = "a whole number" if whole else "a number"
     low = ("ge", limits["ge"]) if "ge" in limits else ("gt", limits["gt"]) if "gt" in limits else None
@@ -291,11 +291,11 @@ def finding(err: Mapping[str, Any], limits: Mapping[str, Any], described: Mappin
         need = f"list at most {_items(most)}" if kind == "too_long" else f"list at least {_items(least)}"
         return f"{has}; {need}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"):
-        return f"must be {_range(limits or _ctx_limits(kind, ctx), whole)}; got {given_text}"
+        return f"must be {number_range(limits or _ctx_limits(kind, ctx), whole)}; got {given_text}"
     if kind in ("int_parsing", "int_from_float", "int_type", "int_parsing_size"):
-        return f"must be {_range(limits, True)}; got {given_text}"
+        return f"must be {number_range(limits, True)}; got {given_text}"
     if kind in ("float_parsing", "float_type", "finite_number"):
-        return f"must be {_range(limits, False)}, written as digits (not inf or nan); got {given_text}"
+        return f"must be {number_range(limits, False)}, written as digits (not inf or nan); got {given_text}"
     if kind in ("bool_parsing", "bool_type"):
         return f"must be true or false; got {given_text}"
     if kind in ("literal_error", "enum"):

@@ -16,7 +16,9 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Literal
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     AliasChoices, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, ValidationInfo,
@@ -100,10 +102,51 @@ class LockError(ConfigError):
         self.source = source
 
 
+def number_kinds(annotation: Any) -> set[type]:
+    """The number types (int, float) a field holds and never a yes/no: int or float, optional or constrained; an
+    empty set for text, a model, or a field that also takes bool."""
+    kinds = _plain(annotation)
+    return set() if bool in kinds else {int, float} & set(kinds)
+
+
+def _yes_no_where_a_number(value: Any, annotation: Any) -> set[type]:
+    """The number kinds a field expects where `value` has a bool (in a list's items too); empty when none."""
+    if isinstance(value, bool):
+        return number_kinds(annotation)
+    if isinstance(value, (list, tuple)):
+        items = {a for t in _plain(annotation) if typing.get_origin(t) in (list, tuple) for a in typing.get_args(t)[:1]}
+        return {k for v in value for a in items for k in _yes_no_where_a_number(v, a)}
+    return set()
+
+
+def _plain(annotation: Any) -> list[Any]:
+    """The types a field's annotation may be, Annotated and unions taken apart."""
+    if typing.get_origin(annotation) is Annotated:
+        return _plain(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        return [t for arg in typing.get_args(annotation) for t in _plain(arg)]
+    return [annotation]
+
+
 class Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_yes_no_is_not_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's true/false are not numbers: pydantic would read `ttlHours: true` as 1 hour, `count: true` as one
+        node, `alertThresholds: [true]` as 100 %."""
+        field = cls.model_fields.get(info.field_name or "")
+        kinds = _yes_no_where_a_number(value, field.annotation) if field is not None else set()
+        if kinds:
+            from goldenenv import inwords
+
+            what = inwords.number_range(inwords.bounds(field.metadata), float not in kinds) if \
+                isinstance(value, bool) else "numbers"
+            raise ValueError(f"true and false are a yes/no, not a number; write {what} in digits")
+        return value
 
 
 class Capacity(str, Enum):

@@ -16,12 +16,14 @@ from rich.markup import escape
 
 from goldenenv import project
 from goldenenv.cli.common import errors, fail
+from goldenenv.cli.usage import Group
 from goldenenv.spec import ConfigError
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 """`-h` is `--help` everywhere: click hands a context's help option names down to every subcommand's context."""
 app = typer.Typer(help="Golden environments for GPU training clusters.", no_args_is_help=True, add_completion=False,
-                  context_settings=HELP_OPTIONS)
+                  context_settings=HELP_OPTIONS, cls=Group)
+"""Its class, Group, says a command line typed wrong (any command's) in the project's words."""
 
 
 OUTSIDE_A_PROJECT = {"init", "estimate"}

@@ -94,6 +94,7 @@ def _bad_for(annotation: Any, meta: list[Any]) -> list[Any]:
         if "max_length" in limits:
             bad.append("x" * (limits["max_length"] + 1))
     if annotation in (int, float):
+        bad.append(True)  # YAML's yes/no: pydantic would read it as 1
         if "ge" in limits or "gt" in limits:
             bad.append(limits.get("ge", limits.get("gt")) - 1)
         if "le" in limits or "lt" in limits:
