@@ -6,6 +6,7 @@ API (`automation.py`). Every step takes a `log` callable so the CLI can show pro
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -23,7 +24,7 @@ from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
 from goldenenv.clouds.base import HostsBy
-from goldenenv.clouds.local.cluster import DATA, LocalCluster
+from goldenenv.clouds.local.cluster import DATA, LocalCluster, put_files
 from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
 from goldenenv.images.dockerfile import BuildOptions
@@ -249,6 +250,10 @@ class DrillReport:
     restarts: int = 0
     back_after_s: float = 0.0
     """Slurm stacks: seconds from the kill until the requeued job ran again."""
+    output: str = ""
+    """Slurm stacks: the job's output file on the head."""
+    staged: str = ""
+    """The GPU-error drill: what the job's script said of the error it restarted for (node, GPU, XID)."""
 
     @property
     def lost_steps(self) -> int:
@@ -344,8 +349,6 @@ def slurm_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: i
                 client=None, log: Log = print, job: tuple | None = None) -> DrillReport:
     """Kill a node container mid-job and only watch: Slurm requeues the job, the node comes back, the job resumes
     from its last checkpoint and completes. `job`: (head, id) of a job already queued (the flow's training)."""
-    from goldenenv import jobs
-
     head, job_id = job or submit_training(spec, examples, steps, interval, sleep, client, log)
     cluster = local_cluster(spec, client)
     running = wait_job(head, spec, job_id, lambda j: j.state == "RUNNING" and (j.checkpoint_step or 0) >= 2 * interval,
@@ -353,21 +356,69 @@ def slurm_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: i
     victim = cluster.nodes()[-1]
     log(f"killing {victim.name} (docker kill) at checkpoint step {running.checkpoint_step} of job {job_id}")
     victim.kill()
-    killed = time.monotonic()
+    return _resumed(head, spec, job_id, interval, log, "Slurm requeued")
+
+
+CONTAINED_XID = 94
+"""The error the GPU-error drill stages: a contained ECC error, the commonest a job restart fixes (while the catalog
+says so; else its first restart-job XID)."""
+
+
+def gpu_error_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 10, sleep: float = 0.05,
+                    client=None, log: Log = print) -> DrillReport:
+    """Stage a contained GPU error mid-job: the last node's kernel log gets an XID the catalog says needs a job
+    restart (CONTAINED_XID, as recorded evidence in place of a GPU: health.fleet.staged_gpu_error) and its rank
+    dies, as that error kills it. The node stays in the queue; the job's own script judges its nodes, requeues it naming the node,
+    GPU and XID, and it resumes from its last checkpoint. The node's own health files are put back after."""
+    from datetime import datetime, timezone
+
+    from goldenenv.catalog import health
+    from goldenenv.health import fleet
+
+    restarts = sorted(c for c, rule in health.xid_rules().items() if rule.action == "restart-job")
+    code = CONTAINED_XID if CONTAINED_XID in restarts else restarts[0]
+    head, job_id = submit_training(spec, examples, steps, interval, sleep, client, log)
+    cluster = local_cluster(spec, client)
+    running = wait_job(head, spec, job_id, lambda j: j.state == "RUNNING" and (j.checkpoint_step or 0) >= 2 * interval,
+                       timeout=180)
+    victim = cluster.nodes()[-1]
+    kept = victim.get_archive(fleet.NODE_HEALTH)[0]
+    try:
+        put_files(victim, fleet.NODE_HEALTH, fleet.staged_gpu_error(code, datetime.now(timezone.utc)))
+        log(f"staging XID {code} on {victim.name}'s GPU 0 and killing its rank at checkpoint step "
+            f"{running.checkpoint_step} of job {job_id}")
+        victim.exec_run(["pkill", "-9", "-f", r"^python[0-9.]* \S*train_ddp\.py"], user="root")
+        report = _resumed(head, spec, job_id, interval, log, "the job's script requeued")
+    finally:
+        victim.exec_run(["rm", "-rf", f"{fleet.NODE_HEALTH}/recorded"], user="root")
+        victim.put_archive(str(Path(fleet.NODE_HEALTH).parent), b"".join(kept))
+    said = re.search(rf"goldenenv: job {job_id}: (.*logged XID {code}.*)", head.check(["cat", report.output]))
+    if not said:
+        raise RuntimeError(f"job {job_id} was restarted, but its script did not name XID {code}")
+    return dataclasses.replace(report, staged=said.group(1))
+
+
+def _resumed(head, spec: ClusterSpec, job_id: str, interval: int, log: Log, who: str) -> DrillReport:
+    """After the drill's blow: the job is requeued, runs again, completes; what it lost, from its log."""
+    from goldenenv import jobs
+
+    struck = time.monotonic()
     back = wait_job(head, spec, job_id, lambda j: j.restarts >= 1 and j.state in ("RUNNING", "COMPLETED"),
                     timeout=240)
-    back_after = time.monotonic() - killed
-    log(f"Slurm requeued job {job_id} (restarts {back.restarts}); running again {back_after:.0f} s after the kill")
+    back_after = time.monotonic() - struck
+    log(f"{who} job {job_id} (restarts {back.restarts}); running again {back_after:.0f} s later")
     done = wait_job(head, spec, job_id, lambda j: j.done, timeout=300)
     if done.state != "COMPLETED":
         raise RuntimeError(f"job {job_id} ended {done.state} after its requeue")
-    log_text = head.check(["cat", jobs.job_output(done)])
+    output = jobs.job_output(done)
+    log_text = head.check(["cat", output])
     before, _, after = log_text.partition(f"goldenenv: job {job_id} start 1 ")
     steps_before = [int(m.group(1)) for m in STEP_LINE.finditer(before)]
     finished = done_event(after.splitlines())
     checkpoints = [int(m.group(1)) for m in re.finditer(r"checkpoint step-(\d+)", before)]
     return DrillReport(interval, max(checkpoints, default=0), max(steps_before, default=0),
-                       finished["resumed_from"] or 0, finished["final_step"], job_id, done.restarts, back_after)
+                       finished["resumed_from"] or 0, finished["final_step"], job_id, done.restarts, back_after,
+                       output=output)
 
 
 def _latest_step(cluster: LocalCluster, run_dir: str) -> int:

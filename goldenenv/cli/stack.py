@@ -16,7 +16,7 @@ from goldenenv.cli.common import (ALLOW_OVER_BUDGET, CA_CERT, HOSTS_BY, INDEX_UR
                                   print_line, say, stack_spec)
 from goldenenv.clouds.base import HostsBy
 from goldenenv.plan import HOURS_PER_MONTH, Plan, host_layer_line
-from goldenenv.spec import ConfigError
+from goldenenv.spec import ConfigError, Problem
 
 app = typer.Typer()
 
@@ -426,16 +426,26 @@ def _show_validation(result) -> None:
 
 
 @app.command("drill")
-def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
-              interval: int = typer.Option(10, "--checkpoint-every")) -> None:
+def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps", help="Training steps of the drill's run."),
+              interval: int = typer.Option(10, "--checkpoint-every", help="Steps between two checkpoints."),
+              gpu_error: bool = typer.Option(False, "--gpu-error", help="Local Slurm stack: instead of killing a "
+                                             "node, stage a contained GPU error on one (an XID the catalog says "
+                                             "needs a job restart, as recorded evidence) and kill its rank; the "
+                                             "job's own script requeues it and it resumes.")) -> None:
     """Spot drill: kill a node mid-training; it comes back and the training resumes from the last checkpoint.
 
-    On a Slurm stack the drill submits the training and only kills: Slurm requeues the job by itself."""
+    On a Slurm stack the drill submits the training and only kills: Slurm requeues the job by itself. With
+    --gpu-error the node stays: the job restarts itself for the GPU error its node's health check names."""
     from goldenenv import lifecycle
 
     spec = stack_spec(stack)
+    if gpu_error and spec.scheduler != "slurm":
+        fail(ConfigError([Problem("--gpu-error", f"stack {stack} runs no Slurm: the error drill needs a queue, "
+                                  "since the job's own script restarts it; use a stack with goldenenv:scheduler: "
+                                  "slurm (local's default), or drop --gpu-error")]))
     try:
-        report = lifecycle.drill(spec, examples(), steps, interval, log=say)
+        report = (lifecycle.gpu_error_drill(spec, examples(), steps, interval, log=say) if gpu_error else
+                  lifecycle.drill(spec, examples(), steps, interval, log=say))
     except (ConfigError, RuntimeError) as e:
         lifecycle_failure(e)
     _show_drill(report)
@@ -445,11 +455,17 @@ def drill_cmd(stack: str = STACK, steps: int = typer.Option(120, "--steps"),
 
 def _show_drill(report) -> None:
     colour = "green" if report.ok else "red"
-    requeue = (f"Slurm requeued job {report.job_id} by itself (restarts {report.restarts}), running again "
-               f"{report.back_after_s:.0f} s after the kill; " if report.job_id else "")
-    console.print(f"[{colour}]drill: killed at step {report.step_at_kill}, last checkpoint {report.checkpoint_before_kill}; "
-                  f"{requeue}resumed from {report.resumed_from}, finished at {report.final_step}: lost "
-                  f"{report.lost_steps} steps (interval {report.interval})[/]")
+    if report.staged:
+        blow = (f"a rank died at step {report.step_at_kill} on a staged GPU error (the job's script said: "
+                f"{report.staged.split(' (xid_')[0]})")
+    else:
+        blow = f"killed at step {report.step_at_kill}"
+    who = "its own script" if report.staged else "Slurm"
+    requeue = (f"{who} requeued job {report.job_id} by itself (restarts {report.restarts}), running again "
+               f"{report.back_after_s:.0f} s later; " if report.job_id else "")
+    console.print(f"[{colour}]drill: {escape(blow)}, last checkpoint {report.checkpoint_before_kill}; {requeue}"
+                  f"resumed from {report.resumed_from}, finished at {report.final_step}: lost {report.lost_steps} "
+                  f"steps (interval {report.interval})[/]")
 
 
 @app.command("flow")

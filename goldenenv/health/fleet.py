@@ -37,6 +37,27 @@ NODE_SCRIPT = (f'h=${{GOLDENENV_NODE_HEALTH:-{NODE_HEALTH}}}; d=$(mktemp -d) && 
 expectations when it has them; all of it comes back as a tar stream."""
 
 
+STAGED_GPU_BUS = "00000000:64:00.0"
+"""The PCI address of the GPU a staged error names (a node of the local stack has none of its own)."""
+
+
+def staged_gpu_error(code: int, when: datetime, driver: str = "570.86.15") -> dict[str, bytes]:
+    """A node's health files (expect.json and recorded/) for one GPU whose kernel log has just logged XID `code`:
+    what the drill puts on a local node in place of hardware, read by the same collector and judge as a real GPU's
+    evidence. The line is the driver's own form (`NVRM: Xid (PCI:0000:64:00): 94, pid=..., ...`), stamped `when`."""
+    bus = judge.pci_key(STAGED_GPU_BUS)
+    stamp = when.strftime("%b %d %H:%M:%S")
+    expect = dict(health.NO_GPU, gpus=1)
+    return {
+        EXPECT_FILE: json.dumps(expect).encode(),
+        "recorded/nvidia_smi_gpus.csv": f"0, {STAGED_GPU_BUS}, NVIDIA H100 80GB HBM3, {driver}, 0\n".encode(),
+        "recorded/nvidia_smi_remapped_rows.csv": (", ".join(judge.REMAP_FIELDS) + f"\n{STAGED_GPU_BUS}, 0, 0, No, "
+                                                  "No\n").encode(),
+        "recorded/kernel.log": (f"{stamp} node kernel: NVRM: Xid (PCI:{bus}): {code}, pid={int(when.timestamp()) % 99991}"
+                                ", name=python3, staged by goldenenv drill --gpu-error\n").encode(),
+    }
+
+
 class HealthInputError(ValueError):
     """A folder or expectation that cannot be judged; the message names it and says what would do."""
 

@@ -540,6 +540,24 @@ def restart_lines(findings: Sequence[Finding]) -> List[str]:
             for f in findings if f.action == RESTART_ACTION]
 
 
+def not_acted_on(lines: Sequence[str], acted: Path) -> List[str]:
+    """The restart lines no restart was made for yet (`acted` holds those that were, one a line), added to `acted`:
+    a kernel log keeps an XID until the node reboots, and the job that restarted for it, or the next job on the node,
+    must not restart again for the same event (its pid and time make a new event a new line)."""
+    try:
+        done = set(acted.read_text().splitlines())
+    except OSError:
+        done = set()
+    new = [line for line in lines if line and line not in done]
+    if new:
+        try:
+            with acted.open("a") as out:
+                out.writelines(f"{line}\n" for line in new)
+        except OSError:
+            pass  # a node that cannot remember still restarts, within the job's start limit
+    return new
+
+
 def applies(spec: Evidence, expect: dict) -> bool:
     """Whether the node's expectations call for this evidence (evidence for a fabric it lacks is ignored)."""
     kind, _, value = spec.applies.partition("=")
@@ -975,6 +993,8 @@ def _judge_main(argv: Sequence[str]) -> int:
     output.add_argument("--reason", action="store_true", help="print only the drain reason (for scontrol)")
     output.add_argument("--restart", action="store_true", help="print only the errors that need the job "
                         "restarted, one a line (for the sbatch wrapper)")
+    parser.add_argument("--acted", help="with --restart: a file of the errors a restart was already made for on this "
+                        "node; print only the others, and add them to it")
     args = _parse(parser, argv)
     if args is None:
         return 0 if {"-h", "--help"} & set(argv) else 2
@@ -990,6 +1010,8 @@ def _judge_main(argv: Sequence[str]) -> int:
         print(f"judge.py: {error}", file=sys.stderr)
         return 2
     out = _report(findings, args.node, args.json, args.reason, args.restart)
+    if args.restart and args.acted:
+        out = "\n".join(not_acted_on(out.splitlines(), Path(args.acted)))
     if out:
         print(out)
     return 1 if worst(findings) in FAILING_ACTIONS else 0

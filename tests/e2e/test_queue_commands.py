@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from goldenenv import lifecycle
 from goldenenv.cli import app
-from goldenenv.clouds.local.cluster import LocalCluster, _archive
+from goldenenv.clouds.local.cluster import LocalCluster, put_files
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 INTERVAL = 20
@@ -92,9 +92,7 @@ HEALTH_CAPTURES = Path(__file__).resolve().parents[1] / "unit" / "captures" / "h
 
 def put_evidence(node, files: dict[str, bytes]) -> None:
     """Files under the node's /etc/goldenenv/health, readable by the job's user: what its health check judges."""
-    node.put_archive("/etc/goldenenv/health", _archive(files))
-    node.exec_run(["sh", "-c", "[ ! -d recorded ] || chmod a+rx recorded"], workdir="/etc/goldenenv/health",
-                  user="root")
+    put_files(node, "/etc/goldenenv/health", files)
 
 
 def recorded(capture: str) -> dict[str, bytes]:
@@ -211,28 +209,22 @@ def test_every_short_training_that_finishes_ends_completed(cli):
 
 
 def test_a_rank_dead_on_a_contained_gpu_error_is_requeued_and_the_job_completes(cli, spec, client):
-    """Issue 37 item 6, the drill: node-1's recorded evidence holds a contained error (XID 94 on GPU 1, the catalog's
-    restart-job), so the node stays in the queue; a job whose rank dies on its first start is requeued by its own
-    script, which names the node, GPU and XID, and completes on its second start. Once the evidence is gone, a job
-    that fails for its own reasons ends FAILED, never requeued."""
-    from goldenenv.catalog import health
-
+    """Issue 37 item 6, `goldenenv drill --gpu-error`: XID 94 is staged on node-1's GPU (recorded evidence, the
+    catalog's restart-job) and its rank is killed; the node stays in the queue, the job's own script requeues it
+    naming the node, GPU and XID, and it resumes from its last checkpoint and completes. Once the evidence is gone,
+    a job that fails for its own reasons ends FAILED, never requeued."""
     cluster = LocalCluster(spec, client)
     node = cluster.nodes()[1]
 
-    put_evidence(node, recorded("xid94-gpu1"))
-    first_start_fails = "import os, sys; sys.exit(os.environ.get('SLURM_RESTART_COUNT', '0') == '0')"
-    job_id = cli("submit", "--nodes", "2", "--name", "contained", "--", "python", "-c",
-                 first_start_fails).stdout.strip()
-    done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 180)
-    log = cli("logs", job_id).stdout
-    assert done["state"] == "COMPLETED" and done["restarts"] == 1, (done, log)
-    assert re.search(r"goldenenv: job \d+: node-1: GPU 1 \(PCI 0000:64:00\) logged XID 94", log), log
-    assert "needs a job restart (start 2 of at most 3)" in log, log
+    said = " ".join(cli("drill", "--gpu-error", "--steps", "60").stdout.split())
+    assert re.search(r"a rank died at step \d+ on a staged GPU error \(the job's script said: node-1: GPU 0 "
+                     r"\(PCI 0000:64:00\) logged XID 94", said), said
+    assert re.search(r"its own script requeued job \d+ by itself \(restarts 1\)", said), said
+    job_id = re.search(r"requeued job (\d+)", said).group(1)
+    assert "needs a job restart (start 2 of at most 3)" in cli("logs", job_id).stdout
     assert not any("DRAIN" in n.state for n in cluster.scheduler_nodes()), cluster.scheduler_nodes()
+    assert node.exec_run(["test", "-e", "/etc/goldenenv/health/recorded"]).exit_code != 0, "the drill left its evidence"
 
-    node.exec_run(["rm", "-rf", "/etc/goldenenv/health/recorded"], user="root")
-    put_evidence(node, {"expect.json": json.dumps(health.NO_GPU).encode()})
     job_id = cli("submit", "--nodes", "2", "--name", "own-fault", "--", "python", "-c",
                  "raise SystemExit(1)").stdout.strip()
     done = wait(cli, job_id, lambda j: j["state"] in ("COMPLETED", "FAILED", "CANCELLED"), 120)

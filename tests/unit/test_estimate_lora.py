@@ -198,3 +198,26 @@ def test_a_config_json_with_its_own_head_dim_counts_like_the_checkpoint(tmp_path
     doc = run_json("--config", str(config), "--method", "lora", "--lora-targets", "q_proj,v_proj")
     assert doc["shape"]["params"] == 8_537_680_896
     assert doc["peft"]["trainable_params"] == 3_211_264
+
+
+OPEN_LLAMA_3B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+                 "hidden_size": 3200, "intermediate_size": 8640, "num_attention_heads": 32, "num_hidden_layers": 26,
+                 "tie_word_embeddings": False, "vocab_size": 32000}
+"""openlm-research/open_llama_3b's config.json (https://huggingface.co/openlm-research/open_llama_3b, the same
+shapes as EasyLM's LLaMAConfig "3b", the code it was trained with)."""
+
+
+@pytest.mark.parametrize("targets, trainable, all_params", [
+    ("all-linear", 12_712_960, 3_439_186_560),
+    ("q_proj,v_proj", 2_662_400, 3_429_136_000),
+])
+def test_a_config_json_reproduces_a_maintainers_printed_count(tmp_path, targets, trainable, all_params):
+    """PEFT's print_trainable_parameters for OpenLLaMA 3B at r=8, posted by axolotl's maintainer when it gained
+    lora_target_linear (https://github.com/axolotl-ai-cloud/axolotl/pull/65, 2023-05-26): "trainable params:
+    12712960 || all params: 3439186560" with every linear layer, "trainable params: 2662400 || all params:
+    3429136000" with q_proj and v_proj."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(OPEN_LLAMA_3B))
+    peft = run_json("--config", str(config), "--method", "lora", "--lora-rank", "8", "--lora-targets",
+                    targets)["peft"]
+    assert (peft["trainable_params"], peft["all_params"]) == (trainable, all_params)

@@ -102,11 +102,16 @@ def script():
     return jobs.batch_job(spec, ["python", "/fsx/code/train.py"], 2, None, None, "train", 30).script()
 
 
-def run_wrapper(tmp_path: Path, script: str, evidence: dict[str, str], restart: int = 0, torchrun_rc: int = 1):
+def run_wrapper(tmp_path: Path, script: str, evidence: dict[str, str], restart: int = 0, torchrun_rc: int = 1,
+                node_tmp: Path | None = None):
     """The job's script after torchrun exited `torchrun_rc`, each node with the recorded evidence named (a
-    captures/health folder) and its expect.json; what it printed, its exit status and the job ids requeued."""
+    captures/health folder) and its expect.json; what it printed, its exit status and the job ids requeued.
+    `node_tmp`: the nodes' temporary folder (where each remembers the errors a restart was made for), kept from an
+    earlier job; a new one by default."""
     bin_dir, root = tmp_path / "bin", tmp_path / "health"
     bin_dir.mkdir(parents=True)
+    node_tmp = node_tmp or tmp_path / "node-tmp"
+    node_tmp.mkdir(exist_ok=True)
     for name, text in STAND_INS.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -120,7 +125,7 @@ def run_wrapper(tmp_path: Path, script: str, evidence: dict[str, str], restart: 
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NODES": " ".join(NODES),
            "HEALTH_ROOT": str(root), "RULES": str(rules), "JUDGE": judge.__file__, "SYSTEM_PYTHON": SYSTEM_PYTHON,
            "REQUEUED": str(requeued), "TORCHRUN_RC": str(torchrun_rc), "SLURM_JOB_ID": "42",
-           "SLURM_JOB_NODELIST": "gpu-[0-1]", "SLURM_JOB_NUM_NODES": "2", "SLURM_RESTART_COUNT": str(restart)}
+           "SLURM_JOB_NODELIST": "gpu-[0-1]", "SLURM_JOB_NUM_NODES": "2", "SLURM_RESTART_COUNT": str(restart), "TMPDIR": str(node_tmp)}
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
     return done.stdout, done.returncode, requeued.read_text().split() if requeued.exists() else []
 
@@ -139,6 +144,20 @@ def test_a_job_that_failed_without_such_evidence_ends_failed_never_requeued(tmp_
     out, status, requeued = run_wrapper(tmp_path, script, evidence)
     assert requeued == [] and status == 1 and "requeueing" not in out, out
     assert "goldenenv: job 42 end 0 exit 1" in out
+
+
+def test_an_error_a_restart_was_made_for_is_not_a_reason_to_restart_again(tmp_path, script):
+    """The kernel log keeps an XID until the node reboots: the next job on the node (or this one's next start) that
+    fails for its own reasons ends FAILED; a new XID on the GPU (its count changes) restarts the job again."""
+    node_tmp = tmp_path / "node-tmp"
+    out, _, requeued = run_wrapper(tmp_path / "first", script, {"gpu-1": "xid94-gpu1"}, node_tmp=node_tmp)
+    assert requeued == ["42"], out
+    out, status, requeued = run_wrapper(tmp_path / "next", script, {"gpu-1": "xid94-gpu1"}, node_tmp=node_tmp)
+    assert requeued == [] and status == 1 and "requeueing" not in out and "XID" not in out, out
+    acted = node_tmp / f"goldenenv-restarted-{os.getuid()}"
+    acted.write_text(acted.read_text().replace("1 time(s)", "0 time(s)"))  # as if this XID were new since
+    out, _, requeued = run_wrapper(tmp_path / "again", script, {"gpu-1": "xid94-gpu1"}, node_tmp=node_tmp)
+    assert requeued == ["42"] and "logged XID 94" in out, out
 
 
 def test_a_job_that_succeeded_is_not_judged_again(tmp_path, script):

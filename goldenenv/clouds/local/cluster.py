@@ -326,6 +326,13 @@ class LocalCluster:
             return False
 
 
+def put_files(container, folder: str, files: dict[str, bytes]) -> None:
+    """Files (paths relative to `folder`) into a running container, readable by every user there (a job's user
+    reads a node's health files)."""
+    container.put_archive(folder, _archive(files))
+    container.exec_run(["chmod", "-R", "a+rX", folder], user="root")
+
+
 def _archive(files: dict[str, bytes]) -> bytes:
     """A tar of files (paths relative to /), for put_archive into a created container."""
     buffer = io.BytesIO()
