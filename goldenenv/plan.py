@@ -246,7 +246,7 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     values, unknown = stackconfig.namespaced(config)
     spec = stackconfig.load(stack, values, unknown)
     cloud = clouds.validate(spec)
-    if getattr(cloud, "uses_pulumi", True):
+    if cloud.uses_pulumi:
         resources, outputs = run_program(stack, config, context or offline_context(spec), prior)
         pools = pool_costs(spec)
         head = head_shape(spec, cloud)
@@ -265,9 +265,8 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
                                    ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes)
     findings += spec_findings(spec, pools, lines)
     findings += budget_findings(spec, pools) + cost_findings(spec, lines, allow_over_budget, capacity_steps)
-    readiness = getattr(cloud, "readiness", None)
-    if strict and readiness:
-        findings += readiness(resources, spec.stack_tags)
+    if strict:
+        findings += cloud.readiness(resources, spec.stack_tags)
     findings += scheduler_findings(spec)
     checked, cold = compat.check_stack(spec), None
     if checked:
@@ -276,13 +275,12 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         cold = coldstart.model(spec.cloud, *image_bytes(lock, outputs.get("imageRef")),
                                parallel_fs=spec.storage.parallel_fs.enabled,
                                host_layer=host_layer_at_boot([c.layer for c in checked if c.layer]))
-    steps = getattr(cloud, "destroy_steps", None)
-    nodes = getattr(cloud, "node_updates", None)
+    nodes = cloud.node_updates
     changes = updates.node_changes(prior, resources, nodes) if prior and nodes else []
     pinning = updates.pinning_note(resources, nodes) if nodes else ""
     notes = [n for n in [prior_note, updates.summarize(changes) if changes else pinning] if n]
     return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
-                steps(spec, outputs) if steps else [], changes, notes, lines, capacity_steps)
+                cloud.destroy_steps(spec, outputs), changes, notes, lines, capacity_steps)
 
 
 def pool_fabrics(spec: ClusterSpec) -> list[tuple[str, catalog.FabricRate]]:
@@ -386,8 +384,7 @@ def image_bytes(lock: image_lock.Lock, ref: str | None) -> tuple[int | None, str
 
 def offline_context(spec: ClusterSpec) -> clouds.BuildContext:
     """The context of an offline plan: the cloud's offline lookups (nothing known to exist), no node rolled."""
-    offline = getattr(clouds.get(spec.cloud), "offline_lookup", None)
-    return clouds.BuildContext(lookup=offline(spec) if offline else None)
+    return clouds.BuildContext(lookup=clouds.get(spec.cloud).offline_lookup(spec))
 
 
 def run_program(stack: str, config: dict[str, Any], context: clouds.BuildContext | None = None,
@@ -492,7 +489,7 @@ class _PlanMocks(pulumi.runtime.Mocks):
         # an update, as the cloud answers it: same id, computed values (addresses, names, DNS) as deployed,
         # the program's inputs as given now
         state = {**state, **{k: v for k, v in before.outputs.items() if k not in args.inputs}, **args.inputs}
-        nodes = getattr(self.cloud, "node_updates", None)
+        nodes = self.cloud.node_updates if self.cloud is not None else None
         template = nodes.template if nodes else None
         if template is not None and args.typ == template.type:
             # the cloud adds a template version when the template's inputs change
@@ -592,8 +589,8 @@ def spec_findings(spec: ClusterSpec, costs: list[PoolCost], lines: list[costs.Li
     if unverified:
         notes.append(f"unverified catalog prices in: {', '.join(unverified)}")
     cloud = clouds.get(spec.cloud)
-    notes += cloud.plan_notes(spec, costs) if hasattr(cloud, "plan_notes") else []
-    order = failover.stack_order(spec) if getattr(cloud, "uses_pulumi", False) else []
+    notes += cloud.plan_notes(spec, costs)
+    order = failover.stack_order(spec) if cloud.uses_pulumi else []
     if len(order) > 1:
         notes.append("capacity: up tries, in order, until the cloud has room (goldenenv:zones, capacityFallback; "
                      "the zone only while the cluster does not exist yet; a quota or a fatal error stops it, and the "

@@ -204,7 +204,7 @@ def image_push(
     """Push a built image and record its digest in images/<name>/published.yaml, where stacks read it."""
     import docker
 
-    from goldenenv import automation
+    from goldenenv import automation, clouds
     from goldenenv.images import publish, size
 
     lock = _lock(name)
@@ -217,6 +217,10 @@ def image_push(
             spec = stack_spec(stack)
             if spec.image.lock != name:
                 errors.print(f"stack {stack} runs lock {spec.image.lock}, not {name}")
+                raise typer.Exit(2)
+            if not clouds.get(spec.cloud).registry_types:
+                errors.print(f"stack {stack} is on the {spec.cloud} cloud, which has no image repository of its own "
+                             "to push to: push with --registry HOST instead")
                 raise typer.Exit(2)
             repository = automation.image_repository(spec, log=lambda line: console.print(line, end="", highlight=False))
             registry = repository.split("/", 1)[0]

@@ -149,7 +149,7 @@ class HeadShape:
 def head_shape(spec: ClusterSpec, cloud: Any) -> HeadShape | None:
     """The stack's head (goldenenv:head, else the cloud's default type), or None: goldenenv:scheduler none, or a
     cloud that runs no head of its own."""
-    default = getattr(cloud, "head_instance_type", None)
+    default = cloud.head_instance_type
     if spec.scheduler != "slurm" or not default:
         return None
     return HeadShape(spec.head.instance_type or default, max(pool.root_volume_gib for pool in spec.nodes))
@@ -510,25 +510,32 @@ def node_updates(cloud: str | None) -> NodeUpdates | None:
     """The named cloud's node update facts; None for no cloud, an unknown one, or one without GPU node resources."""
     if not cloud or cloud not in _REGISTRY:
         return None
-    return getattr(get(cloud), "node_updates", None)
+    return get(cloud).node_updates
 
 
 class Cloud(Protocol):
-    """Everything a cloud provides; plan, lifecycle, automation and the CLI ask only this.
+    """Everything a cloud provides; plan, lifecycle, automation and the CLI ask only this, never getattr.
 
-    Pulumi clouds subclass PulumiCloud, which gives the defaults; the local cloud provisions itself.
+    Every cloud class subclasses CloudDefaults (a Pulumi cloud through PulumiCloud), which gives each hook below
+    its documented default; a cloud overrides only what it does differently. REQUIRED_HOOKS names the hooks that
+    have no default: what a cloud must write itself.
     """
 
     name: str
     capabilities: frozenset[Capability]
     uses_pulumi: bool
-    """False: goldenenv provisions it itself (planned_resources, up, destroy); True: a Pulumi program."""
+    """False: goldenenv provisions it itself (planned_resources, up, destroy); True: a Pulumi program (build)."""
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Cloud-specific rules beyond capabilities (currency, region names, instance types, limits ...)."""
 
     def build(self, spec: ClusterSpec, context: BuildContext) -> dict[str, Any]:
-        """Declare the cluster's resources; return the stack outputs (values or Outputs)."""
+        """Declare the cluster's resources; return the stack outputs (values or Outputs). Required of a cloud
+        built by a Pulumi program."""
+
+    def planned_resources(self, spec: ClusterSpec) -> list:
+        """What `goldenenv up` creates, in the plan's terms (guardrails.PlannedResource), for a cloud goldenenv
+        provisions itself (uses_pulumi False); required of such a cloud, never asked of a Pulumi one."""
 
     def offline_lookup(self, spec: ClusterSpec) -> Any:
         """What the offline plan knows of the account (nothing exists, a placeholder account)."""
@@ -574,6 +581,16 @@ class Cloud(Protocol):
 
     def describe(self, resource: Any) -> list[str]:
         """The words the plan tree shows for one planned resource: key properties, RDMA interfaces ..."""
+
+    key_props: dict[str, tuple[str, ...]]
+    """Type token -> the dotted input paths the plan tree shows (what the default describe reads)."""
+
+    def quota_lines(self, asks: Sequence[VcpuAsk], region: str) -> list[str]:
+        """What to ask for when a quota stops `up`: the vCPUs the pools need, by quota name where the cloud knows."""
+
+    destroy_runs_program: bool
+    """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
+    delete hooks, which run in the program."""
 
     registry_types: tuple[str, ...]
     """Type-token prefixes of the stack's image repository and its parts, which `image push -s` creates first (a
@@ -661,8 +678,16 @@ def vcpu_lines(asks: Sequence[VcpuAsk], region: str) -> list[str]:
     return [f"the cluster asks for {total} vCPU{f' in {region}' if region else ''}: {nodes}"] if asks else []
 
 
-class PulumiCloud:
-    """Defaults for a cloud built by a Pulumi program: nothing to adopt, export or purge, no extra notes."""
+REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources")}
+"""The hooks of the Cloud protocol that have no default, by uses_pulumi: a Pulumi cloud declares its resources
+(build), a cloud goldenenv provisions itself lists them (planned_resources). Every other hook has its default in
+CloudDefaults."""
+
+
+class CloudDefaults:
+    """Every hook of the Cloud protocol with its default, which a cloud overrides where it does otherwise: no
+    capabilities, nothing to adopt, export or purge, no extra notes or readiness rules, no image repository, no
+    head of its own, no user data. The contract tests hold each registered cloud to the protocol through it."""
 
     name = ""
     capabilities: frozenset[Capability] = frozenset()
@@ -768,6 +793,12 @@ class PulumiCloud:
         """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name
         says which)."""
         return vcpu_lines(asks, region)
+
+
+class PulumiCloud(CloudDefaults):
+    """A cloud built by a Pulumi program (its build declares the resources), with CloudDefaults' defaults."""
+
+    uses_pulumi = True
 
 
 def ssh_user_part(user: str) -> str:

@@ -261,7 +261,7 @@ def pool_needs(spec, pool, *, gpu: bool, fabric=None) -> list[str]:
         needs += [DRIVER, TOOLKIT]
     if fabric is not None:
         needs += [module_need(m) for m in fabric.kernel_modules]
-    client = getattr(clouds.get(spec.cloud), "file_system_client", lambda s: None)(spec)
+    client = clouds.get(spec.cloud).file_system_client(spec)
     if client:
         needs.append(fs_need(client))
     return needs

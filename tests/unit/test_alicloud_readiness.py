@@ -27,7 +27,7 @@ def resource(type_token: str, name: str = "r", id: str | None = None, **props) -
 
 
 def findings(*resources: PlannedResource, rule: str) -> list[str]:
-    return [f.message for f in readiness.evaluate(list(resources), {}) if f.rule == rule]
+    return [f.message for f in readiness.findings(list(resources), {}) if f.rule == rule]
 
 
 def nested(path: str, value) -> dict:

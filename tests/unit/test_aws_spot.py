@@ -92,11 +92,11 @@ def test_readiness_refuses_stop_in_a_placement_group_and_a_node_that_would_come_
     placed = [dataclasses.replace(r, props={**r.props, "placement": {**r.props.get("placement", {}),
                                                                       "groupName": "cluster-pg"}})
               if r.type == LT else r for r in g5_spot.resources]
-    found = [f.message for f in readiness.evaluate(placed, {}) if f.rule == "strict:spot-restart"]
+    found = [f.message for f in readiness.findings(placed, {}) if f.rule == "strict:spot-restart"]
     assert len(found) == 1 and "placement group" in found[0] and "EC2 refuses" in found[0]
 
     unhooked = [dataclasses.replace(r, delete_hooks=()) if r.type == INSTANCE else r for r in g5_spot.resources]
-    found = [f.message for f in readiness.evaluate(unhooked, {}) if f.rule == "strict:spot-restart"]
+    found = [f.message for f in readiness.findings(unhooked, {}) if f.rule == "strict:spot-restart"]
     assert len(found) == len(nodes(g5_spot)) and "launch it again" in found[0]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from goldenenv import catalog
-from goldenenv.clouds.aws.readiness import evaluate
+from goldenenv.clouds.aws.readiness import findings as readiness_findings
 from goldenenv.guardrails import PlannedResource, Severity
 from goldenenv.plan import plan
 
@@ -59,8 +59,8 @@ def pool(name: str, instance_type: str, count: int, spot: bool = False) -> list[
 
 
 def test_each_pool_is_said_apart():
-    found = [f.message for f in evaluate(pool("train", "g6e.48xlarge", 3, spot=True) + pool("eval", "g5.xlarge", 2),
-                                         {"goldenenv:stack": STACK}) if f.rule == RULE]
+    pools = pool("train", "g6e.48xlarge", 3, spot=True) + pool("eval", "g5.xlarge", 2)
+    found = [f.message for f in readiness_findings(pools, {"goldenenv:stack": STACK}) if f.rule == RULE]
     assert found == [
         "train: 3 x g6e.48xlarge needs 576 vCPU of All G and VT Spot Instance Requests (L-3819A6DF); check with "
         "`aws service-quotas get-service-quota --service-code ec2 --quota-code L-3819A6DF`",
@@ -70,7 +70,7 @@ def test_each_pool_is_said_apart():
 
 
 def test_a_type_whose_family_has_no_quota_row_says_so():
-    (message,) = [f.message for f in evaluate(pool("cpu", "c7i.48xlarge", 1), {"goldenenv:stack": STACK})
+    (message,) = [f.message for f in readiness_findings(pool("cpu", "c7i.48xlarge", 1), {"goldenenv:stack": STACK})
                   if f.rule == RULE]
     assert message.startswith("cpu: the catalog has no on-demand vCPU quota for c7i.48xlarge")
 

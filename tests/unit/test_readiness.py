@@ -11,7 +11,7 @@ import pytest
 
 from goldenenv import stackconfig
 from goldenenv.clouds.aws import limits, readiness
-from goldenenv.clouds.aws.readiness import evaluate
+from goldenenv.clouds.aws.readiness import findings as readiness_findings
 from goldenenv.guardrails import PlannedResource, Severity
 from goldenenv.plan import plan
 
@@ -42,7 +42,7 @@ def res(type_: str, name: str, props: dict | None = None, custom: bool = True, *
 
 
 def found(resources: list[PlannedResource], rule: str, tags: dict = TAGS) -> list[str]:
-    return [f.message for f in evaluate(resources, tags) if f.rule == rule]
+    return [f.message for f in readiness_findings(resources, tags) if f.rule == rule]
 
 
 # ---------------------------------------------------------------- the limits, anchored to AWS's documentation
@@ -338,7 +338,7 @@ def test_there_are_shipped_aws_stacks():
 @pytest.mark.parametrize("stack", aws_stacks())
 def test_the_shipped_aws_stacks_are_ready_to_deploy(stack):
     planned = plan(stack)
-    findings = evaluate(planned.resources, planned.spec.stack_tags)
+    findings = readiness_findings(planned.resources, planned.spec.stack_tags)
     assert [(f.rule, f.message) for f in findings if f.severity is Severity.ERROR] == []
     assert {f.rule for f in findings} <= {"strict:vcpu-quota"}  # what to check before up, said per pool
 

@@ -298,7 +298,7 @@ class AlicloudCloud(PulumiCloud):
         inside a resource group destroy deletes (retained_in_deleted_group)."""
         from goldenenv.clouds.alicloud import readiness
 
-        return readiness.evaluate(resources, required_tags) + retained_in_deleted_group(resources)
+        return readiness.findings(resources, required_tags) + retained_in_deleted_group(resources)
 
     def destroy_hints(self, spec: ClusterSpec, outputs: dict[str, Any], error: str) -> list[str]:
         """What to do when `pulumi destroy` failed on something Alibaba refuses: a resource group that still holds

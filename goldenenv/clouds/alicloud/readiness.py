@@ -198,7 +198,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def evaluate(resources: Sequence[PlannedResource], required_tags: Mapping[str, str]) -> list[Finding]:
+def findings(resources: Sequence[PlannedResource], required_tags: Mapping[str, str]) -> list[Finding]:
     """Every deploy-readiness finding, in rule order then resource order."""
     ctx = Context(tuple(resources), dict(required_tags))
     return [finding for rule in RULES for finding in check_rule(rule, ctx)]

@@ -291,7 +291,7 @@ class AwsCloud(PulumiCloud):
         """The deploy-readiness rules (`plan --strict`): AWS limits and behaviour the mock runtime cannot see."""
         from goldenenv.clouds.aws import readiness
 
-        return readiness.evaluate(resources, required_tags)
+        return readiness.findings(resources, required_tags)
 
     def destroy_steps(self, spec: ClusterSpec, outputs: dict[str, Any]) -> list[str]:
         """What `goldenenv destroy` does before Pulumi deletes anything."""

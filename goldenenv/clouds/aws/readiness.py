@@ -472,7 +472,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def evaluate(resources: Sequence[PlannedResource], required_tags: Mapping[str, str]) -> list[Finding]:
+def findings(resources: Sequence[PlannedResource], required_tags: Mapping[str, str]) -> list[Finding]:
     """Every deploy-readiness finding, in rule order then resource order. ``required_tags`` are the stack's tags:
     their goldenenv:stack value tells name-length which part of a long name is the stack name."""
     ctx = Context(tuple(resources), dict(required_tags))

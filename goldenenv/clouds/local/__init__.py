@@ -10,10 +10,14 @@ import difflib
 from typing import Any
 
 from goldenenv import catalog
+from goldenenv.clouds.base import CloudDefaults
 from goldenenv.spec import ClusterSpec, Problem, pool_key
 
 
-class LocalCloud:
+class LocalCloud(CloudDefaults):
+    """The protocol's defaults hold here (no readiness rules, no repository, no head of a cloud's, nothing to
+    adopt or purge through the cloud): up, destroy and the node commands drive the containers themselves."""
+
     name = "local"
     capabilities: frozenset = frozenset()
     uses_pulumi = False
@@ -22,9 +26,9 @@ class LocalCloud:
     user_data_limit = None
     """Its containers get their boot files from goldenenv itself: no user data."""
     registry_types: tuple[str, ...] = ()
+    """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
     zone_form = ""
     """One machine: no zones."""
-    """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
     "docker:network": ("internal",),
@@ -34,11 +38,6 @@ class LocalCloud:
     store_kinds = ("volume",)
     """Kinds of the retained stores plan names (their settings, also kept, are not listed)."""
     placeholder_account = None
-
-    def describe(self, resource) -> list[str]:
-        from goldenenv.clouds.base import key_words
-
-        return key_words(resource, self.key_props)
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         shapes = catalog.local_shapes()
