@@ -34,14 +34,14 @@ from goldenenv.clouds.alicloud.registry import (
     ImageRepository, ImageRepositoryArgs, over_vpc, public_url, registry_login, repository_names,
 )
 from goldenenv import slurm
+from goldenenv.clouds import recipe
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import (
-    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
-    pinned_host_image, stable_number, zone_problems,
+    BuildContext, Capability, HeadShape, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words,
+    mock_address, pinned_host_image, stable_number, zone_problems,
 )
-from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.guardrails import Finding, Severity
-from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SlurmNode, launch_outputs, slurm_conf
+from goldenenv.nodeboot import MungeKey
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "alicloud"
@@ -408,119 +408,51 @@ class AlicloudCloud(PulumiCloud):
         return cluster.outputs
 
 
-class GpuCluster(pulumi.ComponentResource):
-    """Resource group, network, data store, image repository, node pools and budget guard of one stack."""
+class AlicloudParts(recipe.Parts):
+    """Alibaba Cloud's cluster parts: a resource group holds the stack; a VPC with one vSwitch, OSS with CPFS (or
+    NAS), a Container Registry repository, the munge key in KMS, the head and the pools in ECS, a budget guard."""
 
-    outputs: dict[str, Any]
+    cloud = AlicloudCloud
+    registry_login = "acr"
+    munge: MungeSecret | None = None
 
-    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
-                 opts: pulumi.ResourceOptions | None = None):
-        super().__init__("goldenenv:alicloud:GpuCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = spec.stack_tags
-        group = alicloud.resourcemanager.ResourceGroup(
-            f"{name}-rg", resource_group_name=resource_group_name(spec.tags.project, spec.stack),
-            display_name=f"goldenenv {spec.stack}"[:50], tags=tags, opts=child,
+    def retained_stores(self) -> None:
+        self.stores = RetainedStores.find(self.spec, self.context.lookup or storage.LiveLookup(self.spec.region))
+        ttl = self.spec.lifecycle.ttl_hours
+        self.release = auto_release_time(ttl, datetime.now(timezone.utc)) if ttl else None
+
+    def scope(self) -> None:
+        spec = self.spec
+        self.group = alicloud.resourcemanager.ResourceGroup(
+            f"{self.name}-rg", resource_group_name=resource_group_name(spec.tags.project, spec.stack),
+            display_name=f"goldenenv {spec.stack}"[:50], tags=spec.stack_tags, opts=self.child,
         )
-        zone = spec.placed_zone or alicloud.get_zones_output(
-            available_instance_type=catalog.instance_type(CLOUD, spec.nodes[0].instance_type).name,
-            available_resource_creation="Instance", opts=pulumi.InvokeOutputOptions(parent=self),
-        ).ids[0]
-        shape = head_shape(spec, AlicloudCloud)
-        network = GpuNetwork(name, GpuNetworkArgs(
-            zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=group.id,
-            slurm_head=shape is not None, tags=tags,
-        ), child)
 
+    def network(self) -> None:
+        spec = self.spec
+        self.zone = spec.placed_zone or alicloud.get_zones_output(
+            available_instance_type=catalog.instance_type(CLOUD, spec.nodes[0].instance_type).name,
+            available_resource_creation="Instance", opts=pulumi.InvokeOutputOptions(parent=self.parent),
+        ).ids[0]
+        self.net = GpuNetwork(self.name, GpuNetworkArgs(
+            zone=self.zone, cidr=spec.network.cidr, egress=spec.network.egress,
+            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=self.group.id,
+            slurm_head=head_shape(spec, AlicloudCloud) is not None, tags=spec.stack_tags,
+        ), self.child)
+
+    def data_store(self) -> recipe.DataStore:
+        spec = self.spec
         fs, kind = spec.storage.parallel_fs, shared_fs_kind(spec)
-        stores = RetainedStores.find(spec, context.lookup or storage.LiveLookup(spec.region))
-        data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
-            bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
+        self.mount_actions = storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else ()
+        data = self.data = storage.DataStore(f"{self.name}-data", storage.DataStoreArgs(
+            bucket_name=self.stores.bucket, adopt_bucket=self.stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
             parallel_fs=fs.enabled, fs_kind=kind or storage.fs_kind_for(spec.region), fs_size_gib=fs.size_gib,
             fs_throughput_per_tib=fs_throughput_per_tib(spec),
-            region=spec.region, zone_id=zone, vpc_id=network.vpc_id, vswitch_id=network.vswitch_id,
-            checkpoint_prefix=fs.checkpoint_prefix, resource_group_id=group.id, tags=tags,
-        ), child)
-        namespace, repo = repository_names(spec.tags.project, spec.stack, spec.image.lock)
-        repository = ImageRepository(f"{name}-images", ImageRepositoryArgs(
-            namespace=namespace, repo=repo, tags=tags,
-            adopt_namespace=stores.adopt_namespace, adopt_repo=stores.adopt_repo,
-        ), child)
-        image_ref = golden_image_ref(spec, repository.url)
-
-        ttl = spec.lifecycle.ttl_hours
-        release = auto_release_time(ttl, datetime.now(timezone.utc)) if ttl else None
-        mount_actions = storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else ()
-        head = munge = None
-        if shape:
-            secret = ram_name("goldenenv", spec.tags.project, spec.stack, "munge")
-            munge = MungeSecret(f"{name}-munge", MungeSecretArgs(secret_name=secret, stack=spec.stack, tags=tags),
-                                child)
-            conf = slurm_conf(spec, AlicloudCloud.slurmd_timeout)
-            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-                instance_type=shape.instance_type, zone=zone,
-                image_id=host_image_id(spec, spec.nodes[0], hostlayer.head_layer(spec)),
-                vswitch_id=network.vswitch_id, security_group_id=network.head_security_group_id,
-                resource_group_id=group.id, system_disk_gib=shape.root_volume_gib,
-                user_data=pulumi.Output.all(data.mount, image_ref, munge.secret_name).apply(
-                    lambda v: HeadBoot(spec, v[1], munge_key(v[2], spec.region), conf, registry_login="acr")
-                    .cloud_config(v[0])),
-                policy=head_policy(secret_arn(spec.region, secret), mount_actions),
-                role_name=ram_name("goldenenv", spec.tags.project, spec.stack, slurm.HEAD_HOSTNAME),
-                tags=tags, auto_release_time=release,
-                rolled=context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME), ssh_key=head_key(spec),
-            ), child)
-        pools = []
-        for pool in spec.nodes:
-            it = catalog.instance_type(CLOUD, pool.instance_type)
-            layout = catalog.node_layout(CLOUD, it.name)
-            eris = eri_count(pool, it)
-            user_data = pulumi.Output.all(
-                data.mount, image_ref, head.private_ip if head else None, munge.secret_name if munge else None,
-            ).apply(
-                lambda v, pool=pool, eris=eris, it=it: NodeBoot(
-                    spec, pool.name, fabric="erdma" if eris else "none", local_nvme=it.local_nvme_count > 0,
-                    image_ref=v[1], registry_login="acr",
-                    slurm=SlurmNode(v[2], munge_key(v[3], spec.region)) if v[2] else None,
-                ).cloud_config(v[0])
-            )
-            pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                instance_type=it.name, count=pool.count, zone=zone,
-                image_id=host_image_id(spec, pool, hostlayer.layer(spec, pool)),
-                vswitch_id=network.vswitch_id, security_group_id=network.security_group_id,
-                resource_group_id=group.id, placement=layout.placement if layout else "none",
-                network_cards=it.network_cards, eri_count=eris,
-                queue_pairs=layout.queue_pairs if layout else 0,
-                jumbo_frames=bool(layout and layout.jumbo_frames), capacity=pool.capacity.value,
-                system_disk_gib=pool.root_volume_gib, user_data=user_data, bucket_arn=data.bucket_arn,
-                mount_actions=mount_actions,
-                role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=tags,
-                auto_release_time=release,
-                rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
-                ssh_key=node_key(spec, pool),
-                munge_secret=secret_arn(spec.region, secret) if munge else None,
-            ), child)))
-
-        all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
-        all_ids = pulumi.Output.all(*[p.instance_ids for *_, p in pools]).apply(lambda lists: sum(lists, []))
-        slots = [it.gpu_count for it, pool, _ in pools for _ in range(pool.count)]
-
-        guard_name = None
-        if spec.budget:
-            budget_guard = BudgetGuard(f"{name}-budget", BudgetGuardArgs(
-                project=spec.tags.project, stack=spec.stack, monthly_limit=spec.budget.monthly_limit,
-                currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
-                hard_stop=spec.budget.hard_stop, region=spec.region, resource_group_id=group.id, tags=tags,
-            ), child)
-            guard_name = budget_guard.function_name
-
-        self.outputs = {
-            **launch_outputs(all_ips, slots),
-            "instanceIds": all_ids,
-            "deploymentSets": [p.deployment_set for *_, p in pools if p.deployment_set is not None],
-            "resourceGroup": group.id,
+            region=spec.region, zone_id=self.zone, vpc_id=self.net.vpc_id, vswitch_id=self.net.vswitch_id,
+            checkpoint_prefix=fs.checkpoint_prefix, resource_group_id=self.group.id, tags=spec.stack_tags,
+        ), self.child)
+        return recipe.DataStore(data.mount, {
             "bucket": data.bucket_name,
             "sharedFs": data.fs_id if fs.enabled else None,
             # what destroy's export needs (CPFS: the file system, its data flow and the fileset it links)
@@ -528,12 +460,87 @@ class GpuCluster(pulumi.ComponentResource):
             "dataFlowId": data.data_flow_id,
             "filesetId": data.fileset_id,
             "filesetPath": storage.FILESET_PATH if kind == storage.CPFS else None,
-            "budgetGuard": guard_name,
-            "imageRepository": repository.url,
-            "imageRef": image_ref,
-            **({"headPrivateIp": head.private_ip, "headInstanceId": head.instance_id} if head else {}),
+        })
+
+    def repository(self) -> recipe.Repository:
+        spec = self.spec
+        namespace, repo = repository_names(spec.tags.project, spec.stack, spec.image.lock)
+        return recipe.Repository(ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
+            namespace=namespace, repo=repo, tags=spec.stack_tags,
+            adopt_namespace=self.stores.adopt_namespace, adopt_repo=self.stores.adopt_repo,
+        ), self.child).url)
+
+    def secret_store(self) -> recipe.SecretStore:
+        spec = self.spec
+        self.secret = ram_name("goldenenv", spec.tags.project, spec.stack, "munge")
+        munge = self.munge = MungeSecret(f"{self.name}-munge", MungeSecretArgs(
+            secret_name=self.secret, stack=spec.stack, tags=spec.stack_tags), self.child)
+        return recipe.SecretStore(lambda reader: pulumi.Output.from_input(munge.secret_name).apply(
+            lambda name: munge_key(name, spec.region)))
+
+    def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
+        spec = self.spec
+        head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+            instance_type=shape.instance_type, zone=self.zone,
+            image_id=host_image_id(spec, spec.nodes[0], hostlayer.head_layer(spec)),
+            vswitch_id=self.net.vswitch_id, security_group_id=self.net.head_security_group_id,
+            resource_group_id=self.group.id, system_disk_gib=shape.root_volume_gib, user_data=boot.head(),
+            policy=head_policy(secret_arn(spec.region, self.secret), self.mount_actions),
+            role_name=ram_name("goldenenv", spec.tags.project, spec.stack, slurm.HEAD_HOSTNAME),
+            tags=spec.stack_tags, auto_release_time=self.release,
+            rolled=self.context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME), ssh_key=head_key(spec),
+        ), self.child)
+        return recipe.Head(head.private_ip, head.instance_id)
+
+    def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
+        spec = self.spec
+        it = catalog.instance_type(CLOUD, pool.instance_type)
+        layout = catalog.node_layout(CLOUD, it.name)
+        eris = eri_count(pool, it)
+        nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
+            instance_type=it.name, count=pool.count, zone=self.zone,
+            image_id=host_image_id(spec, pool, hostlayer.layer(spec, pool)),
+            vswitch_id=self.net.vswitch_id, security_group_id=self.net.security_group_id,
+            resource_group_id=self.group.id, placement=layout.placement if layout else "none",
+            network_cards=it.network_cards, eri_count=eris,
+            queue_pairs=layout.queue_pairs if layout else 0,
+            jumbo_frames=bool(layout and layout.jumbo_frames), capacity=pool.capacity.value,
+            system_disk_gib=pool.root_volume_gib,
+            user_data=boot.node(pool.name, "erdma" if eris else "none", it.local_nvme_count > 0),
+            bucket_arn=self.data.bucket_arn, mount_actions=self.mount_actions,
+            role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=spec.stack_tags,
+            auto_release_time=self.release,
+            rolled=frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}")),
+            ssh_key=node_key(spec, pool),
+            munge_secret=secret_arn(spec.region, self.secret) if self.munge else None,
+        ), self.child)
+        return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
+
+    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
+        spec = self.spec
+        if not spec.budget:
+            return recipe.BudgetGuard({"budgetGuard": None})
+        guard = BudgetGuard(f"{self.name}-budget", BudgetGuardArgs(
+            project=spec.tags.project, stack=spec.stack, monthly_limit=spec.budget.monthly_limit,
+            currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
+            hard_stop=spec.budget.hard_stop, region=spec.region, resource_group_id=self.group.id,
+            tags=spec.stack_tags,
+        ), self.child)
+        return recipe.BudgetGuard({"budgetGuard": guard.function_name})
+
+    def outputs(self, built: recipe.Built) -> dict[str, Any]:
+        return {
+            "deploymentSets": [p.component.deployment_set for p in built.pools
+                               if p.component.deployment_set is not None],
+            "resourceGroup": self.group.id,
         }
-        self.register_outputs(self.outputs)
+
+
+class GpuCluster(recipe.Cluster):
+    """Resource group, network, data store, image repository, head, node pools and budget guard of one stack: the
+    cluster recipe (clouds/recipe.py) with Alibaba Cloud's parts."""
+
+    parts = AlicloudParts
 
 
 @dataclass(frozen=True)
