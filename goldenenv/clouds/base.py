@@ -51,6 +51,11 @@ HOST_OUTPUTS = {HostsBy.PRIVATE_IP: "nodePrivateIps", HostsBy.INSTANCE_ID: "inst
 """The stack output each way of addressing reads, the same on every Pulumi cloud."""
 HEAD_OUTPUTS = {HostsBy.PRIVATE_IP: "headPrivateIp", HostsBy.INSTANCE_ID: "headInstanceId"}
 """The Slurm head's stack outputs, one per way of addressing it (absent with goldenenv:scheduler none)."""
+STANDARD_OUTPUTS = ("nodePrivateIps", "hostfile", "launchEnv", "imageRepository", "imageRef")
+"""The stack outputs every Pulumi cloud's program gives, whatever the cloud, which validate, run, plan and the CLI
+read: the nodes' private addresses, the DeepSpeed hostfile and torchrun's environment (nodeboot.launch_outputs), the
+stack's own image repository and the image its nodes pull (None until `image push`). With goldenenv:scheduler
+slurm, HEAD_OUTPUTS too."""
 
 
 class DockerReach(str, Enum):

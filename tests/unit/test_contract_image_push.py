@@ -44,6 +44,7 @@ def cloud_of(path: Path) -> str:
 
 
 WITH_REGISTRY = [name for name in base.names() if base.get(name).uses_pulumi and base.get(name).registry_types]
+WITHOUT_REGISTRY = [name for name in base.names() if not base.get(name).registry_types]
 FIRST_STACK = {}
 """Cloud -> the stack pushed to: its smallest (a -dev stack) where it ships one, else its first."""
 for _path in sorted((REPO / "stacks").glob("Pulumi.*.yaml"), key=lambda p: ("-dev" not in p.name, p.name)):
@@ -153,6 +154,22 @@ def targeted_up(monkeypatch):
 def test_every_cloud_with_a_registry_ships_a_stack_to_push_to():
     assert set(WITH_REGISTRY) >= {"aws", "gcp", "azure", "alicloud"}
     assert all(cloud in FIRST_STACK for cloud in WITH_REGISTRY)
+
+
+@pytest.mark.parametrize("cloud", [c for c in WITHOUT_REGISTRY if c in FIRST_STACK])
+def test_image_push_to_a_stack_without_a_repository_says_so(cloud, own_project, targeted_up, monkeypatch):
+    """A stack whose cloud has no repository of its own (the local cloud's nodes run the image built on this
+    machine) is told so in the command's words, exit 2: nothing is created and nothing is pushed."""
+    stack = FIRST_STACK[cloud]
+    lock = stackconfig.read_stack_file(own_project / "stacks" / f"Pulumi.{stack}.yaml")["goldenenv:image"]["lock"]
+    monkeypatch.setattr(docker, "from_env", lambda: pytest.fail("nothing is pushed"))
+
+    result = runner.invoke(app, ["image", "push", lock, "-s", stack], env={"COLUMNS": "250"})
+
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    assert f"stack {stack} is on the {cloud} cloud, which has no image repository of its own" in result.output
+    assert "--registry" in result.output and targeted_up == []
 
 
 @pytest.mark.parametrize("cloud", WITH_REGISTRY)

@@ -398,7 +398,3 @@ def findings(resources: Iterable[PlannedResource], required_tags: Mapping[str, s
     """Every deploy-readiness finding, in rule order then resource order."""
     ctx = Context(tuple(resources), dict(required_tags))
     return [finding for rule in RULES for finding in check_rule(rule, ctx)]
-
-
-evaluate = findings
-"""The name the other clouds' readiness modules use."""
