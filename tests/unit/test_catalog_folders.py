@@ -1,0 +1,100 @@
+"""A cloud's catalog rows live in its own folder (goldenenv/clouds/<cloud>/catalog/<table>.csv), with `cloud` filled
+from the folder's name, so a new cloud adds its rows without editing a shared file."""
+
+from __future__ import annotations
+
+import csv
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from goldenenv import catalog, clouds
+
+
+
+def _forget():
+    """Drop every table the catalog has read, so the next question reads the folders again."""
+    for value in vars(catalog).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()
+
+
+@pytest.fixture
+def scratch_cloud(tmp_path, monkeypatch):
+    """A throw-away cloud `scratch` whose catalog folder is found beside the shipped clouds' folders."""
+    folder = tmp_path / "scratch" / "catalog"
+    folder.mkdir(parents=True)
+    shipped = catalog.cloud_folders()
+    monkeypatch.setattr(catalog, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    _forget()
+    yield folder
+    _forget()
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def test_a_new_clouds_folder_rows_are_read_with_their_cloud_filled_in(scratch_cloud):
+    _write(scratch_cloud / "instance_types.csv",
+           "instance_type,gpu,gpu_count,vcpus,memory_gib,network_cards,rdma,rdma_interfaces,local_nvme_count,"
+           "local_nvme_gib,network_gbps,source\n"
+           "sx.8gpu,H100-80GB,8,192,2048,1,none,0,0,0,200,a test's row\n")
+    _write(scratch_cloud / "prices.csv", "instance_type,region,capacity,usd_per_hour,as_of,source,currency\n"
+                                         "sx.8gpu,moon-1,on-demand,12.5,2026-12-07,a test's row,USD\n")
+
+    read = catalog.rows("instance_types")
+    assert [(r["cloud"], r["instance_type"]) for r in read if r["cloud"] == "scratch"] == [("scratch", "sx.8gpu")]
+    assert read[-1]["cloud"] == "scratch", "a cloud's rows follow the shared file's and the clouds before it by name"
+    node = catalog.instance_type("scratch", "sx.8gpu")
+    assert (node.cloud, node.gpu.name, node.gpu_count) == ("scratch", "H100-80GB", 8)
+    assert catalog.price("scratch", "sx.8gpu", "moon-1").usd_per_hour == 12.5
+    assert "scratch" not in {it.cloud for it in catalog.instance_types("aws").values()}
+
+
+def test_a_new_clouds_own_table_is_listed_for_the_source_checks(scratch_cloud):
+    _write(scratch_cloud / "scratch_quotas.csv", "quota,source\nGPUs,a test's row\n")
+    assert "scratch_quotas" in catalog.tables()
+    assert catalog.rows("scratch_quotas") == [{"cloud": "scratch", "quota": "GPUs", "source": "a test's row"}]
+
+
+def test_a_cloud_file_that_names_its_cloud_again_is_refused(scratch_cloud):
+    _write(scratch_cloud / "head_types.csv", "cloud,instance_type,vcpus,memory_gib,arch,source\n"
+                                             "scratch,sx.small,2,8,x86_64,a test's row\n")
+    with pytest.raises(ValueError, match=r"goldenenv/clouds/scratch/catalog/head_types.csv has a cloud column: its "
+                                         r"folder names the cloud, so drop the column"):
+        catalog.rows("head_types")
+
+
+def test_a_cloud_file_with_other_columns_than_the_tables_is_refused(scratch_cloud):
+    _write(scratch_cloud / "head_types.csv", "instance_type,vcpus,arch,source\nsx.small,2,x86_64,a test's row\n")
+    with pytest.raises(ValueError, match=r"scratch/catalog/head_types.csv has the columns cloud, instance_type, "
+                                         r"vcpus, arch, source; goldenenv/clouds/\w+/catalog/head_types.csv has "
+                                         r"cloud, instance_type, vcpus, memory_gib, arch, source"):
+        catalog.rows("head_types")
+
+
+def test_an_unknown_table_names_where_it_was_looked_for():
+    with pytest.raises(KeyError, match="no goldenenv/catalog/data/no_such_table.csv and no "
+                                       "goldenenv/clouds/<cloud>/catalog/no_such_table.csv"):
+        catalog.rows("no_such_table")
+
+
+def test_every_shipped_cloud_folder_is_found():
+    found = catalog.cloud_folders()
+    for name in clouds.names():
+        folder = resources.files("goldenenv").joinpath("clouds", name, "catalog")
+        assert (name in found) == folder.is_dir(), name
+
+
+@pytest.mark.parametrize("cloud", sorted(catalog.cloud_folders()))
+def test_a_clouds_rows_carry_its_name(cloud):
+    folder = catalog.cloud_folders()[cloud]
+    for entry in folder.iterdir():
+        if entry.name.endswith(".csv"):
+            table = entry.name.removesuffix(".csv")
+            with entry.open(newline="", encoding="utf-8") as f:
+                written = list(csv.DictReader(f))
+            assert written, f"{cloud}/catalog/{entry.name} is empty"
+            assert [r for r in catalog.rows(table) if r["cloud"] == cloud] == [{"cloud": cloud, **r} for r in written]
