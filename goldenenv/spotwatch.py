@@ -5,9 +5,9 @@ Runs on a node, inside the golden image as `goldenenv-spotwatch` (stdlib only). 
 
     goldenenv-spotwatch -- torchrun --nnodes 2 ... train_ddp.py --steps 1000
 
-it starts the command, polls the instance metadata every few seconds and, when a notice appears
-(AWS: spot/instance-action through IMDSv2; Alibaba Cloud: spot/termination-time; Google Cloud: instance/preempted
-turning TRUE; Azure: a Preempt or Terminate scheduled event naming this VM), sends SIGUSR1 once
+it starts the command, polls the instance metadata every few seconds and, when a notice appears (each cloud's
+own: goldenenv/clouds/<cloud>/spot_notice.py says where and how, found by discovery beside this file in the
+package, or bundled into this file when the image's build copies it: goldenenv.images.bundle), sends SIGUSR1 once
 to every process of the command's tree that catches it (the training ranks: torchrun does not forward
 SIGUSR1, and its workers run in sessions of their own). If none catches it, the command itself gets
 SIGTERM, which torchrun passes on to its workers, once --fallback-after seconds have passed without
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
-import json
+import functools
 import os
 import signal
 import subprocess
@@ -34,29 +34,14 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
 
-DEFAULT_METADATA_URL = "http://169.254.169.254"
 TOKEN_TTL_S = 21600
 HTTP_TIMEOUT_S = 2.0
-AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
-ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
-AWS_NOTICE = "/latest/meta-data/spot/instance-action"
-ALIYUN_NOTICE = "/latest/meta-data/instance/spot/termination-time"
-GCP_NOTICE = "/computeMetadata/v1/instance/preempted"
-AZURE_NOTICE = "/metadata/scheduledevents?api-version=2020-07-01"
-AZURE_VM_NAME = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
 TOKEN_PATH = "/latest/api/token"
-GCP_NOTICE_S = 30
-"""Google Cloud's warning: a preempted Spot VM gets about 30 s (its ACPI G2 Soft Off) before it stops, and
-instance/preempted reads TRUE from the notice on (Compute Engine, "Spot VMs": preemption process; "Create and use
-Spot VMs": detect the preemption of a Spot VM). AWS and Alibaba post the deadline itself."""
-AZURE_EVICTIONS = {"Preempt": "preempt", "Terminate": "terminate"}
-"""The scheduled events that take an Azure VM away for good, and the action a notice names (Azure Metadata Service,
-"Scheduled Events for Linux VMs": Preempt, "the Spot Virtual Machine is being deleted", at least 30 s ahead;
-Terminate, "the virtual machine is scheduled to be deleted", 5 to 15 minutes ahead where the scale set enables
-terminate notifications). Freeze (a pause of seconds, memory kept), Reboot and Redeploy (the VM comes back) are
-maintenance, not an interruption the watcher checkpoints for."""
+"""Where an endpoint that gives session tokens (EC2's IMDSv2, ECS's hardened mode) hands them out."""
 
 
 @dataclass(frozen=True)
@@ -78,26 +63,32 @@ class CloudFacts:
     this machine's."""
 
 
-ALIYUN_METADATA_URL = "http://100.100.100.200"
-"""ECS's metadata service (ECS "Instance metadata"; the address templates/node/munge-key-alicloud.sh.j2 and
-cpfs-mount.sh.j2 read): an Alibaba node that watched 169.254.169.254 would never see its notice."""
+BUNDLED_CLOUDS: dict[str, str] = {}
+"""The clouds' spot notice modules' sources by cloud, where the image's build bundled them into this file; empty in
+the package, where each is read from goldenenv/clouds/<cloud>/spot_notice.py."""
+CLOUDS_FOLDER = Path(__file__).resolve().parent / "clouds"
 
-CLOUD_FACTS = {
-    # "Use the Instance Metadata Service to access instance metadata" (IMDSv2); "Spot Instance interruption notices"
-    "aws": CloudFacts("Amazon EC2", AWS_NOTICE, ("X-aws-ec2-metadata-token-ttl-seconds", AWS_TOKEN_HEADER), {},
-                      DEFAULT_METADATA_URL),
-    # ECS "Instance metadata" (hardened mode); "Preemptible instances": spot/termination-time
-    "alicloud": CloudFacts("Alibaba Cloud", ALIYUN_NOTICE,
-                           ("X-aliyun-ecs-metadata-token-ttl-seconds", ALIYUN_TOKEN_HEADER), {}, ALIYUN_METADATA_URL),
-    # Compute Engine "View and query VM metadata": every request carries Metadata-Flavor: Google (else 403)
-    "gcp": CloudFacts("Google", GCP_NOTICE, None, {"Metadata-Flavor": "Google"}, "http://metadata.google.internal"),
-    # Azure "Instance Metadata Service" and "Scheduled Events for Linux VMs": every request carries Metadata: true (else
-    # 400), none carries X-Forwarded-For; a scale set's events list the VMs they concern, by name
-    # (compute/name: <scale set>_<instance id>). DMI board/sys vendor "Microsoft Corporation" (cloud-init's
-    # tools/hook-dhclient tests it to tell an Azure VM)
-    "azure": CloudFacts("Microsoft Corporation", AZURE_NOTICE, None, {"Metadata": "true"}, DEFAULT_METADATA_URL,
-                        machine_path=AZURE_VM_NAME),
-}
+
+def notice_files(folder: Path = CLOUDS_FOLDER) -> dict[str, Path]:
+    """Each cloud's spot notice module by cloud: <folder>/<cloud>/spot_notice.py."""
+    return {path.parent.name: path for path in sorted(folder.glob("*/spot_notice.py"))}
+
+
+def _load_notice_modules() -> dict[str, ModuleType]:
+    sources = dict(BUNDLED_CLOUDS) or {cloud: path.read_text(encoding="utf-8")
+                                        for cloud, path in notice_files().items()}
+    modules = {}
+    for cloud, source in sources.items():
+        module = modules[cloud] = ModuleType(f"goldenenv_spot_notice_{cloud}")
+        exec(compile(source, f"goldenenv/clouds/{cloud}/spot_notice.py", "exec", dont_inherit=True), module.__dict__)
+    return modules
+
+
+NOTICE_MODULES = _load_notice_modules()
+"""cloud -> its spot notice module: VENDOR, METADATA_URL, NOTICE_PATH, TOKEN_HEADERS, HEADERS, MACHINE_PATH and
+notice(body, this machine's name or None, core)."""
+CLOUD_FACTS = {cloud: CloudFacts(m.VENDOR, m.NOTICE_PATH, m.TOKEN_HEADERS, dict(m.HEADERS), m.METADATA_URL,
+                                 machine_path=m.MACHINE_PATH) for cloud, m in NOTICE_MODULES.items()}
 CLOUDS = tuple(CLOUD_FACTS)
 VENDORS = {facts.vendor: cloud for cloud, facts in CLOUD_FACTS.items()}
 
@@ -208,49 +199,8 @@ class Metadata:
         return NOTICES[self.cloud](body, machine)
 
 
-def aws_notice(body: str, machine: str | None = None) -> Notice:
-    """spot/instance-action: {"action": "terminate|stop|hibernate", "time": "<UTC ISO 8601>"}."""
-    try:
-        action = json.loads(body)
-        return Notice("aws", str(action.get("action", "terminate")), parse_time(str(action.get("time", ""))),
-                      body.strip())
-    except (ValueError, AttributeError):
-        return Notice("aws", "terminate", None, body.strip())
-
-
-def alicloud_notice(body: str, machine: str | None = None) -> Notice:
-    """spot/termination-time: the UTC time of the release."""
-    return Notice("alicloud", "terminate", parse_time(body), body.strip())
-
-
-def gcp_notice(body: str, machine: str | None = None) -> Notice | None:
-    """instance/preempted: TRUE once Google preempts the VM (it stops about GCP_NOTICE_S later), FALSE before."""
-    if body.strip().upper() != "TRUE":
-        return None
-    deadline = datetime.now(timezone.utc) + timedelta(seconds=GCP_NOTICE_S)
-    return Notice("gcp", "preempt", deadline.replace(microsecond=0), body.strip())
-
-
-def azure_notice(body: str, machine: str | None) -> Notice | None:
-    """scheduledevents: {"DocumentIncarnation", "Events": [{"EventId", "EventType", "Resources": [VM names],
-    "EventStatus": "Scheduled"|"Started", "NotBefore": RFC 1123 or "" once started, ...}]}. A notice is a Preempt or
-    Terminate whose Resources name this VM; other VMs' events (the rest of the placement group's), and maintenance
-    that keeps the VM, are none."""
-    try:
-        events = json.loads(body).get("Events") or []
-    except (ValueError, AttributeError):
-        raise MetadataError(f"scheduled events unreadable: {body.strip()[:200]!r}") from None
-    me = (machine or "").casefold()
-    for event in events:
-        action = AZURE_EVICTIONS.get(event.get("EventType")) if isinstance(event, dict) else None
-        if action and me in (str(r).casefold() for r in event.get("Resources") or []):
-            raw = json.dumps({k: event.get(k) for k in ("EventId", "EventType", "EventStatus", "NotBefore")
-                              if k in event})
-            return Notice("azure", action, parse_http_date(str(event.get("NotBefore") or "")), raw)
-    return None
-
-
-NOTICES = {"aws": aws_notice, "alicloud": alicloud_notice, "gcp": gcp_notice, "azure": azure_notice}
+NOTICES = {cloud: functools.partial(module.notice, core=sys.modules[__name__])
+           for cloud, module in NOTICE_MODULES.items()}
 """cloud -> parser(body, this machine's name or None): the Notice, or None when the answer holds none for it."""
 
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Judge a GPU node's health from what its commands print, and say what Slurm should do with the node.
 
-Standard library only, Python 3.8+: golden images ship this file alone and Slurm's HealthCheckProgram runs it
-on every node (`judge.py --collect quick --evidence DIR --expect FILE --rules FILE`). The facts it judges
-against come in as data: `--expect` is `goldenenv.catalog.health.expectations()` for the node's instance type,
-`--rules` is `goldenenv.catalog.health.rules_document()` (XID table and thresholds, each row sourced in the
-catalog). Nothing here knows a GPU count, an XID's action or a threshold.
+Standard library only, Python 3.8+: golden images ship this file (one file, with the fabric judges bundled in) and
+Slurm's HealthCheckProgram runs it on every node (`judge.py --collect quick --evidence DIR --expect FILE --rules
+FILE`). The facts it judges against come in as data: `--expect` is `goldenenv.catalog.health.expectations()` for
+the node's instance type, `--rules` is `goldenenv.catalog.health.rules_document()` (XID table and thresholds, each
+row sourced in the catalog). Nothing here knows a GPU count, an XID's action or a threshold.
+
+Each fabric's checks are its own: goldenenv/fabrics/<name>/health.py (its evidence commands and its judge, standard
+library only too), found by discovery beside this file in the package, or bundled into this file when the image's
+build copies it (goldenenv.images.bundle). A fabric without one (Google's GPU NICs) is judged as `none`.
 
 Evidence is the stdout of fixed commands (EVIDENCE), one file each; `<file>.error` says why a command did not
 produce it. Parsers never raise on odd output: what they cannot read becomes a finding.
@@ -22,6 +26,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 ACTIONS = ("drain", "reboot", "reset", "restart-job", "monitor")
@@ -33,7 +38,6 @@ UNKNOWN_XID_ACTION = "monitor"
 """An XID the catalog has no row for is recorded, not acted on: the finding says it is not in the catalog."""
 
 LEVELS = ("quick", "medium", "long")
-FABRICS = ("efa", "ib", "erdma", "none")
 ERROR_SUFFIX = ".error"
 MISSING_BINARY = "missing-binary"
 """First word of an .error file when the command is not installed (optional evidence is then skipped)."""
@@ -41,16 +45,9 @@ MISSING_BINARY = "missing-binary"
 GPU_FIELDS = ("index", "pci.bus_id", "name", "driver_version", "ecc.errors.uncorrected.volatile.total")
 REMAP_FIELDS = ("gpu_bus_id", "remapped_rows.correctable", "remapped_rows.uncorrectable",
                 "remapped_rows.pending", "remapped_rows.failure")
-EFA_COUNTER_CHECKS = {"efa_rx_drops": "rx_drops", "efa_retrans_timeout_events": "retrans_timeout_events"}
-"""Threshold rows judged on `rdma -p statistic show` counters, by the counter each reads."""
 NVLINK_COUNTER_CHECKS = {"replay": "nvlink_replay_errors", "recovery": "nvlink_recovery_errors",
                          "crc": "nvlink_crc_errors"}
 """Threshold rows judged on `nvidia-smi nvlink -e`, by the word its counter names carry."""
-
-_EFA_LOOPBACK = ("fi_pingpong -p efa -I 100 >/dev/null 2>&1 & server=$!; sleep 1; "
-                 "fi_pingpong -p efa -I 100 localhost; status=$?; kill $server 2>/dev/null; exit $status")
-_IB_LOOPBACK = ("ib_write_bw --report_gbits >/dev/null 2>&1 & server=$!; sleep 1; "
-                "ib_write_bw --report_gbits localhost; status=$?; kill $server 2>/dev/null; exit $status")
 
 
 @dataclass(frozen=True)
@@ -69,10 +66,37 @@ class Evidence:
     """Run instead when the first command is not installed."""
 
 
-EFA_FI_INFO = "/opt/amazon/efa/bin/fi_info"
-"""Where the EFA installer puts libfabric's fi_info (its /opt/amazon/efa prefix), off the image's PATH."""
+BUNDLED_FABRICS: Dict[str, str] = {}
+"""The fabric judges' sources by fabric name where the image's build bundled them into this file; empty in the
+package, where each is read from goldenenv/fabrics/<name>/health.py."""
+FABRICS_FOLDER = Path(__file__).resolve().parents[1] / "fabrics"
 
-EVIDENCE: Dict[str, Evidence] = {
+
+def fabric_judge_files(folder: Path = FABRICS_FOLDER) -> Dict[str, Path]:
+    """Each fabric's health judge by fabric name: <folder>/<name>/health.py."""
+    return {path.parent.name: path for path in sorted(folder.glob("*/health.py"))}
+
+
+def _load_fabric_judges() -> Dict[str, ModuleType]:
+    """The fabric judges (bundled, or found in FABRICS_FOLDER) as modules, in their ORDER."""
+    sources = dict(BUNDLED_FABRICS) or {name: path.read_text(encoding="utf-8")
+                                         for name, path in fabric_judge_files().items()}
+    modules = []
+    for name, source in sources.items():
+        module = ModuleType(f"goldenenv_fabric_health_{name}")
+        module.NAME = name
+        exec(compile(source, f"goldenenv/fabrics/{name}/health.py", "exec", dont_inherit=True), module.__dict__)
+        modules.append(module)
+    return {module.NAME: module for module in sorted(modules, key=lambda m: (m.ORDER, m.NAME))}
+
+
+FABRIC_JUDGES = _load_fabric_judges()
+"""fabric name -> its health module: EVIDENCE (the commands its nodes run), LOOPBACK (the one of them whose failed
+run is a finding, or None), judge(judgement, core) and ORDER."""
+FABRICS = (*FABRIC_JUDGES, "none")
+globals().update({name: getattr(module, name) for module in FABRIC_JUDGES.values() for name in module.__all__})
+
+_NODE_EVIDENCE: Dict[str, Evidence] = {
     "gpus": Evidence("nvidia_smi_gpus.csv", ("nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS),
                                              "--format=csv,noheader"), 10, "quick", "gpus", True),
     "remapped_rows": Evidence("nvidia_smi_remapped_rows.csv",
@@ -84,23 +108,38 @@ EVIDENCE: Dict[str, Evidence] = {
     "nvlink_errors": Evidence("nvlink_errors.txt", ("nvidia-smi", "nvlink", "-e"), 10, "quick", "nvlinks", True),
     "fabric_manager": Evidence("fabric_manager.txt", ("systemctl", "is-active", "nvidia-fabricmanager"), 5,
                                "quick", "nvswitch", True),
-    "efa_devices": Evidence("fi_info_efa.txt", ("fi_info", "-p", "efa"), 10, "quick", "fabric=efa", True,
-                            fallback=(EFA_FI_INFO, "-p", "efa")),
-    "efa_counters": Evidence("rdma_statistic.txt", ("rdma", "-p", "statistic", "show"), 5, "quick", "fabric=efa",
-                             True),
-    "ib_ports": Evidence("ibstat.txt", ("ibstat",), 5, "quick", "fabric=ib", True),
-    "erdma_links": Evidence("rdma_link.txt", ("rdma", "link", "show"), 5, "quick", "fabric=erdma", True),
+}
+_DCGM: Dict[str, Evidence] = {
     "dcgm_diag_1": Evidence("dcgm_diag_1.json", ("dcgmi", "diag", "-r", "1", "-j"), 30, "quick", "gpus", False),
     "dcgm_diag_2": Evidence("dcgm_diag_2.json", ("dcgmi", "diag", "-r", "2", "-j"), 900, "medium", "gpus", False),
-    "efa_loopback": Evidence("efa_loopback.txt", ("sh", "-c", _EFA_LOOPBACK), 120, "medium", "fabric=efa", False),
-    "ib_loopback": Evidence("ib_loopback.txt", ("sh", "-c", _IB_LOOPBACK), 120, "medium", "fabric=ib", False),
     "dcgm_diag_3": Evidence("dcgm_diag_3.json", ("dcgmi", "diag", "-r", "3", "-j"), 1800, "long", "gpus", False),
 }
+
+
+def _evidence_table() -> Dict[str, Evidence]:
+    """The node's and DCGM's evidence with each fabric's, level by level: a level's fabric evidence before DCGM's at
+    quick (DCGM level 1 runs last: Slurm kills a slow HealthCheckProgram), after it at the longer levels."""
+    fabric: Dict[str, Evidence] = {}
+    for fabric_name, module in FABRIC_JUDGES.items():
+        for name, spec in module.EVIDENCE.items():
+            if name in fabric or name in _NODE_EVIDENCE or name in _DCGM:
+                raise RuntimeError(f"goldenenv/fabrics/{fabric_name}/health.py names its evidence {name!r}, which "
+                                   "another judge names too: give it a name of its own")
+            fabric[name] = Evidence(applies=f"fabric={fabric_name}", **{"fallback": (), **spec})
+    table = dict(_NODE_EVIDENCE)
+    for level in LEVELS:
+        dcgm = {name: spec for name, spec in _DCGM.items() if spec.level == level}
+        own = {name: spec for name, spec in fabric.items() if spec.level == level}
+        table.update({**own, **dcgm} if level == "quick" else {**dcgm, **own})
+    return table
+
+
+EVIDENCE = _evidence_table()
 """Evidence per level: quick runs in seconds (Slurm kills a HealthCheckProgram after 60 s, so DCGM level 1 runs last
 and is optional), medium adds DCGM level 2 and a fabric loopback (minutes: prolog/epilog or a job), long adds DCGM
 level 3 (a drained node)."""
-DCGM_EVIDENCE = ("dcgm_diag_1", "dcgm_diag_2", "dcgm_diag_3")
-LOOPBACK_EVIDENCE = ("efa_loopback", "ib_loopback")
+DCGM_EVIDENCE = tuple(_DCGM)
+LOOPBACK_EVIDENCE = tuple(module.LOOPBACK for module in FABRIC_JUDGES.values() if module.LOOPBACK)
 
 
 @dataclass(frozen=True)
@@ -657,7 +696,7 @@ class _Judgement:
         return None
 
 
-def _readable(parsed: object, problems: List[str]) -> bool:
+def readable(parsed: object, problems: List[str]) -> bool:
     """Whether a count read from evidence means something (not when the parser read nothing but problems)."""
     return bool(parsed) or not problems
 
@@ -676,7 +715,7 @@ def _judge_gpus(j: _Judgement) -> Dict[str, int]:
     gpus, problems = parse_gpu_list(text)
     j.unreadable("gpus", problems)
     expected = j.expect["gpus"]
-    if _readable(gpus, problems) and j.exceeds("gpu_count_below_expected", expected - len(gpus)):
+    if readable(gpus, problems) and j.exceeds("gpu_count_below_expected", expected - len(gpus)):
         indices = ", ".join(str(g.index) for g in gpus) or "none"
         j.add("gpu_count_below_expected", "node", f"nvidia-smi lists {len(gpus)} GPUs (indices {indices})",
               f"{expected} GPUs")
@@ -749,7 +788,7 @@ def _judge_nvlinks(j: _Judgement, by_bus: Dict[str, int]) -> None:
     if status_text is not None:
         status, problems = parse_nvlink_status(status_text)
         j.unreadable("nvlink_status", problems)
-        for gpu in indices if _readable(status, problems) else []:
+        for gpu in indices if readable(status, problems) else []:
             links = status.get(gpu, {})
             active = sum(1 for speed in links.values() if speed is not None)
             if j.exceeds("nvlink_inactive", expected - active):
@@ -776,62 +815,6 @@ def _judge_fabric_manager(j: _Judgement) -> None:
     if state and state != "active":
         j.add("fabric_manager_inactive", "nvidia-fabricmanager",
               f"nvidia-fabricmanager is {state!r} on an NVSwitch board", "active")
-
-
-def _judge_efa(j: _Judgement) -> None:
-    text = j.text("efa_devices")
-    if text is not None:
-        devices, problems = parse_fi_info(text)
-        j.unreadable("efa_devices", problems)
-        expected = j.expect["fabric_devices"]
-        if _readable(devices, problems) and j.exceeds("efa_devices_below_expected", expected - len(devices)):
-            j.add("efa_devices_below_expected", "EFA", f"fi_info -p efa lists {len(devices)} EFA devices",
-                  f"{expected} EFA devices")
-    counters_text = j.text("efa_counters")
-    if counters_text is not None:
-        links, problems = parse_rdma_statistic(counters_text)
-        j.unreadable("efa_counters", problems)
-        for link, counters in sorted(links.items()):
-            for check, counter in EFA_COUNTER_CHECKS.items():
-                if counter in counters and j.exceeds(check, counters[counter]):
-                    j.add(check, link, f"EFA link {link} counts {counters[counter]} {counter}",
-                          f"at most {j.threshold(check)['limit']}")
-
-
-def _judge_ib(j: _Judgement) -> None:
-    text = j.text("ib_ports")
-    if text is None:
-        return
-    ports, problems = parse_ibstat(text)
-    j.unreadable("ib_ports", problems)
-    ib_ports = [p for p in ports if p.link_layer.lower() in ("", "infiniband")]
-    expected, rate = j.expect["fabric_devices"], j.expect.get("fabric_rate_gbps")
-    if _readable(ports, problems) and j.exceeds("ib_devices_below_expected", expected - len(ib_ports)):
-        j.add("ib_devices_below_expected", "InfiniBand", f"ibstat lists {len(ib_ports)} InfiniBand ports",
-              f"{expected} InfiniBand ports")
-    for port in ib_ports:
-        device = f"{port.ca} port {port.port}"
-        if port.state.lower() != "active" or port.physical_state.lower() != "linkup":
-            rate_seen = "?" if port.rate_gbps is None else f"{port.rate_gbps:g}"
-            j.add("ib_port_not_active", device, f"InfiniBand {device} is {port.state or '?'}/"
-                  f"{port.physical_state or '?'} at rate {rate_seen}", "Active/LinkUp")
-        elif rate is not None and port.rate_gbps is not None \
-                and j.exceeds("ib_rate_below_expected", rate - port.rate_gbps):
-            j.add("ib_rate_below_expected", device, f"InfiniBand {device} runs at {port.rate_gbps:g} Gb/s",
-                  f"{rate:g} Gb/s")
-
-
-def _judge_erdma(j: _Judgement) -> None:
-    text = j.text("erdma_links")
-    if text is None:
-        return
-    links, problems = parse_rdma_link(text)
-    j.unreadable("erdma_links", problems)
-    active = [link.device for link in links if link.device.startswith("erdma") and link.state.upper() == "ACTIVE"]
-    expected = j.expect["fabric_devices"]
-    if _readable(links, problems) and j.exceeds("erdma_devices_below_expected", expected - len(active)):
-        j.add("erdma_devices_below_expected", "eRDMA", f"rdma link show lists {len(active)} ACTIVE eRDMA devices "
-              f"({', '.join(active) or 'none'})", f"{expected} ACTIVE eRDMA devices")
 
 
 def _dcgm_check(j: _Judgement, result: DcgmResult) -> str:
@@ -877,9 +860,8 @@ def judge(evidence: Dict[str, str], expect: dict, rules: dict, node: str) -> Lis
         _judge_nvlinks(j, by_bus)
     if applies(EVIDENCE["fabric_manager"], expect):
         _judge_fabric_manager(j)
-    fabric_checks = {"efa": _judge_efa, "ib": _judge_ib, "erdma": _judge_erdma}
-    if expect["fabric"] in fabric_checks:
-        fabric_checks[expect["fabric"]](j)
+    if expect["fabric"] in FABRIC_JUDGES:
+        FABRIC_JUDGES[expect["fabric"]].judge(j, sys.modules[__name__])
     _judge_dcgm(j)
     _judge_loopback(j)
     return j.findings

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from goldenenv import catalog, compat, fabrics, slurm
+from goldenenv.images import bundle
 from goldenenv.images.lock import GROUPS, PACKAGE_SECRETS, Lock, MirrorUrl
 from goldenenv.render import render
 from goldenenv.spec import ConfigError, Problem
@@ -28,9 +29,9 @@ HEALTH = "/usr/local/bin/goldenenv-health"
 HEALTH_RULES = "/usr/local/share/goldenenv/health-rules.json"
 """The catalog's health rules (XID actions, thresholds) as the image's judge reads them (catalog.health)."""
 PACKAGE = Path(__file__).resolve().parents[1]
-NODE_TOOLS = {"spotwatch.py": (PACKAGE / "spotwatch.py", SPOTWATCH),
-              "health-judge.py": (PACKAGE / "health" / "judge.py", HEALTH)}
-"""Build-context name → (source in this package, path in the image): stdlib-only scripts the nodes run."""
+NODE_TOOLS = {"spotwatch.py": (bundle.spot_watcher, SPOTWATCH), "health-judge.py": (bundle.health_judge, HEALTH)}
+"""Build-context name → (its content, path in the image): stdlib-only scripts the nodes run, each one file with the
+cloud or fabric modules it finds by discovery bundled in (goldenenv.images.bundle)."""
 SLURM_TOOLS = {"goldenenv-slurm": (PACKAGE / "slurm" / "entry.sh", slurm.ENTRY),
                "goldenenv-healthcheck": (PACKAGE / "slurm" / "healthcheck.sh", slurm.HEALTH_CHECK)}
 """The scheduler daemons' entry point and Slurm's node health check, in images whose lock pins Slurm."""
@@ -48,8 +49,9 @@ def node_tools(lock: Lock) -> dict[str, NodeTool]:
     """Build-context name → what goldenenv puts in the image for the nodes: its scripts, and the health rules."""
     from goldenenv.catalog import health
 
-    files = {**NODE_TOOLS, **(SLURM_TOOLS if lock.slurm else {})}
-    tools = {name: NodeTool(source.read_bytes(), target) for name, (source, target) in files.items()}
+    tools = {name: NodeTool(content(), target) for name, (content, target) in NODE_TOOLS.items()}
+    tools.update({name: NodeTool(source.read_bytes(), target)
+                  for name, (source, target) in (SLURM_TOOLS if lock.slurm else {}).items()})
     rules = json.dumps(health.rules_document(), sort_keys=True, indent=1).encode()
     tools["health-rules.json"] = NodeTool(rules, HEALTH_RULES, 0o644)
     return tools

@@ -43,6 +43,7 @@ import emulated_stack
 import node_logins
 import stand_ins
 from goldenenv import catalog, nodeboot, plan, remote, stackconfig
+from goldenenv.images import bundle
 from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
@@ -56,7 +57,6 @@ VM = "azure-native:compute:VirtualMachine"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 VAULT = "azure-native:keyvault:Vault"
 HERE = Path(__file__).resolve().parent
-SPOTWATCH = Path(__file__).resolve().parents[2] / "goldenenv" / "spotwatch.py"
 MUNGE_SCRIPT = "munge-key-azure.sh"
 MUNGE_KEY_BYTES = 1024
 """What the head's munge step sets as the secret's value, base64 (templates/node/munge-key-azure.sh.j2)."""
@@ -388,7 +388,8 @@ def test_imds_and_key_vault_refuse_what_azure_refuses(azure_node):
 
 def test_a_preemption_of_this_vm_reaches_the_spot_watcher_and_another_vms_does_not(azure_node):
     host, state = azure_node.booted.host, azure_node.state
-    host.container.put_archive("/usr/local/bin", emulated_host.tar_of({"spotwatch": (SPOTWATCH.read_text(), 0o755)}))
+    script = bundle.spot_watcher().decode()  # the image's: the clouds' notice modules bundled in
+    host.container.put_archive("/usr/local/bin", emulated_host.tar_of({"spotwatch": (script, 0o755)}))
     watcher = ("python3 /usr/local/bin/spotwatch --cloud azure --interval 0.5 --fallback-after 0.5 -- sleep 60 "
                "> /tmp/spotwatch.log 2>&1; echo $? > /tmp/spotwatch.rc")
     assert host.sh(f"nohup sh -c {shlex.quote(watcher)} >/dev/null 2>&1 &")[0] == 0

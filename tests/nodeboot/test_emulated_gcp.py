@@ -36,6 +36,7 @@ import gcp_apis
 import node_logins
 import stand_ins
 from goldenenv import catalog, nodeboot, plan, remote, slurm, stackconfig
+from goldenenv.images import bundle
 from goldenenv.images.dockerfile import UID
 
 pytestmark = pytest.mark.node_boot
@@ -45,7 +46,6 @@ INSTANCE = "gcp:compute/instance:Instance"
 HERE = Path(__file__).resolve().parent
 PROJECT_NUMBER = 123456789012
 INSTANCE_ID = 4567890123456789012
-SPOTWATCH = Path(__file__).resolve().parents[2] / "goldenenv" / "spotwatch.py"
 MUNGE_SCRIPT = "munge-key-gcp.sh"
 LOGIN = "ubuntu-sudoer"
 """The emulated host's login (emulated_host.LOGINS): ubuntu, with passwordless sudo and outside the docker group."""
@@ -278,7 +278,8 @@ def test_the_metadata_server_answers_only_requests_that_say_metadata_flavor_goog
 def test_a_preemption_reaches_the_nodes_spot_watcher_through_the_metadata_server(gcp_node):
     booted, _, state = gcp_node[:3]
     host = booted.host
-    host.container.put_archive("/usr/local/bin", emulated_host.tar_of({"spotwatch": (SPOTWATCH.read_text(), 0o755)}))
+    script = bundle.spot_watcher().decode()  # the image's: the clouds' notice modules bundled in
+    host.container.put_archive("/usr/local/bin", emulated_host.tar_of({"spotwatch": (script, 0o755)}))
     watcher = ("python3 /usr/local/bin/spotwatch --cloud gcp --interval 0.5 --fallback-after 0.5 -- sleep 60 "
                "> /tmp/spotwatch.log 2>&1; echo $? > /tmp/spotwatch.rc")
     assert host.sh(f"nohup sh -c {shlex.quote(watcher)} >/dev/null 2>&1 &")[0] == 0

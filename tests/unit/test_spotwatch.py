@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from goldenenv import spotwatch
 from goldenenv.images.dockerfile import SPOTWATCH, dockerfile, write_context
+from goldenenv.images import bundle
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load
 
@@ -243,7 +245,7 @@ def test_the_watcher_is_copied_into_every_golden_image(tmp_path):
         assert f"COPY spotwatch.py {SPOTWATCH}\n" in dockerfile(load(name), "base:1")
     context = write_context(load("cpu-dev"), "base:1", BuildOptions(), tmp_path)
     copied = context / "spotwatch.py"
-    assert copied.read_bytes() == WATCHER.read_bytes()
+    assert copied.read_bytes() == bundle.spot_watcher()
     assert copied.stat().st_mode & 0o755 == 0o755
     assert copied.read_text().startswith("#!/usr/bin/env python3\n")
 
@@ -254,8 +256,8 @@ def test_the_watcher_imports_nothing_but_the_standard_library():
          f"runpy.run_path({str(WATCHER)!r}, run_name='__main__')"], capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
     assert "usage: goldenenv-spotwatch" in imported.stdout
-    source = WATCHER.read_text()
-    assert "goldenenv." not in source.replace("goldenenv-spotwatch", "")
+    for path in [WATCHER, *spotwatch.notice_files().values()]:
+        assert not re.search(r"^\s*(from|import)\s+goldenenv", path.read_text(), re.MULTILINE), path
 
 
 @pytest.fixture
@@ -378,7 +380,7 @@ def test_google_notice_deadline_is_its_thirty_seconds_and_false_is_no_notice(gce
 def test_google_refuses_a_request_without_metadata_flavor_which_the_watcher_always_sends(gce):
     state, url = gce
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(urllib.request.Request(url + spotwatch.GCP_NOTICE), timeout=5)
+        urllib.request.urlopen(urllib.request.Request(url + spotwatch.CLOUD_FACTS["gcp"].notice_path), timeout=5)
     assert caught.value.code == 403 and caught.value.headers["Metadata-Flavor"] == "Google"
     assert spotwatch.Metadata("gcp", url).notice() is None
     assert [flavor for _, _, flavor in gce_metadata.requests_of(state)] == ["-", "Google"]
@@ -394,9 +396,40 @@ def test_on_a_google_node_a_preemption_drains_it(tmp_path, gce, fake_scontrol):
     assert line.startswith("update nodename=gpu-0 state=drain reason=goldenenv spot: gcp preempt at ")
 
 
+def _spot_clouds() -> list[str]:
+    from goldenenv import clouds
+
+    return [name for name in clouds.names() if clouds.Capability.SPOT in clouds.get(name).capabilities]
+
+
+@pytest.mark.parametrize("cloud", _spot_clouds())
+def test_every_cloud_that_runs_spot_nodes_has_its_notice_module_found_and_bundled(cloud, tmp_path):
+    """A cloud of the registry that offers spot pools brings goldenenv/clouds/<cloud>/spot_notice.py: the watcher
+    finds it by discovery, polls its endpoint with its headers, and the image's watcher (one file, run alone with the
+    standard library only) offers it as --cloud."""
+    assert cloud in spotwatch.notice_files(), f"goldenenv/clouds/{cloud}/spot_notice.py is missing"
+    facts = spotwatch.CLOUD_FACTS[cloud]
+    assert facts.default_url.startswith("http://") and facts.notice_path.startswith("/") and facts.vendor
+    assert facts.machine_path is None or facts.machine_path.startswith("/")
+    assert spotwatch.VENDORS[facts.vendor] == cloud, "each cloud's DMI vendor is its own"
+    alone = tmp_path / "goldenenv-spotwatch"
+    alone.write_bytes(bundle.spot_watcher())
+    done = subprocess.run([sys.executable, "-I", "-S", str(alone), "--help"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert cloud in done.stdout.split("--cloud {")[1].split("}")[0].split(",")
+
+
+def test_a_cloud_without_spot_pools_has_no_notice_to_watch():
+    from goldenenv import clouds
+
+    assert set(spotwatch.CLOUDS) == set(_spot_clouds()), "a notice module for a cloud without spot pools, or none " \
+        "for one with them"
+    assert "local" in clouds.names() and "local" not in spotwatch.CLOUDS
+
+
 def test_the_cloud_facts_keep_aws_alibaba_and_google_as_they_were_and_add_azure():
     facts = spotwatch.CLOUD_FACTS
-    assert spotwatch.CLOUDS == ("aws", "alicloud", "gcp", "azure")
     assert (facts["aws"].notice_path, facts["alicloud"].notice_path) == (
         "/latest/meta-data/spot/instance-action", "/latest/meta-data/instance/spot/termination-time")
     assert facts["gcp"].headers == {"Metadata-Flavor": "Google"} and facts["gcp"].token_headers is None
@@ -482,9 +515,9 @@ def test_an_azure_preemption_of_this_vm_signals_the_training_and_every_poll_says
     assert "azure spot notice: preempt at" in err, err
     assert "(30 s left)" in err or "(29 s left)" in err, "Azure's 30-second Preempt notice, from NotBefore"
     asked = azure_imds.requests_of(state)
-    polls = [h for m, p, h in asked if p == spotwatch.AZURE_NOTICE]
+    polls = [h for m, p, h in asked if p == spotwatch.CLOUD_FACTS["azure"].notice_path]
     assert len(polls) >= 3 and set(polls) == {"true"}
-    names = [h for m, p, h in asked if p == spotwatch.AZURE_VM_NAME]
+    names = [h for m, p, h in asked if p == spotwatch.CLOUD_FACTS["azure"].machine_path]
     assert names == ["true"], "the VM's name is asked once"
 
 
@@ -511,22 +544,22 @@ def test_azure_notbefore_is_rfc_1123_and_blank_once_the_event_started():
         "ResourceType": "VirtualMachine", "Resources": ["WestNO_0", "WestNO_1"],
         "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT", "Description": "", "EventSource": "Platform",
         "DurationInSeconds": -1}]})
-    notice = spotwatch.azure_notice(body, "WestNO_1")
+    notice = spotwatch.NOTICES["azure"](body, "WestNO_1")
     assert (notice.action, notice.deadline) == ("preempt", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc))
-    assert spotwatch.azure_notice(body, "WestNO_2") is None, "another VM's event"
+    assert spotwatch.NOTICES["azure"](body, "WestNO_2") is None, "another VM's event"
     started = json.loads(body)
     started["Events"][0].update(EventStatus="Started", NotBefore="")
-    notice = spotwatch.azure_notice(json.dumps(started), "WestNO_0")
+    notice = spotwatch.NOTICES["azure"](json.dumps(started), "WestNO_0")
     assert notice.action == "preempt" and notice.deadline is None, "under way already: no deadline to show"
-    assert spotwatch.azure_notice(json.dumps({"DocumentIncarnation": 1, "Events": []}), "WestNO_0") is None
+    assert spotwatch.NOTICES["azure"](json.dumps({"DocumentIncarnation": 1, "Events": []}), "WestNO_0") is None
     with pytest.raises(spotwatch.MetadataError):
-        spotwatch.azure_notice("<html>proxy error</html>", "WestNO_0")
+        spotwatch.NOTICES["azure"]("<html>proxy error</html>", "WestNO_0")
 
 
 def test_azure_refuses_a_request_without_metadata_true_which_the_watcher_always_sends(azure):
     state, url = azure
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(urllib.request.Request(url + spotwatch.AZURE_NOTICE), timeout=5)
+        urllib.request.urlopen(urllib.request.Request(url + spotwatch.CLOUD_FACTS["azure"].notice_path), timeout=5)
     assert caught.value.code == 400
     assert json.loads(caught.value.read()) == {"error": "Bad request. Required metadata header not specified"}
     assert spotwatch.Metadata("azure", url).notice() is None

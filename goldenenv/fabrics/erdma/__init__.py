@@ -1,0 +1,28 @@
+"""eRDMA, Alibaba Cloud's elastic RDMA: its lock section (rdma-core packages), the image layer that installs them
+(templates/image/layer-erdma.j2), its boot check (templates/node/erdma-check.sh), the kernel module its host must
+load, and its registry entry. Its interfaces are laid out by goldenenv.clouds.alicloud.erdma; the node health judge
+counts its devices with health.py beside this file."""
+
+from __future__ import annotations
+
+from goldenenv.fabrics.model import Fabric, RdmaPackages
+
+__all__ = ["ERDMA_HOST_IMAGE", "Erdma"]
+"""What goldenenv.fabrics offers under its own name."""
+
+ORDER = 2
+"""Where eRDMA is listed among the fabrics (lock sections, messages): the order they were added."""
+
+ERDMA_HOST_IMAGE = ("an image of yours with Alibaba's eRDMA driver (its erdma_installer, or the public image's "
+                    "automatic eRDMA install at creation): Alibaba publishes it as an installer script, with no signed "
+                    "apt repository or checksum a host lock could pin")
+
+
+class Erdma(RdmaPackages):
+    """eRDMA: the erdma verbs provider is in ibverbs-providers since rdma-core 42."""
+
+
+FABRIC = Fabric(
+    "erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout", "image/layer-erdma.j2", "erdma",
+    Erdma, ("goldenenv-erdma.service", "erdma-check.sh"), layer_values=lambda s: {"packages": s.packages},
+    kernel_modules=("erdma",), host_image_hint=ERDMA_HOST_IMAGE)
