@@ -232,15 +232,11 @@ def _storage_lines(spec: ClusterSpec, currency: str, head: Any = None) -> list[L
     if head is not None:
         volumes += head.root_volume_gib
         each.append(f"1 × {head.root_volume_gib} GiB head root")
-    tier = BLOCK_VOLUME_TIER.get(spec.cloud, "")
+    tier = catalog.boot_volume_tier(spec.cloud)
     lines.append(_per_gb_month(
         "block volumes", spec, "block-volume", tier, volumes, " + ".join(each) + (f" ({tier})" if tier else ""),
         currency))
     return lines
-
-
-BLOCK_VOLUME_TIER = {"aws": "gp3"}
-"""The volume type each cloud's node pools boot from (clouds/aws/nodes.py launches gp3 root volumes)."""
 
 
 def _per_gb_month(name: str, spec: ClusterSpec, item: str, tier: str, gb: float, quantity: str,

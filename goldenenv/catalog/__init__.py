@@ -571,6 +571,13 @@ def service_price(table: str, cloud: str, item: str, region: str, tier: str = ""
     return (exact or candidates or [None])[0]
 
 
+def boot_volume_tier(cloud: str) -> str:
+    """The block-volume tier a cloud's nodes and head boot from, as storage_prices.csv names it (the cloud's
+    boot_volumes.csv: AWS's gp3); "" when the cloud lists none, whose block-volume row without a tier is then the
+    price of its boot disks."""
+    return next((r["tier"] for r in _read("boot_volumes") if r["cloud"] == cloud), "")
+
+
 def spot_price(cloud: str, instance_type: str, region: str) -> Price | None:
     """A dated spot snapshot (data/spot_prices.csv) as a Price with capacity `spot` and `as_of` the snapshot's date;
     None when the table has none for the type in this region (another region's snapshot is not this region's price).

@@ -98,3 +98,17 @@ def test_a_clouds_rows_carry_its_name(cloud):
                 written = list(csv.DictReader(f))
             assert written, f"{cloud}/catalog/{entry.name} is empty"
             assert [r for r in catalog.rows(table) if r["cloud"] == cloud] == [{"cloud": cloud, **r} for r in written]
+
+
+@pytest.mark.parametrize("cloud", clouds.names())
+def test_the_boot_volume_tier_a_cloud_lists_is_one_it_prices(cloud):
+    """costs prices the nodes' and head's boot disks at the cloud's boot_volumes.csv tier (AWS: gp3)."""
+    priced = {r["tier"] for r in catalog.rows("storage_prices") if (r["cloud"], r["item"]) == (cloud, "block-volume")}
+    assert not priced or catalog.boot_volume_tier(cloud) in priced, (
+        f"{cloud}'s boot volume tier {catalog.boot_volume_tier(cloud)!r} has no block-volume row in its "
+        f"storage_prices.csv (tiers priced: {sorted(priced)})")
+
+
+def test_aws_nodes_boot_disks_are_priced_as_gp3():
+    assert catalog.boot_volume_tier("aws") == "gp3"
+    assert catalog.boot_volume_tier("gcp") == ""

@@ -31,20 +31,24 @@ from shipped import STACKS, pulumi_stacks
 
 runner = CliRunner()
 SHIPPED = pulumi_stacks()
-DATA = Path(catalog.__file__).parent / "data"
+CLOUDS = Path(clouds.__file__).parent
 RUN_HOURS = 1000
 NODES = 8
 """Enough node-hours that the gap between spot and on-demand outweighs every line the capacity does not move."""
 
 
-def _csv(name: str) -> list[dict[str, str]]:
-    with open(DATA / name, newline="") as f:
+def _csv(name: str, cloud: str) -> list[dict[str, str]]:
+    """A cloud's rows of a catalog table, from its own file (goldenenv/clouds/<cloud>/catalog/<name>)."""
+    path = CLOUDS / cloud / "catalog" / name
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
 def _row(table: str, cloud: str, instance_type: str, region: str) -> float | None:
-    for r in _csv(table):
-        if (r["cloud"], r["instance_type"], r["region"]) == (cloud, instance_type, region) and \
+    for r in _csv(table, cloud):
+        if (r["instance_type"], r["region"]) == (instance_type, region) and \
                 r.get("capacity", "on-demand") == "on-demand":
             return float(r["usd_per_hour"])
     return None
@@ -125,7 +129,7 @@ def test_allow_over_budget_goes_ahead_and_says_the_fallback_is_over(cloud, stack
 def _priced_elsewhere_only(monkeypatch, cloud: str, instance_type: str, region: str) -> str:
     """The catalog as it would be if the type's rows in `region` (on-demand and spot) were another region's (the
     case that used to be priced silently from there): returns that other region."""
-    elsewhere = next(r["region"] for r in _csv("prices.csv") if r["cloud"] == cloud and r["region"] != region)
+    elsewhere = next(r["region"] for r in _csv("prices.csv", cloud) if r["region"] != region)
     rows = catalog._prices()
     moved = tuple(replace(p, region=elsewhere) if (p.cloud, p.instance_type, p.region) == (cloud, instance_type, region)
                   else p for p in rows)
