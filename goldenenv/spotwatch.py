@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import email.utils
-import functools
 import os
 import signal
 import subprocess
@@ -86,7 +85,8 @@ def _load_notice_modules() -> dict[str, ModuleType]:
 
 NOTICE_MODULES = _load_notice_modules()
 """cloud -> its spot notice module: VENDOR, METADATA_URL, NOTICE_PATH, TOKEN_HEADERS, HEADERS, MACHINE_PATH and
-notice(body, this machine's name or None, core)."""
+notice(body, this machine's name or None, core): (action, deadline or None, raw) or None, never naming its cloud
+(the folder names it)."""
 CLOUD_FACTS = {cloud: CloudFacts(m.VENDOR, m.NOTICE_PATH, m.TOKEN_HEADERS, dict(m.HEADERS), m.METADATA_URL,
                                  machine_path=m.MACHINE_PATH) for cloud, m in NOTICE_MODULES.items()}
 CLOUDS = tuple(CLOUD_FACTS)
@@ -199,8 +199,14 @@ class Metadata:
         return NOTICES[self.cloud](body, machine)
 
 
-NOTICES = {cloud: functools.partial(module.notice, core=sys.modules[__name__])
-           for cloud, module in NOTICE_MODULES.items()}
+def _reader(cloud: str, module: ModuleType, core: ModuleType):
+    def read(body: str, machine: str | None = None) -> Notice | None:
+        found = module.notice(body, machine, core)
+        return None if found is None else Notice(cloud, *found)
+    return read
+
+
+NOTICES = {cloud: _reader(cloud, module, sys.modules[__name__]) for cloud, module in NOTICE_MODULES.items()}
 """cloud -> parser(body, this machine's name or None): the Notice, or None when the answer holds none for it."""
 
 

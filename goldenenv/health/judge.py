@@ -94,6 +94,9 @@ FABRIC_JUDGES = _load_fabric_judges()
 """fabric name -> its health module: EVIDENCE (the commands its nodes run), LOOPBACK (the one of them whose failed
 run is a finding, or None), judge(judgement, core) and ORDER."""
 FABRICS = (*FABRIC_JUDGES, "none")
+_CORE = sys.modules[__name__]
+"""This module, as the fabric judges get it (its readers of command output), taken while it loads: run as a script
+its name may be gone from sys.modules by the time a node is judged."""
 globals().update({name: getattr(module, name) for module in FABRIC_JUDGES.values() for name in module.__all__})
 
 _NODE_EVIDENCE: Dict[str, Evidence] = {
@@ -861,7 +864,7 @@ def judge(evidence: Dict[str, str], expect: dict, rules: dict, node: str) -> Lis
     if applies(EVIDENCE["fabric_manager"], expect):
         _judge_fabric_manager(j)
     if expect["fabric"] in FABRIC_JUDGES:
-        FABRIC_JUDGES[expect["fabric"]].judge(j, sys.modules[__name__])
+        FABRIC_JUDGES[expect["fabric"]].judge(j, _CORE)
     _judge_dcgm(j)
     _judge_loopback(j)
     return j.findings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -418,6 +419,20 @@ def test_every_cloud_that_runs_spot_nodes_has_its_notice_module_found_and_bundle
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert cloud in done.stdout.split("--cloud {")[1].split("}")[0].split(",")
+
+
+def test_a_copied_cloud_folder_with_a_notice_module_is_watched_by_its_own_name(tmp_path):
+    """A renamed copy of a cloud's spot notice module, beside a copy of the watcher, is found with no other file
+    changed, and its notices say its folder's name."""
+    (tmp_path / "clouds" / "scratch").mkdir(parents=True)
+    shutil.copy(WATCHER, tmp_path / "spotwatch.py")
+    shutil.copy(spotwatch.notice_files()["gcp"], tmp_path / "clouds" / "scratch" / "spot_notice.py")
+    probe = ("import runpy, sys; w = runpy.run_path(sys.argv[1]); n = w['NOTICES']['scratch']('TRUE');"
+             "print(w['CLOUDS'], n.cloud, n.action)")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tmp_path / "spotwatch.py")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["('scratch',)", "scratch", "preempt"]
 
 
 def test_a_cloud_without_spot_pools_has_no_notice_to_watch():

@@ -2,7 +2,8 @@
 instance/spot/termination-time.
 
 Standard library only, Python 3.8+, and no import of goldenenv: goldenenv.spotwatch loads this file by discovery
-(from goldenenv/clouds/alicloud/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`.
+(from goldenenv/clouds/alicloud/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`;
+`notice` says (action, deadline or None, what the endpoint said) or None, and the watcher adds whose it is.
 Sources: ECS "Instance metadata" (hardened mode's token; the service at 100.100.100.200) and "Preemptible instances"
 (spot/termination-time).
 """
@@ -22,4 +23,4 @@ MACHINE_PATH = None
 
 def notice(body, machine, core):
     """spot/termination-time: the UTC time of the release."""
-    return core.Notice("alicloud", "terminate", core.parse_time(body), body.strip())
+    return "terminate", core.parse_time(body), body.strip()

@@ -2,7 +2,8 @@
 naming this VM.
 
 Standard library only, Python 3.8+, and no import of goldenenv: goldenenv.spotwatch loads this file by discovery
-(from goldenenv/clouds/azure/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`.
+(from goldenenv/clouds/azure/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`;
+`notice` says (action, deadline or None, what the endpoint said) or None, and the watcher adds whose it is.
 Sources: Azure "Instance Metadata Service" and "Scheduled Events for Linux VMs": every request carries Metadata: true
 (else 400), none carries X-Forwarded-For; a scale set's events list the VMs they concern, by name (compute/name:
 <scale set>_<instance id>). DMI board/sys vendor "Microsoft Corporation" (cloud-init's tools/hook-dhclient tests it
@@ -43,5 +44,5 @@ def notice(body, machine, core):
         if action and me in (str(r).casefold() for r in event.get("Resources") or []):
             raw = json.dumps({k: event.get(k) for k in ("EventId", "EventType", "EventStatus", "NotBefore")
                               if k in event})
-            return core.Notice("azure", action, core.parse_http_date(str(event.get("NotBefore") or "")), raw)
+            return action, core.parse_http_date(str(event.get("NotBefore") or "")), raw
     return None

@@ -1,7 +1,8 @@
 """How a Compute Engine node learns of its preemption, as goldenenv-spotwatch reads it: instance/preempted.
 
 Standard library only, Python 3.8+, and no import of goldenenv: goldenenv.spotwatch loads this file by discovery
-(from goldenenv/clouds/gcp/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`.
+(from goldenenv/clouds/gcp/, or bundled into the golden image's watcher) and hands itself to `notice` as `core`;
+`notice` says (action, deadline or None, what the endpoint said) or None, and the watcher adds whose it is.
 Sources: Compute Engine "View and query VM metadata" (every request carries Metadata-Flavor: Google, else 403),
 "Spot VMs" (the preemption process) and "Create and use Spot VMs" (detect the preemption of a Spot VM).
 """
@@ -27,4 +28,4 @@ def notice(body, machine, core):
     if body.strip().upper() != "TRUE":
         return None
     deadline = datetime.now(timezone.utc) + timedelta(seconds=GCP_NOTICE_S)
-    return core.Notice("gcp", "preempt", deadline.replace(microsecond=0), body.strip())
+    return "preempt", deadline.replace(microsecond=0), body.strip()
