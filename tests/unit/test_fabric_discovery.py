@@ -16,6 +16,7 @@ import pytest
 from goldenenv import fabrics
 from goldenenv.catalog import health
 from goldenenv.health import judge
+from goldenenv.render import TEMPLATES
 
 PACKAGE = Path(fabrics.__file__).resolve().parents[1]
 SMALLEST = "erdma"
@@ -116,3 +117,18 @@ def test_two_folders_offering_one_name_are_refused(monkeypatch):
     twin.Efa = object()
     with pytest.raises(RuntimeError, match="offers Efa, which goldenenv.fabrics offers too"):
         fabrics.offered({"twin": twin})
+
+
+@pytest.mark.parametrize("name", list(fabrics.FABRICS))
+def test_every_fabric_of_the_registry_brings_what_its_record_names(name):
+    """Held to every fabric folder, the day it is added: its layer and boot check templates exist, its layout
+    function resolves, its lock section's model is its own, and the health judge counts it or it says `none`."""
+    fabric = fabrics.get(name)
+    templates = TEMPLATES
+    assert (templates / fabric.image_layer).is_file(), f"{name}: no template {fabric.image_layer}"
+    if fabric.boot_check:
+        unit, script = fabric.boot_check
+        assert (templates / "node" / f"{unit}.j2").is_file() and (templates / "node" / f"{script}.j2").is_file()
+    assert callable(fabric.layout_function())
+    assert fabric.lock_section in fabrics.sections() and fabric.section.__module__.startswith("goldenenv.fabrics.")
+    assert fabric.health_fabric in judge.FABRICS, f"{name}: the judge counts no {fabric.health_fabric!r}"
