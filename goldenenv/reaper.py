@@ -35,7 +35,6 @@ are reaped, so Lambda's Errors metric counts it and the error names it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -152,8 +151,9 @@ class Report:
         return lines
 
 
-class Unjudgeable(ValueError):
-    """A node whose tags or description do not allow a decision; it is reported and skipped."""
+Unjudgeable = stopcore.Unjudgeable
+"""A node whose tags or description do not allow a decision (the stop core's, which ttl_due raises too): it is
+reported and skipped."""
 
 
 def error_code(error: BaseException) -> str:
@@ -306,20 +306,14 @@ def _expiry(instance: dict[str, Any], now: datetime) -> str | Decision:
     raw = tags.get(TTL_TAG_KEY)
     if raw is None:
         return Decision(instance_id, f"no {TTL_TAG_KEY} tag: no time to live")
-    try:
-        hours = float(raw)
-    except ValueError:
-        hours = math.nan
-    if not (math.isfinite(hours) and hours > 0):
+    hours = stopcore.positive(raw)
+    if hours is None:
         raise Unjudgeable(f"{TTL_TAG_KEY} tag {raw!r} is not a positive number of hours")
     launched = instance.get("LaunchTime")
     if not isinstance(launched, datetime) or launched.tzinfo is None:
         raise Unjudgeable(f"no launch time in its description ({launched!r}): its time to live cannot be counted")
-    try:
-        due = stopcore.ttl_due(launched, hours, now, since="launch")
-        expires = launched + timedelta(hours=hours)
-    except OverflowError:
-        raise Unjudgeable(f"{TTL_TAG_KEY} tag {raw!r} runs past the last date Python can count") from None
+    due = stopcore.ttl_due(launched, hours, now, since="launch")
+    expires = launched + timedelta(hours=hours)
     return due or Decision(instance_id, f"expires at {expires.isoformat()} ({raw} h after launch)")
 
 

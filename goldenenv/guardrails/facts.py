@@ -327,21 +327,21 @@ def provider_facts() -> tuple[ProviderFacts, ...]:
     global _found
     if not _found:
         clouds = importlib.import_module(FACTS_PACKAGE)
-        for cloud in pkgutil.iter_modules(clouds.__path__):
-            folder = os.path.join(getattr(cloud.module_finder, "path", ""), cloud.name)
-            if not cloud.ispkg or FACTS_MODULE not in {m.name for m in pkgutil.iter_modules([folder])}:
+        for found in pkgutil.iter_modules(clouds.__path__):
+            folder = os.path.join(getattr(found.module_finder, "path", ""), found.name)
+            if not found.ispkg or FACTS_MODULE not in {m.name for m in pkgutil.iter_modules([folder])}:
                 continue
             try:
-                facts_module = importlib.import_module(f"{FACTS_PACKAGE}.{cloud.name}.{FACTS_MODULE}")
+                facts_module = importlib.import_module(f"{FACTS_PACKAGE}.{found.name}.{FACTS_MODULE}")
             except ModuleNotFoundError as e:
                 from goldenenv.clouds import is_provider
 
-                if is_provider(e, cloud.name):
+                if is_provider(e, found.name):
                     continue  # its provider is not installed (an extra): nothing of that cloud can be planned
                 raise
             facts = getattr(facts_module, "FACTS", None)
             if not isinstance(facts, ProviderFacts):
-                raise TypeError(f"{FACTS_PACKAGE}.{cloud.name}.{FACTS_MODULE} must define FACTS, a ProviderFacts")
+                raise TypeError(f"{FACTS_PACKAGE}.{found.name}.{FACTS_MODULE} must define FACTS, a ProviderFacts")
             PROVIDERS.setdefault(facts.name, facts)
         _found = True
     return tuple(PROVIDERS.values())

@@ -219,6 +219,18 @@ def test_the_time_to_live_counts_from_the_start_and_an_unknown_start_is_reported
         stopcore.ttl_due(datetime(2026, 7, 1), 24, NOW)
 
 
+def test_a_time_to_live_past_the_calendars_end_is_reported_not_raised():
+    """A TTL tag or setting of 1e12 hours: the node is reported as unjudgeable, the invocation goes on."""
+    with pytest.raises(stopcore.Unjudgeable, match="1000000000000 h runs past the last date"):
+        stopcore.ttl_due(NOW, 1e12, NOW)
+
+
+def test_the_bills_clock_turns_a_naive_moment_as_utc():
+    """Literal anchor: 2026-12-31 23:30 UTC is 2027-01-01 07:30 in Beijing (UTC+8)."""
+    assert stopcore.on_clock(datetime(2026, 12, 31, 23, 30), stopcore.BEIJING).strftime("%Y-%m-%d %H:%M") == \
+        "2027-01-01 07:30"
+
+
 @pytest.mark.parametrize("values,idle", [
     ([0.1] * 6, True),
     ([0.1] * 5, True),  # the newest period may not be written yet
@@ -236,6 +248,18 @@ def test_idle_needs_the_window_covered_and_every_period_under_the_threshold(valu
 def test_the_idle_threshold_is_half_a_core_capped_at_five_percent():
     assert stopcore.idle_cpu_percent(96) == pytest.approx(50 / 96)
     assert stopcore.idle_cpu_percent(4) == 5.0
+
+
+@pytest.mark.parametrize("vcpus,percent", [(192, 0.2604), (96, 0.5208), (16, 3.125), (8, 5.0), (4, 5.0)])
+def test_every_clouds_idle_threshold_is_the_cores(vcpus, percent):
+    """AWS's idle alarm, Azure's function setting and Google's function (stopcore itself) apply one rule: a p5's 192
+    vCPUs are idle under 0.26 % (half a core), a g5.2xlarge's 8 under 5 %."""
+    from goldenenv.clouds.aws import teardown
+    from goldenenv.clouds.azure import budget as azure_budget
+
+    assert stopcore.idle_cpu_percent(vcpus) == pytest.approx(percent, abs=1e-4)
+    assert teardown.idle_cpu_threshold(vcpus) == stopcore.idle_cpu_percent(vcpus)
+    assert azure_budget.idle_cpu_percent(vcpus) == stopcore.idle_cpu_percent(vcpus)
 
 
 @pytest.mark.parametrize("text,value", [("24", 24.0), ("0", None), ("-1", None), ("nan", None), ("inf", None),

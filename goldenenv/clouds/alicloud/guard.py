@@ -241,23 +241,17 @@ def rpc_client(endpoint: str, version: str, credentials: Credentials, timeout: f
 # ---------------------------------------------------------------- the bill
 
 def billing_time(now: datetime) -> datetime:
-    """`now` on the bill's clock (BILLING_TZ; a naive `now` is taken as UTC): 2026-12-31T23:30Z is already
-    2027-01-01 07:30 there, so the bill month is 2027-01."""
-    return (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).astimezone(BILLING_TZ)
+    """`now` on the bill's clock (BILLING_TZ), by the stop core's rule (stopcore.on_clock)."""
+    return stopcore.on_clock(now, BILLING_TZ)
 
 
 def bill_amount(value: Any, where: str) -> float:
-    """A bill amount as a finite float: a JSON number, or text that reads as one; UnreadableBill otherwise (NaN,
+    """A bill amount as a finite float by the stop core's rule (stopcore.amount); UnreadableBill otherwise (NaN,
     Infinity, other text, null, a missing amount)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a number")
     try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except (ValueError, OverflowError):
-        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a number") from None
-    if not math.isfinite(number):
-        raise UnreadableBill(f"{where}: PretaxAmount {value!r} is not a finite number")
-    return number
+        return stopcore.amount(value, f"{where}: PretaxAmount")
+    except stopcore.Unreadable as problem:
+        raise UnreadableBill(str(problem)) from None
 
 
 def _item_name(item: dict[str, Any], page: int, n: int) -> str:
@@ -298,7 +292,7 @@ def month_spend(bill: Call, stack: str, cycle: str, clock: stopcore.Clock | None
             total += bill_amount(item["PretaxAmount"], where)
             currencies.add(str(item.get("Currency") or ""))
     if not math.isfinite(total):
-        raise UnreadableBill(f"the amounts sum to {total}, not a finite number")
+        raise UnreadableBill(f"the amounts sum to {total}, not a finite amount")
     return total, currencies
 
 
@@ -670,7 +664,7 @@ def budget_from_env(env: dict[str, str]) -> Budget:
         project=env[PROJECT_ENV], stack=env[STACK_ENV], region=env[REGION_ENV],
         monthly_limit=float(env[LIMIT_ENV]), currency=env.get(CURRENCY_ENV, "USD"),
         thresholds=tuple(int(t) for t in env.get(THRESHOLDS_ENV, "").split(",") if t.strip()),
-        hard_stop=env.get(HARD_STOP_ENV, "false").strip().lower() == "true",
+        hard_stop=stopcore.flag(env.get(HARD_STOP_ENV)),
     )
 
 

@@ -40,6 +40,7 @@ import pulumi_aws as aws
 from goldenenv import reaper
 from goldenenv.clouds.aws import privilege
 from goldenenv.clouds.aws.iam import assumed_by
+from goldenenv.clouds import stopcore
 from goldenenv.clouds.aws.limits import partition
 from goldenenv.clouds.base import STOP_CORE
 
@@ -402,6 +403,5 @@ def reaper_policy(project: str, stack: str, log_group_arn: str, *, records_hard_
 
 
 def idle_cpu_threshold(vcpus: int) -> float:
-    """Idle means less than half a core busy (capped at 5 %): a GPU job keeps about one core per GPU busy,
-    which on a 192-vCPU p5 is only ~4 % CPU, so a fixed 5 % would stop working nodes."""
-    return min(5.0, 50.0 / vcpus)
+    """The idle alarm's CPU threshold: the stop core's rule on every cloud (stopcore.idle_cpu_percent)."""
+    return stopcore.idle_cpu_percent(vcpus)

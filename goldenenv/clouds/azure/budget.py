@@ -66,6 +66,7 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 
+from goldenenv.clouds import stopcore
 from goldenenv.clouds.azure import global_name, hardening, mock_guid, privilege, resource_name, roles
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
 from goldenenv.clouds.base import STOP_CORE, FunctionSource, stable_number
@@ -477,8 +478,8 @@ def compute_actions(args: BudgetStopArgs) -> list[str]:
 
 
 def idle_cpu_percent(vcpus: int | None) -> float:
-    """Idle: under min(5 %, half a core) of CPU (goldenenv.clouds.aws.teardown.idle_cpu_threshold)."""
-    return min(5.0, 50.0 / vcpus) if vcpus else stopfn.DEFAULT_IDLE_CPU_PERCENT
+    """Idle: the stop core's threshold (stopcore.idle_cpu_percent); the function's default with no vCPU count."""
+    return stopcore.idle_cpu_percent(vcpus) if vcpus else stopfn.DEFAULT_IDLE_CPU_PERCENT
 
 
 def function_environment(args: BudgetStopArgs) -> dict[str, str]:
