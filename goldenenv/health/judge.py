@@ -59,7 +59,8 @@ class Evidence:
     timeout_s: int
     level: str
     applies: str
-    """gpus (GPUs expected) | fabric=<efa|ib|erdma> | nvlinks (NVLinks expected) | nvswitch (NVSwitch board)"""
+    """gpus (GPUs expected) | fabric=<a fabric of FABRIC_JUDGES> | nvlinks (NVLinks expected) | nvswitch (NVSwitch
+    board)"""
     required: bool
     """The node must show it: missing is a finding. Optional evidence (DCGM, loopback) counts when present."""
     fallback: Tuple[str, ...] = ()
@@ -97,7 +98,9 @@ FABRICS = (*FABRIC_JUDGES, "none")
 _CORE = sys.modules[__name__]
 """This module, as the fabric judges get it (its readers of command output), taken while it loads: run as a script
 its name may be gone from sys.modules by the time a node is judged."""
-globals().update({name: getattr(module, name) for module in FABRIC_JUDGES.values() for name in module.__all__})
+FABRIC_NAMES = {name: getattr(module, name) for module in FABRIC_JUDGES.values() for name in module.__all__}
+"""What the fabric judges offer under this module's name (each one's __all__: EFA's fi_info path ...)."""
+globals().update(FABRIC_NAMES)
 
 _NODE_EVIDENCE: Dict[str, Evidence] = {
     "gpus": Evidence("nvidia_smi_gpus.csv", ("nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS),
