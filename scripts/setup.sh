@@ -2,12 +2,16 @@
 # Create .venv (the virtualenv Pulumi.yaml names) and install goldenenv, editable from this checkout, with its pinned
 # dependencies (pyproject.toml). It says what it installs and how big before it starts, then a line per phase with the
 # seconds since the start, and a line at least every 10 s, at a terminal as in a pipe or a CI log.
-#   ./scripts/setup.sh          what the goldenenv command needs
-#   ./scripts/setup.sh --test   and the test suite's own dependencies (what ./scripts/test.sh asks for)
+#   ./scripts/setup.sh                  what the goldenenv command needs, and no cloud's provider: the local flow
+#   ./scripts/setup.sh --cloud aws,gcp  and those clouds' Pulumi providers (pyproject.toml's extras aws, alicloud, gcp,
+#                                       azure; all: every one); the clouds installed before stay
+#   ./scripts/setup.sh --test           and the test suite's own dependencies, with every cloud (what ./scripts/test.sh
+#                                       asks for)
 # uv (pinned below) installs: it downloads in parallel and does not byte-compile the cloud providers' tens of thousands
 # of files (Python compiles a module the first time it is imported). Where uv cannot be installed or fails, or with
 # GOLDENENV_INSTALLER=pip, pip installs instead (also without byte-compiling), slower. A second run with pyproject.toml
-# unchanged does nothing; after a change it installs only what changed.
+# unchanged and no new extra asked does nothing (the stamp, $VENV/.goldenenv-installed, holds pyproject.toml's
+# fingerprint and the extras installed); after a change it installs only what changed, with the extras installed then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/progress.sh
@@ -16,37 +20,42 @@ UV_VERSION=0.13.9  # https://pypi.org/project/uv/
 PIP_VERSION=26.3   # https://pypi.org/project/pip/ : the virtualenv's own pip, which `goldenenv image pin` runs
 VENV=.venv
 
-case "${1:-}" in
-    "") extra="" ;;
-    --test) extra="test" ;;
-    *)
-        echo "setup.sh: unknown option '$1'; valid: --test (add the test suite's dependencies) or nothing" >&2
-        exit 2
-        ;;
-esac
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "setup.sh: goldenenv needs Python 3.11 or later (pyproject.toml's requires-python);" \
         "python3 here is $(python3 --version 2>&1)" >&2
     exit 2
 fi
-target=".${extra:+[$extra]}"
-stamp="$VENV/.goldenenv-installed${extra:+-$extra}"
+stamp="$VENV/.goldenenv-installed"
 fingerprint=$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
+stamped="" had=""  # the stamp's fingerprint, and the extras installed then
+if [[ -f $stamp ]]; then
+    read -r stamped had <"$stamp" || true
+fi
 
-if [[ -x $VENV/bin/goldenenv && -f $stamp && $(<"$stamp") == "$fingerprint" ]]; then
-    say "goldenenv${extra:+ with its $extra dependencies} is already installed in $VENV and pyproject.toml has not" \
+# extras: what to install (.[aws,gcp]); covers: every extra that holds; providers: the clouds' providers among them
+extras="" covers="" providers="" disk_mb=""
+choice=$(python3 scripts/lib/extras.py "$@") || exit 2  # a wrong option or cloud: said there
+eval "$choice"
+if [[ -x $VENV/bin/goldenenv && $stamped == "$fingerprint" ]] &&
+    python3 -c 'import sys; sys.exit(not set(sys.argv[1].split()) <= set(sys.argv[2].split()))' "$covers" "$had"; then
+    say "goldenenv${had:+ with the extras $had} is already installed in $VENV and pyproject.toml has not" \
         "changed since; nothing to do (delete $stamp to install again)"
     exit 0
 fi
+# a rerun keeps what the set-ups before installed (their clouds, at pyproject.toml's pins now)
+eval "$(python3 scripts/lib/extras.py "$@" --had "$had")"
+target=".${extras:+[$extras]}"
 
-providers=$(python3 -c 'import re, tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print(", ".join(m[1] for d in deps if (m := re.match(r"pulumi-([a-z-]+)==", d))))')
+if [[ -n $providers ]]; then
+    what="Pulumi with the providers of $providers (most of the size)"
+else
+    what="Pulumi without any cloud's provider (the local flow needs none: ./scripts/setup.sh --cloud aws adds one)"
+fi
 say "installing goldenenv (editable: this checkout's code) and its pinned dependencies (pyproject.toml)" \
-    "${extra:+with the $extra extra }into $VENV: Pulumi with the providers of $providers (most of the size), boto3," \
-    "Docker's SDK, pydantic, typer, rich, matplotlib, pytest"
-say "about 800 MB on disk and 110 MB to download; a first run takes under a minute on 2 cores with uv (the" \
-    "downloads dominate), about 2 minutes with pip; with uv's cache warm, about 20 s"
+    "${extras:+with the extras $extras }into $VENV: $what, boto3, Docker's SDK, pydantic, typer, rich, matplotlib," \
+    "pytest"
+say "about $disk_mb MB on disk; a first run takes under a minute on 2 cores with uv (the downloads dominate), about 2 minutes with" \
+    "pip; with uv's cache warm, about 20 s"
 
 installer=${GOLDENENV_INSTALLER:-uv}
 if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c '' 2>/dev/null; then
@@ -106,8 +115,5 @@ install_with_uv || install_with_pip
 
 say "checking that the command runs: $VENV/bin/goldenenv --help (its first start compiles what it imports)"
 run_step "goldenenv --help" bash -c '"$1" --help >/dev/null' check "$VENV/bin/goldenenv"
-echo "$fingerprint" >"$stamp"
-if [[ -n $extra ]]; then
-    echo "$fingerprint" >"$VENV/.goldenenv-installed"  # the extra's set-up includes the plain one
-fi
+echo "$fingerprint $covers" >"$stamp"
 say "done: goldenenv is installed in $VENV; try $VENV/bin/goldenenv --help"

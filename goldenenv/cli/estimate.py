@@ -147,7 +147,6 @@ def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
     """The stack's first GPU pool (instance type, nodes), its lock (DeepSpeed's pin) and goldenenv:run."""
     from goldenenv import catalog
     from goldenenv import estimate as est
-    from goldenenv.cli.common import stack_spec
 
     from goldenenv import project
 
@@ -156,7 +155,7 @@ def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
     except project.NoProject as e:
         problems.append(f"--stack: {e}")
         return {}, {}
-    spec = stack_spec(stack)
+    spec = _stack_spec(stack)
     where = f"Pulumi.{stack}.yaml"
     values: dict = {"lock": spec.image.lock}
     names = {"lock": f"{where}: goldenenv:image.lock"}
@@ -183,6 +182,24 @@ def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
             for key, value in extra.items():
                 values[key], names[key] = value, f"{where}: goldenenv:run.estimate.{key}"
     return values, names
+
+
+def _stack_spec(stack: str):
+    """The stack's spec, checked by its cloud where the cloud's provider is installed: estimate reads only the
+    catalog, so a stack on a cloud whose extra is not installed is read without that cloud's own checks (they live in
+    its package, which imports the provider)."""
+    from goldenenv import clouds, stackconfig
+    from goldenenv.cli.common import fail
+    from goldenenv.lifecycle import load_spec
+    from goldenenv.plan import stack_file
+    from goldenenv.spec import ConfigError
+
+    try:
+        return load_spec(stack)
+    except clouds.ProviderMissing:
+        return stackconfig.load(stack, *stackconfig.namespaced(stackconfig.read_stack_file(stack_file(stack))))
+    except ConfigError as e:
+        fail(e, stack_file(stack))
 
 
 def _camel(key: str) -> str:

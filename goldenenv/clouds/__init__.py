@@ -2,18 +2,89 @@
 
 A cloud package defines one class whose `name` is the package's name (AwsCloud in clouds/aws, ...). Each is
 imported only when its cloud is used, so a stack on one cloud never loads another cloud's provider SDK.
+
+A cloud's provider SDK (pulumi_aws, ...) is an extra of goldenenv's named after the cloud (`goldenenv[aws]`), which
+only those who use that cloud install: the local flow needs none. Looking a cloud up for work that needs its provider
+(`get`, `load`) while the provider is missing raises ProviderMissing, which says the one command that adds it.
 """
 
 import importlib
+import importlib.metadata
 import inspect
 import pkgutil
+import re
 
 from goldenenv.clouds.base import DESTROYING_ENV, BuildContext, Capability, Cloud, get, names, register, validate
+from goldenenv.spec import ConfigError, Problem
+
+PROVIDER_PREFIX = "pulumi_"
+"""Every Pulumi provider SDK's Python package starts so (pulumi_aws, pulumi_azure_native: the import name of the
+pulumi-<provider> distribution, https://www.pulumi.com/docs/iac/languages-sdks/python/)."""
+
+
+def install_command(cloud: str) -> str:
+    """The one command that adds a cloud's provider: setup.sh in a checkout, else pip with the cloud's extra."""
+    return f"./scripts/setup.sh --cloud {cloud} (or pip install 'goldenenv[{cloud}]')"
+
+
+class ProviderMissing(ConfigError):
+    """A cloud was looked up for work that needs its provider SDK, and that SDK is not installed (the extra was not
+    asked for at set-up). Rendered as any bad input is: a heading, then the key and what to do; exit 2."""
+
+    heading = "a cloud's provider is not installed"
+    about = "install"
+    """Not about the stack file, so a command names no file under the heading."""
+
+    def __init__(self, cloud: str, module: str):
+        super().__init__([Problem("goldenenv:cloud", f"{cloud} needs its provider: {install_command(cloud)}")])
+        self.cloud = cloud
+        self.module = module
+        """The provider module that could not be imported (pulumi_aws)."""
+
+
+def _extra_modules(cloud: str) -> set[str]:
+    """The import names of the distributions goldenenv's extra for this cloud asks for, from the installed
+    metadata (`pulumi-aws==7.51.1; extra == "aws"` -> pulumi_aws); empty when goldenenv is not installed."""
+    try:
+        requires = importlib.metadata.requires("goldenenv") or []
+    except importlib.metadata.PackageNotFoundError:
+        return set()
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(cloud)}["']""")
+    return {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("-", "_")
+            for r in requires if marker.search(r)}
+
+
+def load(cloud: str, module: str = ""):
+    """goldenenv.clouds.<cloud>[.<module>], imported; ProviderMissing when the import stops at the cloud's provider
+    SDK (a Pulumi provider package, or a module its extra installs). Any other missing module is a fault, raised."""
+    name = f"{__name__}.{cloud}" + (f".{module}" if module else "")
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if is_provider(e, cloud):
+            raise ProviderMissing(cloud, e.name or "") from None
+        raise
+
+
+def is_provider(error: ModuleNotFoundError, cloud: str) -> bool:
+    """Whether a failed import stopped at a cloud's provider SDK: a Pulumi provider package, or a module the cloud's
+    extra installs (what a user adds with install_command), rather than at a fault in goldenenv."""
+    top = (error.name or "").split(".")[0]
+    return top.startswith(PROVIDER_PREFIX) or top in _extra_modules(cloud)
+
+
+def installed(cloud: str) -> bool:
+    """Whether the cloud's package imports, its provider with it (False: its extra is not installed)."""
+    try:
+        load(cloud)
+    except ProviderMissing:
+        return False
+    return True
 
 
 def _factory(package: str):
     def make() -> Cloud:
-        module = importlib.import_module(f"{__name__}.{package}")
+        module = load(package)
         found = [c for _, c in inspect.getmembers(module, inspect.isclass)
                  if c.__module__ == module.__name__ and getattr(c, "name", None) == package
                  and hasattr(c, "build")]
@@ -29,4 +100,5 @@ for _info in pkgutil.iter_modules(__path__):
     if _info.ispkg:
         register(_info.name, _factory(_info.name))
 
-__all__ = ["DESTROYING_ENV", "BuildContext", "Capability", "Cloud", "get", "names", "register", "validate"]
+__all__ = ["DESTROYING_ENV", "BuildContext", "Capability", "Cloud", "ProviderMissing", "get", "install_command",
+           "installed", "is_provider", "load", "names", "register", "validate"]

@@ -201,12 +201,16 @@ def test_the_built_wheel_starts_a_project_in_a_fresh_virtualenv(tmp_path):
     wheel = next((work / "dist").glob("goldenenv-*.whl"))
     run(sys._base_executable, "-m", "venv", work / "venv")
     bin_dir = work / "venv" / "bin"
-    run(bin_dir / "python", "-m", "pip", "install", "-q", wheel)
+    run(bin_dir / "python", "-m", "pip", "install", "-q", wheel)  # no extra: the local flow, no cloud's provider
     installed = run(bin_dir / "python", "-c", "import goldenenv.project as p; print(p.PACKAGE, p.packaged('templates'))"
                     ).split()
     assert all(Path(p).is_relative_to(work / "venv") for p in installed), installed
     run(bin_dir / "goldenenv", "init", "infra")
     plan = run(bin_dir / "goldenenv", "plan", "-s", "local", cwd=work / "infra")
     assert "no guardrail failed" in plan
+    missing = subprocess.run([bin_dir / "goldenenv", "plan", "-s", "aws-g5-dev"], cwd=work / "infra", env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert missing.returncode == 2 and "pip install 'goldenenv[aws]'" in missing.stderr, missing.stderr[-3000:]
+    run(bin_dir / "python", "-m", "pip", "install", "-q", f"{wheel}[aws]")
     assert "aws-g5-dev" in run(bin_dir / "goldenenv", "plan", "-s", "aws-g5-dev", "--json", cwd=work / "infra")
     assert "Usage: goldenenv" in run(bin_dir / "python", "-m", "goldenenv", "--help", cwd=work / "infra")

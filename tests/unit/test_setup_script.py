@@ -1,5 +1,6 @@
-"""./scripts/setup.sh tells a newcomer what it installs and never goes quiet, installs the test extra only when asked,
-and hands uv the same package sources and certificates pip would use.
+"""./scripts/setup.sh tells a newcomer what it installs and never goes quiet, installs no cloud's provider and not the
+test extra unless asked (--cloud, --test), does nothing when what is asked is installed, and hands uv the same
+package sources and certificates pip would use.
 
 No real install runs here (minutes, network): the script runs in a copy of its folder whose .venv/bin/python is a
 stand-in that refuses to install, so what it says before and around the installers is what is checked.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -51,22 +53,28 @@ def _setup(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProces
                           env=environ, timeout=60)
 
 
-def test_setup_says_what_it_installs_and_how_big_before_installing(checkout):
-    result = _setup(checkout)
-    first_line = result.stdout.splitlines()[0]
-    for provider in ("aws", "alicloud", "gcp", "azure-native"):
-        assert provider in first_line
-    size_line = result.stdout.splitlines()[1]
-    assert "800 MB on disk" in size_line and "110 MB to download" in size_line and "minute" in size_line
-    assert result.stdout.index("800 MB") < result.stdout.index("stand-in python asked")
+PROVIDERS = {"aws": "pulumi-aws", "alicloud": "pulumi-alicloud", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}
+"""The clouds' extras in pyproject.toml and the provider each installs."""
 
 
-def test_plain_setup_leaves_out_the_test_extra_and_setup_test_asks_for_it(checkout):
-    plain = _setup(checkout, GOLDENENV_INSTALLER="pip")
-    assert "stand-in python asked: -m pip install --no-compile --progress-bar off -e ." in plain.stdout
-    assert "[test]" not in plain.stdout
-    with_tests = _setup(checkout, "--test", GOLDENENV_INSTALLER="pip")
-    assert "stand-in python asked: -m pip install --no-compile --progress-bar off -e .[test]" in with_tests.stdout
+@pytest.mark.parametrize("args,clouds", [([], []), (["--cloud", "aws,gcp"], ["aws", "gcp"]),
+                                         (["--cloud=azure"], ["azure"]), (["--test"], list(PROVIDERS))])
+def test_setup_says_what_it_installs_and_how_big_before_installing(checkout, args, clouds):
+    result = _setup(checkout, *args)
+    first_line, size_line = result.stdout.splitlines()[:2]
+    for cloud, provider in PROVIDERS.items():
+        assert (provider in first_line) == (cloud in clouds), first_line
+    if not clouds:
+        assert "without any cloud's provider" in first_line and "./scripts/setup.sh --cloud aws" in first_line
+    assert re.search(r"about \d+ MB on disk", size_line) and "minute" in size_line
+    assert result.stdout.index("MB on disk") < result.stdout.index("stand-in python asked")
+
+
+@pytest.mark.parametrize("args,target", [([], "."), (["--test"], ".[test]"), (["--cloud", "aws,gcp"], ".[aws,gcp]"),
+                                         (["--cloud", "all"], ".[all]"), (["--cloud", "aws", "--test"], ".[test]")])
+def test_setup_installs_the_extras_asked_for_and_no_cloud_unless_asked(checkout, args, target):
+    result = _setup(checkout, *args, GOLDENENV_INSTALLER="pip")
+    assert f"stand-in python asked: -m pip install --no-compile --progress-bar off -e {target} pip==" in result.stdout
 
 
 def test_setup_falls_back_to_pip_when_uv_cannot_be_installed_and_fails_when_pip_does(checkout):
@@ -78,23 +86,43 @@ def test_setup_falls_back_to_pip_when_uv_cannot_be_installed_and_fails_when_pip_
     assert "done" not in result.stdout
 
 
-def test_setup_does_nothing_when_pyproject_is_unchanged_since_the_last_install(checkout):
+def _stamp(checkout: Path, extras: str) -> None:
+    """The stamp a set-up of these extras leaves: pyproject.toml's and setup.py's fingerprint, then the extras."""
     fingerprint = hashlib.sha256((checkout / "pyproject.toml").read_bytes() + (checkout / "setup.py").read_bytes())
-    (checkout / ".venv" / ".goldenenv-installed-test").write_text(fingerprint.hexdigest() + "\n")
-    for args in (["--test"], []):  # the test extra's install includes the plain one
-        (checkout / ".venv" / ".goldenenv-installed").write_text(fingerprint.hexdigest() + "\n")
+    (checkout / ".venv" / ".goldenenv-installed").write_text(f"{fingerprint.hexdigest()} {extras}\n")
+
+
+def test_setup_does_nothing_when_pyproject_is_unchanged_and_the_extras_asked_are_installed(checkout):
+    _stamp(checkout, "alicloud all aws azure gcp test")  # what --test installed
+    for args in (["--test"], [], ["--cloud", "gcp"], ["--cloud", "all"]):  # the test extra holds every cloud
         result = _setup(checkout, *args)
         assert result.returncode == 0
         assert "already installed" in result.stdout and "stand-in" not in result.stdout
+    _stamp(checkout, "")  # what the main command installed
+    assert "already installed" in _setup(checkout).stdout
+    assert "stand-in python asked" in _setup(checkout, "--cloud", "aws").stdout
     with (checkout / "pyproject.toml").open("a") as pyproject:
         pyproject.write("# a pin changed\n")
-    assert "stand-in python asked" in _setup(checkout, "--test").stdout
+    assert "stand-in python asked" in _setup(checkout).stdout
 
 
-def test_setup_refuses_an_unknown_option_naming_the_valid_one(checkout):
-    result = _setup(checkout, "--tests")
+def test_setup_keeps_the_clouds_installed_before_when_it_installs_again(checkout):
+    _stamp(checkout, "aws")
+    added = _setup(checkout, "--cloud", "gcp", GOLDENENV_INSTALLER="pip")
+    assert "-e .[aws,gcp] pip==" in added.stdout
+    with (checkout / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("# a pin changed\n")
+    assert "-e .[aws] pip==" in _setup(checkout, GOLDENENV_INSTALLER="pip").stdout
+
+
+@pytest.mark.parametrize("args,named", [(["--tests"], "'--tests'"), (["--cloud", "aws,nope"], "'nope'"),
+                                        (["--cloud"], "--cloud needs a value")])
+def test_setup_refuses_an_unknown_option_or_cloud_naming_the_valid_ones(checkout, args, named):
+    result = _setup(checkout, *args)
     assert result.returncode == 2
-    assert "--tests" in result.stderr and "--test" in result.stderr
+    assert named in result.stderr
+    assert "--test" in result.stderr and "--cloud" in result.stderr
+    assert "aws, alicloud, gcp, azure, or all" in result.stderr
     assert result.stdout == ""
 
 
