@@ -23,16 +23,16 @@ from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, 
 from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
 from goldenenv.clouds.aws.teardown import (AutoTeardown, AutoTeardownArgs, FunctionAlerts, FunctionAlertsArgs,
                                             idle_cpu_threshold, ttl_tags)
+from goldenenv.clouds import recipe
 from goldenenv.clouds.base import (
-    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+    BuildContext, Capability, HeadShape, PulumiCloud, head_shape, key_words, mock_address, stable_number,
 )
 from goldenenv.clouds import stores
 from goldenenv.clouds.access import head_key, node_key
-from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.images import host as hostlayer
 from goldenenv.images import publish
 from goldenenv import slurm
-from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
+from goldenenv.nodeboot import MungeKey, SharedFs
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
@@ -358,96 +358,109 @@ class AwsCloud(PulumiCloud):
         return cluster.outputs
 
 
-class GpuCluster(pulumi.ComponentResource):
-    """Network, data store, node pools, budget and auto-teardown of one stack, wired together."""
+class AwsParts(recipe.Parts):
+    """AWS's cluster parts: a VPC with one subnet in the stack's zone, S3 with FSx for Lustre, an ECR repository,
+    the munge key in Secrets Manager, the head and the pools in EC2, AWS Budgets with the reaper."""
 
-    outputs: dict[str, Any]
+    cloud = AwsCloud
+    registry_login = "ecr"
+    munge: MungeSecret | None = None
 
-    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
-                 opts: pulumi.ResourceOptions | None = None):
-        super().__init__("goldenenv:aws:GpuCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = spec.stack_tags
-        # the retained stores first: a store that cannot be adopted is refused before any cloud resource is declared
-        stores = RetainedStores.find(spec, context.lookup or retained.LiveLookup(spec.region))
-        zone = spec.placed_zone or default_zone(spec, self)
+    def retained_stores(self) -> None:
+        spec = self.spec
+        self.stores = RetainedStores.find(spec, self.context.lookup or retained.LiveLookup(spec.region))
+        self.node_tags = {**spec.stack_tags, **ttl_tags(spec.lifecycle.ttl_hours)}
 
-        shape = head_shape(spec, AwsCloud)
-        network = GpuNetwork(name, GpuNetworkArgs(
-            region=spec.region, zone=zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags, slurm_head=shape is not None,
-        ), child)
-        fs = spec.storage.parallel_fs
-        data = DataStore(f"{name}-data", DataStoreArgs(
-            bucket_name=stores.bucket, adopt_bucket=stores.adopt_bucket,
+    def network(self) -> None:
+        spec = self.spec
+        self.zone = spec.placed_zone or default_zone(spec, self.parent)
+        self.net = GpuNetwork(self.name, GpuNetworkArgs(
+            region=spec.region, zone=self.zone, cidr=spec.network.cidr, egress=spec.network.egress,
+            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=spec.stack_tags,
+            slurm_head=head_shape(spec, AwsCloud) is not None,
+        ), self.child)
+
+    def data_store(self) -> recipe.DataStore:
+        spec, fs = self.spec, self.spec.storage.parallel_fs
+        data = self.data = DataStore(f"{self.name}-data", DataStoreArgs(
+            bucket_name=self.stores.bucket, adopt_bucket=self.stores.adopt_bucket,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
             checkpoint_prefix=fs.checkpoint_prefix,
             parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
-            subnet_id=network.subnet_id, security_group_id=network.storage_security_group_id, tags=tags,
-        ), child)
+            subnet_id=self.net.subnet_id, security_group_id=self.net.storage_security_group_id, tags=spec.stack_tags,
+        ), self.child)
+        mount = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
+            lambda found: lustre_mount(*found) if found[0] else None)
+        return recipe.DataStore(mount, {
+            "bucket": data.bucket_name,
+            "fileSystemId": data.fs_id,
+            "fsxMount": pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
+                lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
+            ) if fs.enabled else None,
+        })
 
-        repository = ImageRepository(f"{name}-images", ImageRepositoryArgs(
-            name=stores.repository, adopt=stores.adopt_repository, tags=tags,
-        ), child)
-        image_ref = golden_image_ref(spec, repository.url)
+    def repository(self) -> recipe.Repository:
+        return recipe.Repository(ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
+            name=self.stores.repository, adopt=self.stores.adopt_repository, tags=self.spec.stack_tags,
+        ), self.child).url)
 
-        node_tags = {**tags, **ttl_tags(spec.lifecycle.ttl_hours)}
-        head = munge = None
-        if shape:
-            munge = MungeSecret(f"{name}-munge", MungeSecretArgs(stack=spec.stack, tags=tags), child)
-            conf = slurm_conf(spec, AwsCloud.slurmd_timeout)
-            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-                instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self,
-                                                                       hostlayer.head_layer(spec)),
-                subnet_id=network.subnet_id, security_group_id=network.head_security_group_id,
-                root_volume_gib=shape.root_volume_gib,
-                user_data=pulumi.Output.all(data.fs_dns_name, data.fs_mount_name, image_ref, munge.secret_arn).apply(
-                    lambda v: HeadBoot(spec, v[2], munge_key(v[3], spec.region), conf, registry_login="ecr")
-                    .cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)),
-                secret_policy=pulumi.Output.all(munge.secret_arn, munge.key_arn).apply(
-                    lambda v: secret_policy(v[0], v[1], spec.region, head=True)),
-                tags=node_tags, rolled=context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME),
-                ssh_key=head_key(spec),
-            ), child)
-        pools = []
-        for pool in spec.nodes:
-            it = catalog.instance_type("aws", pool.instance_type)
-            efa = efa_interfaces(pool)
-            user_data = pulumi.Output.all(
-                data.fs_dns_name, data.fs_mount_name, image_ref, head.private_ip if head else None,
-                munge.secret_arn if munge else None,
-            ).apply(
-                lambda v, pool=pool, efa=efa, it=it: NodeBoot(
-                    spec, pool.name, fabric="efa" if efa else "none", local_nvme=it.local_nvme_count > 0,
-                    image_ref=v[2], registry_login="ecr",
-                    slurm=SlurmNode(v[3], munge_key(v[4], spec.region)) if v[3] else None,
-                ).cloud_config(lustre_mount(v[0], v[1]) if v[0] else None)
-            )
-            pools.append((it, pool, GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self,
-                                                                           hostlayer.layer(spec, pool)),
-                network_cards=it.network_cards,
-                efa_interfaces=efa, capacity=pool.capacity.value,
-                capacity_reservation_id=pool.capacity_reservation_id, zone=zone,
-                subnet_id=network.subnet_id, security_group_ids=[network.node_security_group_id],
-                root_volume_gib=pool.root_volume_gib, user_data=user_data,
-                bucket_arn=data.bucket_arn, tags=node_tags,
-                rolled=frozenset(i for i in range(pool.count) if context.rolls(pool.name, f"{pool.name}-{i}")),
-                ssh_key=node_key(spec, pool),
-                secret_policy=pulumi.Output.all(munge.secret_arn, munge.key_arn).apply(
-                    lambda v: secret_policy(v[0], v[1], spec.region, head=False)) if munge else None,
-            ), child)))
+    def secret_store(self) -> recipe.SecretStore:
+        region = self.spec.region
+        munge = self.munge = MungeSecret(f"{self.name}-munge", MungeSecretArgs(
+            stack=self.spec.stack, tags=self.spec.stack_tags), self.child)
+        return recipe.SecretStore(lambda reader: pulumi.Output.from_input(munge.secret_arn).apply(
+            lambda arn: munge_key(arn, region)))
 
-        all_ips = pulumi.Output.all(*[p.private_ips for *_, p in pools]).apply(lambda lists: sum(lists, []))
-        all_ids = pulumi.Output.all(*[p.instance_ids for *_, p in pools]).apply(lambda lists: sum(lists, []))
-        slots = [it.gpu_count for it, pool, _ in pools for _ in range(pool.count)]
+    def _secret_policy(self, head: bool) -> pulumi.Output[str] | None:
+        """What a host may do with the munge secret and its key (head.secret_policy)."""
+        if self.munge is None:
+            return None
+        region = self.spec.region
+        return pulumi.Output.all(self.munge.secret_arn, self.munge.key_arn).apply(
+            lambda arns: secret_policy(arns[0], arns[1], region, head=head))
 
+    def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
+        spec = self.spec
+        head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+            instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self.parent,
+                                                                   hostlayer.head_layer(spec)),
+            subnet_id=self.net.subnet_id, security_group_id=self.net.head_security_group_id,
+            root_volume_gib=shape.root_volume_gib, user_data=boot.head(),
+            secret_policy=self._secret_policy(head=True),
+            tags=self.node_tags, rolled=self.context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME),
+            ssh_key=head_key(spec),
+        ), self.child)
+        return recipe.Head(head.private_ip, head.instance_id, {"headSsmConnect": head.instance_id.apply(
+            lambda i: f"aws ssm start-session --region {spec.region} --target {i}")})
+
+    def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
+        spec = self.spec
+        it = catalog.instance_type("aws", pool.instance_type)
+        efa = efa_interfaces(pool)
+        nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
+            instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self.parent,
+                                                                       hostlayer.layer(spec, pool)),
+            network_cards=it.network_cards,
+            efa_interfaces=efa, capacity=pool.capacity.value,
+            capacity_reservation_id=pool.capacity_reservation_id, zone=self.zone,
+            subnet_id=self.net.subnet_id, security_group_ids=[self.net.node_security_group_id],
+            root_volume_gib=pool.root_volume_gib,
+            user_data=boot.node(pool.name, "efa" if efa else "none", it.local_nvme_count > 0),
+            bucket_arn=self.data.bucket_arn, tags=self.node_tags,
+            rolled=frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}")),
+            ssh_key=node_key(spec, pool), secret_policy=self._secret_policy(head=False),
+        ), self.child)
+        return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
+
+    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
+        """AWS Budgets, and the reaper (time to live, idleness, a hard stop repeated)."""
+        spec, name, tags = self.spec, self.name, self.spec.stack_tags
         # the reaper's schedule exists for a time to live or a hard stop (it repeats a recorded hard stop); each
         # function's Errors alarm emails the budget's addresses through a topic of its own
         hard_stop = bool(spec.budget and spec.budget.hard_stop)
         alerts = FunctionAlerts(f"{name}-alerts", FunctionAlertsArgs(
             stack=spec.stack, project=spec.tags.project, emails=spec.budget.emails if spec.budget else [], tags=tags,
-        ), child) if spec.lifecycle.ttl_hours or hard_stop else None
+        ), self.child) if spec.lifecycle.ttl_hours or hard_stop else None
 
         budget_name = None
         if spec.budget:
@@ -458,44 +471,43 @@ class GpuCluster(pulumi.ComponentResource):
                 tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
                 alarm_topic=alerts.topic_arn if alerts else None,
                 project=spec.tags.project, tags=tags,
-            ), child)
+            ), self.child)
             budget_name = budget.budget_name
 
         reaper_function, idle_alarms = None, None
         if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes or hard_stop:
-            nodes = {f"{pool.name}-{i}": (p.instance_ids.apply(lambda ids, i=i: ids[i]), spot_request(pool))
-                     for _, pool, p in pools for i in range(pool.count)}
+            nodes = {f"{p.pool.name}-{i}": (p.component.instance_ids.apply(lambda ids, i=i: ids[i]),
+                                            spot_request(p.pool))
+                     for p in pools for i in range(p.pool.count)}
             teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
                 stack=spec.stack, project=spec.tags.project, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
                 idle_minutes=spec.lifecycle.idle_minutes,
                 instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
-                one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items() if request == spot_requests.ONE_TIME),
-                idle_cpu_percent=idle_cpu_threshold(min(it.vcpus for it, *_ in pools)),
+                one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items()
+                                              if request == spot_requests.ONE_TIME),
+                idle_cpu_percent=idle_cpu_threshold(min(p.instance_type.vcpus for p in pools)),
                 hard_stop=hard_stop, alarm_topic=alerts.topic_arn if alerts else None,
                 budget_limit=spec.budget.monthly_limit if hard_stop else None, tags=tags,
-            ), child)
+            ), self.child)
             reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None
+        return recipe.BudgetGuard({"budgetName": budget_name, "reaperFunction": reaper_function,
+                                   "idleAlarms": idle_alarms})
 
-        self.outputs = {
-            **launch_outputs(all_ips, slots),
-            "instanceIds": all_ids,
-            "ssmConnect": all_ids.apply(
-                lambda ids: [f"aws ssm start-session --region {spec.region} --target {i}" for i in ids]
-            ),
-            "placementGroups": [p.placement_group for *_, p in pools if p.placement_group is not None],
-            "bucket": data.bucket_name,
-            "fileSystemId": data.fs_id,
-            "fsxMount": pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
-                lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
-            ) if fs.enabled else None,
-            "budgetName": budget_name,
-            "imageRepository": repository.url,
-            "imageRef": image_ref,
-            "reaperFunction": reaper_function,
-            "idleAlarms": idle_alarms,
-            **(head_outputs(head, spec.region) if head else {}),
+    def outputs(self, built: recipe.Built) -> dict[str, Any]:
+        region = self.spec.region
+        return {
+            "ssmConnect": pulumi.Output.from_input(built.instance_ids).apply(
+                lambda ids: [f"aws ssm start-session --region {region} --target {i}" for i in ids]),
+            "placementGroups": [p.component.placement_group for p in built.pools
+                                if p.component.placement_group is not None],
         }
-        self.register_outputs(self.outputs)
+
+
+class GpuCluster(recipe.Cluster):
+    """Network, data store, image repository, head, node pools, budget and auto-teardown of one stack: the cluster
+    recipe (clouds/recipe.py) with AWS's parts."""
+
+    parts = AwsParts
 
 
 
@@ -638,15 +650,6 @@ def _ecr_url(name: str) -> str:
         if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
             return published.repository
     return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
-
-
-def head_outputs(head: SlurmHead, region: str) -> dict[str, Any]:
-    """How the head is reached: its private IP and instance id (clouds.base.HEAD_OUTPUTS), and its SSM login."""
-    return {
-        "headPrivateIp": head.private_ip,
-        "headInstanceId": head.instance_id,
-        "headSsmConnect": head.instance_id.apply(lambda i: f"aws ssm start-session --region {region} --target {i}"),
-    }
 
 
 def munge_key(secret_arn: str, region: str) -> MungeKey:
