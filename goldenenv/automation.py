@@ -213,6 +213,7 @@ def image_repository(spec: ClusterSpec, log: Callable[[str], None] = print) -> s
     from goldenenv import clouds
 
     cloud = clouds.get(spec.cloud)
+    _cloud_step(cloud.preflight, spec)  # no targeted up, and no push, without a login on the stack's cloud
     planned = guard(spec, creating=False)
     kinds = tuple(cloud.registry_types)
     wanted = [r for r in planned.resources if kinds and r.type.startswith((*kinds, "pulumi:providers:"))]

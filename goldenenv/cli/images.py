@@ -232,6 +232,8 @@ def image_push(
                              repository=repository, pulled_from=pulled_from)
     except (publish.PushError, automation.LifecycleError) as e:
         lifecycle_failure(e)
+    except ConfigError as e:  # what the stack's cloud needs set first (its project, its subscription)
+        fail(e)
     console.print(f"pushed {entry.ref}" + (f" ({entry.compressed_bytes / 1e9:.2f} GB compressed)"
                                            if entry.compressed_bytes else ""), highlight=False)
     console.print(f"recorded in {publish.published_path(name)}: stacks running {name} without image.ref pull it",

@@ -199,6 +199,39 @@ def test_image_push_to_a_stack_reaches_the_push_with_the_clouds_address_and_logi
     assert f"pushed {entry.ref}" in result.output
 
 
+LOGIN_ENV = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS", "ARM_SUBSCRIPTION_ID",
+             "AZURE_SUBSCRIPTION_ID", "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+             "ALICLOUD_ACCESS_KEY", "ALICLOUD_SECRET_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "AWS_SESSION_TOKEN", "AWS_PROFILE")
+"""What the clouds read a caller's login from; a caller with none of them has not logged in anywhere."""
+
+
+@pytest.mark.parametrize("cloud", WITH_REGISTRY)
+def test_image_push_with_no_cloud_login_says_what_to_do(cloud, own_project, targeted_up, tmp_path, monkeypatch):
+    """A caller with no login on the stack's cloud (no credentials, no cloud CLI that answers) is told what is
+    missing, in words, never a traceback, and nothing is pushed."""
+    bin_dir = tmp_path / "no-clis"
+    bin_dir.mkdir()
+    for name in ("gcloud", "az", "aliyun"):
+        fake_cli(bin_dir, name, {})
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for name in LOGIN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    stack = FIRST_STACK[cloud]
+    lock = stackconfig.read_stack_file(own_project / "stacks" / f"Pulumi.{stack}.yaml")["goldenenv:image"]["lock"]
+    monkeypatch.setattr(docker, "from_env", lambda: pytest.fail("nothing is pushed without a login"))
+
+    result = runner.invoke(app, ["image", "push", lock, "-s", stack], env={"COLUMNS": "250"})
+
+    assert result.exit_code in (1, 2), result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output and result.output.strip()
+
+
 def test_a_gcp_push_is_what_the_stacks_nodes_pull(own_project, cloud_answers, targeted_up, monkeypatch):
     """The repository the push goes to is the one the program gives the nodes (an Artifact Registry image:
     <region>-docker.pkg.dev/<project>/<repository>/<image>), so the stack's plan pulls the pushed digest."""
