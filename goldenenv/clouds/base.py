@@ -687,6 +687,28 @@ REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources")}
 """The hooks of the Cloud protocol that have no default, by uses_pulumi: a Pulumi cloud declares its resources
 (build), a cloud goldenenv provisions itself lists them (planned_resources). Every other hook has its default in
 CloudDefaults."""
+HOOKS_OF_A_CAPABILITY: dict[Capability, tuple[str, ...]] = {
+    Capability.SPOT: ("spot_return",),
+    Capability.PARALLEL_FS: ("file_system_client",),
+}
+"""What a cloud that declares a capability must say itself: how its evicted spot nodes come back (the default says
+they do not), which client mounts its parallel file system (the host layer installs it)."""
+HOOKS_OF_A_REPOSITORY = ("registry_url", "registry_auth")
+"""What a cloud whose stacks have an image repository of their own (registry_types) must say itself: where `image
+push -s` pushes and with which login. Without them the push created the repository, then crashed."""
+HOOKS_OF_RETAINED_STORES = ("before_up", "purge")
+"""What a cloud that keeps stores across destroy (store_kinds) must say itself: how `up` adopts them again, how
+--purge-data deletes them."""
+
+
+def hooks_required(cloud: Cloud) -> tuple[str, ...]:
+    """The hooks a cloud must write itself, from what it declares: REQUIRED_HOOKS, and those of its capabilities,
+    its image repository and its retained stores."""
+    needed = [*REQUIRED_HOOKS[cloud.uses_pulumi]]
+    needed += [hook for capability in cloud.capabilities for hook in HOOKS_OF_A_CAPABILITY.get(capability, ())]
+    needed += [*HOOKS_OF_A_REPOSITORY] if cloud.registry_types else []
+    needed += [*HOOKS_OF_RETAINED_STORES] if cloud.store_kinds and cloud.uses_pulumi else []
+    return tuple(dict.fromkeys(needed))
 
 
 class CloudDefaults:

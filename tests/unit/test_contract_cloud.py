@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from goldenenv import clouds
-from goldenenv.clouds.base import (HEAD_OUTPUTS, REQUIRED_HOOKS, STANDARD_OUTPUTS, Cloud, CloudDefaults, HostsBy,
-                                   PulumiCloud)
+from goldenenv.clouds.base import (HEAD_OUTPUTS, REQUIRED_HOOKS, STANDARD_OUTPUTS, Capability, Cloud, CloudDefaults,
+                                   HostsBy, PulumiCloud, hooks_required)
 from goldenenv.guardrails import Severity
 from tests.unit.shipped import planned, pulumi_stacks
 
@@ -41,13 +41,31 @@ def test_every_hook_of_the_protocol_has_a_default_or_is_required():
     assert "registry_url" in HOOKS and "destroy_hints" in HOOKS and "readiness" in HOOKS
 
 
+def own_hooks(cloud: Cloud) -> set[str]:
+    """What a cloud's own classes write, not what CloudDefaults gives it."""
+    return {n for klass in type(cloud).__mro__ if klass not in (CloudDefaults, PulumiCloud, object) for n in vars(klass)}
+
+
+class Spotty(PulumiCloud):
+    """A cloud that declares spot capacity and a repository, and writes neither their hooks nor its program."""
+
+    name = "spotty"
+    capabilities = frozenset({Capability.SPOT})
+    registry_types = ("spotty:registry/",)
+
+
+def test_a_cloud_that_declares_what_it_does_not_write_is_caught():
+    """The defaults would have answered for it: no way back for spot nodes, no repository to push to."""
+    assert set(hooks_required(Spotty())) - own_hooks(Spotty()) == {"build", "spot_return", "registry_url",
+                                                                   "registry_auth"}
+
+
 @pytest.mark.parametrize("name", clouds.names())
 def test_a_cloud_provides_the_protocol_and_nothing_beside_it(name):
     cloud = clouds.get(name)
     assert isinstance(cloud, CloudDefaults), f"{type(cloud).__name__} must subclass CloudDefaults (or PulumiCloud)"
     assert cloud.name == name
-    own = {n for klass in type(cloud).__mro__ if klass not in (CloudDefaults, PulumiCloud, object) for n in vars(klass)}
-    missing = [hook for hook in REQUIRED_HOOKS[cloud.uses_pulumi] if hook not in own]
+    missing = [hook for hook in hooks_required(cloud) if hook not in own_hooks(cloud)]
     assert missing == [], f"{name} must write its own {', '.join(missing)}"
     undeclared = sorted(n for n in dir(cloud) if not n.startswith("_") and n not in HOOKS)
     assert undeclared == [], f"{name} provides {undeclared}, which the Cloud protocol does not declare"
