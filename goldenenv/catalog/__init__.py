@@ -623,7 +623,7 @@ def deepspeed_ops() -> dict[str, DeepspeedOp]:
 
 @dataclass(frozen=True)
 class VcpuQuota:
-    """The EC2 Service Quotas quota an instance family's vCPUs count against (data/aws_vcpu_quotas.csv): EC2
+    """The EC2 Service Quotas quota an instance family's vCPUs count against (AWS's aws_vcpu_quotas.csv): EC2
     limits running On-Demand and requested Spot capacity in vCPUs per family group, per region."""
 
     family: str

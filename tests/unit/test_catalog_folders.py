@@ -11,6 +11,7 @@ import pytest
 
 from goldenenv import catalog, clouds
 
+SHARED = Path(catalog.__file__).parent / "data"
 
 
 def _forget():
@@ -86,6 +87,17 @@ def test_every_shipped_cloud_folder_is_found():
     for name in clouds.names():
         folder = resources.files("goldenenv").joinpath("clouds", name, "catalog")
         assert (name in found) == folder.is_dir(), name
+
+
+@pytest.mark.parametrize("table", sorted(p.stem for p in SHARED.glob("*.csv")))
+def test_no_shared_file_holds_a_row_of_a_cloud_that_has_a_folder(table):
+    """A cloud's rows belong in goldenenv/clouds/<cloud>/catalog/, where they are read with the cloud filled in;
+    the shared file keeps rows of no cloud (or of every cloud: `*`)."""
+    with open(SHARED / f"{table}.csv", newline="", encoding="utf-8") as f:
+        named = {row["cloud"] for row in csv.DictReader(f) if "cloud" in row}
+    assert not named & set(clouds.names()), (
+        f"goldenenv/catalog/data/{table}.csv holds rows of {sorted(named & set(clouds.names()))}: move them to "
+        f"goldenenv/clouds/<cloud>/catalog/{table}.csv without the cloud column")
 
 
 @pytest.mark.parametrize("cloud", sorted(catalog.cloud_folders()))
