@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --test
 ./scripts/start-docker.sh
-.venv/bin/python -m pytest "$@"
+# One worker per logical CPU (pytest-xdist): one worker runs every test that uses the Docker engine, in order,
+# while the others run the unit tests beside it (tests/engine_apart.py); -n 0 runs everything in one process.
+.venv/bin/python -m pytest -n logical "$@"

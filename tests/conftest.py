@@ -1,4 +1,5 @@
-"""Shared fixtures: the Docker engine that image and local-cluster tests build and run on."""
+"""Shared fixtures: the Docker engine that image and local-cluster tests build and run on; and, in a run spread over
+workers (pytest -n, as ./scripts/test.sh runs the suite), which worker runs what (tests/engine_apart.py)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if GPU_IMAGE in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Whatever --dist asks for, the tests that use the Docker engine run in one worker, in order, while the unit
+    tests run beside them (tests/engine_apart.py); --dist each, which runs every test on every worker, is left as
+    it is."""
+    if config.getvalue("dist") == "each":
+        return None
+    from engine_apart import EngineApart
+
+    return EngineApart(config, log)
