@@ -33,12 +33,11 @@ from goldenenv.clouds.azure.readiness import USER_DATA
 from goldenenv.clouds.azure.head import MungeVault, MungeVaultArgs, SlurmHead, SlurmHeadArgs, munge_key
 from goldenenv.clouds.azure.network import Network, NetworkArgs, subnet_ranges
 from goldenenv.clouds.azure.nodes import MAX_PLACEMENT_GROUP, GpuNodePool, GpuNodePoolArgs
+from goldenenv.clouds import recipe
 from goldenenv.clouds.base import (
-    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
+    BuildContext, Capability, HeadShape, HostImageForm, PulumiCloud, host_image_problems, key_words, mock_address,
     pinned_host_image, sold_problems, stable_number, zone_problems,
 )
-from goldenenv.clouds.stores import golden_image_ref
-from goldenenv.nodeboot import HeadBoot, NodeBoot, SlurmNode, launch_outputs, slurm_conf
 from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
 
 CLOUD = "azure"
@@ -447,7 +446,7 @@ class AzureCloud(PulumiCloud):
         return {"username": "00000000-0000-0000-0000-000000000000", "password": token, "registry": server}
 
     def build(self, spec: ClusterSpec, context: BuildContext | None = None) -> dict[str, Any]:
-        return AzureCluster(spec.stack, spec, context or BuildContext()).outputs
+        return GpuCluster(spec.stack, spec, context or BuildContext()).outputs
 
 
 def _subscription_from_env() -> str:
@@ -483,155 +482,169 @@ def _node_addresses(lookup: Any, scale_set_id: pulumi.Output[str], count: int, p
     return scale_set_id.apply(ask)
 
 
-class AzureCluster(pulumi.ComponentResource):
-    """Resource groups, network, data store, registry, vault, head, node pools and budget of one stack."""
+class AzureParts(recipe.Parts):
+    """Azure's cluster parts: two resource groups (compute, deleted by destroy; data, kept), a virtual network,
+    Blob with Azure Managed Lustre, a container registry, the munge key in Key Vault, the head VM and one scale set
+    per pool (each host reads what it needs with its own managed identity), a budget whose function deallocates
+    the stack's VMs."""
 
-    outputs: dict[str, Any]
+    cloud = AzureCloud
+    registry_login = "azurecr"
+    vault: MungeVault | None = None
 
-    def __init__(self, name: str, spec: ClusterSpec, context: BuildContext,
-                 opts: pulumi.ResourceOptions | None = None):
+    def retained_stores(self) -> None:
         from goldenenv.clouds.azure import storage, tags as azure_tags
 
-        super().__init__("goldenenv:azure:GpuCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = azure_tags.tags(spec.stack_tags)
-        client = azure.authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        lookup = context.lookup or storage.LiveLookup(_subscription_from_env())
-        subscription = lookup.subscription_id()
-        location = spec.region
-        zone = logical_zone(spec)
-        project, stack = spec.tags.project, spec.stack
+        spec = self.spec
+        self.tags = azure_tags.tags(spec.stack_tags)
+        self.lookup = self.context.lookup or storage.LiveLookup(_subscription_from_env())
+        self.subscription = self.lookup.subscription_id()
+        self.zone = logical_zone(spec)
+        self.stores = storage.RetainedStores.find(spec, self.lookup)
 
-        def names(*parts: str) -> str:
-            return resource_name(project, stack, *parts)
+    def names(self, *parts: str) -> str:
+        return resource_name(self.spec.tags.project, self.spec.stack, *parts)
 
-        stores = storage.RetainedStores.find(spec, lookup)
-        group = azure.resources.ResourceGroup(
-            f"{name}-rg", resource_group_name=compute_group(project, stack), location=location, tags=tags,
-            opts=child)
-        data_group = azure.resources.ResourceGroup(
-            f"{name}-data-rg", resource_group_name=stores.data_group, location=location, tags=tags,
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                retain_on_delete=True, import_=stores.adopt_group)))
+    def scope(self) -> None:
+        spec, name = self.spec, self.name
+        self.client = azure.authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(
+            parent=self.parent))
+        self.group = azure.resources.ResourceGroup(
+            f"{name}-rg", resource_group_name=compute_group(spec.tags.project, spec.stack), location=spec.region,
+            tags=self.tags, opts=self.child)
+        self.data_group = azure.resources.ResourceGroup(
+            f"{name}-data-rg", resource_group_name=self.stores.data_group, location=spec.region, tags=self.tags,
+            opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
+                retain_on_delete=True, import_=self.stores.adopt_group)))
 
-        fs = spec.storage.parallel_fs
-        network = Network(f"{name}-network", NetworkArgs(
-            resource_group=group.name, location=location, cidr=spec.network.cidr,
+    def network(self) -> None:
+        from goldenenv.clouds.azure import storage
+
+        spec, fs = self.spec, self.spec.storage.parallel_fs
+        self.net = Network(f"{self.name}-network", NetworkArgs(
+            resource_group=self.group.name, location=spec.region, cidr=spec.network.cidr,
             lustre_prefix=storage.amlfs_subnet_prefix(fs.size_gib) if fs.enabled else None,
-            egress=spec.network.egress, admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=tags,
-            names=names, zone=zone), child)
+            egress=spec.network.egress, admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=self.tags,
+            names=self.names, zone=self.zone), self.child)
 
-        data = storage.DataStore(f"{name}-data", storage.DataStoreArgs(
-            data_group=data_group.name, compute_group=group.name, location=location, zone=zone,
+    def data_store(self) -> recipe.DataStore:
+        from goldenenv.clouds.azure import storage
+
+        spec, fs, stores = self.spec, self.spec.storage.parallel_fs, self.stores
+        data = self.data = storage.DataStore(f"{self.name}-data", storage.DataStoreArgs(
+            data_group=self.data_group.name, compute_group=self.group.name, location=spec.region, zone=self.zone,
             account_name=stores.account, adopt_account=stores.adopt_account,
             noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
             parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
-            fs_subnet_id=network.lustre_subnet_id, node_subnet_id=network.compute_subnet_id,
-            checkpoint_prefix=fs.checkpoint_prefix, mount_point=fs.mount_point, tags=tags,
-            subscription_id=subscription, hpc_cache_principal_id=stores.hpc_cache_principal_id,
+            fs_subnet_id=self.net.lustre_subnet_id, node_subnet_id=self.net.compute_subnet_id,
+            checkpoint_prefix=fs.checkpoint_prefix, mount_point=fs.mount_point, tags=self.tags,
+            subscription_id=self.subscription, hpc_cache_principal_id=stores.hpc_cache_principal_id,
             adopt_children=stores.adopt_children,
-            allowed_ip_ranges=[str(c) for c in spec.network.admin_cidrs if c.version == 4]), child)
-
-        registry_id = registry_name(project, stack, subscription)
-        found_registry = lookup.registry(stores.data_group, registry_id)
-        registry = azure.containerregistry.Registry(
-            f"{name}-registry", registry_name=registry_id, resource_group_name=data_group.name, location=location,
-            sku={"name": "Standard"}, admin_user_enabled=False, anonymous_pull_enabled=False, tags=tags,
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                retain_on_delete=True,
-                import_=(f"/subscriptions/{subscription}/resourceGroups/{stores.data_group}/providers/"
-                         f"Microsoft.ContainerRegistry/registries/{registry_id}") if found_registry else None)))
-        repository_url = registry.login_server.apply(lambda server: f"{server}/{REGISTRY_REPOSITORY}")
-        image_ref = golden_image_ref(spec, repository_url)
-
-        shape = head_shape(spec, AzureCloud)
-        head = vault = None
-        if shape:
-            vault_id = vault_name(project, stack, subscription)
-            vault = MungeVault(f"{name}-munge", MungeVaultArgs(
-                resource_group=group.name, location=location, vault_name=vault_id, tenant_id=client.tenant_id,
-                subnet_id=network.compute_subnet_id, recover=lookup.deleted_vault(vault_id), tags=tags), child)
-            head_identity = azure.managedidentity.UserAssignedIdentity(
-                f"{name}-{slurm.HEAD_HOSTNAME}-identity", resource_name_=names(slurm.HEAD_HOSTNAME, "identity"),
-                resource_group_name=group.name, location=location, tags=tags, opts=child)
-            conf = slurm_conf(spec, AzureCloud.slurmd_timeout)
-            head = SlurmHead(f"{name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-                resource_group=group.name, location=location, zone=zone, vm_size=shape.instance_type,
-                image=host_image(spec, spec.nodes[0], hostlayer.head_layer(spec)), os_disk_gib=shape.root_volume_gib,
-                subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
-                user_data=pulumi.Output.all(data.mount, image_ref, vault.vault_uri, head_identity.client_id).apply(
-                    lambda v: HeadBoot(spec, v[1], munge_key(v[2], v[3]), conf, registry_login="azurecr")
-                    .cloud_config(v[0])),
-                ssh_key=head_key(spec), tags=tags, names=lambda *parts: names(slurm.HEAD_HOSTNAME, *parts)),
-                head_identity, child)
-            roles.grant(f"{name}-{slurm.HEAD_HOSTNAME}-munge", role="Key Vault Secrets Officer",
-                        scope=vault.vault_id, principal_id=head_identity.principal_id, subscription_id=subscription,
-                        opts=child)
-            data.grant(f"{name}-{slurm.HEAD_HOSTNAME}-blob", head_identity.principal_id)
-            roles.grant(f"{name}-{slurm.HEAD_HOSTNAME}-pull", role="AcrPull", scope=registry.id,
-                        principal_id=head_identity.principal_id, subscription_id=subscription, opts=child)
-
-        pools = []
-        for pool in spec.nodes:
-            it = catalog.instance_type(CLOUD, pool.instance_type)
-            pool_fabric = fabric_of(pool, it)
-            identity = azure.managedidentity.UserAssignedIdentity(
-                f"{name}-{pool.name}-identity", resource_name_=names(pool.name, "identity"),
-                resource_group_name=group.name, location=location, tags=tags, opts=child)
-            user_data = pulumi.Output.all(
-                data.mount, image_ref, head.private_ip if head else None, vault.vault_uri if vault else None,
-                identity.client_id,
-            ).apply(
-                lambda v, pool=pool, it=it, pool_fabric=pool_fabric: NodeBoot(
-                    spec, pool.name, fabric=pool_fabric, local_nvme=it.local_nvme_count > 0, image_ref=v[1],
-                    registry_login="azurecr",
-                    slurm=SlurmNode(v[2], munge_key(v[3], v[4])) if v[2] else None,
-                ).cloud_config(v[0]))
-            nodes = GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
-                resource_group=group.name, location=location, zone=zone, vm_size=it.name, count=pool.count,
-                image=host_image(spec, pool, hostlayer.layer(spec, pool)), os_disk_gib=pool.root_volume_gib,
-                subnet_id=network.compute_subnet_id, cluster_group_id=network.cluster_group_id,
-                capacity=pool.capacity.value, user_data=user_data,
-                ssh_key=node_key(spec, pool), tags=tags, hostname_prefix=pool.name,
-                names=lambda *parts, pool=pool: names(pool.name, *parts)), identity, child)
-            if vault:
-                roles.grant(f"{name}-{pool.name}-munge", role="Key Vault Secrets User", scope=vault.vault_id,
-                            principal_id=identity.principal_id, subscription_id=subscription, opts=child)
-            data.grant(f"{name}-{pool.name}-blob", identity.principal_id)
-            roles.grant(f"{name}-{pool.name}-pull", role="AcrPull", scope=registry.id,
-                        principal_id=identity.principal_id, subscription_id=subscription, opts=child)
-            pools.append((it, pool, nodes, _node_addresses(lookup, nodes.scale_set_id, pool.count, pool.name)))
-
-        all_ips = pulumi.Output.all(*[ips for *_, ips in pools]).apply(lambda lists: sum(lists, []))
-        slots = [it.gpu_count for it, pool, *_ in pools for _ in range(pool.count)]
-
-        budget_function = None
-        if spec.budget:
-            from goldenenv.clouds.azure.budget import BudgetStop, BudgetStopArgs
-
-            stop = BudgetStop(f"{name}-budget", BudgetStopArgs(
-                project=project, stack=stack, subscription_id=subscription, resource_group=group.name,
-                location=location, monthly_limit=spec.budget.monthly_limit, currency=spec.budget.currency,
-                thresholds=spec.budget.alert_thresholds, forecast_thresholds=spec.budget.forecast_thresholds,
-                emails=spec.budget.emails, hard_stop=spec.budget.hard_stop, tags=tags,
-                ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes,
-                node_vcpus=min(it.vcpus for it, *_ in pools)), child)
-            budget_function = stop.function_name
-
-        self.outputs = {
-            **launch_outputs(all_ips, slots),
-            "subscriptionId": subscription,
-            "resourceGroup": group.name,
-            "dataResourceGroup": data_group.name,
-            "zone": zone,
-            "scaleSets": pulumi.Output.all(*[p.scale_set_name for _, _, p, _ in pools]),
+            allowed_ip_ranges=[str(c) for c in spec.network.admin_cidrs if c.version == 4]), self.child)
+        return recipe.DataStore(data.mount, {
             "storageAccount": data.account_name,
             "blobContainer": data.container_name,
             "sharedFs": data.fs_name if fs.enabled else None,
             "lustreFilesystem": data.fs_name if fs.enabled else None,
-            "budgetFunction": budget_function,
-            "imageRepository": repository_url,
-            "imageRef": image_ref,
-            **({"headPrivateIp": head.private_ip, "headInstanceId": head.vm_name} if head else {}),
+        })
+
+    def repository(self) -> recipe.Repository:
+        spec, data_group, subscription = self.spec, self.stores.data_group, self.subscription
+        registry_id = registry_name(spec.tags.project, spec.stack, subscription)
+        found = self.lookup.registry(data_group, registry_id)
+        self.registry = azure.containerregistry.Registry(
+            f"{self.name}-registry", registry_name=registry_id, resource_group_name=self.data_group.name,
+            location=spec.region, sku={"name": "Standard"}, admin_user_enabled=False, anonymous_pull_enabled=False,
+            tags=self.tags, opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
+                retain_on_delete=True,
+                import_=(f"/subscriptions/{subscription}/resourceGroups/{data_group}/providers/"
+                         f"Microsoft.ContainerRegistry/registries/{registry_id}") if found else None)))
+        return recipe.Repository(self.registry.login_server.apply(
+            lambda server: f"{server}/{REGISTRY_REPOSITORY}"))
+
+    def secret_store(self) -> recipe.SecretStore:
+        spec = self.spec
+        vault_id = vault_name(spec.tags.project, spec.stack, self.subscription)
+        vault = self.vault = MungeVault(f"{self.name}-munge", MungeVaultArgs(
+            resource_group=self.group.name, location=spec.region, vault_name=vault_id,
+            tenant_id=self.client.tenant_id, subnet_id=self.net.compute_subnet_id,
+            recover=self.lookup.deleted_vault(vault_id), tags=self.tags), self.child)
+        return recipe.SecretStore(lambda reader: pulumi.Output.all(vault.vault_uri, reader).apply(
+            lambda v: munge_key(v[0], v[1])))
+
+    def _identity(self, host: str) -> Any:
+        """The host's (or pool's) managed identity: what its boot reads the munge key, Blob and the registry as."""
+        return azure.managedidentity.UserAssignedIdentity(
+            f"{self.name}-{host}-identity", resource_name_=self.names(host, "identity"),
+            resource_group_name=self.group.name, location=self.spec.region, tags=self.tags, opts=self.child)
+
+    def _grants(self, host: str, principal: pulumi.Output[str], munge_role: str) -> None:
+        """A host's reads: the munge key in the vault, the stack's Blob data, the golden image in the registry."""
+        name, subscription = self.name, self.subscription
+        if self.vault:
+            roles.grant(f"{name}-{host}-munge", role=munge_role, scope=self.vault.vault_id,
+                        principal_id=principal, subscription_id=subscription, opts=self.child)
+        self.data.grant(f"{name}-{host}-blob", principal)
+        roles.grant(f"{name}-{host}-pull", role="AcrPull", scope=self.registry.id, principal_id=principal,
+                    subscription_id=subscription, opts=self.child)
+
+    def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
+        spec = self.spec
+        identity = self._identity(slurm.HEAD_HOSTNAME)
+        head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
+            resource_group=self.group.name, location=spec.region, zone=self.zone, vm_size=shape.instance_type,
+            image=host_image(spec, spec.nodes[0], hostlayer.head_layer(spec)), os_disk_gib=shape.root_volume_gib,
+            subnet_id=self.net.compute_subnet_id, cluster_group_id=self.net.cluster_group_id,
+            user_data=boot.head(reader=identity.client_id),
+            ssh_key=head_key(spec), tags=self.tags, names=lambda *parts: self.names(slurm.HEAD_HOSTNAME, *parts)),
+            identity, self.child)
+        self._grants(slurm.HEAD_HOSTNAME, identity.principal_id, "Key Vault Secrets Officer")
+        return recipe.Head(head.private_ip, head.vm_name)
+
+    def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
+        spec = self.spec
+        it = catalog.instance_type(CLOUD, pool.instance_type)
+        identity = self._identity(pool.name)
+        nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
+            resource_group=self.group.name, location=spec.region, zone=self.zone, vm_size=it.name, count=pool.count,
+            image=host_image(spec, pool, hostlayer.layer(spec, pool)), os_disk_gib=pool.root_volume_gib,
+            subnet_id=self.net.compute_subnet_id, cluster_group_id=self.net.cluster_group_id,
+            capacity=pool.capacity.value,
+            user_data=boot.node(pool.name, fabric_of(pool, it), it.local_nvme_count > 0, reader=identity.client_id),
+            ssh_key=node_key(spec, pool), tags=self.tags, hostname_prefix=pool.name,
+            names=lambda *parts: self.names(pool.name, *parts)), identity, self.child)
+        self._grants(pool.name, identity.principal_id, "Key Vault Secrets User")
+        return recipe.NodePool(pool, it, _node_addresses(self.lookup, nodes.scale_set_id, pool.count, pool.name),
+                               None, nodes)
+
+    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
+        spec = self.spec
+        if not spec.budget:
+            return recipe.BudgetGuard({"budgetFunction": None})
+        from goldenenv.clouds.azure.budget import BudgetStop, BudgetStopArgs
+
+        stop = BudgetStop(f"{self.name}-budget", BudgetStopArgs(
+            project=spec.tags.project, stack=spec.stack, subscription_id=self.subscription,
+            resource_group=self.group.name, location=spec.region, monthly_limit=spec.budget.monthly_limit,
+            currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds,
+            forecast_thresholds=spec.budget.forecast_thresholds,
+            emails=spec.budget.emails, hard_stop=spec.budget.hard_stop, tags=self.tags,
+            ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes,
+            node_vcpus=min(p.instance_type.vcpus for p in pools)), self.child)
+        return recipe.BudgetGuard({"budgetFunction": stop.function_name})
+
+    def outputs(self, built: recipe.Built) -> dict[str, Any]:
+        return {
+            "subscriptionId": self.subscription,
+            "resourceGroup": self.group.name,
+            "dataResourceGroup": self.data_group.name,
+            "zone": self.zone,
+            "scaleSets": pulumi.Output.all(*[p.component.scale_set_name for p in built.pools]),
         }
-        self.register_outputs(self.outputs)
+
+
+class GpuCluster(recipe.Cluster):
+    """Resource groups, network, data store, registry, vault, head, node pools and budget of one stack: the
+    cluster recipe (clouds/recipe.py) with Azure's parts."""
+
+    parts = AzureParts
