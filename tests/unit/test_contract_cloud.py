@@ -38,6 +38,8 @@ def test_every_hook_of_the_protocol_has_a_default_or_is_required():
     required = {hook for hooks in REQUIRED_HOOKS.values() for hook in hooks}
     assert [hook for hook in HOOKS if hook not in required and not hasattr(CloudDefaults, hook)] == []
     assert required <= set(HOOKS)
+    assert sorted(n for n in dir(CloudDefaults) if not n.startswith("_") and n not in HOOKS) == [], \
+        "a default for a hook the protocol does not declare"
     assert "registry_url" in HOOKS and "destroy_hints" in HOOKS and "readiness" in HOOKS
 
 

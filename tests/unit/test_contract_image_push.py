@@ -262,3 +262,20 @@ def test_alibabas_token_call_is_signed_with_the_callers_access_key(own_project, 
     [(url, headers)] = cloud_answers
     assert url == f"https://cr.{spec.region}.aliyuncs.com/tokens"
     assert headers["Authorization"].startswith("acs LTAI-recorded:") and headers["x-acs-version"] == "2016-06-07"
+
+
+def test_an_aws_login_the_cloud_refuses_is_said_not_raised(own_project):
+    """An expired session token: STS refuses it after the preflight found credentials. The push says so, in words
+    the command prints (RuntimeError), with the command that shows the login; never a botocore traceback."""
+    from botocore.exceptions import ClientError
+
+    from goldenenv.clouds.aws import AwsCloud
+    from goldenenv.lifecycle import load_spec
+
+    class ExpiredSts:
+        def get_caller_identity(self):
+            raise ClientError({"Error": {"Code": "ExpiredToken", "Message": "The security token included in the "
+                                         "request is expired"}}, "GetCallerIdentity")
+
+    with pytest.raises(RuntimeError, match=r"ExpiredToken.*`aws sts get-caller-identity`"):
+        AwsCloud().registry_url(load_spec(FIRST_STACK["aws"]), sts=ExpiredSts())

@@ -48,6 +48,18 @@ RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 """An EC2 Capacity Reservation (or Capacity Block) id."""
 
 
+def _asked(what: str, call: Callable[[], Any]) -> Any:
+    """An AWS call the caller's login answers: its refusal (expired or missing credentials, no permission) is said
+    as a RuntimeError naming what was asked, which the command prints, never a botocore traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except (BotoCoreError, ClientError) as e:
+        raise RuntimeError(f"AWS did not give {what}: {e}; check the login with `aws sts get-caller-identity`") \
+            from None
+
+
 class AwsCloud(PulumiCloud):
     name = "aws"
     capabilities = frozenset(Capability)
@@ -119,7 +131,8 @@ class AwsCloud(PulumiCloud):
         """`<account>.dkr.ecr.<region>.amazonaws.com/<name>`: the URL ECR gives the stack's repository."""
         import boto3
 
-        account = (sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"]
+        account = _asked("the caller's account (sts get-caller-identity)", lambda: (
+            sts or boto3.client("sts", region_name=spec.region)).get_caller_identity()["Account"])
         name = repository_name(spec.tags.project, spec.stack, spec.image.lock)
         return f"{account}.dkr.ecr.{spec.region}.amazonaws.com/{name}"
 
@@ -129,7 +142,8 @@ class AwsCloud(PulumiCloud):
 
         import boto3
 
-        token = (ecr or boto3.client("ecr", region_name=spec.region)).get_authorization_token()["authorizationData"][0]
+        token = _asked("an ECR login (ecr get-authorization-token)", lambda: (
+            ecr or boto3.client("ecr", region_name=spec.region)).get_authorization_token()["authorizationData"][0])
         user, _, password = base64.b64decode(token["authorizationToken"]).decode().partition(":")
         return {"username": user, "password": password, "registry": registry.split("/", 1)[0]}
 
