@@ -104,7 +104,7 @@ class Boot:
     """What every host's boot is made of; the head and node pool parts ask it for their hosts' user data."""
 
     spec: ClusterSpec
-    registry_login: str
+    registry_login: str | None
     image_ref: pulumi.Output[str | None]
     mount: pulumi.Input[SharedFs | None]
     secret: SecretStore | None = None
@@ -148,12 +148,13 @@ class Built:
 
 class Parts:
     """A cloud's parts. Subclasses set `cloud` (its Cloud class: the default head type, slurmd's timeout) and
-    `registry_login` (the boot's registry login adapter), and define network, data_store, node_pool and outputs;
+    `registry_login` (the boot's registry login adapter, templates/node/registry-login-<name>.sh.j2; None: the
+    hosts pull with no login), and define network, data_store, node_pool and outputs;
     scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
     (the cluster component) and `child` (options that make a resource its child) before the first part."""
 
     cloud: Any
-    registry_login: str = "none"
+    registry_login: str | None = None
     scope: Callable[[], None] | None = None
     repository: Callable[[], Repository] | None = None
     secret_store: Callable[[], SecretStore] | None = None
