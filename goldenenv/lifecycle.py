@@ -465,7 +465,7 @@ def validate_host_layers(spec: ClusterSpec, targets: list[str], ssh_config: str 
 
 
 def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_config: str | None = None,
-                   instance_type: str | None = None, cloud: str = "aws", min_fraction: float = 0.8,
+                   instance_type: str | None = None, cloud: str | None = None, min_fraction: float = 0.8,
                    log: Log = print, procs_per_node: int | None = None, host_driver: str | None = None,
                    spec: ClusterSpec | None = None) -> Validation:
     """Validate nodes reached through testinfra (ssh:// on clouds, docker:// locally).
@@ -476,12 +476,17 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
     all-reduce's bus bandwidth is judged against the catalog's reference for that type at the size measured.
     With host_driver (the host image's pinned driver), a node whose GPUs report another driver fails. With the
     cloud stack's spec (hosts in its pools' order), every pool's host checks run too (validate_host_layers).
+    The instance type is the catalog's entry of `cloud`, else of the spec's cloud: an instance type with neither
+    is a ValueError, since a name alone does not say which cloud's catalog to judge the GPUs by.
     """
     import shlex
     import threading
 
     import testinfra
 
+    cloud = cloud or (spec.cloud if spec else None)
+    if instance_type and not cloud:
+        raise ValueError(f"validate_hosts: instance type {instance_type} needs its cloud (cloud= or spec=)")
     result = Validation()
     extra = (["--exec-prefix", exec_prefix] if exec_prefix else []) + (
         ["--ssh-config", ssh_config] if ssh_config else []) + (

@@ -81,18 +81,52 @@ def image_render(name: str, out: Path = typer.Option(None, "--out", help="Write 
         print(dockerfile.dockerfile(lock, base_ref), end="")
 
 
+CLOUD_HELP = "The cloud whose catalog lists --instance-type; found from the type when one cloud's catalog lists it."
+
+
+def _cloud_of(instance_type: str | None, cloud: str | None) -> str | None:
+    """The cloud an --instance-type is judged on: --cloud when given, else the one cloud whose catalog lists the
+    type. No cloud lists it, or several do: a usage error (exit 2) saying which --cloud to give."""
+    if cloud or not instance_type:
+        return cloud
+    from goldenenv import catalog
+
+    known = sorted({r["cloud"] for r in catalog.rows("instance_types")})
+    listing = [c for c in known if _lists(c, instance_type)]
+    if len(listing) == 1:
+        return listing[0]
+    if listing:
+        errors.print(f"--instance-type {escape(instance_type)}: the catalogs of {' and '.join(listing)} list it; "
+                     f"give --cloud {' or --cloud '.join(listing)}", highlight=False)
+    else:
+        errors.print(f"--instance-type {escape(instance_type)}: no cloud's catalog lists it; give --cloud (one of "
+                     f"{', '.join(known)}) and an instance type that cloud's catalog lists", highlight=False)
+    raise typer.Exit(2)
+
+
+def _lists(cloud: str, instance_type: str) -> bool:
+    from goldenenv import catalog
+
+    try:
+        catalog.instance_type(cloud, instance_type)
+    except KeyError:
+        return False
+    return True
+
+
 @app.command("check-lock")
 def image_check_lock(
     name: str,
     instance_type: str = typer.Option(None, "--instance-type", help="Can the lock run on this instance type?"),
     driver: str = typer.Option(None, "--driver", help="... with this NVIDIA driver (e.g. 550.54.15)?"),
-    cloud: str = typer.Option("aws", "--cloud"),
+    cloud: str = typer.Option(None, "--cloud", help=CLOUD_HELP),
     wheelhouse: str = WHEELHOUSE,
 ) -> None:
     """Compatibility of the lock's pins with each other, the catalog and optionally a node."""
     from goldenenv import compat
 
     lock = _lock(name)
+    cloud = _cloud_of(instance_type, cloud)
     folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
     found = (compat.can_run(lock, cloud, instance_type, driver, wheelhouse=folder) if instance_type
              else compat.check_lock(lock, folder))
@@ -247,7 +281,7 @@ def image_check(
     exec_prefix: str = typer.Option("", "--exec-prefix", help="On nodes, run probes in the container: 'docker exec goldenenv'."),
     gpu_checks: bool = typer.Option(False, "--gpu", help="Also check driver, GPUs, torch on GPUs and an all-reduce."),
     instance_type: str = typer.Option(None, "--instance-type"),
-    cloud: str = typer.Option("aws", "--cloud"),
+    cloud: str = typer.Option(None, "--cloud", help=CLOUD_HELP),
 ) -> None:
     """Prove the built image (or live nodes) match the lock: one case per pin."""
     import subprocess
@@ -256,7 +290,8 @@ def image_check(
     from goldenenv.images.lock import lock_path
 
     lock = _lock(name)
-    extra = ["--cloud", cloud] + (["--gpu"] if gpu_checks else []) + (
+    cloud = _cloud_of(instance_type, cloud)
+    extra = (["--cloud", cloud] if cloud else []) + (["--gpu"] if gpu_checks else []) + (
         ["--instance-type", instance_type] if instance_type else []) + (
         ["--exec-prefix", exec_prefix] if exec_prefix else [])
     if hosts:
