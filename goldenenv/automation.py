@@ -11,10 +11,10 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
+from goldenenv.scopedenv import scoped_env
 from goldenenv.spec import ClusterSpec
 
 
@@ -280,20 +280,6 @@ def _pulumi_destroy(target, cloud, log: Callable[[str], None]) -> None:
         return
     with scoped_env(target.workspace.env_vars, DESTROYING_ENV, "1"):
         target.destroy(on_output=log, run_program=True)
-
-
-@contextmanager
-def scoped_env(env: MutableMapping[str, str], name: str, value: str) -> Iterator[None]:
-    """Set a variable of an Automation API workspace for the commands run inside, then put back what was there."""
-    had, previous = name in env, env.get(name)
-    env[name] = value
-    try:
-        yield
-    finally:
-        if had:
-            env[name] = previous
-        else:
-            env.pop(name, None)
 
 
 def _destroy_failed(spec: ClusterSpec, cloud, outputs: dict, target, error: Exception, purge_data: bool,

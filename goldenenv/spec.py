@@ -27,7 +27,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from goldenenv import sshkeys
-from goldenenv.guardrails import describe_wide
+from goldenenv.netmath import describe_wide
+from goldenenv.shown import as_written
 
 STACK_TAG_KEY = "goldenenv:stack"
 
@@ -298,7 +299,7 @@ class Network(Model):
     admin_cidrs: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(default=[], max_length=MAX_ADMIN_CIDRS)
     """Extra networks (VPN, office) allowed to reach the nodes on SSH; access is otherwise SSM only.
 
-    Their union may hold no public block wider than an IPv4 /8 or an IPv6 /32 (guardrails.WIDEST_PUBLIC_PREFIX:
+    Their union may hold no public block wider than an IPv4 /8 or an IPv6 /32 (netmath.WIDEST_PUBLIC_PREFIX:
     a /8 is the largest block ever given to one organisation, a /32 a whole ISP's allocation; an office is a
     /24 or a /48). Private and documentation ranges do not count. The union is judged, not each entry:
     0.0.0.0/1 and 128.0.0.0/1 together are the whole internet. At most 50: each is one inbound rule of the node
@@ -310,8 +311,6 @@ class Network(Model):
     @classmethod
     def _cidr_is_text(cls, v: object) -> object:
         """ipaddress reads a number (and a boolean) as an address: false would be 0.0.0.0/32."""
-        from goldenenv.userfile import as_written
-
         if not isinstance(v, (str, ipaddress.IPv4Network)):
             raise ValueError(f"write a private network as text, e.g. 10.42.0.0/16; got {as_written(v)}")
         return v
@@ -330,8 +329,6 @@ class Network(Model):
     def _networks(cls, v: object) -> object:
         """One clear message for text that is no network, rather than one per IP version; too many are refused before
         any is parsed."""
-        from goldenenv.userfile import as_written
-
         if isinstance(v, list) and len(v) > MAX_ADMIN_CIDRS:
             raise ValueError(f"{len(v):,} networks; at most {MAX_ADMIN_CIDRS} (each is one inbound rule of the node "
                              "security group, which holds 60 and needs a few of its own)")

@@ -23,8 +23,8 @@ from typing import Any
 
 from goldenenv.clouds.base import ROLL_NODES_ENV, NodeScript, NodeTemplate, NodeUpdates, cloud_of, script_digest
 from goldenenv.clouds.base import node_updates as cloud_node_updates
-from goldenenv.automation import scoped_env
 from goldenenv.guardrails import PlannedResource
+from goldenenv.scopedenv import scoped_env
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 """The key Pulumi marks a secret value with in state files."""

@@ -14,7 +14,6 @@ unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+from goldenenv.shown import as_written, clip, dotted, shown
 from goldenenv.spec import ConfigError, Problem
 
 MAX_FILE_BYTES = 1 << 20
@@ -35,7 +35,6 @@ MAX_DEPTH = 64
 MAX_TEXT_CHARS = 1 << 16
 """One value in a stack file: room for a PEM or a kubeconfig of another provider, not for a runaway paste."""
 MAX_INT_CHARS = 100
-MAX_SHOWN = 80
 MAX_NODES = 10_000
 """Values (scalars, lists, mappings, keys counted) in one file: the largest lock has about 500, a stack file under
 100. Reading is linear in them (about 0.2 s for 10,000), and so is validation: the cap keeps reading and checking
@@ -429,42 +428,3 @@ def _yaml_words(problem: str) -> str:
 
 def _at(mark: Any) -> str:
     return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-
-
-def dotted(path: list | None) -> str:
-    """A path in a YAML file as written: config.goldenenv:nodes[1].count."""
-    return clip("".join(
-        f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if i else clip(part))
-        for i, part in enumerate(path or [])
-    ), 2 * MAX_SHOWN) or "(top level)"
-
-
-def clip(text: Any, limit: int = MAX_SHOWN) -> str:
-    text = str(text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def shown(value: Any) -> str:
-    """A value as echoed in a message: repr, clipped; a huge integer by its size (it has no short repr)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
-    text = clip(repr(value))
-    if isinstance(value, str) and len(value) > MAX_SHOWN:
-        text += f" ({len(value):,} characters)"
-    return text
-
-
-def as_written(value: Any) -> str:
-    """A value as YAML spells it, for a message: false, null, .inf, 'text' (clipped); a list or mapping by its
-    kind."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return ".nan" if value != value else ".inf" if value > 0 else "-.inf"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return shown(value)

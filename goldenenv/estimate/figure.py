@@ -4,6 +4,8 @@ each option (red: misses the deadline). Building the figure writes nothing; the 
 from __future__ import annotations
 
 from goldenenv import catalog
+from goldenenv.estimate.footprint import GiB
+from goldenenv.estimate.request import gpu_usable_bytes
 
 
 def figure(est):
@@ -11,8 +13,6 @@ def figure(est):
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
-
-    from goldenenv.estimate import GiB, gpu_usable_bytes
 
     fig = Figure(figsize=(12, 5.5), layout="constrained")
     mem_ax, cost_ax = fig.subplots(1, 2, width_ratios=(1, 2.2))

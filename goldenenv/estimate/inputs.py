@@ -18,6 +18,7 @@ from pathlib import Path
 from goldenenv import catalog
 from goldenenv.estimate import footprint as mem
 from goldenenv.estimate import lora, shapes
+from goldenenv.estimate.request import DEFAULT_HEADROOM, METHODS, PRECISIONS, Request
 from goldenenv.userfile import as_written
 
 SPEC_KEYS = ("params", "tokens", "hours", "method", "precision", "zero", "offload", "offload_params", "zero_init",
@@ -112,7 +113,6 @@ def request_from(values: dict, *, named: dict[str, str] | None = None, partial: 
 
     named: how to name each key in messages (a spec file's `run.yaml: zero`); the flag by default.
     partial: a source of values could not be read, so nothing is reported as missing (it may be in that source)."""
-    from goldenenv.estimate import DEFAULT_HEADROOM, METHODS, PRECISIONS, Request
     named = named or {}
     problems: list[str] = []
 

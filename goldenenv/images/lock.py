@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, create_model, model_validator
 
 from goldenenv import fabrics, project
 from goldenenv.fabrics import DebianPackage, Efa, Erdma, GpuDirectTcp, Gib, Sha256, Version  # noqa: F401
+from goldenenv.modelwords import error_message, user_errors, user_path
 from goldenenv.spec import ConfigError, LockError, Model, Problem
 from goldenenv.userfile import clip, read_yaml
 
@@ -316,8 +317,6 @@ def _load(name: str, path: Path, images_dir: Path | None) -> Lock:
     try:
         lock = Lock.model_validate(doc)
     except ValidationError as e:
-        from goldenenv.stackconfig import user_errors
-
         raise ConfigError(misnamed + [_problem(path, err, doc) for err in user_errors(e.errors(), doc, Lock)]) \
             from None
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
@@ -357,8 +356,6 @@ def _extended(path: Path, doc: dict, images_dir: Path | None) -> dict:
 def _problem(path: Path, err: dict, doc: object = None, model: type[Model] | None = None) -> Problem:
     """One lock error at the field as written in lock.yaml, without pydantic's internal location parts; `model`: the
     lock's model when it is not a golden image's Lock (a host lock)."""
-    from goldenenv.stackconfig import error_message, user_path
-
     model = model or Lock
     field = ".".join(clip(part) for part in user_path(err["loc"], doc, model)[0]) or "(top level)"
     if err["type"] == "extra_forbidden":

@@ -35,13 +35,11 @@ import pulumi
 import pulumi_aws as aws
 
 from goldenenv import reaper
+from goldenenv.clouds.aws.budget_kinds import ACTUAL, HARD_STOP_PERCENT, notification_kinds
 from goldenenv.clouds.aws.teardown import (encrypted_topic, hard_stop_parameter, reaper_function,
                                           service_key_policy, service_may_publish)
 
-HARD_STOP_PERCENT = 100
 BUDGETS_SERVICE = "budgets.amazonaws.com"
-ACTUAL = "ACTUAL"
-FORECASTED = "FORECASTED"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,13 +121,6 @@ class StackBudget(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
         )
         return topic, [*policies, subscription, state], function
-
-
-def notification_kinds(actual: Iterable[int], forecast: Iterable[int], hard_stop: bool) -> list[tuple[int, str]]:
-    """(threshold, type) of every notification the budget has: ACTUAL per alert threshold, with 100 % added for
-    the hard stop when absent, then FORECASTED per forecast threshold; each pair once (Budgets refuses duplicates)."""
-    actual_levels = set(actual) | ({HARD_STOP_PERCENT} if hard_stop else set())
-    return [(t, ACTUAL) for t in sorted(actual_levels)] + [(t, FORECASTED) for t in sorted(set(forecast))]
 
 
 def notifications(actual: Iterable[int], forecast: Iterable[int], emails: list[str],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from goldenenv.clouds.aws.budget_kinds import ACTUAL, HARD_STOP_PERCENT, notification_kinds
 from goldenenv.clouds.aws.guardrail_facts import INSTANCE, LAUNCH_TEMPLATE
 from goldenenv.clouds.base import UserDataLimit, VcpuAsk
 from goldenenv.spec import ClusterSpec, Problem
@@ -184,8 +185,6 @@ def check_spec(spec: ClusterSpec) -> list[Problem]:
     Names goldenenv derives from the stack and pool names are judged on the planned resources
     (readiness: strict:name-length), where every derived name is known exactly.
     """
-    from goldenenv.clouds.aws.budget import ACTUAL, HARD_STOP_PERCENT, notification_kinds  # budget imports teardown, which imports limits
-
     problems = []
     budget = spec.budget
     if budget is not None:

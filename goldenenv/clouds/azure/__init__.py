@@ -15,9 +15,7 @@ Azure CLI's); the program reads it, and the tenant, from getClientConfig.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -30,13 +28,14 @@ from goldenenv.clouds.access import head_key, key_type_problems, node_key
 from goldenenv.clouds.azure import nodes as azure_nodes
 from goldenenv.clouds.azure import roles
 from goldenenv.clouds.azure.readiness import USER_DATA
+from goldenenv.clouds.azure.naming import global_name, mock_guid, resource_name
 from goldenenv.clouds.azure.head import MungeVault, MungeVaultArgs, SlurmHead, SlurmHeadArgs, munge_key
 from goldenenv.clouds.azure.network import Network, NetworkArgs, subnet_ranges
 from goldenenv.clouds.azure.nodes import MAX_PLACEMENT_GROUP, GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds import recipe
 from goldenenv.clouds.base import (
     BuildContext, Capability, HeadShape, HostImageForm, PulumiCloud, host_image_problems, key_words, mock_address,
-    pinned_host_image, sold_problems, stable_number, zone_problems,
+    pinned_host_image, sold_problems, zone_problems,
 )
 from goldenenv.spec import Capacity, ClusterSpec, Problem, pool_key
 
@@ -67,34 +66,8 @@ PLACEHOLDER_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 PLACEHOLDER_TENANT = "11111111-1111-1111-1111-111111111111"
 REGISTRY_REPOSITORY = "goldenenv"
 """The repository nodes pull from in the stack's registry: <registry>.azurecr.io/goldenenv."""
-NAME_MAX = 64
-
-
-def resource_name(*parts: str, limit: int = NAME_MAX) -> str:
-    """Parts joined by `-`, other characters made `-`, shortened with a digest past `limit`."""
-    text = re.sub(r"[^A-Za-z0-9-]+", "-", "-".join(p for p in parts if p)).strip("-").lower()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit - 9].rstrip('-')}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
-
-
-def mock_guid(resource_id: str, what: str) -> str:
-    """A GUID ARM would assign (an identity's principal or client id) under the offline plan: stable per
-    resource."""
-    return str(uuid.UUID(int=stable_number(f"{resource_id}/{what}") << 68))
-
-
 def compute_group(project: str, stack: str) -> str:
     return resource_name("rg", project, stack, limit=90)
-
-
-def global_name(kind: str, project: str, stack: str, subscription: str, limit: int, hyphens: bool) -> str:
-    """A name Azure wants unique across all of Azure (vaults, registries): a slug of the stack and a digest of the
-    subscription, project and stack, so two stacks (or two subscriptions) never ask for the same one."""
-    digest = hashlib.sha256(f"{subscription}/{project}/{stack}/{kind}".encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9]+", "-" if hyphens else "", stack.lower()).strip("-")
-    room = limit - len(kind) - len(digest) - (2 if hyphens else 0)
-    return f"{kind}-{slug[:room].strip('-')}-{digest}" if hyphens else f"{kind}{slug[:room]}{digest}"
 
 
 def vault_name(project: str, stack: str, subscription: str) -> str:

@@ -67,7 +67,8 @@ import pulumi
 import pulumi_azure_native as azure
 
 from goldenenv.clouds import stopcore
-from goldenenv.clouds.azure import global_name, hardening, mock_guid, privilege, resource_name, roles
+from goldenenv.clouds.azure import hardening, privilege, roles
+from goldenenv.clouds.azure.naming import global_name, mock_guid, resource_name
 from goldenenv.clouds.azure.stopfn import function_app as stopfn
 from goldenenv.clouds.base import STOP_CORE, FunctionSource, stable_number
 from goldenenv.guardrails import HOLDS_TAG

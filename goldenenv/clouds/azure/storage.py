@@ -61,6 +61,7 @@ import pulumi_azure_native as azure
 
 from goldenenv.clouds import stores
 from goldenenv.clouds.azure import hardening, roles
+from goldenenv.clouds.azure.naming import resource_name
 from goldenenv.clouds.base import CloudApiError, cli_token, json_call, stable_number
 from goldenenv.clouds.stores import PROJECT_TAG_KEY, Found
 from goldenenv.hardening import EXCEPTION_KEY
@@ -222,8 +223,6 @@ def account_name(project: str, stack: str, subscription_id: str) -> str:
 def data_group_name(project: str, stack: str) -> str:
     """`rg-<project>-<stack>-data`, written like the compute group (clouds/azure resource_name): the resource group
     that `destroy` keeps, holding the storage account and the registry."""
-    from goldenenv.clouds.azure import resource_name
-
     return resource_name("rg", project, stack, "data", limit=90)
 
 

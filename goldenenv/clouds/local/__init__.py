@@ -11,6 +11,7 @@ from typing import Any
 
 from goldenenv import catalog
 from goldenenv.clouds.base import CloudDefaults
+from goldenenv.clouds.local.settings import SLURMD_TIMEOUT_S
 from goldenenv.spec import ClusterSpec, Problem, pool_key
 
 
@@ -21,7 +22,7 @@ class LocalCloud(CloudDefaults):
     name = "local"
     capabilities: frozenset = frozenset()
     uses_pulumi = False
-    slurmd_timeout = 10
+    slurmd_timeout = SLURMD_TIMEOUT_S
     """A lost node container is DOWN this soon: the local drill sees its requeue quickly."""
     user_data_limit = None
     """Its containers get their boot files from goldenenv itself: no user data."""

@@ -24,6 +24,7 @@ from docker.errors import NotFound
 from goldenenv import catalog, slurm
 from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV
+from goldenenv.clouds.local.settings import SLURMD_TIMEOUT_S
 from goldenenv.nodeboot import hostfile, launch_env
 from goldenenv.slurm import config as slurm_config
 from goldenenv.slurm import view
@@ -194,9 +195,7 @@ class LocalCluster:
             restart_policy={"Name": "unless-stopped"}, init=True, detach=True,
             **self._on_network(network, slurm.HEAD_HOSTNAME),
         )
-        from goldenenv.clouds.local import LocalCloud
-
-        conf = slurm_config.render_conf(self.spec, LocalCloud.slurmd_timeout, cred_expire=REQUEUE_DELAY_S,
+        conf = slurm_config.render_conf(self.spec, SLURMD_TIMEOUT_S, cred_expire=REQUEUE_DELAY_S,
                                         health_interval=HEALTH_INTERVAL_S)
         container.put_archive("/", _archive({f"{slurm.CONF_MOUNT.lstrip('/')}/slurm.conf": conf.encode()}))
         container.start()
