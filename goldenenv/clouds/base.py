@@ -890,12 +890,28 @@ def required_capabilities(spec: ClusterSpec) -> dict[Capability, str]:
     return needs
 
 
+def clouds_that_can(capability: Capability) -> str:
+    """The clouds that provide a capability, in words. A cloud whose provider is not installed (its extra) is named
+    apart: its class, and so what it can do, comes with the provider (the registry raises ProviderMissing, a
+    ConfigError, for it)."""
+    can, absent = [], []
+    for name in names():
+        try:
+            if capability in get(name).capabilities:
+                can.append(name)
+        except ConfigError:
+            absent.append(name)
+    said = "clouds that can: " + (", ".join(can) or ("none of those installed" if absent else "none yet"))
+    if absent:
+        said += f"; not installed, so not asked: {', '.join(absent)} (./scripts/setup.sh --cloud NAME adds one)"
+    return said
+
+
 def validate(spec: ClusterSpec) -> Cloud:
     """The spec's cloud, once the spec asks nothing of it that it cannot do."""
     cloud = get(spec.cloud)
     problems = [
-        Problem(key, f"{cloud.name} cannot provide {cap.value}; clouds that can: "
-                + (", ".join(n for n in names() if cap in get(n).capabilities) or "none yet"))
+        Problem(key, f"{cloud.name} cannot provide {cap.value}; {clouds_that_can(cap)}")
         for cap, key in required_capabilities(spec).items()
         if cap not in cloud.capabilities
     ]

@@ -49,8 +49,8 @@ def held_by(extra: str) -> set[str]:
 ALL_PROVIDERS = sorted({m for requirements in PROVIDER_EXTRAS.values() for m in modules_of(requirements)})
 
 # Runs in a subprocess: refuse the modules in argv[1] (comma-separated), then run argv[2]'s JSON list of steps,
-# ["cli", args] (the goldenenv command line, exit status and output kept) or ["installed", cloud] (the registry's
-# answer), and print their results as JSON, with the refused modules each step tried to import.
+# ["cli", args] (the goldenenv command line, exit status and output kept), ["installed", cloud] (the registry's
+# answer) or ["python", code] (what it prints), and print their results as JSON, with the refused modules each step tried to import.
 WITHOUT_PROVIDERS = r"""
 import contextlib, io, json, sys, traceback
 REFUSED = set(filter(None, sys.argv[1].split(",")))
@@ -69,8 +69,11 @@ for kind, arg in json.loads(sys.argv[2]):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             if kind == "installed":
-                from goldenenv import clouds, stackconfig
+                from goldenenv import clouds
                 code = clouds.installed(arg)
+            elif kind == "python":
+                exec(arg, {})
+                code = 0
             else:
                 from goldenenv.cli import app
                 app(arg, prog_name="goldenenv")
@@ -177,3 +180,26 @@ def test_a_cloud_without_its_provider_says_the_command_that_adds_it(cloud):
     heading = estimate["output"].splitlines()[0]
     assert heading.startswith("goldenenv estimate"), estimate["output"][-3000:]
     assert any(f" · {t} × " in heading for t in pool_types(stack)), heading
+
+
+def test_a_capability_the_stacks_cloud_lacks_is_said_without_asking_clouds_that_are_not_installed():
+    """A local stack asking for a budget is told which clouds can give one; with no provider installed, the clouds
+    that would need one to say are named as not installed, not raised as a missing provider."""
+    ask = """
+from pathlib import Path
+from goldenenv import clouds, stackconfig
+from goldenenv.spec import ConfigError
+values, unknown = stackconfig.namespaced(stackconfig.read_stack_file(Path("stacks/Pulumi.local.yaml")))
+values["budget"] = {"monthlyLimit": 100, "emails": ["team@example.com"]}
+try:
+    clouds.validate(stackconfig.load("local", values, unknown))
+except ConfigError as e:
+    print(type(e).__name__, e)
+"""
+    [refused], [installed] = without(ALL_PROVIDERS, ("python", ask)), without([], ("python", ask))
+    needing = sorted(c for c in clouds.names() if c in PROVIDER_EXTRAS)
+    assert refused["output"].strip() == (
+        "ConfigError goldenenv:budget: local cannot provide budget; clouds that can: none of those installed; not "
+        f"installed, so not asked: {', '.join(needing)} (./scripts/setup.sh --cloud NAME adds one)")
+    assert installed["output"].startswith("ConfigError goldenenv:budget: local cannot provide budget; clouds that can: ")
+    assert "not installed" not in installed["output"]
