@@ -25,7 +25,7 @@ from pathlib import Path
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 NOT_CLOUDS = ("test", "all")
 """Extras that are not one cloud's provider: the test suite's dependencies (with every cloud), and every cloud."""
-DISK_MB = {"": 290, "test": 40, "pulumi-aws": 120, "pulumi-alicloud": 70, "pulumi-gcp": 135, "pulumi-azure-native": 155}
+DISK_MB = {"": 280, "test": 40, "pulumi-aws": 120, "pulumi-alicloud": 70, "pulumi-gcp": 135, "pulumi-azure-native": 155}
 """Megabytes on disk as uv installs them (not byte-compiled), measured with du in a fresh .venv (scripts/bench_setup.py,
 December 2026): goldenenv's own dependencies (""), the test extra's, and each cloud's provider."""
 SELF = re.compile(r"^goldenenv\[(?P<extras>[^\]]+)\]$")
