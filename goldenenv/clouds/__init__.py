@@ -9,17 +9,12 @@ only those who use that cloud install: the local flow needs none. Looking a clou
 """
 
 import importlib
-import importlib.metadata
 import inspect
 import pkgutil
-import re
 
 from goldenenv.clouds.base import DESTROYING_ENV, BuildContext, Capability, Cloud, get, names, register, validate
+from goldenenv.extras import is_provider
 from goldenenv.spec import ConfigError, Problem
-
-PROVIDER_PREFIX = "pulumi_"
-"""Every Pulumi provider SDK's Python package starts so (pulumi_aws, pulumi_azure_native: the import name of the
-pulumi-<provider> distribution, https://www.pulumi.com/docs/iac/languages-sdks/python/)."""
 
 
 def install_command(cloud: str) -> str:
@@ -42,18 +37,6 @@ class ProviderMissing(ConfigError):
         """The provider module that could not be imported (pulumi_aws)."""
 
 
-def _extra_modules(cloud: str) -> set[str]:
-    """The import names of the distributions goldenenv's extra for this cloud asks for, from the installed
-    metadata (`pulumi-aws==7.51.1; extra == "aws"` -> pulumi_aws); empty when goldenenv is not installed."""
-    try:
-        requires = importlib.metadata.requires("goldenenv") or []
-    except importlib.metadata.PackageNotFoundError:
-        return set()
-    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(cloud)}["']""")
-    return {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("-", "_")
-            for r in requires if marker.search(r)}
-
-
 def load(cloud: str, module: str = ""):
     """goldenenv.clouds.<cloud>[.<module>], imported; ProviderMissing when the import stops at the cloud's provider
     SDK (a Pulumi provider package, or a module its extra installs). Any other missing module is a fault, raised."""
@@ -64,13 +47,6 @@ def load(cloud: str, module: str = ""):
         if is_provider(e, cloud):
             raise ProviderMissing(cloud, e.name or "") from None
         raise
-
-
-def is_provider(error: ModuleNotFoundError, cloud: str) -> bool:
-    """Whether a failed import stopped at a cloud's provider SDK: a Pulumi provider package, or a module the cloud's
-    extra installs (what a user adds with install_command), rather than at a fault in goldenenv."""
-    top = (error.name or "").split(".")[0]
-    return top.startswith(PROVIDER_PREFIX) or top in _extra_modules(cloud)
 
 
 def installed(cloud: str) -> bool:

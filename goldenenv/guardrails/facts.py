@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from goldenenv.extras import is_provider
 from goldenenv.guardrails.model import PlannedResource
 from goldenenv.guardrails.plain import _items, _mapping
 
@@ -334,8 +335,6 @@ def provider_facts() -> tuple[ProviderFacts, ...]:
             try:
                 facts_module = importlib.import_module(f"{FACTS_PACKAGE}.{found.name}.{FACTS_MODULE}")
             except ModuleNotFoundError as e:
-                from goldenenv.clouds import is_provider
-
                 if is_provider(e, found.name):
                     continue  # its provider is not installed (an extra): nothing of that cloud can be planned
                 raise
