@@ -56,7 +56,7 @@ def _where(cloud: str | None, table: str) -> str:
 def _read(table: str) -> tuple[dict[str, str], ...]:
     parts = _parts(table)
     if not parts:
-        raise KeyError(f"the catalog has no table {table!r}: no goldenenv/catalog/data/{table}.csv and no "
+        raise FileNotFoundError(f"the catalog has no table {table!r}: no goldenenv/catalog/data/{table}.csv and no "
                        f"goldenenv/clouds/<cloud>/catalog/{table}.csv")
     found: list[dict[str, str]] = []
     columns: tuple[str, list[str]] | None = None

@@ -77,8 +77,8 @@ def test_a_cloud_file_with_other_columns_than_the_tables_is_refused(scratch_clou
 
 
 def test_an_unknown_table_names_where_it_was_looked_for():
-    with pytest.raises(KeyError, match="no goldenenv/catalog/data/no_such_table.csv and no "
-                                       "goldenenv/clouds/<cloud>/catalog/no_such_table.csv"):
+    with pytest.raises(FileNotFoundError, match="no goldenenv/catalog/data/no_such_table.csv and no "
+                                                "goldenenv/clouds/<cloud>/catalog/no_such_table.csv"):
         catalog.rows("no_such_table")
 
 
