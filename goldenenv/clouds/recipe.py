@@ -186,6 +186,10 @@ class Parts:
         """The cloud's own outputs, beside the standard ones."""
         return {}
 
+    def rolled(self, pool: Any) -> frozenset[int]:
+        """The pool's nodes this up replaces (`up --roll-nodes`), by index."""
+        return frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}"))
+
 
 def provided(parts: type[Parts]) -> frozenset[Part]:
     """The parts a cloud implements: the required ones, and each optional one whose method it defines."""
@@ -210,7 +214,7 @@ class Cluster(pulumi.ComponentResource):
 
 def build(parts: Parts) -> Outputs:
     """Run the order with the cloud's parts; the stack's outputs."""
-    spec, has = parts.spec, provided(type(parts))
+    spec = parts.spec
     # the retained stores first: a store that cannot be adopted is refused before any cloud resource is declared
     parts.retained_stores()
     if parts.scope:
@@ -223,8 +227,7 @@ def build(parts: Parts) -> Outputs:
     boot = Boot(spec, parts.registry_login, image_ref, data.mount)
 
     head = None
-    shape = head_shape(spec, parts.cloud) if {Part.HEAD, Part.SECRET_STORE} <= has else None
-    if shape and parts.secret_store and parts.head:
+    if parts.secret_store and parts.head and (shape := head_shape(spec, parts.cloud)):
         boot = dataclasses.replace(boot, secret=parts.secret_store())
         head = parts.head(shape, dataclasses.replace(boot, conf=slurm_conf(spec, parts.cloud.slurmd_timeout)))
         boot = dataclasses.replace(boot, head_ip=head.private_ip)

@@ -510,7 +510,7 @@ class AlicloudParts(recipe.Parts):
             bucket_arn=self.data.bucket_arn, mount_actions=self.mount_actions,
             role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=spec.stack_tags,
             auto_release_time=self.release,
-            rolled=frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}")),
+            rolled=self.rolled(pool),
             ssh_key=node_key(spec, pool),
             munge_secret=secret_arn(spec.region, self.secret) if self.munge else None,
         ), self.child)

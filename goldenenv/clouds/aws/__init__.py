@@ -461,7 +461,7 @@ class AwsParts(recipe.Parts):
             root_volume_gib=pool.root_volume_gib,
             user_data=boot.node(pool.name, "efa" if efa else "none", it.local_nvme_count > 0),
             bucket_arn=self.data.bucket_arn, tags=self.node_tags,
-            rolled=frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}")),
+            rolled=self.rolled(pool),
             ssh_key=node_key(spec, pool), secret_policy=self._secret_policy(head=False),
         ), self.child)
         return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)

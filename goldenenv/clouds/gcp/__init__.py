@@ -613,7 +613,7 @@ class GcpParts(recipe.Parts):
             service_account_id=gcp_labels.resource_name("ge", spec.stack, pool.name, limit=SERVICE_ACCOUNT_ID_MAX),
             labels=self.labels, names=lambda *parts: self.names(pool.name, *parts),
             ssh_key=node_key(spec, pool), network_tag=self.net.tag,
-            rolled=frozenset(i for i in range(pool.count) if self.context.rolls(pool.name, f"{pool.name}-{i}")),
+            rolled=self.rolled(pool),
         ), self.child)
         member = nodes.service_account_email.apply(lambda e: f"serviceAccount:{e}")
         if self.munge:
