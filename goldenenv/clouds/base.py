@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -179,11 +180,11 @@ def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any, baked_for: Any =
     baked_for: the host layer the machine boots with (goldenenv.images.host: a pool's layer, or the head's): the
     image `goldenenv host-image build` baked for it when one is recorded, so nothing is installed at first boot.
     None: the stock image (a build instance's base)."""
-    from goldenenv import compat
+    from goldenenv.nodehost import node_host
 
     if baked_for is not None and baked_for.baked:
         return baked_for.baked
-    host = compat.node_host(cloud, spec.region, pool.host_image)
+    host = node_host(cloud, spec.region, pool.host_image)
     if host.override_id:
         return host.override_id
     if host.image is None or not host.image.image_id:
@@ -305,7 +306,7 @@ def zone_example(cloud: str, region: str) -> str | None:
     if known and known.zones:
         return known.zones[0]
     if cloud not in _REGISTRY:
-        import goldenenv.clouds  # noqa: F401  (registers the clouds)
+        importlib.import_module("goldenenv.clouds")  # the registry: importing it registers every cloud folder
     form = get(cloud).zone_form if cloud in _REGISTRY else ""
     return form.format(region=region) if form else None
 
