@@ -27,7 +27,7 @@ def scratch_cloud(tmp_path, monkeypatch):
     folder = tmp_path / "scratch" / "catalog"
     folder.mkdir(parents=True)
     shipped = catalog.cloud_folders()
-    monkeypatch.setattr(catalog, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    monkeypatch.setattr(catalog.files, "cloud_folders", lambda: {**shipped, "scratch": folder})
     _forget()
     yield folder
     _forget()

@@ -38,7 +38,7 @@ def test_an_instance_type_two_clouds_list_asks_which(tmp_path, monkeypatch):
         "instance_type,gpu,gpu_count,vcpus,memory_gib,network_cards,rdma,rdma_interfaces,local_nvme_count,"
         "local_nvme_gib,network_gbps,source\ng5.xlarge,A10G,1,4,16,1,none,0,0,0,10,a test's row\n")
     shipped = catalog.cloud_folders()
-    monkeypatch.setattr(catalog, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    monkeypatch.setattr(catalog.files, "cloud_folders", lambda: {**shipped, "scratch": folder})
     catalog._read.cache_clear()
     catalog._instance_types.cache_clear()
     try:
