@@ -18,6 +18,7 @@ from goldenenv import catalog, fabrics
 from goldenenv.catalog import version_tuple
 from goldenenv.images import host as host_layer
 from goldenenv.images.lock import Lock, release_of
+from goldenenv.nodehost import NodeHost, node_host
 
 ERROR = "error"
 WARNING = "warning"
@@ -448,31 +449,6 @@ def can_run(lock: Lock, cloud: str, instance_type: str, driver: str | None = Non
     if driver is not None:
         found += _check_driver(lock, node, driver)
     return list(dict.fromkeys(found))
-
-
-@dataclass(frozen=True)
-class NodeHost:
-    """The machine image a pool boots and the NVIDIA driver it carries."""
-
-    label: str
-    driver: str | None
-    image: catalog.HostImage | None = None
-    override_id: str | None = None
-
-
-def node_host(cloud: str, region: str, host_image: object) -> NodeHost:
-    """The pool's host image: the stack's own {id, driver}, a catalog image by name, or the catalog's newest.
-
-    `host_image` is the pool's `hostImage` value (None, a catalog name, or an object with id and driver).
-    """
-    if host_image is not None and not isinstance(host_image, str):
-        return NodeHost(f"hostImage {host_image.id} (driver {host_image.driver} as the stack declares)",
-                        host_image.driver, None, host_image.id)
-    image = catalog.host_image(cloud, region, host_image)
-    if image is None:
-        return NodeHost("no pinned host image in the catalog", None)
-    driver = f"driver {image.nvidia_driver}" if image.nvidia_driver else "no NVIDIA driver"
-    return NodeHost(f"host image {image.name} ({driver})", image.nvidia_driver or None, image)
 
 
 HOST_LAYER = "host-layer"

@@ -350,14 +350,15 @@ def head_layer(spec, lock=None) -> HostLayer:
 
 
 def _layer(spec, pool, lock=None, head: bool = False) -> HostLayer:
-    from goldenenv import catalog, compat, fabrics
+    from goldenenv import catalog, fabrics
     from goldenenv.images.lock import load
+    from goldenenv.nodehost import node_host
 
     lock = lock or load(spec.image.lock)
     node = catalog.instance_types(spec.cloud).get(pool.instance_type)
     fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
     host_lock = load_host(lock.host) if getattr(lock, "host", None) else None
-    host = compat.node_host(spec.cloud, spec.region, pool.host_image)
+    host = node_host(spec.cloud, spec.region, pool.host_image)
     needs = pool_needs(spec, pool, gpu=False) if head else pool_needs(spec, pool, gpu=bool(node and node.gpu_count),
                                                                        fabric=fabric)
     if host.override_id:
