@@ -23,8 +23,7 @@ from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
 from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
 from goldenenv.clouds.alicloud.head import (
-    KMS_API_VERSION, MUNGE_STAGE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, head_policy, kms_endpoint,
-    secret_arn,
+    MUNGE_STAGE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, head_policy, munge_key, secret_arn,
 )
 from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.alicloud.nodes import (
@@ -41,7 +40,6 @@ from goldenenv.clouds.base import (
     mock_address, pinned_host_image, stable_number, zone_problems,
 )
 from goldenenv.guardrails import Finding, Severity
-from goldenenv.nodeboot import MungeKey
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 CLOUD = "alicloud"
@@ -658,15 +656,6 @@ def resource_group_name(project: str, stack: str) -> str:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{text[:RESOURCE_GROUP_NAME_MAX - 9].rstrip('-')}-{digest}"
-
-
-def munge_key(secret_name: str, region: str) -> MungeKey:
-    """The munge key adapter: the version of the stack's KMS secret staged MUNGE_STAGE, through KMS's VPC endpoint,
-    signed with the host's instance RAM role (templates/node/munge-key-alicloud.sh.j2)."""
-    return MungeKey("munge-key-alicloud.sh", {
-        "secret_name": secret_name, "endpoint": kms_endpoint(region), "api_version": KMS_API_VERSION,
-        "stage": MUNGE_STAGE,
-    })
 
 
 def host_image_id(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:

@@ -26,6 +26,7 @@ from goldenenv.clouds.alicloud import privilege
 from goldenenv.clouds.alicloud.nodes import (
     AUTO_RELEASE_INPUT, MUNGE_READ_ACTIONS, USER_DATA_INPUT, ecs_assume_role, private_instance,
 )
+from goldenenv.nodeboot import MungeKey
 
 HEAD_COMPONENT = "goldenenv:alicloud:SlurmHead"
 MUNGE_COMPONENT = "goldenenv:alicloud:MungeSecret"
@@ -47,6 +48,15 @@ def kms_endpoint(region: str) -> str:
 def secret_arn(region: str, name: str) -> str:
     """acs:kms:<region>:*:secret/<name>: the one secret a host's RAM policy reaches (any account: the stack's)."""
     return f"acs:kms:{region}:*:secret/{name}"
+
+
+def munge_key(secret_name: str, region: str) -> MungeKey:
+    """The munge key adapter: the version of the stack's KMS secret staged MUNGE_STAGE, through KMS's VPC endpoint,
+    signed with the host's instance RAM role (templates/node/munge-key-alicloud.sh.j2)."""
+    return MungeKey("munge-key-alicloud.sh", {
+        "secret_name": secret_name, "endpoint": kms_endpoint(region), "api_version": KMS_API_VERSION,
+        "stage": MUNGE_STAGE,
+    })
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,9 @@ import pulumi_aws as aws
 
 from goldenenv import catalog, compat
 from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
-from goldenenv.clouds.aws.head import MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, secret_policy
+from goldenenv.clouds.aws.head import (
+    MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, munge_key, secret_policy,
+)
 from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.aws.nodes import (
     NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, in_placement_group, login_notes, ssh_key_problems,
@@ -32,7 +34,7 @@ from goldenenv.clouds.access import head_key, node_key
 from goldenenv.images import host as hostlayer
 from goldenenv.images import publish
 from goldenenv import slurm
-from goldenenv.nodeboot import MungeKey, SharedFs
+from goldenenv.nodeboot import SharedFs
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
@@ -664,12 +666,6 @@ def _ecr_url(name: str) -> str:
         if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
             return published.repository
     return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
-
-
-def munge_key(secret_arn: str, region: str) -> MungeKey:
-    """The munge key adapter: the stack's secret in Secrets Manager, read (and on the head written) with the AWS
-    CLI and the host's instance role."""
-    return MungeKey("munge-key-aws.sh", {"secret_id": secret_arn, "region": region})
 
 
 def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:

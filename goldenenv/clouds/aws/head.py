@@ -26,6 +26,7 @@ from goldenenv.clouds import access
 from goldenenv.clouds.aws import privilege
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds.aws.nodes import NODE_MANAGED_POLICIES
+from goldenenv.nodeboot import MungeKey
 
 HEAD_COMPONENT = "goldenenv:aws:SlurmHead"
 MUNGE_COMPONENT = "goldenenv:aws:MungeSecret"
@@ -63,6 +64,12 @@ class MungeSecret(pulumi.ComponentResource):
         self.secret_arn = secret.arn
         self.key_arn = key.arn
         self.register_outputs({"secret_arn": secret.arn, "key_arn": key.arn})
+
+
+def munge_key(secret_arn: str, region: str) -> MungeKey:
+    """The munge key adapter: the stack's secret in Secrets Manager, read (and on the head written) with the AWS
+    CLI and the host's instance role."""
+    return MungeKey("munge-key-aws.sh", {"secret_id": secret_arn, "region": region})
 
 
 def secret_policy(secret_arn: str, key_arn: str, region: str, head: bool) -> str:
