@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv.clouds.base import BuildContext, HeadShape, head_shape
+from goldenenv.clouds.base import HEAD_OUTPUTS, BuildContext, HeadShape, HostsBy, head_shape
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
 from goldenenv.spec import ClusterSpec
@@ -42,10 +42,6 @@ class Part(str, Enum):
 
 REQUIRED = frozenset({Part.NETWORK, Part.DATA_STORE, Part.NODE_POOL})
 """Every cloud's cluster has these: nodes on a network with a place for data."""
-
-STANDARD_OUTPUTS = ("nodePrivateIps", "hostfile", "launchEnv", "imageRef")
-"""The outputs every stack has, whatever its parts."""
-
 
 @dataclass(frozen=True)
 class DataStore:
@@ -72,8 +68,8 @@ class SecretStore:
 
 @dataclass(frozen=True)
 class Head:
-    """The Slurm head: its private address and instance id (outputs headPrivateIp, headInstanceId) and any other
-    way the cloud reaches it."""
+    """The Slurm head: its private address and instance id (outputs clouds.base.HEAD_OUTPUTS) and any other way
+    the cloud reaches it."""
 
     private_ip: pulumi.Output[str]
     instance_id: pulumi.Output[str]
@@ -116,7 +112,8 @@ class Boot:
              mount: pulumi.Input[SharedFs | None] | None = None) -> pulumi.Output[str]:
         """The head's cloud-config: the golden container running slurmctld, the munge key (the head writes it when
         the store holds none), the shared file system (mount: the head's own, where it differs from the nodes')."""
-        assert self.secret is not None and self.conf is not None
+        if self.secret is None or self.conf is None:
+            raise RuntimeError("a head's boot needs the secret store's munge key and slurm.conf: the recipe gives both")
         spec, conf, login = self.spec, self.conf, self.registry_login
         return pulumi.Output.all(
             mount=self.mount if mount is None else mount, image_ref=self.image_ref, key=self.secret.key(reader),
@@ -248,5 +245,6 @@ def build(parts: Parts) -> Outputs:
         outputs["imageRepository"] = repository.url
     outputs["imageRef"] = image_ref
     if head:
-        outputs.update({"headPrivateIp": head.private_ip, "headInstanceId": head.instance_id, **head.outputs})
+        outputs.update({HEAD_OUTPUTS[HostsBy.PRIVATE_IP]: head.private_ip,
+                        HEAD_OUTPUTS[HostsBy.INSTANCE_ID]: head.instance_id, **head.outputs})
     return outputs
