@@ -7,7 +7,10 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED = {"templates": "**/*", "images": "*/lock.yaml", "examples": "**/*", "stacks": "Pulumi.*.yaml"}
+SHIPPED = {"templates": ("**/*",), "images": ("*/lock.yaml", "hosts/*.yaml"), "examples": ("**/*",),
+           "stacks": ("Pulumi.*.yaml",)}
+"""Each folder's files that ship, by glob: the image locks and the host locks (images/hosts/) the cloud stacks name;
+never a record of what this machine published (published.yaml, <host>.published.yaml)."""
 
 
 class BuildWithProjectData(build_py):
@@ -16,9 +19,9 @@ class BuildWithProjectData(build_py):
         if getattr(self, "editable_mode", False):
             return  # an editable install reads the checkout's own folders
         data = Path(self.build_lib) / "goldenenv" / "_data"
-        for folder, pattern in SHIPPED.items():
-            for source in sorted(Path(folder).glob(pattern)):
-                if not source.is_file() or "__pycache__" in source.parts:
+        for folder, patterns in SHIPPED.items():
+            for source in sorted(p for pattern in patterns for p in Path(folder).glob(pattern)):
+                if not source.is_file() or "__pycache__" in source.parts or source.name.endswith("published.yaml"):
                     continue
                 target = data / source
                 target.parent.mkdir(parents=True, exist_ok=True)
