@@ -405,14 +405,13 @@ class AwsParts(recipe.Parts):
             parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
             subnet_id=self.net.subnet_id, security_group_id=self.net.storage_security_group_id, tags=spec.stack_tags,
         ), self.child)
-        mount = pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
-            lambda found: lustre_mount(*found) if found[0] else None)
+        mount = pulumi.Output.all(dns=data.fs_dns_name, name=data.fs_mount_name).apply(
+            lambda fsx: lustre_mount(fsx["dns"], fsx["name"]) if fsx["dns"] else None)
         return recipe.DataStore(mount, {
             "bucket": data.bucket_name,
             "fileSystemId": data.fs_id,
-            "fsxMount": pulumi.Output.all(data.fs_dns_name, data.fs_mount_name).apply(
-                lambda f: f"{f[0]}@tcp:/{f[1]} on {fs.mount_point}"
-            ) if fs.enabled else None,
+            "fsxMount": pulumi.Output.all(dns=data.fs_dns_name, name=data.fs_mount_name).apply(
+                lambda fsx: f"{fsx['dns']}@tcp:/{fsx['name']} on {fs.mount_point}") if fs.enabled else None,
         })
 
     def repository(self) -> recipe.Repository:
@@ -432,8 +431,8 @@ class AwsParts(recipe.Parts):
         if self.munge is None:
             return None
         region = self.spec.region
-        return pulumi.Output.all(self.munge.secret_arn, self.munge.key_arn).apply(
-            lambda arns: secret_policy(arns[0], arns[1], region, head=head))
+        return pulumi.Output.all(secret=self.munge.secret_arn, key=self.munge.key_arn).apply(
+            lambda arns: secret_policy(arns["secret"], arns["key"], region, head=head))
 
     def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
         spec = self.spec

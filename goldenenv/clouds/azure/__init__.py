@@ -542,8 +542,8 @@ class AzureParts(recipe.Parts):
             resource_group=self.group.name, location=spec.region, vault_name=vault_id,
             tenant_id=self.client.tenant_id, subnet_id=self.net.compute_subnet_id,
             recover=self.lookup.deleted_vault(vault_id), tags=self.tags), self.child)
-        return recipe.SecretStore(lambda reader: pulumi.Output.all(vault.vault_uri, reader).apply(
-            lambda v: munge_key(v[0], v[1])))
+        return recipe.SecretStore(lambda reader: pulumi.Output.all(vault_uri=vault.vault_uri, client_id=reader).apply(
+            lambda at: munge_key(**at)))
 
     def _identity(self, host: str) -> Any:
         """The host's (or pool's) managed identity: what its boot reads the munge key, Blob and the registry as."""

@@ -554,8 +554,8 @@ class GcpParts(recipe.Parts):
             f"{self.name}-images", repository_id=self.names("images"), project=self.project_id, location=spec.region,
             format="DOCKER", description=f"goldenenv {spec.stack}: golden images", labels=self.labels,
             opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(retain_on_delete=True)))
-        return recipe.Repository(pulumi.Output.all(self.project_id, self.repo.repository_id).apply(
-            lambda v: REGISTRY.format(region=spec.region, project=v[0], repository=v[1], image=spec.image.lock)))
+        return recipe.Repository(pulumi.Output.all(project=self.project_id, repository=self.repo.repository_id).apply(
+            lambda at: REGISTRY.format(region=spec.region, image=spec.image.lock, **at)))
 
     def _pull(self, host: str, member: pulumi.Input[str]) -> None:
         """Every host whose boot pulls the golden image (head and nodes) reads the stack's repository."""
@@ -567,8 +567,8 @@ class GcpParts(recipe.Parts):
         munge = self.munge = MungeSecret(f"{self.name}-munge", MungeSecretArgs(
             project=self.project_id, secret_id=self.names("munge"), region=self.spec.region, labels=self.labels),
             self.child)
-        return recipe.SecretStore(lambda reader: pulumi.Output.all(self.project_id, munge.secret_id).apply(
-            lambda v: munge_key(v[0], v[1])))
+        return recipe.SecretStore(lambda reader: pulumi.Output.all(project=self.project_id, secret_id=munge.secret_id)
+                                  .apply(lambda at: munge_key(**at)))
 
     def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
         spec, name, fs, zone = self.spec, self.name, self.spec.storage.parallel_fs, self.zone
