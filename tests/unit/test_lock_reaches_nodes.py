@@ -253,6 +253,7 @@ def test_push_to_a_stack_first_creates_only_its_repository(monkeypatch):
     prepared = []
     monkeypatch.setattr(automation, "stack", lambda spec: FakeStack())
     monkeypatch.setattr(automation, "_before_up", lambda spec, log: prepared.append(spec.stack))
+    monkeypatch.setattr(AwsCloud, "preflight", lambda self, spec: None)  # a login on the account (no AWS here)
     monkeypatch.setattr(AwsCloud, "registry_url", lambda self, spec: registry_url(self, spec, FakeSts()))
     url = automation.image_repository(plan("aws-p5-2node").spec, log=lambda line: None)
     assert url == "123456789012.dkr.ecr.us-east-1.amazonaws.com/goldenenv/llm-pretrain/aws-p5-2node/aws-h100"
