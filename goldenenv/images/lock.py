@@ -1,7 +1,7 @@
 """The lock of a golden image: the only place its versions are written.
 
 `images/<name>/lock.yaml` pins the base, the OS packages, Python, CUDA/cuDNN/NCCL, torch, the
-fabric (a fabric of goldenenv/fabrics.py with its section: EFA + aws-ofi-nccl, eRDMA, GPUDirect-TCPX(O), gIB)
+fabric (a fabric of goldenenv/fabrics/ with its section: EFA + aws-ofi-nccl, eRDMA, GPUDirect-TCPX(O), gIB)
 and every Python distribution with its hashes. Mirrors,
 extra CAs and wheelhouses are build options and stay out of it; the lock's content hash tags
 and labels the image. The minimum driver is derived from the catalog, never written here.
@@ -130,7 +130,7 @@ class Pin(Model):
 
 
 FABRIC_NAMES: tuple[str, ...] = ("none", *fabrics.FABRICS)
-"""What `fabric` may say: none, or a fabric of the registry (goldenenv/fabrics.py)."""
+"""What `fabric` may say: none, or a fabric of the registry (goldenenv/fabrics/, one folder each)."""
 FABRIC_SECTIONS: tuple[str, ...] = fabrics.sections()
 """The fabrics' lock sections, each with the model its fabric names: a lock sets its own fabric's, no other."""
 SECTIONS_IN_EVERY_IDENTITY = ("efa", "erdma")

@@ -3,7 +3,7 @@ function deallocates the stack's VMs.
 
 Each pool is one scale set in a single placement group, which is what puts its VMs in one InfiniBand fabric (Azure
 wires it; nothing is declared for it): nodes.py. The Ubuntu HPC image carries the driver, DOCA/OFED, NCCL and the
-ND topology file; the golden container gets the host's /etc/nccl.conf and /opt/microsoft (fabrics.py `ib`).
+ND topology file; the golden container gets the host's /etc/nccl.conf and /opt/microsoft (goldenenv/fabrics/ib).
 Two resource groups: the compute group (network, nodes, head, Key Vault, Lustre, the budget's function), deleted by
 destroy, and the data group (the storage account and the container registry), kept by destroy and adopted by the
 next up (storage.py). Outside Pulumi, the cloud's lifecycle hooks: before_up (find the retained stores and a soft-
