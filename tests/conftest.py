@@ -3,6 +3,8 @@ workers (pytest -n, as ./scripts/test.sh runs the suite), which worker runs what
 
 from __future__ import annotations
 
+import os
+
 import docker
 import pytest
 
@@ -29,6 +31,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if GPU_IMAGE in item.keywords:
             item.add_marker(skip)
+
+
+TERMINAL = ("COLUMNS", "LINES")
+"""The variables that size a terminal, which xdist's workers are started with (80 x 24) where the run had none: the
+CLI's console would be cut at 80 columns in a worker and not in a run without -n."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Hands each worker the run's own terminal size variables (unset where the run had none)."""
+    node.workerinput["terminal"] = {name: os.environ.get(name) for name in TERMINAL}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a worker, the terminal size variables are the run's, not the ones xdist started the worker with."""
+    for name, value in getattr(config, "workerinput", {}).get("terminal", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.hookimpl(optionalhook=True)
