@@ -111,10 +111,11 @@ class Places:
 
 
 def places(spec: ClusterSpec) -> Places:
-    if spec.cloud == "local":
-        from goldenenv.clouds.local.cluster import DATA
-
-        return Places(f"{DATA}/{slurm.JOBS_FOLDER}", f"{DATA}/checkpoints", f"{DATA}/{CODE_FOLDER}", True)
+    """The cloud's shared folder where it has one (Cloud.shared_folder), else the stack's parallel file system,
+    else each node's local scratch."""
+    shared = clouds.get(spec.cloud).shared_folder
+    if shared:
+        return Places(f"{shared}/{slurm.JOBS_FOLDER}", f"{shared}/checkpoints", f"{shared}/{CODE_FOLDER}", True)
     storage = spec.storage
     if storage.parallel_fs.enabled:
         fs = storage.parallel_fs
@@ -181,11 +182,8 @@ def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: 
     if nodes < 1 or nodes > total:
         problems.append(Problem("--nodes", f"{nodes}: the stack has {total} node(s); give 1 to {total}"))
     pool = spec.nodes[0]
-    if spec.cloud == "local":
-        procs, gpus = catalog.local_shapes()[pool.instance_type].processes_per_node, 0
-    else:
-        gpus = catalog.instance_type(spec.cloud, pool.instance_type).gpu_count
-        procs = gpus or 1
+    slots = catalog.node_slots(spec.cloud, pool.instance_type)
+    procs, gpus = slots.processes, slots.gpus
     if gpus_per_node is not None:
         if gpus_per_node < 0 or gpus_per_node > gpus:
             problems.append(Problem("--gpus-per-node", f"{gpus_per_node}: {pool.instance_type} has {gpus} GPU(s); "
@@ -392,7 +390,7 @@ def scheduler_nodes(head: Head) -> list[view.Node]:
 def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], list[str]]:
     """The nodes as slurmctld sees them, and what is wrong: missing, down, drained, or GRES not the catalog's."""
     found = scheduler_nodes(head)
-    gpus = 0 if spec.cloud == "local" else catalog.instance_type(spec.cloud, spec.nodes[0].instance_type).gpu_count
+    gpus = catalog.node_slots(spec.cloud, spec.nodes[0].instance_type).gpus
     return found, view.judge(found, sum(p.count for p in spec.nodes), gpus)
 
 

@@ -23,7 +23,7 @@ from goldenenv import catalog, clouds, project, stackconfig
 from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
-from goldenenv.clouds.base import HostsBy
+from goldenenv.clouds.base import HostsBy, NodeReach
 from goldenenv.clouds.local.cluster import DATA, LocalCluster, put_files
 from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
 from goldenenv.images.build import build
@@ -48,7 +48,7 @@ def load_spec(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
 
 
 def local_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) -> LocalCluster:
-    if spec.cloud != "local":
+    if clouds.get(spec.cloud).reaches_nodes_by is not NodeReach.DOCKER:
         raise ConfigError([Problem("goldenenv:cloud", f"this step runs on the local cloud; {spec.stack} is on "
                                    f"{spec.cloud}: use goldenenv up/destroy, which drive Pulumi")])
     return LocalCluster(spec, client)

@@ -125,14 +125,25 @@ def instance_types(cloud: str) -> dict[str, InstanceType]:
 def instance_type(cloud: str, name: str) -> InstanceType:
     """The catalog's entry; KeyError when the cloud does not list it.
 
-    Names are the ones the cloud's API takes (Alibaba's carry the `ecs.` prefix: ecs.ebmgn8v.48xlarge); an
-    Alibaba name written without the prefix resolves to the same entry, whose `name` is the API's.
+    Names are the ones the cloud's API takes (Alibaba's carry the `ecs.` prefix: ecs.ebmgn8v.48xlarge); a name
+    written without its cloud's prefix (type_prefixes.csv) resolves to the same entry, whose `name` is the API's.
     """
     found = _instance_types().get((cloud, name))
-    if found is None and cloud == "alicloud" and not name.startswith("ecs."):
-        found = _instance_types().get((cloud, f"ecs.{name}"))
+    for prefix in type_prefixes().get(cloud, ()):
+        if found is None and not name.startswith(prefix):
+            found = _instance_types().get((cloud, f"{prefix}{name}"))
     if found is None:
         raise KeyError((cloud, name))
+    return found
+
+
+@functools.cache
+def type_prefixes() -> dict[str, tuple[str, ...]]:
+    """Cloud -> the prefixes its API's instance type names carry and users may leave out (type_prefixes.csv in the
+    cloud's catalog folder: Alibaba's `ecs.`)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for r in _read("type_prefixes"):
+        found[r["cloud"]] = (*found.get(r["cloud"], ()), r["prefix"])
     return found
 
 
@@ -468,6 +479,28 @@ def local_shapes() -> dict[str, LocalShape]:
         for r in _read("local_shapes")
     }
 
+
+def container_clouds() -> frozenset[str]:
+    """The clouds whose nodes are containers on this machine, with no GPU: those whose catalog folder lists their
+    shapes (local_shapes.csv)."""
+    return frozenset(r["cloud"] for r in _read("local_shapes"))
+
+
+@dataclass(frozen=True)
+class NodeSlots:
+    """What one node of a pool offers a job: its GPUs, and the ranks a job starts on it when it says none."""
+
+    gpus: int
+    processes: int
+
+
+def node_slots(cloud: str, name: str) -> NodeSlots:
+    """A container shape's own ranks (processes_per_node) and no GPU; else the instance type's GPUs, one rank per
+    GPU (one on a node without). KeyError when the catalog lists neither."""
+    if cloud in container_clouds():
+        return NodeSlots(0, local_shapes()[name].processes_per_node)
+    gpus = instance_type(cloud, name).gpu_count
+    return NodeSlots(gpus, gpus or 1)
 
 @dataclass(frozen=True)
 class ServicePrice:

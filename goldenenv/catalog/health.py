@@ -108,7 +108,7 @@ NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0
 def pool_expectations(cloud: str, instance_type: str, rdma: bool | None) -> dict:
     """What a healthy node of a pool shows: its type's expectations, without fabric devices when the pool turns
     RDMA off (the interfaces are then not attached); a local container expects nothing."""
-    if cloud == "local":
+    if cloud in catalog.container_clouds():
         return dict(NO_GPU)
     expect = expectations(cloud, instance_type)
     if rdma is False:

@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 
 from goldenenv.cli.common import HOSTS_BY, STACK, cloud_targets, console, errors, fail, say, stack_spec
-from goldenenv.clouds.base import HostsBy
+from goldenenv import clouds
+from goldenenv.clouds.base import HostsBy, NodeReach
 from goldenenv.spec import ConfigError, Problem
 
 app = typer.Typer()
@@ -80,7 +81,7 @@ def node_verdicts(spec, level: str, hosts=None, hosts_by=None, ssh_config=None, 
     from goldenenv.catalog import health
     from goldenenv.health import fleet
 
-    if spec.cloud == "local":
+    if clouds.get(spec.cloud).reaches_nodes_by is NodeReach.DOCKER:
         if hosts or hosts_by or ssh_config or ssh_user:
             errors.print(f"--hosts, --hosts-by, --ssh-config, --ssh-user: for cloud stacks; {spec.stack}'s nodes "
                          "are local containers")

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from goldenenv.cli.common import HOSTS_BY, STACK, console, errors, fail, lifecycle_failure, stack_spec
-from goldenenv.clouds.base import HostsBy
+from goldenenv import clouds
+from goldenenv.clouds.base import HostsBy, NodeReach
 from goldenenv.spec import ConfigError, Problem
 
 app = typer.Typer()
@@ -34,7 +35,7 @@ def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, 
     from goldenenv import jobs
 
     jobs.require_slurm(spec)
-    if spec.cloud == "local":
+    if clouds.get(spec.cloud).reaches_nodes_by is NodeReach.DOCKER:
         given = [name for name, value in {"--head": head, "--ssh-config": ssh_config, "--ssh-user": ssh_user,
                                           "--hosts-by": hosts_by, "--exec-prefix": exec_prefix}.items() if value]
         if given:

@@ -48,6 +48,16 @@ class HostsBy(str, Enum):
     """Their instance ids: for an ssh config whose ProxyCommand takes one (AWS: SSM's AWS-StartSSHSession)."""
 
 
+class NodeReach(str, Enum):
+    """How the node commands (submit, jobs, logs, cancel, health) reach a stack's nodes and Slurm head."""
+
+    SSH = "ssh"
+    """Over ssh, at the addresses the stack's outputs give (node_hosts, head_host): a cloud's hosts."""
+    DOCKER = "docker"
+    """Through this machine's Docker engine: the nodes and head are containers here, reached without ssh (the
+    ssh options are refused for them)."""
+
+
 HOST_OUTPUTS = {HostsBy.PRIVATE_IP: "nodePrivateIps", HostsBy.INSTANCE_ID: "instanceIds"}
 """The stack output each way of addressing reads, the same on every Pulumi cloud."""
 HEAD_OUTPUTS = {HostsBy.PRIVATE_IP: "headPrivateIp", HostsBy.INSTANCE_ID: "headInstanceId"}
@@ -648,6 +658,11 @@ class Cloud(Protocol):
     """slurm.conf SlurmdTimeout on this cloud, seconds."""
     user_data_limit: UserDataLimit | None
     """The most user data a host takes, and where the program passes it; None: no host boots from user data."""
+    reaches_nodes_by: NodeReach
+    """How the node commands reach the stack's nodes and head: over ssh, or as containers on this machine."""
+    shared_folder: str | None
+    """A folder the nodes and head share on every stack of the cloud, where jobs keep their scripts, output,
+    checkpoints and code; None: the stack's storage says (its parallel file system, else each node's scratch)."""
     zone_form: str
     """How the cloud writes a zone of a region, as a format of {region} (AWS "{region}a", Google "{region}-a", Azure
     "{region}-1"): messages show it where the catalog lists no zone of the region; "": none."""
@@ -733,6 +748,8 @@ class CloudDefaults:
     slurmd_timeout = slurm.SLURMD_TIMEOUT_S
     user_data_limit: UserDataLimit | None = None
     zone_form = ""
+    reaches_nodes_by = NodeReach.SSH
+    shared_folder: str | None = None
     destroy_runs_program = False
     """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
     delete hooks, which run in the program."""

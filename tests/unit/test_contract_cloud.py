@@ -159,3 +159,50 @@ def test_a_shipped_stack_gives_the_standard_outputs(cloud, stack):
         assert outputs["imageRepository"], f"{stack} has a repository of its own: imageRepository names it"
     if plan.spec.scheduler == "slurm":
         assert outputs[HEAD_OUTPUTS[HostsBy.PRIVATE_IP]] not in addresses
+
+
+def cloud_name_comparisons(path: Path, cloud_names: set[str]) -> list[str]:
+    """Each comparison in a module with a literal cloud name (`spec.cloud == "local"`, `cloud in ("aws", "gcp")`):
+    shared code that branches on a cloud's name rather than asking what the cloud declares."""
+    def literals(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and node.value in cloud_names:
+            return [node.value]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [name for element in node.elts for name in literals(element)]
+        return []
+
+    return [f"{path.name}:{node.lineno} {ast.unparse(node)}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Compare) and any(literals(side) for side in [node.left, *node.comparators])]
+
+
+def test_no_shared_module_branches_on_a_clouds_name():
+    """What differs between clouds is a fact or hook of the protocol that the cloud's folder answers (how the node
+    commands reach its nodes, its shared folder) or a row of its catalog (its container shapes, its instance type
+    prefix): a new cloud folder then changes no shared file."""
+    found = [f"{path.relative_to(PACKAGE.parent).parent}/{hit}" for path in shared_modules()
+             for hit in cloud_name_comparisons(path, set(clouds.names()))]
+    assert found == [], "ask the cloud (a hook or fact of the Cloud protocol) or its catalog: " + "; ".join(found)
+
+
+def test_the_cloud_name_rule_sees_a_branch(tmp_path):
+    """The walk above catches the defect it is for, however the name is compared."""
+    module = tmp_path / "m.py"
+    module.write_text('def f(spec, cloud):\n    if spec.cloud == "local":\n        return 1\n'
+                      '    return cloud in ("aws", "gcp") or "azure" != spec.cloud\n')
+    assert cloud_name_comparisons(module, {"local", "aws", "gcp", "azure"}) == [
+        "m.py:2 spec.cloud == 'local'", "m.py:4 cloud in ('aws', 'gcp')", "m.py:4 'azure' != spec.cloud"]
+
+
+def test_the_local_clouds_facts_answer_what_the_branches_did():
+    """The local cloud's nodes are containers here with one shared data folder; a container shape has no GPU and
+    its own ranks; a cloud reached over ssh keeps the stack's storage and its instance types' GPUs; an Alibaba
+    type written without `ecs.` is still found."""
+    from goldenenv import catalog
+    from goldenenv.clouds.base import NodeReach
+
+    local = clouds.get("local")
+    assert (local.reaches_nodes_by, local.shared_folder) == (NodeReach.DOCKER, "/data")
+    assert (CloudDefaults.reaches_nodes_by, CloudDefaults.shared_folder) == (NodeReach.SSH, None)
+    assert catalog.node_slots("local", "container") == catalog.NodeSlots(0, 2)
+    assert catalog.node_slots("aws", "p5.48xlarge") == catalog.NodeSlots(8, 8)
+    assert catalog.instance_type("alicloud", "ebmgn8v.48xlarge").name == "ecs.ebmgn8v.48xlarge"

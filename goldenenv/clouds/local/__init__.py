@@ -10,8 +10,8 @@ import difflib
 from typing import Any
 
 from goldenenv import catalog
-from goldenenv.clouds.base import CloudDefaults
-from goldenenv.clouds.local.settings import SLURMD_TIMEOUT_S
+from goldenenv.clouds.base import CloudDefaults, NodeReach
+from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
 from goldenenv.spec import ClusterSpec, Problem, pool_key
 
 
@@ -30,6 +30,10 @@ class LocalCloud(CloudDefaults):
     """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
     zone_form = ""
     """One machine: no zones."""
+    reaches_nodes_by = NodeReach.DOCKER
+    """Its nodes and head are containers on this machine's Docker engine."""
+    shared_folder = DATA
+    """Every node and the head mount the stack's data volume there."""
     key_props = {
     "docker:container": ("image", "cpus", "memoryGib", "ranks", "role"),
     "docker:network": ("internal",),

@@ -24,7 +24,7 @@ from docker.errors import NotFound
 from goldenenv import catalog, slurm
 from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV
-from goldenenv.clouds.local.settings import SLURMD_TIMEOUT_S
+from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
 from goldenenv.nodeboot import hostfile, launch_env
 from goldenenv.slurm import config as slurm_config
 from goldenenv.slurm import view
@@ -33,7 +33,6 @@ from goldenenv.spec import ClusterSpec
 STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
 ROLE_LABEL = "goldenenv.role"
-DATA = "/data"
 REQUEUE_DELAY_S = 5
 """How long a requeued job waits before it may start again (Slurm's cred_expire, 120 s by default): containers
 launch a job's steps in well under that."""
