@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv.clouds.base import HEAD_OUTPUTS, BuildContext, HeadShape, HostsBy, head_shape
+from goldenenv.clouds.base import HEAD_OUTPUTS, BuildContext, HeadShape, HostsBy, get, head_shape
 from goldenenv.clouds.stores import golden_image_ref
 from goldenenv.nodeboot import HeadBoot, MungeKey, NodeBoot, SharedFs, SlurmNode, launch_outputs, slurm_conf
 from goldenenv.spec import ClusterSpec
@@ -143,10 +143,23 @@ class Built:
     instance_ids: pulumi.Output[list[str]] | None
 
 
+class CloudOf:
+    """A parts class's `cloud`: the Cloud class the registry holds under `name`, looked up when first read.
+
+    A cloud's package defines its Cloud class, whose build runs the parts (clouds/<cloud>/parts.py); naming the
+    cloud here, rather than importing its class, keeps the parts module below its package (no import circle)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type) -> type:
+        return type(get(self.name))
+
+
 class Parts:
-    """A cloud's parts. Subclasses set `cloud` (its Cloud class: the default head type, slurmd's timeout) and
-    `registry_login` (the boot's registry login adapter, templates/node/registry-login-<name>.sh.j2; None: the
-    hosts pull with no login), and define network, data_store, node_pool and outputs;
+    """A cloud's parts. Subclasses set `cloud` (its Cloud class, or CloudOf(its name): the default head type,
+    slurmd's timeout) and `registry_login` (the boot's registry login adapter,
+    templates/node/registry-login-<name>.sh.j2; None: the hosts pull with no login), and define network, data_store, node_pool and outputs;
     scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
     (the cluster component) and `child` (options that make a resource its child) before the first part."""
 

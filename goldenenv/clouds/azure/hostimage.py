@@ -59,7 +59,7 @@ class LiveGalleries:
     """The same question asked of Azure Resource Manager with the caller's tokens (storage.LiveLookup's)."""
 
     def __init__(self) -> None:
-        from goldenenv.clouds.azure import _subscription_from_env
+        from goldenenv.clouds.azure.basics import _subscription_from_env
         from goldenenv.clouds.azure.storage import LiveLookup
 
         self.live = LiveLookup(_subscription_from_env())
@@ -86,7 +86,8 @@ class HostImageBuild(pulumi.ComponentResource):
     """The build group and network, the build VM, the host step, and the retained gallery's image version."""
 
     def __init__(self, spec: ClusterSpec, pool: Any, args: BakeArgs, opts: pulumi.ResourceOptions | None = None):
-        from goldenenv.clouds.azure import host_image, logical_zone, resource_name
+        from goldenenv.clouds.azure.basics import host_image, logical_zone
+        from goldenenv.clouds.azure.naming import resource_name
 
         name = args.name
         super().__init__("goldenenv:azure:HostImageBuild", name, None, opts)
