@@ -502,6 +502,7 @@ def node_slots(cloud: str, name: str) -> NodeSlots:
     gpus = instance_type(cloud, name).gpu_count
     return NodeSlots(gpus, gpus or 1)
 
+
 @dataclass(frozen=True)
 class ServicePrice:
     """A storage or network price (data/storage_prices.csv, data/network_prices.csv): `price` in `currency` per
