@@ -1,8 +1,9 @@
 """Facts as data: typed, lazily loaded views of the catalog's CSV files.
 
-A table's rows are read from data/<table>.csv (rows of no cloud) and from each cloud's folder, with `cloud` filled
-in (goldenenv.catalog.files). Every row carries a source. Code asks the catalog; no GPU count, price or driver
-minimum is written anywhere else. Files are read on first use and cached for the process.
+A table's rows are read from data/<table>.csv (rows of no cloud or fabric) and from each cloud's and fabric's
+folder, with `cloud` or `fabric` filled in (goldenenv.catalog.files). Every row carries a source. Code asks the
+catalog; no GPU count, price or driver minimum is written anywhere else. Files are read on first use and cached
+for the process.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 from goldenenv.catalog import files
 
-rows, tables, cloud_folders, _read = files.rows, files.tables, files.cloud_folders, files._read
+rows, tables, cloud_folders, fabric_folders, _read = (files.rows, files.tables, files.cloud_folders,
+                                                     files.fabric_folders, files._read)
 """The reader's functions under the names callers use (catalog.rows, catalog.tables)."""
 
 UNVERIFIED = "(unverified)"
@@ -149,8 +151,8 @@ def type_prefixes() -> dict[str, tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class FabricRate:
-    """What NCCL's network transport has between nodes of a type (data/fabric_rates.csv): the RDMA fabric's ports
-    (instance_types.csv rdma_interfaces) times each port's rate. The Ethernet front-end NIC that the type's
+    """What NCCL's network transport has between nodes of a type (each cloud's fabric_rates.csv): the RDMA fabric's
+    ports (instance_types.csv rdma_interfaces) times each port's rate. The Ethernet front-end NIC that the type's
     network_gbps also counts (Azure's ND sizes, Google's host gVNICs) carries no NCCL traffic and is left out."""
 
     cloud: str
@@ -394,7 +396,7 @@ class FabricMtu:
 
 
 def fabric_mtu(fabric: str, jumbo_frames: bool) -> FabricMtu | None:
-    """data/fabric_mtu.csv's row for the fabric, or None when the fabric sets no MTU."""
+    """The fabric's fabric_mtu row (goldenenv/fabrics/<fabric>/catalog/), or None when the fabric sets no MTU."""
     for r in _read("fabric_mtu"):
         if r["fabric"] == fabric and (r["jumbo_frames"] == "yes") == jumbo_frames:
             return FabricMtu(fabric, jumbo_frames, int(r["mtu"]), r["nccl_proto"], r["source"])

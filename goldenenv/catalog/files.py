@@ -1,11 +1,11 @@
 """Where a catalog table's rows are, and how they are read: one table, several files.
 
-data/<table>.csv (beside this module) holds the rows that belong to no cloud (GPUs, CUDA and driver minimums,
-models); goldenenv/clouds/<cloud>/catalog/<table>.csv holds one cloud's rows, without a `cloud` column: the reader
-fills it from the folder's name. A new cloud adds its rows in its own folder and edits no shared file. Files are
-read on first use and cached for the process.
+data/<table>.csv (beside this module) holds the rows that belong to no cloud or fabric (GPUs, CUDA and driver
+minimums, models); goldenenv/clouds/<cloud>/catalog/<table>.csv holds one cloud's rows, without a `cloud` column,
+and goldenenv/fabrics/<fabric>/catalog/<table>.csv one fabric's rows, without a `fabric` column: the reader fills
+the column from the folder's name. A new cloud or fabric adds its rows in its own folder and edits no shared file.
+Files are read on first use and cached for the process.
 """
-
 from __future__ import annotations
 
 import csv
@@ -17,34 +17,58 @@ from typing import Iterator
 
 def rows(table: str) -> list[dict[str, str]]:
     """The rows of a table as dicts (strings, as written): data/<table>.csv's first, then each cloud's, clouds in
-    name order, each file's rows in the order it writes them."""
+    name order, then each fabric's, fabrics in name order, each file's rows in the order it writes them."""
     return list(_read(table))
 
 
-def cloud_folders() -> dict[str, Traversable]:
-    """Each cloud's catalog folder (goldenenv/clouds/<cloud>/catalog/) by cloud name, in name order.
+def _folders(package: str) -> dict[str, Traversable]:
+    """The catalog folder of each package under goldenenv/<package>/ that has one, by name, in name order.
 
-    Found the way the cloud registry finds clouds (every package under goldenenv/clouds/ is one), by listing the
-    folder rather than importing it, so that reading a price never loads a cloud's provider SDK.
-    """
-    clouds = resources.files("goldenenv").joinpath("clouds")
-    return {entry.name: entry.joinpath("catalog") for entry in sorted(clouds.iterdir(), key=lambda e: e.name)
+    Found by listing the folder rather than importing it, so that reading a price never loads a cloud's provider
+    SDK or a fabric's modules."""
+    parent = resources.files("goldenenv").joinpath(package)
+    return {entry.name: entry.joinpath("catalog") for entry in sorted(parent.iterdir(), key=lambda e: e.name)
             if entry.is_dir() and entry.joinpath("__init__.py").is_file() and entry.joinpath("catalog").is_dir()}
 
 
-def _parts(table: str) -> list[tuple[str | None, Traversable]]:
-    """The files holding a table's rows: (None, the shared file) first, then (cloud, that cloud's file)."""
+def cloud_folders() -> dict[str, Traversable]:
+    """Each cloud's catalog folder (goldenenv/clouds/<cloud>/catalog/) by cloud name, in name order: every package
+    under goldenenv/clouds/ is a cloud, as the cloud registry finds them."""
+    return _folders("clouds")
+
+
+def fabric_folders() -> dict[str, Traversable]:
+    """Each fabric's catalog folder (goldenenv/fabrics/<fabric>/catalog/) by fabric name, in name order: every
+    package under goldenenv/fabrics/ is a fabric, as the fabric registry finds them."""
+    return _folders("fabrics")
+
+
+PACKAGES = {"cloud": "clouds", "fabric": "fabrics"}
+"""The column a folder's rows are filled with, and the folder under goldenenv/ whose packages own such folders."""
+
+
+def _owners() -> dict[str, dict[str, Traversable]]:
+    """Each column's owners' folders, clouds' then fabrics' (found on each call, so that a test can add one)."""
+    return {"cloud": cloud_folders(), "fabric": fabric_folders()}
+
+
+def _parts(table: str) -> list[tuple[tuple[str, str] | None, Traversable]]:
+    """The files holding a table's rows: (None, the shared file) first, then ((column, owner), that owner's file)
+    for each cloud, then for each fabric."""
     shared = resources.files(__package__).joinpath("data", f"{table}.csv")
-    found: list[tuple[str | None, Traversable]] = [(None, shared)] if shared.is_file() else []
-    for cloud, folder in cloud_folders().items():
-        path = folder.joinpath(f"{table}.csv")
-        if path.is_file():
-            found.append((cloud, path))
+    found: list[tuple[tuple[str, str] | None, Traversable]] = [(None, shared)] if shared.is_file() else []
+    for column, folders in _owners().items():
+        for owner, folder in folders.items():
+            path = folder.joinpath(f"{table}.csv")
+            if path.is_file():
+                found.append(((column, owner), path))
     return found
 
 
-def _where(cloud: str | None, table: str) -> str:
-    return f"goldenenv/clouds/{cloud}/catalog/{table}.csv" if cloud else f"goldenenv/catalog/data/{table}.csv"
+def _where(owner: tuple[str, str] | None, table: str) -> str:
+    if owner is None:
+        return f"goldenenv/catalog/data/{table}.csv"
+    return f"goldenenv/{PACKAGES[owner[0]]}/{owner[1]}/catalog/{table}.csv"
 
 
 @functools.cache
@@ -52,29 +76,30 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
     parts = _parts(table)
     if not parts:
         raise FileNotFoundError(f"the catalog has no table {table!r}: no goldenenv/catalog/data/{table}.csv and "
-                                f"no goldenenv/clouds/<cloud>/catalog/{table}.csv")
+                                f"no goldenenv/clouds/<cloud>/catalog/{table}.csv or "
+                                f"goldenenv/fabrics/<fabric>/catalog/{table}.csv")
     found: list[dict[str, str]] = []
     columns: tuple[str, list[str]] | None = None
-    for cloud, path in parts:
+    for owner, path in parts:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
-            if cloud is not None and "cloud" in header:
-                raise ValueError(f"{_where(cloud, table)} has a cloud column: its folder names the cloud, so drop "
-                                 "the column")
-            if cloud is not None:
-                header = ["cloud", *header]
+            if owner is not None and owner[0] in header:
+                raise ValueError(f"{_where(owner, table)} has a {owner[0]} column: its folder names the "
+                                 f"{owner[0]}, so drop the column")
+            if owner is not None:
+                header = [owner[0], *header]
             if columns is None:
-                columns = (_where(cloud, table), header)
+                columns = (_where(owner, table), header)
             elif header != columns[1]:
-                raise ValueError(f"{_where(cloud, table)} has the columns {', '.join(header)}; {columns[0]} has "
+                raise ValueError(f"{_where(owner, table)} has the columns {', '.join(header)}; {columns[0]} has "
                                  f"{', '.join(columns[1])}: every file of a table has the same columns")
-            found.extend({"cloud": cloud, **row} if cloud is not None else row for row in reader)
+            found.extend({owner[0]: owner[1], **row} if owner is not None else row for row in reader)
     return tuple(found)
 
 
 def tables() -> Iterator[str]:
-    """Names of every table, shared or a cloud's, for the consistency test."""
-    folders = [resources.files(__package__).joinpath("data"), *cloud_folders().values()]
+    """Names of every table, shared or a cloud's or a fabric's, for the consistency test."""
+    folders = [resources.files(__package__).joinpath("data"), *cloud_folders().values(), *fabric_folders().values()]
     yield from sorted({entry.name.removesuffix(".csv") for folder in folders for entry in folder.iterdir()
                        if entry.name.endswith(".csv")})

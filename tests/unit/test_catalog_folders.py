@@ -1,5 +1,6 @@
 """A cloud's catalog rows live in its own folder (goldenenv/clouds/<cloud>/catalog/<table>.csv), with `cloud` filled
-from the folder's name, so a new cloud adds its rows without editing a shared file."""
+from the folder's name, and a fabric's in its own (goldenenv/fabrics/<fabric>/catalog/<table>.csv), with `fabric`
+filled, so a new cloud or fabric adds its rows without editing a shared file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import catalog, clouds
+from goldenenv import catalog, clouds, fabrics
 
 SHARED = Path(catalog.__file__).parent / "data"
 
@@ -28,6 +29,18 @@ def scratch_cloud(tmp_path, monkeypatch):
     folder.mkdir(parents=True)
     shipped = catalog.cloud_folders()
     monkeypatch.setattr(catalog.files, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    _forget()
+    yield folder
+    _forget()
+
+
+@pytest.fixture
+def scratch_fabric(tmp_path, monkeypatch):
+    """A throw-away fabric `scratchnet` whose catalog folder is found beside the shipped fabrics' folders."""
+    folder = tmp_path / "scratchnet" / "catalog"
+    folder.mkdir(parents=True)
+    shipped = catalog.fabric_folders()
+    monkeypatch.setattr(catalog.files, "fabric_folders", lambda: {**shipped, "scratchnet": folder})
     _forget()
     yield folder
     _forget()
@@ -78,7 +91,8 @@ def test_a_cloud_file_with_other_columns_than_the_tables_is_refused(scratch_clou
 
 def test_an_unknown_table_names_where_it_was_looked_for():
     with pytest.raises(FileNotFoundError, match="no goldenenv/catalog/data/no_such_table.csv and no "
-                                                "goldenenv/clouds/<cloud>/catalog/no_such_table.csv"):
+                                                "goldenenv/clouds/<cloud>/catalog/no_such_table.csv or "
+                                                "goldenenv/fabrics/<fabric>/catalog/no_such_table.csv"):
         catalog.rows("no_such_table")
 
 
@@ -124,3 +138,66 @@ def test_the_boot_volume_tier_a_cloud_lists_is_one_it_prices(cloud):
 def test_aws_nodes_boot_disks_are_priced_as_gp3():
     assert catalog.boot_volume_tier("aws") == "gp3"
     assert catalog.boot_volume_tier("gcp") == ""
+
+
+def test_a_new_fabrics_folder_rows_are_read_with_their_fabric_filled_in(scratch_fabric):
+    _write(scratch_fabric / "fabric_env.csv", "variable,value,condition,source\n"
+                                              "NCCL_SOCKET_IFNAME,sn0,always,a test's row\n")
+    _write(scratch_fabric / "fabric_min_nccl.csv", "instance_type,min_nccl,min_plugin,source\n"
+                                                   "*,2.99.1,,a test's row\n")
+    _write(scratch_fabric / "fabric_mtu.csv", "jumbo_frames,mtu,nccl_proto,source\nyes,9000,,a test's row\n")
+
+    assert catalog.fabric_env("scratchnet") == {"NCCL_SOCKET_IFNAME": "sn0"}
+    assert [r for r in catalog.rows("fabric_min_nccl") if r["fabric"] == "scratchnet"] == [
+        {"fabric": "scratchnet", "instance_type": "*", "min_nccl": "2.99.1", "min_plugin": "",
+         "source": "a test's row"}]
+    assert catalog.fabric_mtu("scratchnet", jumbo_frames=True).mtu == 9000
+    assert catalog.fabric_mtu("scratchnet", jumbo_frames=False) is None
+    assert "NCCL_SOCKET_IFNAME" not in catalog.fabric_env("efa"), "a fabric's rows are its own, not its neighbours'"
+
+
+def test_a_fabric_file_that_names_its_fabric_again_is_refused(scratch_fabric):
+    _write(scratch_fabric / "fabric_min_cuda.csv", "fabric,min_cuda,source\nscratchnet,12.4,a test's row\n")
+    with pytest.raises(ValueError, match=r"goldenenv/fabrics/scratchnet/catalog/fabric_min_cuda.csv has a fabric "
+                                         r"column: its folder names the fabric, so drop the column"):
+        catalog.rows("fabric_min_cuda")
+
+
+def test_every_shipped_fabric_folder_is_found():
+    found = catalog.fabric_folders()
+    for name in fabrics.FABRICS:
+        folder = resources.files("goldenenv").joinpath("fabrics", name, "catalog")
+        assert (name in found) == folder.is_dir(), name
+    assert set(found) <= set(fabrics.FABRICS), "a catalog folder under goldenenv/fabrics/ belongs to no fabric"
+
+
+@pytest.mark.parametrize("table", sorted(p.stem for p in SHARED.glob("*.csv")))
+def test_no_shared_file_holds_a_row_of_a_fabric(table):
+    """A fabric's rows belong in goldenenv/fabrics/<fabric>/catalog/, where they are read with the fabric filled in."""
+    with open(SHARED / f"{table}.csv", newline="", encoding="utf-8") as f:
+        named = {row["fabric"] for row in csv.DictReader(f) if "fabric" in row}
+    assert not named & set(fabrics.FABRICS), (
+        f"goldenenv/catalog/data/{table}.csv holds rows of {sorted(named & set(fabrics.FABRICS))}: move them to "
+        f"goldenenv/fabrics/<fabric>/catalog/{table}.csv without the fabric column")
+
+
+@pytest.mark.parametrize("fabric", sorted(catalog.fabric_folders()))
+def test_a_fabrics_rows_carry_its_name_and_a_source(fabric):
+    folder = catalog.fabric_folders()[fabric]
+    for entry in folder.iterdir():
+        if entry.name.endswith(".csv"):
+            table = entry.name.removesuffix(".csv")
+            with entry.open(newline="", encoding="utf-8") as f:
+                written = list(csv.DictReader(f))
+            assert written, f"{fabric}/catalog/{entry.name} is empty"
+            assert all(r["source"].strip() for r in written), f"{fabric}/catalog/{entry.name}: a row without a source"
+            assert [r for r in catalog.rows(table) if r["fabric"] == fabric] == [{"fabric": fabric, **r}
+                                                                                 for r in written]
+
+
+def test_the_efa_installers_plugin_table_is_efas():
+    """EFA's installer and aws-ofi-nccl tables sit in EFA's folder: every row is EFA's, and compat still finds the
+    plugin an installer bundles (1.43.0 bundles aws-ofi-nccl 1.16.1, AWS's EFA release notes)."""
+    assert {r["fabric"] for r in catalog.rows("efa_installer")} == {"efa"}
+    assert {r["fabric"] for r in catalog.rows("aws_ofi_nccl")} == {"efa"}
+    assert next(r["aws_ofi_nccl"] for r in catalog.rows("efa_installer") if r["efa_installer"] == "1.43.0") == "1.16.1"
