@@ -561,7 +561,7 @@ def ali_munge(tmp_path, monkeypatch, create: bool):
     import sys
 
     from goldenenv import nodeboot
-    from goldenenv.clouds.alicloud import munge_key
+    from goldenenv.clouds.alicloud.head import munge_key
 
     key_file = tmp_path / "etc" / "munge.key"
     monkeypatch.setattr(nodeboot, "MUNGE_KEY_FILE", str(key_file))

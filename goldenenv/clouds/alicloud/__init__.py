@@ -7,42 +7,30 @@ the bucket through its data flow and wait: dataflow.py), purge (the bucket and t
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 
 from goldenenv import catalog
-from goldenenv.images import host as hostlayer
 from goldenenv.clouds.alicloud import dataflow, guard, limits, storage
-from goldenenv.clouds.alicloud.budget import BudgetGuard, BudgetGuardArgs
+from goldenenv.clouds.alicloud.basics import (
+    CLOUD, RetainedStores, eri_count, fs_throughput_per_tib, resource_group_name, shared_fs_kind,
+)
+from goldenenv.clouds.alicloud.parts import GpuCluster
 from goldenenv.clouds.alicloud.erdma import HIGH_PERFORMANCE, MAX_ERIS
-from goldenenv.clouds.alicloud.head import (
-    MUNGE_STAGE, MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, head_policy, munge_key, secret_arn,
-)
-from goldenenv.clouds.alicloud.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.alicloud.nodes import (
-    NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, auto_release_time, login_notes, ram_name, ssh_key_problems,
-)
-from goldenenv.clouds.alicloud.registry import (
-    ImageRepository, ImageRepositoryArgs, over_vpc, public_url, registry_login, repository_names,
-)
-from goldenenv import slurm
-from goldenenv.clouds import recipe
-from goldenenv.clouds.access import head_key, node_key
+from goldenenv.clouds.alicloud.head import MUNGE_STAGE
+from goldenenv.clouds.alicloud.nodes import NODE_UPDATES, login_notes, ram_name, ssh_key_problems
+from goldenenv.clouds.alicloud.registry import over_vpc, public_url, registry_login, repository_names
 from goldenenv.clouds.base import (
-    BuildContext, Capability, HeadShape, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words,
-    mock_address, pinned_host_image, stable_number, zone_problems,
+    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, host_image_problems, key_words, mock_address,
+    stable_number, zone_problems,
 )
 from goldenenv.guardrails import Finding, Severity
 from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 
-CLOUD = "alicloud"
 REGION = re.compile(r"^[a-z]{2}-[a-z]+(-\d{1,2})?$")
 """cn-hangzhou, cn-wulanchabu, ap-southeast-1, eu-central-1 ..."""
 IMAGE_ID = re.compile(r"^(m-[a-z0-9]{8,40}|[a-z0-9][a-z0-9_.]{2,126}\.vhd)$")
@@ -51,7 +39,6 @@ HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "m-...", "is not an Alibaba image ID (
 CURRENCIES = ("CNY", "USD")
 """What Alibaba bills in: CNY on the China site (aliyun.com), USD on the international site."""
 ZONES_TOKEN = "alicloud:index/getZones:getZones"
-RESOURCE_GROUP_NAME_MAX = 50
 TIER_KEY = "goldenenv:storage.parallelFs.throughputPerTib"
 CREDENTIALS_HELP = ("no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET "
                     "(the names the Alibaba Cloud CLI and SDKs read; ALIBABA_CLOUD_SECURITY_TOKEN too for STS "
@@ -406,174 +393,6 @@ class AlicloudCloud(PulumiCloud):
         return cluster.outputs
 
 
-class AlicloudParts(recipe.Parts):
-    """Alibaba Cloud's cluster parts: a resource group holds the stack; a VPC with one vSwitch, OSS with CPFS (or
-    NAS), a Container Registry repository, the munge key in KMS, the head and the pools in ECS, a budget guard."""
-
-    cloud = AlicloudCloud
-    registry_login = "acr"
-    munge: MungeSecret | None = None
-
-    def retained_stores(self) -> None:
-        self.stores = RetainedStores.find(self.spec, self.context.lookup or storage.LiveLookup(self.spec.region))
-        ttl = self.spec.lifecycle.ttl_hours
-        self.release = auto_release_time(ttl, datetime.now(timezone.utc)) if ttl else None
-
-    def scope(self) -> None:
-        spec = self.spec
-        self.group = alicloud.resourcemanager.ResourceGroup(
-            f"{self.name}-rg", resource_group_name=resource_group_name(spec.tags.project, spec.stack),
-            display_name=f"goldenenv {spec.stack}"[:50], tags=spec.stack_tags, opts=self.child,
-        )
-
-    def network(self) -> None:
-        spec = self.spec
-        self.zone = spec.placed_zone or alicloud.get_zones_output(
-            available_instance_type=catalog.instance_type(CLOUD, spec.nodes[0].instance_type).name,
-            available_resource_creation="Instance", opts=pulumi.InvokeOutputOptions(parent=self.parent),
-        ).ids[0]
-        self.net = GpuNetwork(self.name, GpuNetworkArgs(
-            zone=self.zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], resource_group_id=self.group.id,
-            slurm_head=head_shape(spec, AlicloudCloud) is not None, tags=spec.stack_tags,
-        ), self.child)
-
-    def data_store(self) -> recipe.DataStore:
-        spec = self.spec
-        fs, kind = spec.storage.parallel_fs, shared_fs_kind(spec)
-        self.mount_actions = storage.NODE_MOUNT_ACTIONS if kind == storage.CPFS else ()
-        data = self.data = storage.DataStore(f"{self.name}-data", storage.DataStoreArgs(
-            bucket_name=self.stores.bucket, adopt_bucket=self.stores.adopt_bucket,
-            noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
-            parallel_fs=fs.enabled, fs_kind=kind or storage.fs_kind_for(spec.region), fs_size_gib=fs.size_gib,
-            fs_throughput_per_tib=fs_throughput_per_tib(spec),
-            region=spec.region, zone_id=self.zone, vpc_id=self.net.vpc_id, vswitch_id=self.net.vswitch_id,
-            checkpoint_prefix=fs.checkpoint_prefix, resource_group_id=self.group.id, tags=spec.stack_tags,
-        ), self.child)
-        return recipe.DataStore(data.mount, {
-            "bucket": data.bucket_name,
-            "sharedFs": data.fs_id if fs.enabled else None,
-            # what destroy's export needs (CPFS: the file system, its data flow and the fileset it links)
-            "fileSystemId": data.fs_id,
-            "dataFlowId": data.data_flow_id,
-            "filesetId": data.fileset_id,
-            "filesetPath": storage.FILESET_PATH if kind == storage.CPFS else None,
-        })
-
-    def repository(self) -> recipe.Repository:
-        spec = self.spec
-        namespace, repo = repository_names(spec.tags.project, spec.stack, spec.image.lock)
-        return recipe.Repository(ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
-            namespace=namespace, repo=repo, tags=spec.stack_tags,
-            adopt_namespace=self.stores.adopt_namespace, adopt_repo=self.stores.adopt_repo,
-        ), self.child).url)
-
-    def secret_store(self) -> recipe.SecretStore:
-        spec = self.spec
-        self.secret = ram_name("goldenenv", spec.tags.project, spec.stack, "munge")
-        munge = self.munge = MungeSecret(f"{self.name}-munge", MungeSecretArgs(
-            secret_name=self.secret, stack=spec.stack, tags=spec.stack_tags), self.child)
-        return recipe.SecretStore(lambda reader: pulumi.Output.from_input(munge.secret_name).apply(
-            lambda name: munge_key(name, spec.region)))
-
-    def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
-        spec = self.spec
-        head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-            instance_type=shape.instance_type, zone=self.zone,
-            image_id=host_image_id(spec, spec.nodes[0], hostlayer.head_layer(spec)),
-            vswitch_id=self.net.vswitch_id, security_group_id=self.net.head_security_group_id,
-            resource_group_id=self.group.id, system_disk_gib=shape.root_volume_gib, user_data=boot.head(),
-            policy=head_policy(secret_arn(spec.region, self.secret), self.mount_actions),
-            role_name=ram_name("goldenenv", spec.tags.project, spec.stack, slurm.HEAD_HOSTNAME),
-            tags=spec.stack_tags, auto_release_time=self.release,
-            rolled=self.context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME), ssh_key=head_key(spec),
-        ), self.child)
-        return recipe.Head(head.private_ip, head.instance_id)
-
-    def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
-        spec = self.spec
-        it = catalog.instance_type(CLOUD, pool.instance_type)
-        layout = catalog.node_layout(CLOUD, it.name)
-        eris = eri_count(pool, it)
-        nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
-            instance_type=it.name, count=pool.count, zone=self.zone,
-            image_id=host_image_id(spec, pool, hostlayer.layer(spec, pool)),
-            vswitch_id=self.net.vswitch_id, security_group_id=self.net.security_group_id,
-            resource_group_id=self.group.id, placement=layout.placement if layout else "none",
-            network_cards=it.network_cards, eri_count=eris,
-            queue_pairs=layout.queue_pairs if layout else 0,
-            jumbo_frames=bool(layout and layout.jumbo_frames), capacity=pool.capacity.value,
-            system_disk_gib=pool.root_volume_gib,
-            user_data=boot.node(pool.name, "erdma" if eris else "none", it.local_nvme_count > 0),
-            bucket_arn=self.data.bucket_arn, mount_actions=self.mount_actions,
-            role_name=ram_name("goldenenv", spec.tags.project, spec.stack, pool.name), tags=spec.stack_tags,
-            auto_release_time=self.release,
-            rolled=self.rolled(pool),
-            ssh_key=node_key(spec, pool),
-            munge_secret=secret_arn(spec.region, self.secret) if self.munge else None,
-        ), self.child)
-        return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
-
-    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
-        spec = self.spec
-        if not spec.budget:
-            return recipe.BudgetGuard({"budgetGuard": None})
-        guard = BudgetGuard(f"{self.name}-budget", BudgetGuardArgs(
-            project=spec.tags.project, stack=spec.stack, monthly_limit=spec.budget.monthly_limit,
-            currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
-            hard_stop=spec.budget.hard_stop, region=spec.region, resource_group_id=self.group.id,
-            tags=spec.stack_tags,
-        ), self.child)
-        return recipe.BudgetGuard({"budgetGuard": guard.function_name})
-
-    def outputs(self, built: recipe.Built) -> dict[str, Any]:
-        return {
-            "deploymentSets": [p.component.deployment_set for p in built.pools
-                               if p.component.deployment_set is not None],
-            "resourceGroup": self.group.id,
-        }
-
-
-class GpuCluster(recipe.Cluster):
-    """Resource group, network, data store, image repository, head, node pools and budget guard of one stack: the
-    cluster recipe (clouds/recipe.py) with Alibaba Cloud's parts."""
-
-    parts = AlicloudParts
-
-
-@dataclass(frozen=True)
-class RetainedStores:
-    """The names of what outlives the stack, and which of them already exist to be adopted."""
-
-    bucket: str
-    adopt_bucket: str | None
-    adopt_namespace: bool
-    adopt_repo: bool
-
-    @classmethod
-    def find(cls, spec: ClusterSpec, lookup: storage.AlicloudLookup) -> RetainedStores:
-        """A bucket of another project or stack under the derived name is refused (storage.adoptable)."""
-        project = spec.tags.project
-        bucket = spec.storage.bucket.bucket_name or storage.bucket_name(
-            project, spec.stack, lookup.account_id(), spec.region)
-        namespace, repo = repository_names(project, spec.stack, spec.image.lock)
-        return cls(bucket, storage.adoptable(lookup.bucket(bucket), project, spec.stack, storage.BUCKET_KEY, "bucket"),
-                   lookup.namespace_exists(namespace), lookup.repository_exists(namespace, repo))
-
-
-def shared_fs_kind(spec: ClusterSpec) -> str | None:
-    """cpfs (linked to the bucket by a data flow) where the region offers CPFS, else nas (extreme, not linked);
-    None without a shared file system."""
-    return storage.fs_kind_for(spec.region) if spec.storage.parallel_fs.enabled else None
-
-
-def fs_throughput_per_tib(spec: ClusterSpec) -> int:
-    """The stack's parallelFs.throughputPerTib when it sets one, else Alibaba's default tier (the spec's own
-    default is FSx's)."""
-    fs = spec.storage.parallel_fs
-    return fs.throughput_per_tib if "throughput_per_tib" in fs.model_fields_set else storage.DEFAULT_THROUGHPUT_PER_TIB
-
-
 def _credentials() -> guard.Credentials:
     try:
         return storage.credentials_from_env()
@@ -616,11 +435,6 @@ def _storage_problems(spec: ClusterSpec) -> list[Problem]:
     return problems
 
 
-def eri_count(pool: Any, it: catalog.InstanceType) -> int:
-    """The ERIs each node of the pool gets: the type's eRDMA interfaces unless the pool turns RDMA off."""
-    return it.rdma_interfaces if (pool.rdma is not False and it.rdma == "erdma") else 0
-
-
 def instance_eris(props: dict[str, Any]) -> list[dict[str, Any]]:
     """A planned instance's ERIs: its primary interface and its inline secondary, where HighPerformance."""
     interfaces = [props] + ([props["networkInterfaces"]] if isinstance(props.get("networkInterfaces"), dict) else [])
@@ -647,18 +461,3 @@ def retained_in_deleted_group(resources: list) -> list[Finding]:
                     f"leave resource_group_id unset on what outlives the stack ({storage.RETAINED_GROUP})")
             for r in resources
             if r.custom and r.retain_on_delete and r.props.get("resourceGroupId") in groups]
-
-
-def resource_group_name(project: str, stack: str) -> str:
-    """3 to 50 letters, digits and `-`, starting with a letter; shortened with a hash so two stacks never share."""
-    text = re.sub(r"[^A-Za-z0-9-]+", "-", f"goldenenv-{project}-{stack}").strip("-")
-    if len(text) <= RESOURCE_GROUP_NAME_MAX:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:RESOURCE_GROUP_NAME_MAX - 9].rstrip('-')}-{digest}"
-
-
-def host_image_id(spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
-    """The pool's pinned image: the one baked for its host layer (baked_for), else the stack's own id, else the
-    catalog's (public image IDs are the same everywhere)."""
-    return pinned_host_image(CLOUD, spec, pool, baked_for)

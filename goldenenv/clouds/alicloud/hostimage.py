@@ -37,7 +37,7 @@ class HostImageBuild(pulumi.ComponentResource):
     """The build network, the build instance, the host step and the custom image."""
 
     def __init__(self, spec: ClusterSpec, pool: Any, args: BakeArgs, opts: pulumi.ResourceOptions | None = None):
-        from goldenenv.clouds.alicloud import CLOUD, host_image_id
+        from goldenenv.clouds.alicloud.basics import CLOUD, host_image_id
 
         name = args.name
         super().__init__("goldenenv:alicloud:HostImageBuild", name, None, opts)
