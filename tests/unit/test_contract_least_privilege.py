@@ -387,7 +387,7 @@ def test_azure_owner_at_the_subscription_names_owner(planned):
 
 def test_the_programs_grant_from_the_table():
     """The programs write their grants from the same constants the rule judges by: one owner of the fact."""
-    from goldenenv.clouds import gcp as gcp_cloud
+    from goldenenv.clouds.gcp import parts as gcp_parts
     from goldenenv.clouds.alicloud import budget as alicloud_budget
     from goldenenv.clouds.alicloud import head as alicloud_head
     from goldenenv.clouds.alicloud import storage as alicloud_storage
@@ -411,7 +411,7 @@ def test_the_programs_grant_from_the_table():
     granted = {a for statement in guard["Statement"] for a in statement["Action"]}
     assert granted == set(alicloud_privilege.NEEDS["stop"].actions)
     assert gcp_head.HEAD_SECRET_ROLES is gcp_privilege.HEAD_SECRET_ROLES
-    assert gcp_cloud.LUSTRE_IMPORT_PERMISSIONS is gcp_privilege.LUSTRE_IMPORT_PERMISSIONS
+    assert gcp_parts.LUSTRE_IMPORT_PERMISSIONS is gcp_privilege.LUSTRE_IMPORT_PERMISSIONS
     assert gcp_storage.LUSTRE_AGENT_ROLE is gcp_privilege.BUCKET_ROLE
     assert gcp_budget.STOP_PERMISSIONS is gcp_privilege.STOP_PERMISSIONS
     assert gcp_budget.IDLE_PERMISSIONS is gcp_privilege.IDLE_PERMISSIONS

@@ -40,7 +40,8 @@ class HostImageBuild(pulumi.ComponentResource):
     """The build network, the build instance, the host step and the image."""
 
     def __init__(self, spec: ClusterSpec, pool: Any, args: BakeArgs, opts: pulumi.ResourceOptions | None = None):
-        from goldenenv.clouds.gcp import CLOUD, GcpCloud, host_image, stack_zone
+        from goldenenv.clouds.gcp import GcpCloud
+        from goldenenv.clouds.gcp.basics import CLOUD, host_image, stack_zone
 
         name = args.name
         super().__init__("goldenenv:gcp:HostImageBuild", name, None, opts)
