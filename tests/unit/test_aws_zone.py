@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from goldenenv.clouds.aws import MOCK_ZONES, OFFERINGS_TOKEN, AwsCloud, zone_selling
+from goldenenv.clouds.aws import MOCK_ZONES, OFFERINGS_TOKEN, AwsCloud
+from goldenenv.clouds.aws.basics import zone_selling
 from goldenenv.plan import plan_config, stack_file
 from goldenenv.spec import ConfigError
 

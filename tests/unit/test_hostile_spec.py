@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from goldenenv.clouds.aws import lustre_mount
+from goldenenv.clouds.aws.basics import lustre_mount
 from goldenenv import stackconfig
 from goldenenv.cli import app
 from goldenenv.guardrails import Severity

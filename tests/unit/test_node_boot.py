@@ -24,7 +24,7 @@ import yaml
 
 from goldenenv import catalog, nodeboot, stackconfig
 from goldenenv.clouds.alicloud import storage as alicloud_storage
-from goldenenv.clouds.aws import lustre_mount
+from goldenenv.clouds.aws.basics import lustre_mount
 from goldenenv.images.dockerfile import UID
 from goldenenv.health import judge
 from goldenenv.images import host

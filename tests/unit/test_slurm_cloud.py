@@ -303,7 +303,7 @@ def test_a_pool_named_head_is_refused_with_the_scheduler():
 def munge_script(tmp_path, monkeypatch, create: bool) -> tuple[str, object]:
     """The AWS munge script as a host renders it, writing its key and marker under the test's temp dir."""
     from goldenenv import nodeboot
-    from goldenenv.clouds.aws import munge_key
+    from goldenenv.clouds.aws.head import munge_key
 
     key_file = tmp_path / "etc" / "munge" / "munge.key"
     monkeypatch.setattr(nodeboot, "MUNGE_KEY_FILE", str(key_file))

@@ -4,38 +4,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv import catalog, compat
-from goldenenv.clouds.aws.budget import StackBudget, StackBudgetArgs
-from goldenenv.clouds.aws.head import (
-    MungeSecret, MungeSecretArgs, SlurmHead, SlurmHeadArgs, munge_key, secret_policy,
-)
-from goldenenv.clouds.aws.network import GpuNetwork, GpuNetworkArgs
-from goldenenv.clouds.aws.nodes import (
-    NODE_UPDATES, GpuNodePool, GpuNodePoolArgs, in_placement_group, login_notes, ssh_key_problems,
-)
+from goldenenv import catalog
+from goldenenv.clouds.aws.basics import RetainedStores, pool_types, spot_request
+from goldenenv.clouds.aws.parts import GpuCluster
+from goldenenv.clouds.aws.nodes import NODE_UPDATES, login_notes, ssh_key_problems
 from goldenenv.clouds.aws import capacity_blocks, limits, retained
 from goldenenv.clouds.aws import spot as spot_requests
-from goldenenv.clouds.aws.registry import ImageRepository, ImageRepositoryArgs, repository_name
-from goldenenv.clouds.aws.storage import DataStore, DataStoreArgs, bucket_tags
-from goldenenv.clouds.aws.teardown import (AutoTeardown, AutoTeardownArgs, FunctionAlerts, FunctionAlertsArgs,
-                                            idle_cpu_threshold, ttl_tags)
-from goldenenv.clouds import recipe
+from goldenenv.clouds.aws.registry import repository_name
+from goldenenv.clouds.aws.storage import bucket_tags
+from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.clouds.base import (
-    BuildContext, Capability, HeadShape, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
 )
-from goldenenv.clouds import stores
-from goldenenv.clouds.access import head_key, node_key
-from goldenenv.images import host as hostlayer
 from goldenenv.images import publish
-from goldenenv import slurm
-from goldenenv.nodeboot import SharedFs
-from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, ConfigError, Problem, pool_key
+from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
@@ -374,181 +361,6 @@ class AwsCloud(PulumiCloud):
         return cluster.outputs
 
 
-class AwsParts(recipe.Parts):
-    """AWS's cluster parts: a VPC with one subnet in the stack's zone, S3 with FSx for Lustre, an ECR repository,
-    the munge key in Secrets Manager, the head and the pools in EC2, AWS Budgets with the reaper."""
-
-    cloud = AwsCloud
-    registry_login = "ecr"
-    munge: MungeSecret | None = None
-
-    def retained_stores(self) -> None:
-        spec = self.spec
-        self.stores = RetainedStores.find(spec, self.context.lookup or retained.LiveLookup(spec.region))
-        self.node_tags = {**spec.stack_tags, **ttl_tags(spec.lifecycle.ttl_hours)}
-
-    def network(self) -> None:
-        spec = self.spec
-        self.zone = spec.placed_zone or default_zone(spec, self.parent)
-        self.net = GpuNetwork(self.name, GpuNetworkArgs(
-            region=spec.region, zone=self.zone, cidr=spec.network.cidr, egress=spec.network.egress,
-            admin_cidrs=[str(c) for c in spec.network.admin_cidrs], tags=spec.stack_tags,
-            slurm_head=head_shape(spec, AwsCloud) is not None,
-        ), self.child)
-
-    def data_store(self) -> recipe.DataStore:
-        spec, fs = self.spec, self.spec.storage.parallel_fs
-        data = self.data = DataStore(f"{self.name}-data", DataStoreArgs(
-            bucket_name=self.stores.bucket, adopt_bucket=self.stores.adopt_bucket,
-            noncurrent_version_days=spec.storage.bucket.noncurrent_version_days,
-            checkpoint_prefix=fs.checkpoint_prefix,
-            parallel_fs=fs.enabled, fs_size_gib=fs.size_gib, fs_throughput_per_tib=fs.throughput_per_tib,
-            subnet_id=self.net.subnet_id, security_group_id=self.net.storage_security_group_id, tags=spec.stack_tags,
-        ), self.child)
-        mount = pulumi.Output.all(dns=data.fs_dns_name, name=data.fs_mount_name).apply(
-            lambda fsx: lustre_mount(fsx["dns"], fsx["name"]) if fsx["dns"] else None)
-        return recipe.DataStore(mount, {
-            "bucket": data.bucket_name,
-            "fileSystemId": data.fs_id,
-            "fsxMount": pulumi.Output.all(dns=data.fs_dns_name, name=data.fs_mount_name).apply(
-                lambda fsx: f"{fsx['dns']}@tcp:/{fsx['name']} on {fs.mount_point}") if fs.enabled else None,
-        })
-
-    def repository(self) -> recipe.Repository:
-        return recipe.Repository(ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
-            name=self.stores.repository, adopt=self.stores.adopt_repository, tags=self.spec.stack_tags,
-        ), self.child).url)
-
-    def secret_store(self) -> recipe.SecretStore:
-        region = self.spec.region
-        munge = self.munge = MungeSecret(f"{self.name}-munge", MungeSecretArgs(
-            stack=self.spec.stack, tags=self.spec.stack_tags), self.child)
-        return recipe.SecretStore(lambda reader: pulumi.Output.from_input(munge.secret_arn).apply(
-            lambda arn: munge_key(arn, region)))
-
-    def _secret_policy(self, head: bool) -> pulumi.Output[str] | None:
-        """What a host may do with the munge secret and its key (head.secret_policy)."""
-        if self.munge is None:
-            return None
-        region = self.spec.region
-        return pulumi.Output.all(secret=self.munge.secret_arn, key=self.munge.key_arn).apply(
-            lambda arns: secret_policy(arns["secret"], arns["key"], region, head=head))
-
-    def head(self, shape: HeadShape, boot: recipe.Boot) -> recipe.Head:
-        spec = self.spec
-        head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
-            instance_type=shape.instance_type, image_id=host_image_id(spec, spec.nodes[0], self.parent,
-                                                                   hostlayer.head_layer(spec)),
-            subnet_id=self.net.subnet_id, security_group_id=self.net.head_security_group_id,
-            root_volume_gib=shape.root_volume_gib, user_data=boot.head(),
-            secret_policy=self._secret_policy(head=True),
-            tags=self.node_tags, rolled=self.context.rolls(slurm.HEAD_HOSTNAME, slurm.HEAD_HOSTNAME),
-            ssh_key=head_key(spec),
-        ), self.child)
-        return recipe.Head(head.private_ip, head.instance_id, {"headSsmConnect": head.instance_id.apply(
-            lambda i: f"aws ssm start-session --region {spec.region} --target {i}")})
-
-    def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
-        spec = self.spec
-        it = catalog.instance_type("aws", pool.instance_type)
-        efa = efa_interfaces(pool)
-        nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
-            instance_type=it.name, count=pool.count, image_id=host_image_id(spec, pool, self.parent,
-                                                                       hostlayer.layer(spec, pool)),
-            network_cards=it.network_cards,
-            efa_interfaces=efa, capacity=pool.capacity.value,
-            capacity_reservation_id=pool.capacity_reservation_id, zone=self.zone,
-            subnet_id=self.net.subnet_id, security_group_ids=[self.net.node_security_group_id],
-            root_volume_gib=pool.root_volume_gib,
-            user_data=boot.node(pool.name, "efa" if efa else "none", it.local_nvme_count > 0),
-            bucket_arn=self.data.bucket_arn, tags=self.node_tags,
-            rolled=self.rolled(pool),
-            ssh_key=node_key(spec, pool), secret_policy=self._secret_policy(head=False),
-        ), self.child)
-        return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
-
-    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
-        """AWS Budgets, and the reaper (time to live, idleness, a hard stop repeated)."""
-        spec, name, tags = self.spec, self.name, self.spec.stack_tags
-        # the reaper's schedule exists for a time to live or a hard stop (it repeats a recorded hard stop); each
-        # function's Errors alarm emails the budget's addresses through a topic of its own
-        hard_stop = bool(spec.budget and spec.budget.hard_stop)
-        alerts = FunctionAlerts(f"{name}-alerts", FunctionAlertsArgs(
-            stack=spec.stack, project=spec.tags.project, emails=spec.budget.emails if spec.budget else [], tags=tags,
-        ), self.child) if spec.lifecycle.ttl_hours or hard_stop else None
-
-        budget_name = None
-        if spec.budget:
-            budget = StackBudget(f"{name}-budget", StackBudgetArgs(
-                budget_name=f"goldenenv-{spec.stack}", monthly_limit_usd=spec.budget.monthly_limit,
-                thresholds=spec.budget.alert_thresholds, forecast_thresholds=spec.budget.forecast_thresholds,
-                emails=spec.budget.emails,
-                tag_key=STACK_TAG_KEY, tag_value=spec.stack, hard_stop=spec.budget.hard_stop,
-                alarm_topic=alerts.topic_arn if alerts else None,
-                project=spec.tags.project, tags=tags,
-            ), self.child)
-            budget_name = budget.budget_name
-
-        reaper_function, idle_alarms = None, None
-        if spec.lifecycle.ttl_hours or spec.lifecycle.idle_minutes or hard_stop:
-            nodes = {f"{p.pool.name}-{i}": (p.component.instance_ids.apply(lambda ids, i=i: ids[i]),
-                                            spot_request(p.pool))
-                     for p in pools for i in range(p.pool.count)}
-            teardown = AutoTeardown(f"{name}-teardown", AutoTeardownArgs(
-                stack=spec.stack, project=spec.tags.project, region=spec.region, ttl_hours=spec.lifecycle.ttl_hours,
-                idle_minutes=spec.lifecycle.idle_minutes,
-                instance_ids={node: instance_id for node, (instance_id, _) in nodes.items()},
-                one_time_spot_nodes=frozenset(node for node, (_, request) in nodes.items()
-                                              if request == spot_requests.ONE_TIME),
-                idle_cpu_percent=idle_cpu_threshold(min(p.instance_type.vcpus for p in pools)),
-                hard_stop=hard_stop, alarm_topic=alerts.topic_arn if alerts else None,
-                budget_limit=spec.budget.monthly_limit if hard_stop else None, tags=tags,
-            ), self.child)
-            reaper_function, idle_alarms = teardown.reaper_function, teardown.idle_alarms or None
-        return recipe.BudgetGuard({"budgetName": budget_name, "reaperFunction": reaper_function,
-                                   "idleAlarms": idle_alarms})
-
-    def outputs(self, built: recipe.Built) -> dict[str, Any]:
-        region = self.spec.region
-        return {
-            "ssmConnect": pulumi.Output.from_input(built.instance_ids).apply(
-                lambda ids: [f"aws ssm start-session --region {region} --target {i}" for i in ids]),
-            "placementGroups": [p.component.placement_group for p in built.pools
-                                if p.component.placement_group is not None],
-        }
-
-
-class GpuCluster(recipe.Cluster):
-    """Network, data store, image repository, head, node pools, budget and auto-teardown of one stack: the cluster
-    recipe (clouds/recipe.py) with AWS's parts."""
-
-    parts = AwsParts
-
-
-
-@dataclass(frozen=True)
-class RetainedStores:
-    """The names of what outlives the stack, and which of them already exist to be adopted."""
-
-    bucket: str
-    adopt_bucket: str | None
-    repository: str
-    adopt_repository: str | None
-
-    @classmethod
-    def find(cls, spec: ClusterSpec, lookup: retained.AwsLookup) -> RetainedStores:
-        project = spec.tags.project
-        bucket = spec.storage.bucket.bucket_name or retained.data_bucket_name(
-            project, spec.stack, lookup.account_id(), spec.region)
-        repository = repository_name(project, spec.stack, spec.image.lock)
-        return cls(
-            bucket, stores.adoptable(lookup.bucket(bucket), project, spec.stack, retained.BUCKET_KEY, "bucket"),
-            repository, stores.adoptable(lookup.repository(repository), project, spec.stack, "goldenenv:tags.project",
-                                           "image repository"),
-        )
-
-
-FSX_UNIT = "goldenenv-fsx.service"
 LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
 """PERSISTENT_2 per-unit storage throughput, MB/s per TiB (FSx for Lustre CreateFileSystem API reference)."""
 LUSTRE_SIZE_STEP_GIB = 2400
@@ -576,18 +388,6 @@ MOCK_ZONES = ("mock-az-a", "mock-az-b")
 """The zones the offline plan answers with: the real ones are the account's, read at `up`."""
 
 
-def efa_interfaces(pool) -> int:
-    """The EFA interfaces each node of the pool gets: all its type has, unless the pool turns EFA off."""
-    it = catalog.instance_type("aws", pool.instance_type)
-    return it.rdma_interfaces if (pool.rdma is not False and it.rdma == "efa") else 0
-
-
-def spot_request(pool) -> str | None:
-    """The pool's spot request type (spot.request_type): persistent outside a placement group, one-time in one."""
-    return spot_requests.request_type(pool.capacity.value,
-                                      in_placement_group(efa_interfaces(pool), pool.capacity.value))
-
-
 def spot_note(pool) -> str:
     """What happens to a spot pool's node when EC2 reclaims it, and what brings it back."""
     if spot_request(pool) == spot_requests.PERSISTENT:
@@ -613,47 +413,6 @@ def recovery_note(pool) -> str:
             "start it (or `goldenenv up --roll-nodes`) to move it to healthy hardware")
 
 
-def pool_types(spec: ClusterSpec) -> list[str]:
-    """Every pool's instance type, once each, in name order."""
-    return sorted({catalog.instance_type("aws", pool.instance_type).name for pool in spec.nodes})
-
-
-def default_zone(spec: ClusterSpec, parent: pulumi.Resource) -> pulumi.Output[str]:
-    """The stack's zone when it names none: the first of the region's zones, in name order, that sells every
-    pool's type. Not every zone sells a GPU type (p4d in us-west-2, g5.xlarge in us-east-1), and the pools share
-    one subnet, so the first zone the region lists may have none of them."""
-    types = pool_types(spec)
-    opts = pulumi.InvokeOutputOptions(parent=parent)
-    zones = aws.get_availability_zones_output(
-        state="available", filters=[{"name": "zone-type", "values": ["availability-zone"]}], opts=opts)
-    offerings = aws.ec2.get_instance_type_offerings_output(
-        location_type="availability-zone", filters=[{"name": "instance-type", "values": types}], opts=opts)
-    return pulumi.Output.all(zones.names, offerings.instance_types, offerings.locations).apply(
-        lambda found: zone_selling(spec.region, types, found[0], list(zip(found[1], found[2], strict=True))))
-
-
-def zone_selling(region: str, types: list[str], zones: list[str], offerings: list[tuple[str, str]]) -> str:
-    """The first zone (name order) among `zones` where every type in `types` is offered; `offerings` are
-    (instance type, zone) pairs as DescribeInstanceTypeOfferings lists them. ConfigError at goldenenv:zone when
-    no zone sells them all."""
-    sold: dict[str, set[str]] = {}
-    for instance_type, zone in offerings:
-        sold.setdefault(zone, set()).add(instance_type)
-    for zone in sorted(zones):
-        if set(types) <= sold.get(zone, set()):
-            return zone
-    asked = "EC2 DescribeInstanceTypeOfferings, for this account"
-    if len(types) == 1:
-        message = (f"no availability zone of {region} sells {types[0]} ({asked}): choose a region that offers it, "
-                   "or another instance type")
-    else:
-        where = "; ".join(f"{t} in {', '.join(sorted(z for z in zones if t in sold.get(z, ()))) or 'no zone'}"
-                          for t in types)
-        message = (f"no availability zone of {region} sells all of {', '.join(types)} ({asked}), and the pools "
-                   f"share one zone: {where}. Give the pools types one zone sells, or choose another region")
-    raise ConfigError([Problem("goldenenv:zone", message)])
-
-
 MOCK_AMI = "ami-00000000000000000"
 """What plan shows for an AMI found by name: the real id is looked up at `up`, in the stack's region."""
 
@@ -665,26 +424,3 @@ def _ecr_url(name: str) -> str:
         if published.repository.endswith(suffix) and ".dkr.ecr." in published.repository:
             return published.repository
     return f"000000000000.dkr.ecr.mock.amazonaws.com/{name}"
-
-
-def lustre_mount(dns_name: str, mount_name: str) -> SharedFs:
-    """The FSx for Lustre mount adapter: the file system's DNS name and mount name as Lustre's source path."""
-    return SharedFs(FSX_UNIT, "fsx-mount.sh", {"source_path": f"{dns_name}@tcp:/{mount_name}"})
-
-
-def host_image_id(spec: ClusterSpec, pool, parent: pulumi.Resource, baked_for=None) -> pulumi.Input[str]:
-    """The pool's pinned AMI: the one `goldenenv host-image build` baked for its host layer (baked_for: a pool's or
-    the head's layer), else the stack's own id, the catalog's id for the region, or the dated release by name."""
-    if baked_for is not None and baked_for.baked:
-        return baked_for.baked
-    host = compat.node_host("aws", spec.region, pool.host_image)
-    if host.override_id:
-        return host.override_id
-    image = host.image
-    if image.image_id:
-        return image.image_id
-    # a pinned release stays pinned after AWS deprecates it (two years after creation): look it up all the same
-    return aws.ec2.get_ami_output(
-        owners=[image.owner], filters=[{"name": "name", "values": [image.ami_name]}], most_recent=True,
-        include_deprecated=True, opts=pulumi.InvokeOutputOptions(parent=parent),
-    ).id

@@ -35,7 +35,7 @@ class HostImageBuild(pulumi.ComponentResource):
     """The build network, the build instance, the host step and the AMI."""
 
     def __init__(self, spec: ClusterSpec, pool: Any, args: BakeArgs, opts: pulumi.ResourceOptions | None = None):
-        from goldenenv.clouds.aws import default_zone, host_image_id
+        from goldenenv.clouds.aws.basics import default_zone, host_image_id
 
         name = args.name
         super().__init__("goldenenv:aws:HostImageBuild", name, None, opts)
