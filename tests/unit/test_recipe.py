@@ -48,6 +48,16 @@ def test_each_cloud_cluster_is_the_recipe_with_its_declared_parts(name):
 
 
 @pytest.mark.parametrize("name", PULUMI_CLOUDS)
+def test_each_cloud_keeps_its_parts_in_parts_py(name):
+    """The cluster parts are a module of their own beside the Cloud class (a reader finds them in one place), and
+    the package still offers GpuCluster by its old name."""
+    cluster = cluster_of(name)
+    assert cluster.__module__ == f"goldenenv.clouds.{name}.parts", (
+        f"{name}'s GpuCluster is defined in {cluster.__module__}, not goldenenv/clouds/{name}/parts.py")
+    assert cluster.parts.__module__ == cluster.__module__
+
+
+@pytest.mark.parametrize("name", PULUMI_CLOUDS)
 def test_what_a_cloud_can_do_follows_from_its_parts(name):
     """A head needs a secret store for its munge key; a budget needs a guard that watches it."""
     parts = cluster_of(name).parts
