@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import urllib.error
 import urllib.parse
