@@ -103,27 +103,34 @@ def test_every_shipped_cloud_folder_is_found():
         assert (name in found) == folder.is_dir(), name
 
 
-@pytest.mark.parametrize("table", sorted(p.stem for p in SHARED.glob("*.csv")))
-def test_no_shared_file_holds_a_row_of_a_cloud_that_has_a_folder(table):
-    """A cloud's rows belong in goldenenv/clouds/<cloud>/catalog/, where they are read with the cloud filled in;
-    the shared file keeps rows of no cloud (or of every cloud: `*`)."""
+OWNERS = {"cloud": ("goldenenv/clouds", lambda: set(clouds.names()), catalog.cloud_folders),
+          "fabric": ("goldenenv/fabrics", lambda: set(fabrics.FABRICS), catalog.fabric_folders)}
+"""What owns catalog rows in a folder of its own: the column the reader fills, the folders' parent, the owners' names
+and their catalog folders."""
+
+
+@pytest.mark.parametrize("column, table", [(c, p.stem) for c in OWNERS for p in sorted(SHARED.glob("*.csv"))])
+def test_no_shared_file_holds_a_row_of_a_cloud_or_fabric_with_a_folder(column, table):
+    """A cloud's or fabric's rows belong in its folder's catalog/, where they are read with its name filled in; the
+    shared file keeps rows of no cloud or fabric (or of every cloud: `*`)."""
+    parent, names, _ = OWNERS[column]
     with open(SHARED / f"{table}.csv", newline="", encoding="utf-8") as f:
-        named = {row["cloud"] for row in csv.DictReader(f) if "cloud" in row}
-    assert not named & set(clouds.names()), (
-        f"goldenenv/catalog/data/{table}.csv holds rows of {sorted(named & set(clouds.names()))}: move them to "
-        f"goldenenv/clouds/<cloud>/catalog/{table}.csv without the cloud column")
+        named = {row[column] for row in csv.DictReader(f) if column in row} & names()
+    assert not named, (f"goldenenv/catalog/data/{table}.csv holds rows of {sorted(named)}: move them to "
+                       f"{parent}/<{column}>/catalog/{table}.csv without the {column} column")
 
 
-@pytest.mark.parametrize("cloud", sorted(catalog.cloud_folders()))
-def test_a_clouds_rows_carry_its_name(cloud):
-    folder = catalog.cloud_folders()[cloud]
+@pytest.mark.parametrize("column, owner", [(c, o) for c in OWNERS for o in sorted(OWNERS[c][2]())])
+def test_an_owners_rows_carry_its_name_and_a_source(column, owner):
+    folder = OWNERS[column][2]()[owner]
     for entry in folder.iterdir():
         if entry.name.endswith(".csv"):
             table = entry.name.removesuffix(".csv")
             with entry.open(newline="", encoding="utf-8") as f:
                 written = list(csv.DictReader(f))
-            assert written, f"{cloud}/catalog/{entry.name} is empty"
-            assert [r for r in catalog.rows(table) if r["cloud"] == cloud] == [{"cloud": cloud, **r} for r in written]
+            assert written, f"{owner}/catalog/{entry.name} is empty"
+            assert all(r["source"].strip() for r in written), f"{owner}/catalog/{entry.name}: a row without a source"
+            assert [r for r in catalog.rows(table) if r[column] == owner] == [{column: owner, **r} for r in written]
 
 
 @pytest.mark.parametrize("cloud", clouds.names())
@@ -171,28 +178,6 @@ def test_every_shipped_fabric_folder_is_found():
     assert set(found) <= set(fabrics.FABRICS), "a catalog folder under goldenenv/fabrics/ belongs to no fabric"
 
 
-@pytest.mark.parametrize("table", sorted(p.stem for p in SHARED.glob("*.csv")))
-def test_no_shared_file_holds_a_row_of_a_fabric(table):
-    """A fabric's rows belong in goldenenv/fabrics/<fabric>/catalog/, where they are read with the fabric filled in."""
-    with open(SHARED / f"{table}.csv", newline="", encoding="utf-8") as f:
-        named = {row["fabric"] for row in csv.DictReader(f) if "fabric" in row}
-    assert not named & set(fabrics.FABRICS), (
-        f"goldenenv/catalog/data/{table}.csv holds rows of {sorted(named & set(fabrics.FABRICS))}: move them to "
-        f"goldenenv/fabrics/<fabric>/catalog/{table}.csv without the fabric column")
-
-
-@pytest.mark.parametrize("fabric", sorted(catalog.fabric_folders()))
-def test_a_fabrics_rows_carry_its_name_and_a_source(fabric):
-    folder = catalog.fabric_folders()[fabric]
-    for entry in folder.iterdir():
-        if entry.name.endswith(".csv"):
-            table = entry.name.removesuffix(".csv")
-            with entry.open(newline="", encoding="utf-8") as f:
-                written = list(csv.DictReader(f))
-            assert written, f"{fabric}/catalog/{entry.name} is empty"
-            assert all(r["source"].strip() for r in written), f"{fabric}/catalog/{entry.name}: a row without a source"
-            assert [r for r in catalog.rows(table) if r["fabric"] == fabric] == [{"fabric": fabric, **r}
-                                                                                 for r in written]
 
 
 def test_the_efa_installers_plugin_table_is_efas():
