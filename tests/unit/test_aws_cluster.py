@@ -8,7 +8,8 @@ import copy
 import pytest
 import yaml
 
-from goldenenv import catalog, reaper, stackconfig
+from goldenenv import catalog, stackconfig
+from goldenenv.clouds.aws import reaper
 from goldenenv.clouds.aws.budget import cost_filter_value
 from goldenenv.plan import plan, plan_config, stack_file
 from goldenenv.spec import STACK_TAG_KEY

@@ -15,8 +15,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from goldenenv import reaper, stackconfig
-from goldenenv.clouds.aws import teardown
+from goldenenv import stackconfig
+from goldenenv.clouds.aws import reaper, teardown
 from goldenenv.guardrails import is_taggable
 from goldenenv.plan import plan_config, stack_file
 

@@ -591,7 +591,7 @@ def test_gcp_firewall_from_tags_only_admits_no_range():
 # ---------------------------------------------------------------- the one fact written twice, and the policy pack
 
 def test_stack_tag_agrees_with_the_spec_and_the_reaper():
-    from goldenenv import reaper
+    from goldenenv.clouds.aws import reaper
     from goldenenv.clouds.aws import stop_chain as aws_chain
 
     assert guardrails.STACK_TAG == spec_module.STACK_TAG_KEY

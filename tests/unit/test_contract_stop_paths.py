@@ -122,7 +122,7 @@ def alicloud(path: str, types: list[str], request: pytest.FixtureRequest) -> dic
 def aws(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
     import test_reaper as fake_ec2
 
-    from goldenenv import reaper
+    from goldenenv.clouds.aws import reaper
 
     ec2 = request.getfixturevalue("ec2")
     tags = fake_ec2.stack_tags(**({reaper.TTL_TAG_KEY: "1"} if path == "ttl" else {}))

@@ -15,8 +15,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from goldenenv import reaper, stackconfig
-from goldenenv.clouds.aws import limits
+from goldenenv import stackconfig
+from goldenenv.clouds.aws import limits, reaper
 from goldenenv.clouds.aws.budget import notifications
 from goldenenv.guardrails import is_taggable
 from goldenenv.plan import plan_config, stack_file

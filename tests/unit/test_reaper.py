@@ -9,7 +9,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from goldenenv import reaper, spec
+from goldenenv import spec
+from goldenenv.clouds.aws import reaper
 
 STACK, OTHER = "team-a", "team-b"
 PROJECT = "finetune"

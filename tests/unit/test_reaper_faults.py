@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from goldenenv import reaper
 from goldenenv.clouds import stopcore
+from goldenenv.clouds.aws import reaper
 
 PROJECT, OTHER_PROJECT, STACK = "finetune", "pretrain", "dev"
 IMAGE = "ami-12c6146b"

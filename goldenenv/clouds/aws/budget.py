@@ -7,8 +7,9 @@ make four: 50, 80 and 100 % actual, 100 % forecast.
 
 The hard stop is the stack's own function, not a budget action: AWS Budgets' STOP_EC2_INSTANCES action takes at
 most 100 instance ids and cannot stop one-time spot instances. Instead the budget's 100 % ACTUAL notification
-publishes to an SNS topic of the stack, whose subscriber is a Lambda function running goldenenv/reaper.py: it stops
-every node of the stack (project and stack tags), terminates the one-time spot ones, in calls of at most 1,000 ids.
+publishes to an SNS topic of the stack, whose subscriber is a Lambda function running goldenenv/clouds/aws/reaper.py:
+it stops every node of the stack (project and stack tags), terminates the one-time spot ones, in calls of at most
+1,000 ids.
 
 Budgets notifies once a month, so the function first records the month in an SSM parameter of the stack
 (teardown.hard_stop_parameter, created here with the value ``none``; the function's writes are kept by later
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv import reaper
+from goldenenv.clouds.aws import reaper
 from goldenenv.clouds.aws.budget_kinds import ACTUAL, HARD_STOP_PERCENT, notification_kinds
 from goldenenv.clouds.aws.teardown import (encrypted_topic, hard_stop_parameter, reaper_function,
                                           service_key_policy, service_may_publish)

@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from goldenenv import catalog, reaper
-from goldenenv.clouds.aws import limits, spot
+from goldenenv import catalog
+from goldenenv.clouds.aws import limits, reaper, spot
 from goldenenv.clouds.aws.guardrail_facts import (
     DATA_REPOSITORY_ASSOCIATION, INSTANCE, LAUNCH_TEMPLATE, LUSTRE_FILE_SYSTEM,
 )

@@ -45,7 +45,8 @@ EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
 INSTANCE = "aws:ec2/instance:Instance"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 TTL_TAG = "goldenenv:ttl-hours"
-"""Where the reaper reads a node's time to live (goldenenv.reaper.TTL_TAG_KEY; a test checks the two agree)."""
+"""Where the reaper reads a node's time to live (goldenenv.clouds.aws.reaper.TTL_TAG_KEY; a test checks the two
+agree)."""
 
 STOP_ACTION = "ec2:StopInstances"
 STOP_ACTIONS = (STOP_ACTION,)
@@ -65,7 +66,7 @@ STOPPING_MANAGED_POLICIES = frozenset({"arn:aws:iam::aws:policy/AmazonEC2FullAcc
 rule's question."""
 DRY_RUN_ENV = "GOLDENENV_DRY_RUN"
 LIMIT_ENV = "GOLDENENV_BUDGET_LIMIT"
-"""goldenenv.reaper's environment (its *_ENV names)."""
+"""goldenenv.clouds.aws.reaper's environment (its *_ENV names)."""
 
 
 def _allows(statement: Mapping[str, Any], action: str) -> bool:
@@ -235,8 +236,8 @@ def _nodes(ctx: Context) -> list[PlannedResource]:
 
 
 def _ttl_links(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
-    """The reaper reads each node's time to live from its TTL_TAG (goldenenv.reaper): a node without it, or with
-    another value, is never stopped on time."""
+    """The reaper reads each node's time to live from its TTL_TAG (goldenenv.clouds.aws.reaper): a node without it,
+    or with another value, is never stopped on time."""
     for node in _nodes(ctx):
         value = _mapping(node.props.get("tags")).get(TTL_TAG)
         if _float(value) != ctx.ttl_hours:

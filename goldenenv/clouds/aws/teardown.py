@@ -1,7 +1,7 @@
 """Auto-teardown that works with the laptop off: a scheduled reaper for the time to live, alarms for idleness.
 
-Time to live: an EventBridge Scheduler schedule invokes a small Lambda function (goldenenv/reaper.py, shipped as
-is) every 15 minutes; it stops, or terminates, the stack's nodes whose launch time plus their
+Time to live: an EventBridge Scheduler schedule invokes a small Lambda function (goldenenv/clouds/aws/reaper.py,
+shipped as is) every 15 minutes; it stops, or terminates, the stack's nodes whose launch time plus their
 ``goldenenv:ttl-hours`` tag has passed (one-time spot nodes, which EC2 cannot stop, are terminated). Stopping
 keeps the disks; storage and the network keep billing until ``pulumi destroy``. The budget's hard stop runs the
 same file in a function of its own (``reaper_function``), so both decide stop or terminate the same way. The hard
@@ -37,8 +37,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from goldenenv import reaper
-from goldenenv.clouds.aws import privilege
+from goldenenv.clouds.aws import privilege, reaper
 from goldenenv.clouds.aws.iam import assumed_by
 from goldenenv.clouds import stopcore
 from goldenenv.clouds.aws.limits import partition
@@ -176,7 +175,7 @@ def reaper_function(name: str, *, project: str, stack: str, action: str, purpose
                     tags: dict[str, str], parent: pulumi.Resource, records_hard_stop: bool = False,
                     dead_letter_queue: bool = False, alarm_topic: pulumi.Input[str] | None = None,
                     budget_limit: float | None = None) -> aws.lambda_.Function:
-    """A Lambda function running goldenenv/reaper.py for one stack of one project, with its role and log group.
+    """A Lambda function running goldenenv/clouds/aws/reaper.py for one stack of one project, with its role and log group.
 
     Children are named from ``name`` (``-role``, ``-logs``, ``-policy``, ``-dlq``, ``-errors``) and parented to
     ``parent``; ``purpose`` names the log group and the alarm, so the time to live and the hard stop log and alarm

@@ -1,4 +1,4 @@
-"""AWS's reaper (goldenenv/reaper.py) on an in-process fake of EC2, for the fault table.
+"""AWS's reaper (goldenenv/clouds/aws/reaper.py) on an in-process fake of EC2, for the fault table.
 
 The fake answers in EC2's shapes as boto3 returns them: DescribeInstances with Reservations[].Instances[] and
 NextToken, filtered on tags, state and instance id; errors as botocore's ClientError with EC2's codes: a throttled
@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from goldenenv import reaper
+from goldenenv.clouds.aws import reaper
 
 from . import simulated_clock
 from .world import PROJECT, STACK, Faults, FleetNode, Invocation, Throttle

@@ -1,10 +1,12 @@
 """The reaper: stops (or terminates) a stack's instances once their time to live has run out, or all of them at once.
 
-It runs as an AWS Lambda function, so a cluster is torn down with the laptop off: on a schedule for the time to
-live, and from the budget's SNS topic for the hard stop. This file is shipped as the function's code with the stop
-core (goldenenv/clouds/stopcore.py) beside it: it imports the standard library and the core only, and boto3 (which
-the Lambda runtime provides) inside ``handler``. The tag keys are therefore written here again; a unit test checks
-them against goldenenv.spec, so the fact still has one owner.
+AWS's stop function, in AWS's folder. It runs as an AWS Lambda function, so a cluster is torn down with the laptop
+off: on a schedule for the time to live, and from the budget's SNS topic for the hard stop. This
+file is shipped as the function's code (teardown.reaper_archive: reaper.py at the package's root, the handler
+``reaper.handler``) with the stop core (goldenenv/clouds/stopcore.py) beside it: it imports the standard library and
+the core only, and boto3 (which the Lambda runtime provides, and goldenenv's aws extra installs) inside ``handler``.
+The tag keys are therefore written here again; a unit test checks them against goldenenv.spec, so the fact still has
+one owner.
 
 The rules every stop function shares are the core's, and this file supplies only EC2's and SSM's calls: every call
 is retried with full-jitter backoff on throttling and server errors (THROTTLING, SERVER_ERRORS) for as long as the
