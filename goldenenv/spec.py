@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from goldenenv import sshkeys
+from goldenenv import catalog, sshkeys
 from goldenenv.netmath import describe_wide
 from goldenenv.shown import as_written
 
@@ -540,9 +540,7 @@ up, so a stack holds no more than one pool may: two pools of 2,048 did not plan 
 
 def _in_region(zone: str | None, region: str | None, cloud: str | None) -> None:
     if zone and region and not re.fullmatch(re.escape(region) + r"[a-z0-9-]*", zone):
-        from goldenenv.clouds.base import zone_example
-
-        example = zone_example(cloud, region) if cloud else None
+        example = catalog.zone_example(cloud, region) if cloud else None
         raise ValueError(f"zone '{zone}' is not in region '{region}'" + (f" (e.g. {example})" if example else ""))
 
 

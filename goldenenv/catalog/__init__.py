@@ -374,6 +374,22 @@ def zones(cloud: str, region: str) -> RegionZones | None:
     return None
 
 
+def zone_form(cloud: str) -> str:
+    """How a cloud writes a zone of a region, as a format of {region} (zone_forms.csv: AWS "{region}a", Google
+    "{region}-a"); "" for a cloud whose folder says none (a cloud without zones, or one goldenenv does not know)."""
+    return next((r["form"] for r in _read("zone_forms") if r["cloud"] == cloud), "")
+
+
+def zone_example(cloud: str, region: str) -> str | None:
+    """A zone of `region` as `cloud` writes it, for messages: the catalog's first of the region (zones.csv), else
+    the cloud's form (zone_forms.csv); None where the catalog knows neither."""
+    known = zones(cloud, region)
+    if known and known.zones:
+        return known.zones[0]
+    form = zone_form(cloud)
+    return form.format(region=region) if form else None
+
+
 def type_zones(cloud: str, instance_type: str) -> dict[str, tuple[str, ...]]:
     """The zones that sell an instance type, by region (data/type_zones.csv); {} when the catalog lists none.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from goldenenv.cli.common import HOSTS_BY, console, errors, fail, lifecycle_failure, say, stack_spec
+from goldenenv.cli.common import HOSTS_BY, console, fail, lifecycle_failure, say, stack_spec
 from goldenenv.clouds.base import HostsBy
 from goldenenv.spec import ConfigError
 
@@ -35,7 +35,7 @@ def host_image_build(
     images/hosts/<host lock>.published.yaml; the build instance is deleted, also on failure (exit 1 naming the
     step)."""
     from goldenenv import automation
-    from goldenenv.images import bake
+    from goldenenv.images import bake, hostfiles
 
     spec = stack_spec(stack)
     try:
@@ -51,5 +51,5 @@ def host_image_build(
     except (bake.BakeError, automation.LifecycleError) as e:
         lifecycle_failure(e)
     console.print(f"[bold green]baked {escape(entry.image)}[/] ({entry.base} with host layer {entry.layer}) in "
-                  f"{entry.region}; recorded in {escape(str(bake.published_path(target.host_lock.name)))}",
+                  f"{entry.region}; recorded in {escape(str(hostfiles.published_path(target.host_lock.name)))}",
                   highlight=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -305,20 +304,6 @@ def zone_problems(cloud: str, spec: ClusterSpec) -> list[Problem]:
                     "zones.csv)")
             for key, zone in [("goldenenv:zone", spec.zone), *(("goldenenv:zones", z) for z in spec.zones or ())]
             if zone and known and known.complete and zone not in known.zones]
-
-
-def zone_example(cloud: str, region: str) -> str | None:
-    """A zone of `region` as `cloud` writes it, for messages: the catalog's first (zones.csv), else the cloud's
-    zone_form; None for a cloud goldenenv does not know or one that declares no form."""
-    from goldenenv import catalog
-
-    known = catalog.zones(cloud, region)
-    if known and known.zones:
-        return known.zones[0]
-    if cloud not in _REGISTRY:
-        importlib.import_module("goldenenv.clouds")  # the registry: importing it registers every cloud folder
-    form = get(cloud).zone_form if cloud in _REGISTRY else ""
-    return form.format(region=region) if form else None
 
 
 def sold_problems(cloud: str, spec: ClusterSpec, instance_type: str, zone: str | None) -> list[Problem]:
@@ -663,9 +648,6 @@ class Cloud(Protocol):
     shared_folder: str | None
     """A folder the nodes and head share on every stack of the cloud, where jobs keep their scripts, output,
     checkpoints and code; None: the stack's storage says (its parallel file system, else each node's scratch)."""
-    zone_form: str
-    """How the cloud writes a zone of a region, as a format of {region} (AWS "{region}a", Google "{region}-a", Azure
-    "{region}-1"): messages show it where the catalog lists no zone of the region; "": none."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -747,7 +729,6 @@ class CloudDefaults:
     head_instance_type: str | None = None
     slurmd_timeout = slurm.SLURMD_TIMEOUT_S
     user_data_limit: UserDataLimit | None = None
-    zone_form = ""
     reaches_nodes_by = NodeReach.SSH
     shared_folder: str | None = None
     destroy_runs_program = False

@@ -6,10 +6,10 @@ and Pulumi CLI users (the policy pack in ``policy/``, through ``from_policy_reso
 imports nothing of goldenenv but ``goldenenv.netmath`` at import time, and does no work then.
 
 The package is split by job, each module importing only those above it in this list:
-  model      what the rules speak of: PlannedResource, Finding, Rule, Severity, the shared tags and rule ids
+  model      what the rules speak of: PlannedResource, Finding, Severity, Plan, the shared tags and rule ids
   plain      readers of plain engine data (booleans as strings, absent lists), shared with each cloud's facts
   facts      ProviderFacts, what each provider tells the rules, found in goldenenv/clouds/<cloud>/guardrail_facts.py
-  context    Context, what a rule is given beside its resource (the plan, the stack's values, the providers)
+  context    Context (a Plan with every provider's facts) and Rule, whose check is given a Context
   tagging    which resources take tags, from the provider SDK
   exposure, spend, upkeep   the rules' checks, by what they guard (reach, spend, what outlasts a run)
   rules      RULES in report order, ``check_rule`` and ``evaluate``
@@ -23,12 +23,12 @@ from __future__ import annotations
 import sys
 import types
 from goldenenv.guardrails import facts as _facts
-from goldenenv.guardrails.context import Context, _each_provider
+from goldenenv.guardrails.context import Context, Rule, _each_provider
 from goldenenv.guardrails.facts import (FACTS_MODULE, BudgetWatch, Ingress, Messages, ProviderFacts, boot_text,
                                         provider_facts, register_facts)
 from goldenenv.guardrails.model import (BUDGET_CHAIN_UNVERIFIED, BUDGET_NOT_PLANNED, BUDGET_STOP_CHAIN,
                                         HEAD_COMPONENT_KIND, HOLDS_NO_DATA, HOLDS_TAG, SLURMCTLD_PORT, SSH_PORT,
-                                        STACK_TAG, UNTAGGED_RESOURCE, WORLD_CIDRS, Finding, PlannedResource, Rule,
+                                        STACK_TAG, UNTAGGED_RESOURCE, WORLD_CIDRS, Finding, Plan, PlannedResource,
                                         Severity)
 from goldenenv.guardrails.plain import (_is_false, _is_true, _items, _label, _mapping, _port, _protocol, _refers_to,
                                         _sources)
@@ -44,8 +44,8 @@ __all__ = [
     "BUDGET_CHAIN_UNVERIFIED", "BUDGET_NOT_PLANNED", "BUDGET_STOP_CHAIN", "FACTS_MODULE", "HEAD_COMPONENT_KIND",
     "HOLDS_NO_DATA", "HOLDS_TAG", "NOT_PUBLIC", "POLICY_CONFIG_SCHEMAS", "PUBLIC_ACLS", "PUBLIC_ALLOWANCE", "RULES",
     "SLURMCTLD_PORT", "SSH_PORT", "STACK_TAG", "UNTAGGED_RESOURCE", "WIDEST_PUBLIC_PREFIX", "WORLD_CIDRS",
-    "BudgetWatch", "Context", "Finding", "Ingress", "Messages", "Network", "PlannedResource", "ProviderFacts", "Rule",
-    "Severity", "amount_gap", "boot_text", "check_rule", "cidr_union", "currency_gap", "describe_wide", "evaluate",
+    "BudgetWatch", "Context", "Finding", "Ingress", "Messages", "Network", "Plan", "PlannedResource", "ProviderFacts",
+    "Rule", "Severity", "amount_gap", "boot_text", "check_rule", "cidr_union", "currency_gap", "describe_wide", "evaluate",
     "facts_of", "from_policy_resource", "holds_flag", "is_taggable", "parse_network", "provider_facts",
     "public_addresses", "public_space", "register_facts", "stack_validation", "stack_value_gap", "tag_input",
     "wide_public_blocks",

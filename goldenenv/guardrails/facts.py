@@ -14,14 +14,11 @@ import os
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from goldenenv.extras import is_provider
-from goldenenv.guardrails.model import PlannedResource
+from goldenenv.guardrails.model import Plan, PlannedResource
 from goldenenv.guardrails.plain import _items, _mapping
-
-if TYPE_CHECKING:
-    from goldenenv.guardrails.context import Context
 
 
 @dataclass(frozen=True)
@@ -48,11 +45,11 @@ class Ingress:
         return f"{self.protocol} {self.from_port}-{self.to_port} from {self.source}"
 
 
-Messages = Callable[[PlannedResource, "Context"], Iterable[str]]
+Messages = Callable[[PlannedResource, Plan], Iterable[str]]
 """A provider's check of one resource for one rule: a message per problem, nothing for types not its own."""
 
 
-def _no_messages(resource: PlannedResource, ctx: Context) -> Iterable[str]:
+def _no_messages(resource: PlannedResource, ctx: Plan) -> Iterable[str]:
     return ()
 
 
@@ -60,7 +57,7 @@ def _no_ingress(resource: PlannedResource) -> Iterable[Ingress]:
     return ()
 
 
-def _no_gap(resource: PlannedResource, ctx: Context) -> str | None:
+def _no_gap(resource: PlannedResource, ctx: Plan) -> str | None:
     return None
 
 
@@ -68,7 +65,7 @@ def _never_private(resource: PlannedResource) -> bool:
     return False
 
 
-def _always_holds_data(resource: PlannedResource, ctx: Context) -> bool:
+def _always_holds_data(resource: PlannedResource, ctx: Plan) -> bool:
     return False
 
 
@@ -88,7 +85,7 @@ def _not_a_block(resource: PlannedResource) -> Sequence[str] | None:
     return None
 
 
-def _covers_nothing(block: PlannedResource, bucket: PlannedResource, ctx: Context) -> bool:
+def _covers_nothing(block: PlannedResource, bucket: PlannedResource, ctx: Plan) -> bool:
     return False
 
 
@@ -100,12 +97,12 @@ def _no_addresses(resource: PlannedResource) -> Iterable[str]:
     return ()
 
 
-def _pull_unknown(host: PlannedResource, repository: PlannedResource, ctx: Context) -> str | None:
+def _pull_unknown(host: PlannedResource, repository: PlannedResource, ctx: Plan) -> str | None:
     return ("is booted to pull from it, but its provider's facts say nothing of how a host is granted pull "
             "(ProviderFacts.pull_gap)")
 
 
-def _service_unknown(service: PlannedResource, ctx: Context) -> str | None:
+def _service_unknown(service: PlannedResource, ctx: Plan) -> str | None:
     return ("reads or writes the stack's bucket, but its provider's facts say nothing of the grant that admits it "
             "(ProviderFacts.bucket_service_gap)")
 
@@ -180,11 +177,11 @@ class BudgetWatch:
     nothing is."""
 
 
-def _no_budgets(ctx: Context) -> Sequence[BudgetWatch]:
+def _no_budgets(ctx: Plan) -> Sequence[BudgetWatch]:
     return ()
 
 
-def _no_chain(ctx: Context) -> Iterable[tuple[PlannedResource, str]]:
+def _no_chain(ctx: Plan) -> Iterable[tuple[PlannedResource, str]]:
     return ()
 
 
@@ -219,10 +216,10 @@ class ProviderFacts:
     """public-ip-on-gpu-node: nodes, or the subnets they launch in, that give them a public address."""
     data_stores: tuple[str, ...] = ()
     """data-store-not-retained: types holding datasets and checkpoints, to be retained (and not forceDestroy)."""
-    holds_no_data: Callable[[PlannedResource, Context], bool] = _always_holds_data
+    holds_no_data: Callable[[PlannedResource, Plan], bool] = _always_holds_data
     """data-store-not-retained: whether a resource of a data-store type holds none of the user's data, by what the
     plan puts in it (a bucket holding only a planned function's source code)."""
-    final_backup_gap: Callable[[PlannedResource, Context], str | None] = _no_gap
+    final_backup_gap: Callable[[PlannedResource, Plan], str | None] = _no_gap
     """data-store-not-retained: for a file system `pulumi destroy` deletes without a final backup, what to do
     instead ("link it to ..., set ..."); None for every other resource."""
     public_data: Messages = _no_messages
@@ -245,22 +242,22 @@ class ProviderFacts:
     access_block: Callable[[PlannedResource], Sequence[str] | None] = _not_a_block
     """s3-public-access: for a public access block, the settings it leaves off ([] when it blocks everything);
     None for every other resource."""
-    block_covers: Callable[[PlannedResource, PlannedResource, Context], bool] = _covers_nothing
+    block_covers: Callable[[PlannedResource, PlannedResource, Plan], bool] = _covers_nothing
     """s3-public-access: whether a public access block (account-wide or by reference) covers a bucket."""
     account_condition_keys: frozenset[str] = frozenset()
     """s3-public-access: policy condition keys (lower case) that, compared for equality to a concrete value, keep
     an Allow to everyone inside the account, its organisation or its network; any other condition counts as
     open."""
-    budgets: Callable[[Context], Sequence[BudgetWatch]] = _no_budgets
+    budgets: Callable[[Plan], Sequence[BudgetWatch]] = _no_budgets
     """budget-not-planned: the provider's budgets in the plan; its instances need one unless the stack says
     `budget: none`."""
     budget_hint: str = "plan the stack's budget"
     """budget-not-planned: what restores a missing budget, in the provider's words."""
-    stop_chain: Callable[[Context], Iterable[tuple[PlannedResource, str]]] = _no_chain
+    stop_chain: Callable[[Plan], Iterable[tuple[PlannedResource, str]]] = _no_chain
     """budget-stop-chain: each broken link from the stack's budget to its nodes, as (the resource where it breaks,
     what is wrong in words after its label): the budget's filter, amount, currency and thresholds, its route to
     the stop function, the function switched on, its identity's permission to stop this stack's nodes, and the
-    schedule that runs the time to live or idle stop (Context carries what the stack asks)."""
+    schedule that runs the time to live or idle stop (Plan carries what the stack asks)."""
     boot_script: Callable[[PlannedResource], str | None] = _no_boot
     """pull-not-granted: the user data a host (an instance, launch template or scale set) boots with, as text
     (``boot_text`` decodes base64 and gzip); None for every other resource."""
@@ -268,13 +265,13 @@ class ProviderFacts:
     """pull-not-granted: the types of the provider's image repositories."""
     repository_addresses: Callable[[PlannedResource], Iterable[str]] = _no_addresses
     """pull-not-granted: the addresses hosts pull a repository's images by (host/path, as a boot names them)."""
-    pull_gap: Callable[[PlannedResource, PlannedResource, Context], str | None] = _pull_unknown
+    pull_gap: Callable[[PlannedResource, PlannedResource, Plan], str | None] = _pull_unknown
     """pull-not-granted: for a host whose boot pulls from a planned repository, what keeps it from pulling (its
     identity holds no pull grant on that repository), in words after its label; None when it may pull."""
     bucket_services: tuple[str, ...] = ()
     """bucket-service-not-granted: types of the managed services that read or write the stack's bucket in the
     cloud's own name (a file system's import and export, a data flow)."""
-    bucket_service_gap: Callable[[PlannedResource, Context], str | None] = _service_unknown
+    bucket_service_gap: Callable[[PlannedResource, Plan], str | None] = _service_unknown
     """bucket-service-not-granted: what of the grant admitting such a service to the bucket the plan lacks (its
     service identity's role on the bucket), in words after its label; None when it is granted."""
     teardown_blocker: Callable[[PlannedResource], str | None] = _pins_nothing

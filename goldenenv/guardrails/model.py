@@ -1,4 +1,4 @@
-"""What the rules speak of: a planned resource, a finding, a rule, and the names every rule shares.
+"""What the rules speak of: a planned resource, a finding, the plan a rule judges, and the names every rule shares.
 
 Plain frozen dataclasses and constants, the bottom of the guardrails package: the rules, the providers' facts and
 the policy pack all read these, and this module reads none of them.
@@ -6,13 +6,10 @@ the policy pack all read these, and this module reads none of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from goldenenv.guardrails.context import Context
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,14 +51,6 @@ class Finding:
     message: str
 
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    description: str
-    severity: Severity
-    check: Callable[[PlannedResource, Context], Iterable[str]]
-
-
 STACK_TAG = "goldenenv:stack"
 """The tag naming a resource's stack (goldenenv.spec.STACK_TAG_KEY, written here too: this module imports nothing
 of goldenenv; a test checks the two agree)."""
@@ -88,3 +77,47 @@ UNTAGGED_RESOURCE = "untagged-resource"
 BUDGET_NOT_PLANNED = "budget-not-planned"
 BUDGET_STOP_CHAIN = "budget-stop-chain"
 BUDGET_CHAIN_UNVERIFIED = "budget-stop-chain-unverified"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a rule and every provider's facts are given beside the resource they judge: the whole plan and the
+    stack's values (Context adds the providers' facts, which only the rules read)."""
+
+    resources: Sequence[PlannedResource]
+    required_tags: Mapping[str, str]
+    budget_opt_out: bool = False
+    """budget-not-planned: the stack says `budget: none`, so no budget is expected in the plan. By default a
+    budget is expected on every stack that rents machines."""
+    hard_stop: bool | None = None
+    """budget-not-planned: whether the stack asks its budget to stop the nodes when spent (budget.hardStop);
+    None: as the planned budget says (a budget that routes its alert to a stop must have that stop planned)."""
+    monthly_limit: float | None = None
+    """budget-stop-chain: the stack's budget.monthlyLimit, which the planned budget's amount (and its stop's limit)
+    must equal; None: unknown (a policy pack without the stack's config), so the amount is not judged."""
+    currency: str | None = None
+    """budget-stop-chain: the stack's budget.currency; None: unknown, not judged."""
+    ttl_hours: float | None = None
+    """budget-stop-chain: the stack's lifecycle.ttlHours; with it, the schedule that runs the stop is planned."""
+    idle_minutes: int | None = None
+    """budget-stop-chain: the stack's lifecycle.idleMinutes; with it, the schedule that runs the stop is planned."""
+    unverified: tuple[str, ...] = ()
+    """budget-stop-chain-unverified: the stack values the caller could not give (a policy pack whose config lacks
+    monthlyLimit or currency), so the chain judges no amount or currency: said as a warning, never passed silently.
+    `goldenenv plan` knows them all and leaves this empty."""
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What a plan-wide rule computed once for this context (the stop chain's links), reused per resource."""
+
+    @property
+    def stack(self) -> str | None:
+        """The stack's name, from its required tags (STACK_TAG); None when the caller gave none."""
+        value = self.required_tags.get(STACK_TAG)
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def lifecycle_stop(self) -> bool:
+        """Whether the stack asks for a time to live or an idle stop, which a schedule must run."""
+        return bool(self.ttl_hours) or bool(self.idle_minutes)
+
+    def of_type(self, *types: str) -> Iterator[PlannedResource]:
+        return (r for r in self.resources if r.type in types)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from goldenenv.guardrails.context import Context
+from goldenenv.guardrails.context import Context, Rule
 from goldenenv.guardrails.plain import _mapping
 from goldenenv.guardrails.model import (BUDGET_CHAIN_UNVERIFIED, BUDGET_NOT_PLANNED, BUDGET_STOP_CHAIN,
-                                        UNTAGGED_RESOURCE, PlannedResource, Rule)
+                                        UNTAGGED_RESOURCE, PlannedResource)
 from goldenenv.guardrails.rules import check_rule
 
 

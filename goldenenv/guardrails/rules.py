@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from goldenenv.guardrails.context import Context, _each_provider
+from goldenenv.guardrails.context import Context, Rule, _each_provider
 from goldenenv.guardrails.exposure import (_check_head_public_ip, _check_imdsv1, _check_ingress_open, _check_public_ip,
                                           _check_s3_public, _check_slurmctld_open, _check_ssh_open,
                                           _check_unencrypted_storage, _check_unencrypted_topic)
 from goldenenv.guardrails.model import (BUDGET_CHAIN_UNVERIFIED, BUDGET_NOT_PLANNED, BUDGET_STOP_CHAIN, HOLDS_NO_DATA,
-                                        HOLDS_TAG, SLURMCTLD_PORT, UNTAGGED_RESOURCE, Finding, PlannedResource, Rule,
+                                        HOLDS_TAG, SLURMCTLD_PORT, UNTAGGED_RESOURCE, Finding, PlannedResource,
                                         Severity)
 from goldenenv.guardrails.spend import (_check_budget_planned, _check_chain_unverified, _check_stop_chain,
                                        _check_untagged)

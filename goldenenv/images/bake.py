@@ -16,15 +16,15 @@ import datetime
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pulumi
 import pulumi.dynamic
-import yaml
 
-from goldenenv.images.host import HOSTS, HostLayer, HostLock
+from goldenenv.images.host import HostLayer, HostLock
+from goldenenv.images.hostfiles import BakedImage, record
 from goldenenv.images.hostinstall import install_script
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
@@ -34,7 +34,6 @@ NETWORK, BUILD_INSTANCE, INSTALL, CHECKS, CAPTURE, CLEANUP = (
 STEP_MARK = "goldenenv host-image step"
 """How HostStep's errors start (`goldenenv host-image step install: ...`): the engine relays the message, and the
 orchestrator reads the step from it."""
-PUBLISHED_SUFFIX = ".published.yaml"
 HOST_LOCK_TAG, LAYER_TAG, BASE_TAG = "goldenenv-host-lock", "goldenenv-host-layer", "goldenenv-host-base"
 """The tags (labels) every captured image carries: the host lock's name and hash, the layer's digest, the base."""
 BUILD_PROJECT = "goldenenv-host-image"
@@ -306,58 +305,6 @@ def targets_of(bake: Bake, hosts_by: Any = None, ssh_user: str | None = None) ->
         return cloud.node_hosts(bake.spec, outputs, user, by)
 
     return targets
-
-
-# ---- the published record ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BakedImage:
-    cloud: str
-    region: str
-    base: str
-    layer: str
-    image: str
-    hostLock: str  # noqa: N815 - the file's key
-    built: str
-
-
-def published_path(host_lock_name: str, images_dir: Path | None = None) -> Path:
-    """In the project's images/hosts/ (the first images folder), also for a host lock that comes from the package."""
-    from goldenenv.images import lock as lockfile
-
-    return lockfile.folders(images_dir)[0] / HOSTS / f"{host_lock_name}{PUBLISHED_SUFFIX}"
-
-
-def baked_images(host_lock_name: str, images_dir: Path | None = None) -> list[BakedImage]:
-    path = published_path(host_lock_name, images_dir)
-    if not path.is_file():
-        return []
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return [BakedImage(**{k: str(entry.get(k, "")) for k in BakedImage.__dataclass_fields__})
-            for entry in doc.get("published", []) if isinstance(entry, dict)]
-
-
-def recorded(host_lock_name: str, cloud: str, region: str, base: str, digest: str,
-             images_dir: Path | None = None) -> str | None:
-    """The image baked from `base` with exactly this host layer (its digest) in this cloud and region, newest
-    first; None when none was."""
-    found = [b for b in baked_images(host_lock_name, images_dir)
-             if (b.cloud, b.region, b.base, b.layer) == (cloud, region, base, digest)]
-    return max(found, key=lambda b: b.built).image if found else None
-
-
-def record(host_lock_name: str, entry: BakedImage, images_dir: Path | None = None) -> Path:
-    """Add a baked image, replacing an older one of the same cloud, region, base and layer."""
-    kept = [b for b in baked_images(host_lock_name, images_dir)
-            if (b.cloud, b.region, b.base, b.layer) != (entry.cloud, entry.region, entry.base, entry.layer)]
-    path = published_path(host_lock_name, images_dir)
-    header = ("# Written by `goldenenv host-image build`: host images with the host layer baked in, per cloud,\n"
-              "# region, base image and layer digest. Pools whose layer matches boot from them; commit it with the\n"
-              "# host lock.\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header + yaml.safe_dump({"published": [asdict(b) for b in [*kept, entry]]}, sort_keys=False),
-                    encoding="utf-8")
-    return path
 
 
 # ---- orchestration ------------------------------------------------------------------------------------------------

@@ -24,9 +24,8 @@ from pydantic import Field, model_validator
 
 from goldenenv.spec import ConfigError, LockError, Model, Problem
 from goldenenv.userfile import read_yaml
+from goldenenv.images.hostfiles import HOSTS, recorded
 
-HOSTS = "hosts"
-"""The folder of host locks inside an images folder: images/hosts/<name>.yaml."""
 
 OsFamily = Annotated[str, Field(pattern=r"^(ubuntu|debian)-\d+(\.\d+)?$",
                                 description="an OS family and release such as ubuntu-22.04 or debian-12")]
@@ -216,7 +215,7 @@ class HostLayer:
     base: str | None = None
     """The host image the layer goes on: the catalog's image name, or the stack's own hostImage id."""
     baked: str | None = None
-    """The image `goldenenv host-image build` baked from `base` with this install (bake.recorded): the nodes boot
+    """The image `goldenenv host-image build` baked from `base` with this install (hostfiles.recorded): the nodes boot
     it and nothing is installed at first boot. None: not baked (or nothing to install)."""
 
     @property
@@ -318,9 +317,7 @@ def resolve(needs: list[str], host_lock: HostLock | None, family: str | None, ca
 
 def baked_image(found: HostLayer, cloud: str, region: str) -> str | None:
     """The image id `goldenenv host-image build` recorded for this layer's base image and install in the region."""
-    from goldenenv.images import bake
-
-    return bake.recorded(found.host_lock, cloud, region, found.base, found.digest)
+    return recorded(found.host_lock, cloud, region, found.base, found.digest)
 
 
 def with_baked(found: HostLayer, image_id: str | None) -> HostLayer:

@@ -20,7 +20,7 @@ import shipped
 import yaml
 
 from goldenenv import automation, catalog, compat, program, stackconfig
-from goldenenv.images import bake, host
+from goldenenv.images import host, hostfiles
 from goldenenv.images import lock as image_lock
 from goldenenv.lifecycle import load_spec
 from goldenenv.plan import UNPUBLISHED, host_layer_line, plan
@@ -127,7 +127,7 @@ def test_with_a_baked_image_recorded_the_nodes_boot_it_and_install_nothing(cloud
     first_boot = plan(stack)
     for found in layers(spec, baked=False):
         if found.install:
-            bake.record(found.host_lock, bake.BakedImage(cloud, spec.region, found.base, found.digest,
+            hostfiles.record(found.host_lock, hostfiles.BakedImage(cloud, spec.region, found.base, found.digest,
                                                          BAKED_ID[cloud], found.host_lock,
                                                          "2026-12-01T00:00:00+00:00"))
     baked = [found for found in layers(spec) if found.install]

@@ -1,8 +1,8 @@
 """A zone outside the stack's region is refused with an example zone written the way that stack's cloud writes it.
 
 Every cloud was shown AWS's form ("e.g. us-central1a" on Google, "eastusa" on Azure), which no cloud but AWS
-takes. The example now comes from the cloud (the catalog's zones of the region, else the cloud's zone_form), so a
-user copying it writes a zone the cloud knows.
+takes. The example now comes from the cloud's catalog folder (its zones of the region, zones.csv, else its zone form,
+zone_forms.csv), so a user copying it writes a zone the cloud knows.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def test_a_zone_outside_the_region_is_refused_with_the_clouds_own_example(cloud,
     ("aws", "us-east-1", "us-east-1a"),           # EC2's zone names: us-east-1a
 ])
 def test_each_clouds_example_is_written_its_way(cloud, region, zone):
-    assert base.zone_example(cloud, region) == zone
+    assert catalog.zone_example(cloud, region) == zone
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_every_cloud_says_how_it_writes_a_zone(cloud):
-    assert base.get(cloud).zone_form.count("{region}") == 1
+    assert catalog.zone_form(cloud).count("{region}") == 1

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from goldenenv import catalog, clouds, compat, plan
 from goldenenv.cli import app
-from goldenenv.images import bake, host
+from goldenenv.images import bake, host, hostfiles
 from goldenenv.images.hostinstall import install_script
 from goldenenv.lifecycle import load_spec
 from goldenenv.spec import ConfigError
@@ -277,13 +277,13 @@ def test_a_bake_records_the_image_then_destroys_the_build_stack(aws_target, monk
                                                                                                        marker)))
     monkeypatch.setattr(bake, "run_host_checks", lambda layer, targets, **kw: events.append(("checks", targets)))
     monkeypatch.setattr(bake, "seal", lambda *a: events.append(("seal",)))
-    published = bake.published_path(aws_target.host_lock.name, tmp_path)
+    published = hostfiles.published_path(aws_target.host_lock.name, tmp_path)
     entry = bake.bake(aws_target, EngineStandIn("aws", events, lambda: published), log=lambda line: None,
                       images_dir=tmp_path)
     kinds = [e[0] for e in events]
     assert kinds == ["up", "install", "checks", "seal", "created", "destroy"]
     assert events[-1] == ("destroy", aws_target.stack_name, True)  # the record was written before the destroy
-    assert bake.recorded(aws_target.host_lock.name, "aws", aws_target.spec.region, aws_target.base,
+    assert hostfiles.recorded(aws_target.host_lock.name, "aws", aws_target.spec.region, aws_target.base,
                          aws_target.layer.digest, tmp_path) == entry.image == events[4][1]
     assert entry.hostLock == f"{aws_target.host_lock.name}-{aws_target.host_lock.content_hash}"
 
@@ -299,7 +299,7 @@ def test_a_failed_install_or_check_destroys_the_build_stack_and_records_nothing(
 
     for name in ("wait_for_install", "run_host_checks", "seal"):
         monkeypatch.setattr(bake, name, fails if name == failing else (lambda *a, **k: None))
-    published = bake.published_path(aws_target.host_lock.name, tmp_path)
+    published = hostfiles.published_path(aws_target.host_lock.name, tmp_path)
     with pytest.raises(bake.BakeError) as raised:
         bake.bake(aws_target, EngineStandIn("aws", events, lambda: published), log=lambda line: None, images_dir=tmp_path)
     assert raised.value.step == step
@@ -312,7 +312,7 @@ def test_a_failed_capture_is_named_and_leaves_nothing_recorded(aws_target, monke
     events = []
     for name in ("wait_for_install", "run_host_checks", "seal"):
         monkeypatch.setattr(bake, name, lambda *a, **k: None)
-    published = bake.published_path(aws_target.host_lock.name, tmp_path)
+    published = hostfiles.published_path(aws_target.host_lock.name, tmp_path)
     with pytest.raises(bake.BakeError) as raised:
         bake.bake(aws_target, EngineStandIn("aws", events, lambda: published, fail_capture=True), log=lambda line: None,
                   images_dir=tmp_path)
@@ -333,7 +333,7 @@ def test_a_build_stack_that_will_not_go_is_said_with_how_to_finish(aws_target, m
     assert raised.value.step == bake.CLEANUP
     assert f"pulumi destroy -s {aws_target.stack_name}" in str(raised.value) and "DependencyViolation" in str(
         raised.value)
-    assert bake.baked_images(aws_target.host_lock.name, tmp_path)  # the image exists: its record is kept
+    assert hostfiles.baked_images(aws_target.host_lock.name, tmp_path)  # the image exists: its record is kept
 
 
 def test_the_cli_exits_1_naming_the_failed_step(aws_target, monkeypatch, tmp_path):
@@ -351,16 +351,16 @@ def test_the_cli_exits_1_naming_the_failed_step(aws_target, monkeypatch, tmp_pat
 
 
 def test_recorded_finds_the_image_of_exactly_this_layer_base_and_region(tmp_path):
-    entry = bake.BakedImage("aws", "us-east-1", "dlami-base", "abc123abc123", "ami-0123456789abcdef0",
+    entry = hostfiles.BakedImage("aws", "us-east-1", "dlami-base", "abc123abc123", "ami-0123456789abcdef0",
                             "ubuntu-gpu-0123456789ab", "2026-03-04T05:06:07+00:00")
-    bake.record("ubuntu-gpu", entry, tmp_path)
-    newer = bake.BakedImage(**{**entry.__dict__, "image": "ami-0fedcba9876543210", "built": "2026-03-05T00:00:00"})
-    bake.record("ubuntu-gpu", newer, tmp_path)
-    assert bake.recorded("ubuntu-gpu", "aws", "us-east-1", "dlami-base", "abc123abc123", tmp_path) == newer.image
-    assert len(bake.baked_images("ubuntu-gpu", tmp_path)) == 1
+    hostfiles.record("ubuntu-gpu", entry, tmp_path)
+    newer = hostfiles.BakedImage(**{**entry.__dict__, "image": "ami-0fedcba9876543210", "built": "2026-03-05T00:00:00"})
+    hostfiles.record("ubuntu-gpu", newer, tmp_path)
+    assert hostfiles.recorded("ubuntu-gpu", "aws", "us-east-1", "dlami-base", "abc123abc123", tmp_path) == newer.image
+    assert len(hostfiles.baked_images("ubuntu-gpu", tmp_path)) == 1
     for other in (("gcp", "us-east-1", "dlami-base", "abc123abc123"), ("aws", "us-west-2", "dlami-base", "abc123abc123"),
                   ("aws", "us-east-1", "other-base", "abc123abc123"), ("aws", "us-east-1", "dlami-base", "ffffffffffff")):
-        assert bake.recorded("ubuntu-gpu", *other, images_dir=tmp_path) is None
+        assert hostfiles.recorded("ubuntu-gpu", *other, images_dir=tmp_path) is None
 
 
 def test_failed_step_reads_the_engines_error():
@@ -407,7 +407,7 @@ def test_a_pool_with_nothing_to_install_or_a_need_nobody_provides_is_refused(aws
 
 def test_a_pool_baked_before_can_be_baked_again(aws_target, monkeypatch):
     """The stack's layer then says the baked image provides the install (plan/up boot it); a bake still installs."""
-    monkeypatch.setattr(bake, "recorded", lambda *args, **kwargs: "ami-0123456789abcdef0")
+    monkeypatch.setattr(host, "recorded", lambda *args, **kwargs: "ami-0123456789abcdef0")
     assert not host.layer(aws_target.spec, aws_target.pool).installs
     again = bake.prepare(aws_target.spec, None)
     assert again.layer.install == aws_target.layer.install and install_script(again.layer)
@@ -427,8 +427,8 @@ def test_the_build_type_is_the_pools_unless_a_gpu_type_is_asked_for(aws_target, 
 
 
 def test_a_record_holds_cloud_region_base_layer_image_host_lock_and_time(tmp_path):
-    entry = bake.BakedImage("gcp", "us-central1", "ubuntu-accel", "abc", "projects/p/global/images/i", "h-1", "t")
-    path = bake.record("ubuntu-gpu", entry, tmp_path)
+    entry = hostfiles.BakedImage("gcp", "us-central1", "ubuntu-accel", "abc", "projects/p/global/images/i", "h-1", "t")
+    path = hostfiles.record("ubuntu-gpu", entry, tmp_path)
     import yaml
 
     assert list(yaml.safe_load(path.read_text())["published"][0]) == [

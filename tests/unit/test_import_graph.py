@@ -8,13 +8,13 @@ read by type checkers only and count as none; an import's parent packages, which
 imports makes a module's names depend on which module happens to be imported first; the data flows one way
 (DESIGN.md), and so do the imports.
 
-Imports made inside a function run on the first call, so a circle through one of them is no import-time error, but
-it is the same reversal of layers (a lower module reaching up), and it is how the circles of issue 38 had been hidden
-(automation -> plan -> updates, AWS budget -> teardown -> limits, images/lock <-> stackconfig, spec <-> userfile):
-of about 140 such imports, 16 closed a circle then. The second test counts them too: every import inside a function
-that still closes a circle is listed in FUNCTION_LEVEL_UPWARD with why (3 at the time of writing), so a new one fails
-here naming its circle, and the list only shrinks. Breaking a circle means moving the shared piece down to a lower
-module, never hiding the import in a function.
+Imports made inside a function run on the first call, and imports under `if TYPE_CHECKING:` only for a type
+checker, so a circle through one of them is no import-time error; but it is the same reversal of layers (a lower
+module reaching up), and it is how the circles of issue 38 had been hidden (automation -> plan -> updates, AWS
+budget -> teardown -> limits, images/lock <-> stackconfig, spec <-> userfile, the guardrails' model and facts naming
+the context's type, spec and the cloud protocol asking the registry for a zone's form, the host layer reading the
+bake's record). The second test counts every import, wherever it is written, and finds no circle either. Breaking a
+circle means moving the shared piece down to a lower module, never hiding the import in a function.
 """
 
 from __future__ import annotations
@@ -27,18 +27,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "goldenenv"
-
-FUNCTION_LEVEL_UPWARD: Mapping[tuple[str, str], str] = {
-    ("goldenenv.clouds.base", "goldenenv.clouds"):
-        "zone_example asks the registry for a cloud's zone_form: the protocol reaches up to the registry of clouds",
-    ("goldenenv.images.host", "goldenenv.images.bake"):
-        "baked_image reads the record `goldenenv host-image build` wrote; bake imports the host layer it builds",
-    ("goldenenv.spec", "goldenenv.clouds.base"):
-        "the zone-in-region message gives an example zone from the cloud's zone_form: the spec reaches up to clouds",
-}
-"""(importer, imported) of each import inside a function that closes a circle, and why it is not moved down yet.
-Each is checked to still close one; shrink the list, never add to it without a reason a reviewer accepts."""
-
 
 def module_names(package: Path) -> dict[str, Path]:
     """Dotted module name -> its file, for every .py under `package` (a package by its __init__.py)."""
@@ -59,17 +47,22 @@ def _type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _statements(body: list[ast.stmt], in_function: bool) -> Iterator[tuple[ast.stmt, bool]]:
-    """Every statement under `body`, with whether it runs inside a function; `if TYPE_CHECKING:` bodies skipped."""
+def _statements(body: list[ast.stmt], in_function: bool, type_checking: bool = False
+                ) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement under `body`, with whether it runs inside a function; `if TYPE_CHECKING:` bodies skipped
+    unless type_checking (then counted as inside a function: they never run at import)."""
     for node in body:
         yield node, in_function
         if isinstance(node, ast.If) and _type_checking(node):
-            yield from _statements(node.orelse, in_function)
+            if type_checking:
+                for child in node.body:
+                    yield from _statements([child], True, type_checking)
+            yield from _statements(node.orelse, in_function, type_checking)
             continue
         inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
             for child in getattr(node, name, None) or []:
-                yield from _statements([child] if isinstance(child, ast.stmt) else child.body, inner)
+                yield from _statements([child] if isinstance(child, ast.stmt) else child.body, inner, type_checking)
 
 
 def _imported_by_name(statement: ast.stmt) -> Iterator[str]:
@@ -82,9 +75,10 @@ def _imported_by_name(statement: ast.stmt) -> Iterator[str]:
             yield node.args[0].value
 
 
-def imports(name: str, path: Path, modules: Mapping[str, Path], *, in_functions: bool) -> set[str]:
+def imports(name: str, path: Path, modules: Mapping[str, Path], *, in_functions: bool,
+            type_checking: bool = False) -> set[str]:
     """The modules of `modules` that module `name` imports at module level (with in_functions: only inside
-    functions)."""
+    functions, and with type_checking under `if TYPE_CHECKING:` too)."""
 
     def known(dotted: str) -> str | None:
         while dotted and dotted not in modules:
@@ -93,7 +87,7 @@ def imports(name: str, path: Path, modules: Mapping[str, Path], *, in_functions:
 
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node, in_function in _statements(ast.parse(path.read_text(), str(path)).body, False):
+    for node, in_function in _statements(ast.parse(path.read_text(), str(path)).body, False, type_checking):
         if in_function != in_functions:
             continue
         if isinstance(node, ast.Import):
@@ -114,12 +108,13 @@ def imports(name: str, path: Path, modules: Mapping[str, Path], *, in_functions:
 
 
 def graph(package: Path, *, in_functions: bool = False) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at module level (in_functions: those too)."""
+    """Module -> the package's modules it imports at module level (in_functions: also those imported inside
+    functions and under `if TYPE_CHECKING:`, i.e. every import written)."""
     modules = module_names(package)
     edges = {name: imports(name, path, modules, in_functions=False) for name, path in modules.items()}
     if in_functions:
         for name, path in modules.items():
-            edges[name] |= imports(name, path, modules, in_functions=True)
+            edges[name] |= imports(name, path, modules, in_functions=True, type_checking=True)
     return edges
 
 
@@ -168,23 +163,13 @@ def test_goldenenv_imports_no_circle_at_module_level():
                             "down to a module both import")
 
 
-def test_imports_inside_functions_close_no_circle_but_the_listed():
-    """Imports inside functions counted too: no circle but through an import listed in FUNCTION_LEVEL_UPWARD, and
-    each listed one still closes a circle (else it is taken off the list)."""
+def test_goldenenv_imports_no_circle_counting_every_import():
+    """Imports inside functions and under `if TYPE_CHECKING:` counted too: every import written, no circle."""
     module_level = graph(PACKAGE)
-    every = graph(PACKAGE, in_functions=True)
-    missing = [edge for edge in FUNCTION_LEVEL_UPWARD if edge[1] not in every.get(edge[0], set()) - module_level.get(
-        edge[0], set())]
-    assert not missing, f"not imported inside a function any more, take them off FUNCTION_LEVEL_UPWARD: {missing}"
-    for importer, imported in FUNCTION_LEVEL_UPWARD:
-        every[importer].discard(imported)
-    circle = find_circle(every)
+    circle = find_circle(graph(PACKAGE, in_functions=True))
     assert circle is None, (
         f"import circle: {_said(circle, module_level)}; move what the lower module needs of the higher one down to a "
         "module both import")
-    for importer, imported in FUNCTION_LEVEL_UPWARD:
-        closes = find_circle({**every, importer: every[importer] | {imported}})
-        assert closes, f"{importer} -> {imported} closes no circle any more: take it off FUNCTION_LEVEL_UPWARD"
 
 
 # ---------------------------------------------------------------- the walk itself, on a package written here
@@ -241,5 +226,12 @@ def test_a_module_imported_by_its_written_name_counts(tmp_path):
 def test_function_level_imports_are_walked_apart(tmp_path):
     package = _package(tmp_path, {"__init__.py": "", "a.py": "from pkg import b\n",
                                   "b.py": "def later():\n    from pkg import a\n"})
+    assert find_circle(graph(package)) is None
+    assert find_circle(graph(package, in_functions=True)) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_type_checking_imports_count_in_the_walk_of_every_import(tmp_path):
+    package = _package(tmp_path, {"__init__.py": "", "a.py": "from pkg import b\n",
+                                  "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n"})
     assert find_circle(graph(package)) is None
     assert find_circle(graph(package, in_functions=True)) == ["pkg.a", "pkg.b", "pkg.a"]

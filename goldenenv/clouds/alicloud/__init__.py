@@ -101,7 +101,6 @@ class AlicloudCloud(PulumiCloud):
     head_instance_type = "ecs.g7.large"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""
     user_data_limit = limits.USER_DATA
-    zone_form = "{region}-a"
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Region and zone names, the budget's currency, host images, and Alibaba's limits on placement and ERIs.

@@ -80,7 +80,6 @@ class AwsCloud(PulumiCloud):
     destroy_runs_program = True
     """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
     user_data_limit = limits.USER_DATA
-    zone_form = "{region}a"
     head_instance_type = "m7i.large"
 
     def file_system_client(self, spec: ClusterSpec) -> str | None:

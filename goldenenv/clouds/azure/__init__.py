@@ -108,7 +108,6 @@ class AzureCloud(PulumiCloud):
     head_instance_type = "Standard_D2s_v5"
     """A 2-vCPU, 8-GiB x86 general purpose size (catalog head_types.csv)."""
     user_data_limit = USER_DATA
-    zone_form = "{region}-1"
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         from goldenenv.clouds.azure import storage, tags

@@ -99,7 +99,6 @@ class GcpCloud(PulumiCloud):
     head_instance_type = "n2-standard-2"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv)."""
     user_data_limit = USER_DATA
-    zone_form = "{region}-a"
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         problems = []

@@ -28,7 +28,6 @@ class LocalCloud(CloudDefaults):
     """Its containers get their boot files from goldenenv itself: no user data."""
     registry_types: tuple[str, ...] = ()
     """Its nodes run the image built on this machine: `image push -s local` has no repository to push to."""
-    zone_form = ""
     """One machine: no zones."""
     reaches_nodes_by = NodeReach.DOCKER
     """Its nodes and head are containers on this machine's Docker engine."""
