@@ -52,8 +52,7 @@ else
     what="Pulumi without any cloud's provider (the local flow needs none: ./scripts/setup.sh --cloud aws adds one)"
 fi
 say "installing goldenenv (editable: this checkout's code) and its pinned dependencies (pyproject.toml)" \
-    "${extras:+with the extras $extras }into $VENV: $what, boto3, Docker's SDK, pydantic, typer, rich, matplotlib," \
-    "pytest"
+    "${extras:+with the extras $extras }into $VENV: $what, Docker's SDK, pydantic, typer, rich, matplotlib, pytest"
 say "about $disk_mb MB on disk; a first run takes under a minute on 2 cores with uv (the downloads dominate), about 2 minutes with" \
     "pip; with uv's cache warm, about 20 s"
 
