@@ -407,9 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cloud = args.cloud or detect_cloud()
     if cloud is None:
-        log("not on a known cloud (no " + " or ".join(VENDORS) + " DMI vendor) and no --cloud: polling AWS's "
-            "endpoint")
-        cloud = "aws"
+        log("not on a known cloud (no " + " or ".join(VENDORS) + " DMI vendor) and no --cloud: give --cloud (one "
+            f"of {', '.join(CLOUDS)}) or GOLDENENV_CLOUD; no cloud is assumed, since another cloud's endpoint never "
+            "posts this machine's notice")
+        return 2
     args.metadata_url = args.metadata_url or CLOUD_FACTS[cloud].default_url
     metadata = Metadata(cloud, args.metadata_url)
     if args.drain_node is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from goldenenv import clouds
 from goldenenv.checks import expectations
 from goldenenv.images.lock import Lock, load
 
@@ -20,11 +21,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--python", default="python3", help="the image's Python on the host")
     group.addoption("--exec-prefix", default="", help="run probes through this, e.g. 'docker exec goldenenv' on a node")
     group.addoption("--gpu", action="store_true", help="also run the GPU-host checks (driver, GPUs, all-reduce)")
-    group.addoption("--cloud", default="aws")
+    group.addoption("--cloud", default=None, choices=clouds.names(),
+                    help="the cloud whose catalog lists --instance-type; needed with it (no cloud is assumed)")
     group.addoption("--instance-type", default=None, help="catalog instance type the GPU checks compare with")
     group.addoption("--host-driver", default=None,
                     help="NVIDIA driver the node's host image pins (catalog host_images.csv); a GPU reporting "
                          "another driver fails the check")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An instance type is judged by one cloud's catalog: without --cloud it is a usage error naming the flag and the
+    clouds of the registry, never another cloud's row."""
+    instance_type = config.getoption("--instance-type", default=None)
+    if instance_type and not config.getoption("--cloud", default=None):
+        raise pytest.UsageError(f"--instance-type {instance_type} needs --cloud, the cloud whose catalog lists it "
+                                f"(one of {', '.join(clouds.names())})")
 
 
 def lock_from(config: pytest.Config) -> Lock:
