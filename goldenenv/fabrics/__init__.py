@@ -2,7 +2,7 @@
 
 A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud, InfiniBand on Azure)
 is one folder here, goldenenv/fabrics/<name>/, found without a list to edit. It brings: how its interfaces sit on a
-node's network cards (the cloud's layout function), the layer a golden image adds for it (a template under
+node's network cards (the cloud's layout function), the layer a golden image adds for it (a template under its
 templates/image/ and the lock section that pins it, with the section's model), the environment NCCL needs on a node
 (catalog fabric_env, any env files of the fabric's own, and any host files the golden container reads), what its
 host must run and expose (kernel modules, sidecar daemons, device nodes: goldenenv.nodeboot turns that declaration

@@ -89,14 +89,15 @@ class Fabric:
     layout: str
     """`module:function` laying out the fabric's interfaces on a node; imported only when called."""
     image_layer: str
-    """The image layer's template under templates/image/."""
+    """The image layer's template, by its name under a templates/ folder (image/layer-<fabric>.j2, in the fabric's
+    own goldenenv/fabrics/<fabric>/templates/)."""
     lock_section: str
     """The lock's section that pins the fabric's software (efa: installer + plugin; erdma, ib: packages)."""
     section: type[Model]
     """The pydantic model of that section: what the lock may write there, each value with a pattern."""
     boot_check: tuple[str, str] | None = None
-    """(systemd unit, script) under templates/node/ that checks the fabric on every boot before the golden
-    container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
+    """(systemd unit, script) under node/ of the fabric's templates/ that checks the fabric on every boot before the
+    golden container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
     layer_values: Callable[[Any], dict[str, Any]] = lambda section: {}
     """What the image layer's template renders from the lock's section."""
     plugin: Plugin | None = None

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import fabrics
+from goldenenv import fabrics, render
 from goldenenv.catalog import health
 from goldenenv.health import judge
-from goldenenv.render import TEMPLATES
 
 PACKAGE = Path(fabrics.__file__).resolve().parents[1]
 SMALLEST = "erdma"
@@ -124,11 +123,10 @@ def test_every_fabric_of_the_registry_brings_what_its_record_names(name):
     """Held to every fabric folder, the day it is added: its layer and boot check templates exist, its layout
     function resolves, its lock section's model is its own, and the health judge counts it or it says `none`."""
     fabric = fabrics.get(name)
-    templates = TEMPLATES
-    assert (templates / fabric.image_layer).is_file(), f"{name}: no template {fabric.image_layer}"
+    assert render.source(fabric.image_layer).is_file(), f"{name}: no template {fabric.image_layer}"
     if fabric.boot_check:
         unit, script = fabric.boot_check
-        assert (templates / "node" / f"{unit}.j2").is_file() and (templates / "node" / f"{script}.j2").is_file()
+        assert render.source(f"node/{unit}.j2").is_file() and render.source(f"node/{script}.j2").is_file()
     assert callable(fabric.layout_function())
     assert fabric.lock_section in fabrics.sections() and fabric.section.__module__.startswith("goldenenv.fabrics.")
     assert fabric.health_fabric in judge.FABRICS, f"{name}: the judge counts no {fabric.health_fabric!r}"

@@ -1,5 +1,5 @@
 """EFA, AWS's Elastic Fabric Adapter: its lock section (the installer and the aws-ofi-nccl plugin it bundles), the
-image layer that installs it (templates/image/layer-efa.j2), and its registry entry. Its interfaces are laid out by
+image layer that installs it (templates/image/layer-efa.j2 here), and its registry entry. Its interfaces are laid out by
 goldenenv.clouds.aws.efa; the node health judge counts its devices with health.py beside this file."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """eRDMA, Alibaba Cloud's elastic RDMA: its lock section (rdma-core packages), the image layer that installs them
-(templates/image/layer-erdma.j2), its boot check (templates/node/erdma-check.sh), the kernel module its host must
-load, and its registry entry. Its interfaces are laid out by goldenenv.clouds.alicloud.erdma; the node health judge
-counts its devices with health.py beside this file."""
+(templates/image/layer-erdma.j2 here), its boot check (templates/node/erdma-check.sh.j2), the kernel module its host
+must load, and its registry entry. Its interfaces are laid out by goldenenv.clouds.alicloud.erdma; the node health
+judge counts its devices with health.py beside this file."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """gIB, Google Cloud's RDMA-over-Ethernet fabric on A3 Ultra and A4: its lock section (the nccl-gib package), the
-image layer that installs it (templates/image/layer-gib.j2), its boot check (templates/node/gib-check.sh), its env
-file, and its registry entry. Its NICs are laid out by goldenenv.clouds.gcp.network; the health judge counts none of
-them (health `none`: ibstat lists the RoCE ports with link layer Ethernet)."""
+image layer that installs it (templates/image/layer-gib.j2 here), its boot check (templates/node/gib-check.sh.j2), its
+env file, and its registry entry. Its NICs are laid out by goldenenv.clouds.gcp.network; the health judge counts none
+of them (health `none`: ibstat lists the RoCE ports with link layer Ethernet)."""
 
 from __future__ import annotations
 

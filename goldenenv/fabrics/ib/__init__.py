@@ -1,5 +1,5 @@
 """InfiniBand on Azure's ND VMs: its lock section (rdma-core packages), the image layer that installs them
-(templates/image/layer-ib.j2), its boot check (templates/node/ib-check.sh), the host files the golden container
+(templates/image/layer-ib.j2 here), its boot check (templates/node/ib-check.sh.j2), the host files the golden container
 reads, and its registry entry. Its interfaces are laid out by goldenenv.clouds.azure.nodes; the node health judge
 counts its ports with health.py beside this file."""
 

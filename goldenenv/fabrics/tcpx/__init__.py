@@ -1,6 +1,7 @@
-"""GPUDirect-TCPX, Google Cloud's GPU NIC fabric on A3 High: its lock section (goldenenv.fabrics.gpudirect), the
-image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2), and its registry entry. Its NICs are laid
-out by goldenenv.clouds.gcp.network; the health judge counts none of them (health `none`)."""
+"""GPUDirect-TCPX, Google Cloud's GPU NIC fabric on A3 High: its lock section (goldenenv.fabrics.gpudirect), the image
+layer that copies the NCCL plugin (image/layer-tcpxo.j2, which it shares with GPUDirect-TCPXO: in
+goldenenv/fabrics/tcpxo/templates/), and its registry entry. Its NICs are laid out by goldenenv.clouds.gcp.network;
+the health judge counts none of them (health `none`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """GPUDirect-TCPXO, Google Cloud's GPU NIC fabric on A3 Mega: its lock section (goldenenv.fabrics.gpudirect), the
-image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2), its boot check
-(templates/node/tcpxo-check.sh), what its host must load and expose (the import helper, the aperture devices), the
-receive-datapath manager it runs beside the golden container, its env file, and its registry entry. Its NICs are
-laid out by goldenenv.clouds.gcp.network; the health judge counts none of them (health `none`)."""
+image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2 here, which GPUDirect-TCPX uses too), its boot
+check (templates/node/tcpxo-check.sh.j2), what its host must load and expose (the import helper, the aperture
+devices), the receive-datapath manager it runs beside the golden container, its env file, and its registry entry. Its
+NICs are laid out by goldenenv.clouds.gcp.network; the health judge counts none of them (health `none`)."""
 
 from __future__ import annotations
 
