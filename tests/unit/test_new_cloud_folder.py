@@ -341,6 +341,17 @@ print(json.dumps(found))
 as the node loads them: with the fabric judges and spot notice parsers they found by discovery."""
 
 
+def node_evidence(folder: Path, links: int) -> Path:
+    """What a node of the new fabric saved for the health judge: its eRDMA links (`rdma link show`, ACTIVE), and
+    what it is expected to have (expect.json: no GPU, two fabric devices)."""
+    folder.mkdir(parents=True)
+    (folder / "rdma_link.txt").write_text("".join(
+        f"link erdma_{i}/1 state ACTIVE physical_state LINK_UP netdev eth{i}\n" for i in range(links)))
+    (folder / "expect.json").write_text(json.dumps({"gpus": 0, "fabric": FABRIC, "fabric_devices": 2,
+                                                    "nvlinks_per_gpu": 0, "nvswitch": False}))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def seen(tree: Tree) -> dict[str, tuple[int, str]]:
     """Every command's exit and output, run side by side (each command starts its own interpreter)."""
@@ -352,6 +363,7 @@ def seen(tree: Tree) -> dict[str, tuple[int, str]]:
     lock = yaml.safe_load((tree.root / "images" / LOCK / "lock.yaml").read_text(encoding="utf-8"))
     bad_fabric.write_text(yaml.safe_dump({**lock, "name": "nofabric", "fabric": "nowhere"}, sort_keys=False))
     shutil.copy2(tree.root / "stacks" / f"Pulumi.{FROM_STACK}.yaml", tree.project / "stacks")
+    evidence = {links: node_evidence(tree.project / "evidence" / f"{links}-links", links) for links in (2, 1)}
     started = {
         "plan": goldenenv(tree, "plan", "--strict", "-s", STACK),
         "plan-alibaba": goldenenv(tree, "plan", "--strict", "--json", "-s", FROM_STACK),
@@ -362,6 +374,8 @@ def seen(tree: Tree) -> dict[str, tuple[int, str]]:
         "image-render": goldenenv(tree, "image", "render", LOCK),
         "check-lock-which-cloud": goldenenv(tree, "image", "check-lock", LOCK, "--instance-type", TYPE),
         "check-lock": goldenenv(tree, "image", "check-lock", LOCK, "--instance-type", TYPE, "--cloud", CLOUD),
+        "health": goldenenv(tree, "health", "-s", STACK, "--from", str(evidence[2])),
+        "health-one-link-down": goldenenv(tree, "health", "-s", STACK, "--from", str(evidence[1])),
         "estimate": goldenenv(tree, "estimate", "--model", "llama-3.1-8b", "--tokens", "1e8"),
         "estimate-type": goldenenv(tree, "estimate", "--model", "llama-3.1-8b", "--tokens", "1e8",
                                    "--instance-type", f"{CLOUD}:{TYPE}", "--nodes", "2"),
@@ -420,6 +434,10 @@ def test_every_command_that_lists_clouds_or_fabrics_lists_the_new_ones(seen):
     assert code == 2 and f"--cloud {CLOUD}" in out and f"--cloud {FROM_CLOUD}" in out, out
     code, out = seen["check-lock"]
     assert code == 0 and f"{LOCK} passes on {TYPE}" in out, out
+    code, out = seen["health"]
+    assert code == 0 and "1 of 1 node(s) healthy" in out, out
+    code, out = seen["health-one-link-down"]
+    assert code == 1 and "erdma_devices_below_expected" in out and "lists 1 ACTIVE" in out, out
     code, out = seen["estimate"]
     assert code == 0 and re.search(rf"│ {CLOUD} +│ {re.escape(TYPE)} ", out), out
     code, out = seen["estimate-type"]
