@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Callable, Protocol
 
 from goldenenv import slurm
+from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
 
 
@@ -538,6 +539,11 @@ class Cloud(Protocol):
         """What `goldenenv up` creates, in the plan's terms (guardrails.PlannedResource), for a cloud goldenenv
         provisions itself (uses_pulumi False); required of such a cloud, never asked of a Pulumi one."""
 
+    def own_cluster(self, spec: ClusterSpec, client: Any = None) -> OwnCluster:
+        """The stack's cluster on a cloud goldenenv provisions itself, on the Docker engine `client` (None: this
+        machine's): what up, destroy, run, validate, health, the drills and the queue commands drive there. Required
+        of such a cloud; a Pulumi cloud's stacks are driven through Pulumi, and the default says so."""
+
     def offline_lookup(self, spec: ClusterSpec) -> Any:
         """What the offline plan knows of the account (nothing exists, a placeholder account)."""
 
@@ -681,10 +687,10 @@ def vcpu_lines(asks: Sequence[VcpuAsk], region: str) -> list[str]:
     return [f"the cluster asks for {total} vCPU{f' in {region}' if region else ''}: {nodes}"] if asks else []
 
 
-REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources")}
-"""The hooks of the Cloud protocol that have no default, by uses_pulumi: a Pulumi cloud declares its resources
-(build), a cloud goldenenv provisions itself lists them (planned_resources). Every other hook has its default in
-CloudDefaults."""
+REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources", "own_cluster")}
+"""The hooks of the Cloud protocol a cloud must write, by uses_pulumi: a Pulumi cloud declares its resources
+(build), a cloud goldenenv provisions itself lists them (planned_resources) and drives them (own_cluster, whose
+default only refuses). Every other hook has its default in CloudDefaults."""
 HOOKS_OF_A_CAPABILITY: dict[Capability, tuple[str, ...]] = {
     Capability.SPOT: ("spot_return",),
     Capability.PARALLEL_FS: ("file_system_client",),
@@ -819,6 +825,11 @@ class CloudDefaults:
         """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name
         says which)."""
         return vcpu_lines(asks, region)
+
+    def own_cluster(self, spec: ClusterSpec, client: Any = None) -> OwnCluster:
+        """Refused: the stack is driven through Pulumi (a cloud goldenenv provisions itself writes its own)."""
+        raise ConfigError([Problem("goldenenv:cloud", f"this step runs on the local cloud; {spec.stack} is on "
+                                   f"{spec.cloud}: use goldenenv up/destroy, which drive Pulumi")])
 
 
 class PulumiCloud(CloudDefaults):
