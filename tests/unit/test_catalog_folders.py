@@ -5,6 +5,7 @@ filled, so a new cloud or fabric adds its rows without editing a shared file."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -22,28 +23,28 @@ def _forget():
             value.cache_clear()
 
 
-@pytest.fixture
-def scratch_cloud(tmp_path, monkeypatch):
-    """A throw-away cloud `scratch` whose catalog folder is found beside the shipped clouds' folders."""
-    folder = tmp_path / "scratch" / "catalog"
+def _scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finder: str, name: str) -> Iterator[Path]:
+    """A throw-away owner of catalog rows, `name`, whose catalog folder the reader's `finder` (cloud_folders or
+    fabric_folders) finds beside the shipped owners' folders, for one test."""
+    folder = tmp_path / name / "catalog"
     folder.mkdir(parents=True)
-    shipped = catalog.cloud_folders()
-    monkeypatch.setattr(catalog.files, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    shipped = getattr(catalog.files, finder)()
+    monkeypatch.setattr(catalog.files, finder, lambda: {**shipped, name: folder})
     _forget()
     yield folder
     _forget()
+
+
+@pytest.fixture
+def scratch_cloud(tmp_path, monkeypatch):
+    """A throw-away cloud `scratch` whose catalog folder is found beside the shipped clouds' folders."""
+    yield from _scratch_folder(tmp_path, monkeypatch, "cloud_folders", "scratch")
 
 
 @pytest.fixture
 def scratch_fabric(tmp_path, monkeypatch):
     """A throw-away fabric `scratchnet` whose catalog folder is found beside the shipped fabrics' folders."""
-    folder = tmp_path / "scratchnet" / "catalog"
-    folder.mkdir(parents=True)
-    shipped = catalog.fabric_folders()
-    monkeypatch.setattr(catalog.files, "fabric_folders", lambda: {**shipped, "scratchnet": folder})
-    _forget()
-    yield folder
-    _forget()
+    yield from _scratch_folder(tmp_path, monkeypatch, "fabric_folders", "scratchnet")
 
 
 def _write(path: Path, text: str) -> None:
