@@ -444,11 +444,6 @@ def test_every_command_that_lists_clouds_or_fabrics_lists_the_new_ones(seen):
     assert code == 0 and TYPE in out, out
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "guardrails/facts.py keeps one ProviderFacts per provider name (PROVIDERS.setdefault(facts.name, ...)): the "
-    "new cloud's facts, on the same provider, take Alibaba's place, and its least-privilege judge finds no row for "
-    "Alibaba's roles (grant-broader-than-needed). Facts are a cloud's, and the rules should ask the planned "
-    "cloud's"))
 def test_the_cloud_it_was_copied_from_still_plans_as_before(seen):
     code, out = seen["plan-alibaba"]
     planned = json.loads(out)
