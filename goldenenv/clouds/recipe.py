@@ -158,9 +158,9 @@ class CloudOf:
 
 class Parts:
     """A cloud's parts. Subclasses set `cloud` (its Cloud class, or CloudOf(its name): the default head type,
-    slurmd's timeout) and `registry_login` (the boot's registry login adapter,
-    templates/node/registry-login-<name>.sh.j2; None: the hosts pull with no login), and define network, data_store, node_pool and outputs;
-    scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
+    slurmd's timeout) and `registry_login` (the boot's registry login adapter, node/registry-login-<name>.sh.j2 in
+    the cloud's templates/ folder; None: the hosts pull with no login), and define network, data_store, node_pool
+    and outputs; scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
     (the cluster component) and `child` (options that make a resource its child) before the first part."""
 
     cloud: Any
