@@ -6,7 +6,6 @@ goldenenv.fabrics without a list to edit.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple
@@ -86,8 +85,8 @@ class Fabric:
     label: str
     """As people write it: EFA | eRDMA | GPUDirect-TCPX | GPUDirect-TCPXO | gIB | InfiniBand."""
     cloud: str
-    layout: str
-    """`module:function` laying out the fabric's interfaces on a node; imported only when called."""
+    """The cloud whose nodes carry it: that cloud's folder lays out its interfaces (a node's network cards are the
+    cloud's business, not the fabric's)."""
     image_layer: str
     """The image layer's template, by its name under a templates/ folder (image/layer-<fabric>.j2, in the fabric's
     own goldenenv/fabrics/<fabric>/templates/)."""
@@ -157,10 +156,6 @@ class Fabric:
         catalog node_layout says the type runs jumbo frames; None when the fabric sets no MTU."""
         layout = catalog.node_layout(cloud, instance_type)
         return catalog.fabric_mtu(self.name, bool(layout and layout.jumbo_frames))
-
-    def layout_function(self) -> Callable[..., list[Any]]:
-        module, _, function = self.layout.partition(":")
-        return getattr(importlib.import_module(module), function)
 
     def image_values(self, section: Any) -> dict[str, Any]:
         """The image layer's template and the values it renders from the lock's fabric section."""

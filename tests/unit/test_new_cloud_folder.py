@@ -192,7 +192,7 @@ def last_order(source: str) -> str:
 
 
 def copy_fabric(fabrics: Path) -> None:
-    """The fabric's record (goldenenv.fabrics.model.Fabric: name, label, cloud, layout, image layer, lock section)
+    """The fabric's record (goldenenv.fabrics.model.Fabric: name, label, cloud, image layer, lock section)
     names the new fabric and cloud; the names it offers through goldenenv.fabrics and its health judge's evidence
     take a prefix (each must be one fabric's); it is listed last. The hardware it drives (the erdma kernel module,
     its devices, the health rule counting them) stays: it is the same NIC."""
@@ -203,10 +203,9 @@ def copy_fabric(fabrics: Path) -> None:
     init = folder / "__init__.py"
     source = init.read_text(encoding="utf-8")
     record = fabric_record(source)
-    layout, layer = ast.literal_eval(record.args[3]), ast.literal_eval(record.args[4])
-    source = replace_arguments(source, record, {
-        0: FABRIC, 1: "ACME RDMA", 2: CLOUD, 3: layout.replace(f"clouds.{FROM_CLOUD}.", f"clouds.{CLOUD}."),
-        4: words_of(renamed)(layer), 5: FABRIC})
+    layer = ast.literal_eval(record.args[3])
+    source = replace_arguments(source, record, {0: FABRIC, 1: "ACME RDMA", 2: CLOUD, 3: words_of(renamed)(layer),
+                                                4: FABRIC})
     source = words_of(renamed)(last_order(own_names(source, offered_names(source))))
     init.write_text(source, encoding="utf-8")
     health = folder / "health.py"
