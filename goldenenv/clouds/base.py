@@ -182,6 +182,9 @@ class HostImageForm:
     """What to write ("m-...", "projects/<project>/global/images/<name>")."""
     refusal: str
     """Why another id is refused ("is not an Alibaba image ID (m-... or a public image's <name>.vhd)")."""
+    sample: str = ""
+    """A whole id of the form, as `goldenenv host-image build` would record an image it baked (m-0123...):
+    what the contract tests pin a pool's own host image to."""
 
 
 def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
@@ -654,6 +657,9 @@ class Cloud(Protocol):
     shared_folder: str | None
     """A folder the nodes and head share on every stack of the cloud, where jobs keep their scripts, output,
     checkpoints and code; None: the stack's storage says (its parallel file system, else each node's scratch)."""
+    host_image_form: HostImageForm | None
+    """How a pool's own host image (hostImage: {id, driver}) or a baked one is written on the cloud; None: its
+    hosts take no image id of the user's."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -737,6 +743,7 @@ class CloudDefaults:
     user_data_limit: UserDataLimit | None = None
     reaches_nodes_by = NodeReach.SSH
     shared_folder: str | None = None
+    host_image_form: HostImageForm | None = None
     destroy_runs_program = False
     """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
     delete hooks, which run in the program."""
