@@ -51,6 +51,7 @@ CONTRACTS = {
     "cloud": (), "user_data": (), "zone_hint": (), "head_recovery": (), "pull_grants": (), "least_privilege": (),
     "hardening": (), "teardown": (), "cost_gate": (), "fabric_host": (), "host_layer": (), "image_push": (),
     "bucket_services": (), "local_nvme": (), "spot_return": (), "stop_chain": (), "units_verify": (),
+    "stop_faults": (), "stop_paths": (), "stop_alerts": (),
     "node_access": ("test_every_cloud_says_how_its_users_log_in",
                     "test_validate_and_run_log_in_as_the_clouds_login_and_reach_the_container",
                     "test_the_queue_commands_reach_the_head_as_the_clouds_login",
@@ -60,11 +61,10 @@ CONTRACTS = {
              "test_a_reserved_prefix_is_refused_in_a_key_and_where_the_cloud_says_in_a_value"),
 }
 """The contract rules (tests/unit/test_contract_<name>.py, all its tests or those named) that judge a cloud by what
-its folder declares (and, where a rule fakes a provider's API or grants, by the fakes of the provider it builds on).
-Left out, and failing for a new cloud until it adds its row, each naming the table and the file: the literal anchors
-from a cloud's own pages (test_contract_node_access's KEY_USERS, test_contract_tags' ANCHORS). Left out too, failing
-for it: the stop function rules (test_contract_stop_faults, _stop_paths, _stop_alerts), whose fakes are written per
-cloud (tests/unit/stopfakes/)."""
+its folder declares; where a rule fakes a provider's API or grants (the stop functions' fakes, tests/unit/stopfakes/),
+by the fakes of the provider it builds on, driving the cloud's own code. Left out, and failing for a new cloud until
+it adds its row, each naming the table and the file: the literal anchors from a cloud's own pages
+(test_contract_node_access's KEY_USERS, test_contract_tags' ANCHORS)."""
 REGISTRY_RULES = ("test_cloud_imports", "test_own_cluster", "test_shared_modules", "test_template_folders")
 """Rules of shared code parametrized over the cloud registry (tests/unit/<name>.py), whose cases the new cloud's name
 selects."""
