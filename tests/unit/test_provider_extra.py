@@ -87,17 +87,16 @@ def said(cloud: str) -> str:
     return str(caught.value)
 
 
-def test_a_cloud_on_another_clouds_provider_is_told_that_clouds_extra(metadata, cloud_folder):
-    cloud_folder("acmecloud", "pulumi_alicloud.ecs")
-    assert said("acmecloud") == ("goldenenv:cloud: acmecloud needs its provider: ./scripts/setup.sh --cloud "
-                                 "alicloud (or pip install 'goldenenv[alicloud]')")
-
-
-def test_a_cloud_on_another_clouds_own_sdk_is_told_that_clouds_extra_not_a_traceback(metadata, cloud_folder):
-    """boto3 is no Pulumi provider, but AWS's extra installs it: a copy of AWS's folder missing it is told so."""
-    cloud_folder("acmeaws", "boto3")
-    assert said("acmeaws") == ("goldenenv:cloud: acmeaws needs its provider: ./scripts/setup.sh --cloud aws "
-                               "(or pip install 'goldenenv[aws]')")
+@pytest.mark.parametrize(("cloud", "module", "extra"), [
+    ("acmecloud", "pulumi_alicloud.ecs", "alicloud"),
+    # boto3 is no Pulumi provider, but AWS's extra installs it: a copy of AWS's folder missing it is told so
+    ("acmeaws", "boto3", "aws"),
+])
+def test_a_cloud_on_another_clouds_provider_or_sdk_is_told_that_clouds_extra(metadata, cloud_folder, cloud, module,
+                                                                              extra):
+    cloud_folder(cloud, module)
+    assert said(cloud) == (f"goldenenv:cloud: {cloud} needs its provider: ./scripts/setup.sh --cloud {extra} "
+                           f"(or pip install 'goldenenv[{extra}]')")
 
 
 def test_a_cloud_with_its_own_extra_is_told_its_own(metadata, monkeypatch):
