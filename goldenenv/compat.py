@@ -14,10 +14,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from goldenenv import catalog, fabrics
+from goldenenv import accelerators, catalog, fabrics
+from goldenenv.accelerators.cuda.driver import DriverSupport, driver_support, min_driver  # noqa: F401
+from goldenenv.accelerators.cuda.driver import at_least as _at_least
 from goldenenv.catalog import version_tuple
 from goldenenv.images import host as host_layer
-from goldenenv.images.lock import Lock, release_of
+from goldenenv.images.lock import Lock
 from goldenenv.nodehost import NodeHost, node_host
 
 ERROR = "error"
@@ -34,73 +36,12 @@ class Conflict:
     severity: str = ERROR
 
 
-@dataclass(frozen=True)
-class DriverSupport:
-    level: str
-    """full | minor-version | unsupported"""
-    full_minimum: str
-    """Driver needed for full support of this CUDA release (catalog cuda_min_driver)."""
-    compat_minimum: str
-    """Minor-version-compatibility floor for the CUDA major (catalog minor_compat)."""
-
-
-def _at_least(have: str, want: str) -> bool:
-    """Version comparison that treats missing components as 0 (12.8 == 12.8.0)."""
-    a, b = version_tuple(have), version_tuple(want)
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
-
-
 def _same_version(a: str, b: str) -> bool:
     return _at_least(a, b) and _at_least(b, a)
 
 
 def _major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
-
-
-def _update_number(release: str) -> int:
-    return 0 if release == "GA" else int(release.removeprefix("U"))
-
-
-def min_driver(cuda: str) -> str:
-    """Full-support minimum driver for a toolkit version (12.6.3 → 12.6 U3's minimum).
-
-    An update newer than the table's last one for that minor takes the last listed minimum.
-    """
-    minor, release = release_of(cuda)
-    listed = {_update_number(r["release"]): r["min_driver"]
-              for r in catalog.rows("cuda_min_driver") if r["cuda"] == minor}
-    if not listed:
-        known = ", ".join(dict.fromkeys(r["cuda"] for r in catalog.rows("cuda_min_driver")))
-        raise KeyError(f"CUDA {cuda}: catalog cuda_min_driver lists no {minor} release; it knows {known}")
-    wanted = _update_number(release)
-    at_or_below = [n for n in listed if n <= wanted]
-    if not at_or_below:
-        raise KeyError(f"CUDA {cuda}: catalog cuda_min_driver has no {minor} GA row")
-    return listed[max(at_or_below)]
-
-
-def _compat_minimum(cuda: str, full_minimum: str) -> str:
-    """The minor-version floor of the CUDA major; without a catalog row, no minor-version support."""
-    major = cuda.split(".")[0]
-    for r in catalog.rows("minor_compat"):
-        if r["cuda_major"] == major:
-            return r["min_driver"]
-    return full_minimum
-
-
-def driver_support(cuda: str, driver: str) -> DriverSupport:
-    """How well a node's driver runs code built with this toolkit."""
-    full = min_driver(cuda)
-    compat = _compat_minimum(cuda, full)
-    if _at_least(driver, full):
-        level = "full"
-    elif _at_least(driver, compat):
-        level = "minor-version"
-    else:
-        level = "unsupported"
-    return DriverSupport(level, full, compat)
 
 
 def _torch_row(torch: str) -> dict[str, str] | None:
@@ -319,7 +260,8 @@ def _fabric_rows(fabric: str, instance_type: str) -> list[dict[str, str]]:
 def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:
     """Everything wrong with a lock on its own, before any node is chosen."""
     nccl = _effective_nccl(lock, wheelhouse)
-    found = _check_torch_cuda(lock)
+    own_torch = any(family.owns_torch for family in accelerators.used_by(lock))
+    found = [] if own_torch else _check_torch_cuda(lock)
     found += _check_torch_nccl(lock, wheelhouse)
     found += _check_cuda_known(lock)
     for arch in lock.gpu_archs:
@@ -328,6 +270,8 @@ def check_lock(lock: Lock, wheelhouse: Path | None = None) -> list[Conflict]:
     found += _fabric_nccl(lock, _fabric_rows(lock.fabric, "*"), nccl, "")
     found += _fabric_cuda(lock)
     found += _check_deepspeed_ops(lock)
+    for family in accelerators.used_by(lock):  # each family's own rules (Ascend: torch_npu, CANN, wheels)
+        found += [Conflict(*refusal) for refusal in family.rules(lock)]
     return found
 
 
@@ -442,13 +386,41 @@ def can_run(lock: Lock, cloud: str, instance_type: str, driver: str | None = Non
         node = catalog.instance_type(cloud, instance_type)
     except KeyError:
         return found + [_unknown_instance(cloud, instance_type)]
-    found += _check_gpu(lock, node)
+    mismatch = _check_family(lock, node)
+    found += mismatch or (_check_gpu(lock, node) if _node_family(node) in (None, "cuda") else [])
     found += _check_fabric_match(lock, node)
     found += _fabric_nccl(lock, _fabric_rows(lock.fabric, node.name), _effective_nccl(lock, wheelhouse),
                           f" on {node.name}")
-    if driver is not None:
+    if driver is not None and not mismatch:
         found += _check_driver(lock, node, driver)
+        for family in accelerators.used_by(lock):
+            found += [Conflict(*refusal) for refusal in family.driver_rules(lock, driver)]
     return list(dict.fromkeys(found))
+
+
+def _node_family(node: catalog.InstanceType) -> str | None:
+    family = accelerators.of_device(node.gpu.name)
+    return family.name if family else None
+
+
+def _check_family(lock: Lock, node: catalog.InstanceType) -> list[Conflict]:
+    """An image of one accelerator family on a node of another (a CUDA image on an NPU pool, or the reverse), or a
+    CPU image on a node whose accelerators it cannot use: named with both sides."""
+    built, node_family = accelerators.of_lock(lock), accelerators.of_device(node.gpu.name)
+    if node_family is None or built is node_family:
+        return []
+    devices = f"{node.gpu_count} x {node.gpu.name} ({node_family.label} {node_family.device_word}s)"
+    if built is None:
+        if node_family.name == "cuda":
+            return []  # the GPU rules say it, as before the families
+        return [Conflict("accelerator-mismatch", (f"image={lock.name} (CPU)", f"instance={node.name}"),
+                         f"{lock.name} is a CPU image but {node.name} has {devices}: they stay unused; build an "
+                         f"image with an {node_family.lock_section or node_family.name} section", WARNING)]
+    return [Conflict("accelerator-mismatch", (f"image={lock.name} ({built.label})", f"instance={node.name}"),
+                     f"{lock.name} is built for {built.label} but {node.name} has {devices}: its "
+                     f"{built.device_word}s are not there, so nothing in the image can use the node's; use an image "
+                     f"built for {node_family.label} on this pool, or a pool with {built.label} "
+                     f"{built.device_word}s")]
 
 
 HOST_LAYER = "host-layer"

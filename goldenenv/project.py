@@ -77,8 +77,9 @@ class Project:
         return self.examples if self.examples.is_dir() else packaged("examples")
 
 
-TEMPLATE_OWNERS = ("clouds", "fabrics")
-"""The folders under goldenenv/ whose packages (a cloud, a fabric) may hold templates of their own in templates/."""
+TEMPLATE_OWNERS = ("clouds", "fabrics", "accelerators")
+"""The folders under goldenenv/ whose packages (a cloud, a fabric, an accelerator family) may hold templates of their
+own in templates/."""
 
 
 def shipped_template_folders() -> list[Path]:

@@ -1,10 +1,12 @@
 """Where a catalog table's rows are, and how they are read: one table, several files.
 
-data/<table>.csv (beside this module) holds the rows that belong to no cloud or fabric (GPUs, CUDA and driver
-minimums, models); goldenenv/clouds/<cloud>/catalog/<table>.csv holds one cloud's rows, without a `cloud` column,
-and goldenenv/fabrics/<fabric>/catalog/<table>.csv one fabric's rows, without a `fabric` column: the reader fills
-the column from the folder's name. A shared file need not have that column: its rows are then read with it empty
-(rows of no cloud or fabric, such as the health rules every node is judged by). A new cloud or fabric adds its rows
+data/<table>.csv (beside this module) holds the rows that belong to no cloud, fabric or accelerator family (GPUs,
+models); goldenenv/clouds/<cloud>/catalog/<table>.csv holds one cloud's rows, without a `cloud` column,
+goldenenv/fabrics/<fabric>/catalog/<table>.csv one fabric's rows, without a `fabric` column, and
+goldenenv/accelerators/<family>/catalog/<table>.csv one accelerator family's (CUDA's driver minimums, Ascend's
+torch_npu pairs), without an `accelerator` column: the reader fills the column from the folder's name. A shared
+file need not have that column: its rows are then read with it empty (rows of no cloud or fabric, such as the
+health rules every node is judged by). A new cloud or fabric adds its rows
 in its own folder and edits no shared file, even to a table whose shared file has never had a row of one.
 Files are read on first use and cached for the process.
 """
@@ -45,13 +47,19 @@ def fabric_folders() -> dict[str, Traversable]:
     return _folders("fabrics")
 
 
-PACKAGES = {"cloud": "clouds", "fabric": "fabrics"}
+def accelerator_folders() -> dict[str, Traversable]:
+    """Each accelerator family's catalog folder (goldenenv/accelerators/<family>/catalog/), in name order."""
+    return _folders("accelerators")
+
+
+PACKAGES = {"cloud": "clouds", "fabric": "fabrics", "accelerator": "accelerators"}
 """The column a folder's rows are filled with, and the folder under goldenenv/ whose packages own such folders."""
 
 
 def _owners() -> dict[str, dict[str, Traversable]]:
-    """Each column's owners' folders, clouds' then fabrics' (found on each call, so that a test can add one)."""
-    return {"cloud": cloud_folders(), "fabric": fabric_folders()}
+    """Each column's owners' folders, clouds', fabrics' then accelerator families' (found on each call, so that a
+    test can add one)."""
+    return {"cloud": cloud_folders(), "fabric": fabric_folders(), "accelerator": accelerator_folders()}
 
 
 def _parts(table: str) -> list[tuple[tuple[str, str] | None, Traversable]]:
@@ -108,6 +116,7 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
 
 def tables() -> Iterator[str]:
     """Names of every table, shared or a cloud's or a fabric's, for the consistency test."""
-    folders = [resources.files(__package__).joinpath("data"), *cloud_folders().values(), *fabric_folders().values()]
+    folders = [resources.files(__package__).joinpath("data"), *cloud_folders().values(), *fabric_folders().values(),
+               *accelerator_folders().values()]
     yield from sorted({entry.name.removesuffix(".csv") for folder in folders for entry in folder.iterdir()
                        if entry.name.endswith(".csv")})

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from goldenenv import catalog, fabrics
+from goldenenv import accelerators, catalog, fabrics
 from goldenenv.checks.gpu import has_kernels
 from goldenenv.images import dockerfile
 from goldenenv.images.lock import Lock
@@ -107,6 +107,9 @@ def expectations(lock: Lock) -> list[Expectation]:
     fabric = fabrics.get(lock.fabric)
     if fabric and fabric.plugin_library and getattr(lock, fabric.lock_section) is not None:
         expect("fabric-plugin", lambda p: _plugin_library(fabric, p))
+    for family in accelerators.used_by(lock):  # the family's own (Ascend: the base's CANN is the lock's)
+        for ident, verify in family.image_checks(lock):
+            expect(ident, verify)
     expect("spotwatch", _spotwatch)
     if lock.slurm:
         _expect_slurm(lock, expect)

@@ -7,6 +7,7 @@ what it reports, so a whole suite costs one `docker exec` / one SSH round trip.
 import ctypes
 import glob
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -171,6 +172,43 @@ def spotwatch():
     return dict(command([path, "--help"]), path=path) if path else None
 
 
+ASCEND = "/usr/local/Ascend"
+TORCH_NPU = ("import json, torch, torch_npu; print(json.dumps({'version': torch_npu.__version__, "
+             "'available': torch_npu.npu.is_available(), 'count': torch_npu.npu.device_count(), "
+             "'cann': torch_npu.utils.get_cann_version(module='CANN')}))")
+
+
+def key_values(path):
+    """A version file of CANN or the NPU driver (key=value lines), or None when it is not there."""
+    try:
+        with open(path) as f:
+            return dict(line.strip().split("=", 1) for line in f if "=" in line)
+    except OSError:
+        return None
+
+
+def ascend_facts():
+    """Huawei Ascend, where /usr/local/Ascend is: CANN's version files (both layouts, before and from CANN 8.5), the
+    NPU driver's version.info and npu-smi (on a node, the driver's read-only mounts), and what torch_npu says (in a
+    process of its own: importing it loads CANN's libraries, which may abort)."""
+    if not os.path.isdir(ASCEND):
+        return None
+    infos = sorted(glob.glob(ASCEND + "/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info")
+                   + glob.glob(ASCEND + "/cann/*-linux/ascend_toolkit_install.info"))
+    npu_smi = shutil.which("npu-smi")
+    torch_npu = None
+    if importlib.util.find_spec("torch_npu") is not None:
+        done = command([sys.executable, "-c", TORCH_NPU])
+        try:
+            torch_npu = json.loads(done["out"].strip().splitlines()[-1]) if done["rc"] == 0 else {"error": done["out"]}
+        except (ValueError, IndexError):
+            torch_npu = {"error": done["out"]}
+    return {"cann": {path: key_values(path) for path in infos},
+            "driver": key_values(ASCEND + "/driver/version.info"),
+            "npu_smi": command([npu_smi, "info"]) if npu_smi else None,
+            "torch_npu": torch_npu}
+
+
 def main(argv):
     """argv: the compiled extension modules the lock's DeepSpeed ops must provide."""
     user = pwd.getpwuid(os.getuid())
@@ -201,6 +239,7 @@ def main(argv):
         "mlx5_provider": sorted(glob.glob("/usr/lib/*/libibverbs/libmlx5*")),
         "spotwatch": spotwatch(),
         "scheduler": scheduler(),
+        "ascend": ascend_facts(),
     }))
 
 

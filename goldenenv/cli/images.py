@@ -73,7 +73,9 @@ def image_render(name: str, out: Path = typer.Option(None, "--out", help="Write 
         fail(LockError([Problem("efa.installerSha256", f"not set: the EFA installer {lock.efa.installer} cannot be "
                                 "verified; add the sha256 of its tarball (aws-efa-installer-"
                                 f"{lock.efa.installer}.tar.gz)")], lock_path(name)))
-    base_ref = lock.base.image or bootstrap_tag(lock.base.bootstrap)
+    base_ref = lock.base.ref or bootstrap_tag(lock.base.bootstrap)
+    if lock.base.unverified_image:
+        errors.print(f"[yellow]warning[/] {escape(dockerfile.base_note(lock))}", highlight=False)
     if out:
         dockerfile.write_context(lock, base_ref, dockerfile.BuildOptions(), out)
         console.print(f"build context for {lock.tag} in {out}")

@@ -66,6 +66,10 @@ def ensure_base(client: docker.DockerClient, base: Base, apt_mirror: str | None 
     """The local reference of the lock's base: pulled by digest, or bootstrapped once and reused. A pull, the
     debootstrap and the import are each a step of `steps` (a line with its seconds, a heartbeat while it runs)."""
     steps = steps or Steps(log)
+    if base.unverified_image:
+        raise BaseError(f"{base.unverified_image} is pinned by tag only (base.unverifiedImage): a build from it could "
+                        "be any image that tag names at the time; read its digest from the registry and write "
+                        "base.image: <repo>@sha256:<digest> in the lock")
     if base.image:
         try:
             client.images.get(base.image)

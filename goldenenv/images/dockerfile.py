@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from goldenenv import catalog, compat, fabrics, slurm
+from goldenenv import accelerators, catalog, fabrics, slurm
 from goldenenv.images import bundle
 from goldenenv.images.lock import GROUPS, PACKAGE_SECRETS, Lock, MirrorUrl
 from goldenenv.render import render
@@ -123,15 +123,12 @@ def _requirement_line(lock: Lock, name: str) -> str:
 
 
 def env(lock: Lock) -> dict[str, str]:
-    """Runtime environment: driver floor for the container runtime, fabric settings from the catalog."""
+    """Runtime environment: the accelerator family's (CUDA: the driver floor for the container runtime), fabric
+    settings from the catalog."""
     values = {"GOLDENENV_IMAGE": lock.name, "GOLDENENV_LOCK": lock.content_hash}
-    if lock.cuda:
-        major_minor = ".".join(lock.cuda.split(".")[:2])
-        values.update(
-            NVIDIA_REQUIRE_CUDA=f"cuda>={major_minor}",
-            NVIDIA_VISIBLE_DEVICES="all",
-            NVIDIA_DRIVER_CAPABILITIES="compute,utility",
-        )
+    family = accelerators.of_lock(lock)
+    if family:
+        values.update(family.env(lock))
     fabric = fabrics.get(lock.fabric)
     if fabric:
         section = getattr(lock, fabric.lock_section)
@@ -139,8 +136,8 @@ def env(lock: Lock) -> dict[str, str]:
         values.update(catalog.fabric_env(fabric.name, versions))
         if fabric.libraries:  # where the fabric's layer put its NCCL plugin
             values["LD_LIBRARY_PATH"] = fabric.libraries
-    if lock.deepspeed and lock.torch_cuda not in (None, "cpu"):
-        values["DS_ACCELERATOR"] = "cuda"  # a GPU image never falls back to DeepSpeed's CPU accelerator unnoticed
+    if lock.deepspeed and family and family.deepspeed_accelerator:
+        values["DS_ACCELERATOR"] = family.deepspeed_accelerator  # never DeepSpeed's CPU accelerator unnoticed
     return values
 
 
@@ -159,12 +156,11 @@ def ops_build_env(lock: Lock) -> dict[str, str]:
 
 
 def labels(lock: Lock) -> dict[str, str]:
+    family = accelerators.of_lock(lock)
+    family_pins, family_targets = family.labels_of(lock) if family else ({}, {})
     pins = {
-        "python": lock.python, "torch": lock.torch, "torch-cuda": lock.torch_cuda, "cuda": lock.cuda,
-        "cudnn": lock.cudnn, "nccl": lock.nccl, "deepspeed": lock.deepspeed, "fabric": lock.fabric,
-        **_fabric_labels(lock),
-        "gpu-archs": " ".join(lock.gpu_archs) or None,
-        "min-driver": compat.min_driver(lock.cuda) if lock.cuda else None,
+        "python": lock.python, "torch": lock.torch, "torch-cuda": lock.torch_cuda, **family_pins,
+        "deepspeed": lock.deepspeed, "fabric": lock.fabric, **_fabric_labels(lock), **family_targets,
     }
     values = {
         "org.opencontainers.image.title": lock.name,
@@ -203,6 +199,9 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
             "components": lock.deepspeed_ops.compiler_components, "wrapper": CXX_WRAPPER}
         project_layer["parent"], project_layer["build_env"] = TOOLCHAIN, ops_build_env(lock)
     image_layers = list(python_layers)
+    family = accelerators.of_lock(lock)
+    if family and family.image_layer:  # the family's own layer (Ascend: CANN's version and environment)
+        image_layers.append({"template": family.image_layer, **family.layer_values(lock)})
     fabric = _fabric_layer(lock)
     if fabric:  # last: the image without it is the stem every fabric shares (a lock that extends another)
         image_layers.append(fabric)
@@ -212,7 +211,7 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
     if options.wheelhouse:
         pip_env["PIP_FIND_LINKS"] = "/tmp/goldenenv-build/wheelhouse"
     return {
-        "name": lock.name, "lock_hash": lock.content_hash, "base_ref": base_ref,
+        "name": lock.name, "lock_hash": lock.content_hash, "base_ref": base_ref, "base_note": base_note(lock),
         "os_builders": os_builders, "os_fragments": os_fragments, "os_packages": os_packages(lock),
         "package_secrets": list(PACKAGE_SECRETS) if lock.slurm else [],
         "uid": UID, "user": lock.user,
@@ -221,6 +220,15 @@ def render_values(lock: Lock, base_ref: str, options: BuildOptions = BuildOption
         "env": env(lock), "labels": labels(lock),
         "node_tools": [{"source": name, "target": tool.target} for name, tool in node_tools(lock).items()],
     }
+
+
+def base_note(lock: Lock) -> str | None:
+    """What the Dockerfile says of a base pinned by tag only (the lock's base.unverifiedImage); None otherwise."""
+    if not lock.base.unverified_image:
+        return None
+    return (f"UNVERIFIED BASE: {lock.base.unverified_image} is pinned by tag, not by digest (no public source gives "
+            "its digest): the same lock may build on another image. Pin base.image to repo@sha256:... read from the "
+            "registry before building.")
 
 
 def layer_prefix(group: str) -> str:

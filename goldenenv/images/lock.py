@@ -13,12 +13,13 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from packaging.utils import canonicalize_name
 from pydantic import Field, ValidationError, create_model, model_validator
 
-from goldenenv import fabrics, project
+from goldenenv import accelerators, fabrics, project
+from goldenenv.accelerators.cuda.driver import release_of  # noqa: F401  (callers read it here)
 from goldenenv.fabrics import DebianPackage, Efa, Erdma, GpuDirectTcp, Gib, Sha256, Version  # noqa: F401
 from goldenenv.modelwords import error_message, user_errors, user_path
 from goldenenv.spec import ConfigError, LockError, Model, Problem
@@ -61,14 +62,26 @@ class Base(Model):
                                           "(debian@sha256:...)")
     """A registry image pinned by digest."""
     bootstrap: Bootstrap | None = None
+    unverified_image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*:[A-Za-z0-9._-]+$",
+                                         description="an image by tag (repository:tag) whose digest no public "
+                                                     "source gives")
+    """A vendor's base image by tag, for a lock whose base no public source pins by digest (Huawei's CANN images:
+    their registries are not reachable from where the lock was written). The lock renders, saying so at the top of
+    its Dockerfile; `image build` refuses it until `image` pins the digest read from the registry."""
     os_packages: list[DebianPackage] = []
     """Installed with the distribution's package manager on top of an image base."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Base:
-        if (self.image is None) == (self.bootstrap is None):
-            raise ValueError("set exactly one of image (repo@sha256:...) or bootstrap (distro, release, mirror)")
+        if sum(x is not None for x in (self.image, self.bootstrap, self.unverified_image)) != 1:
+            raise ValueError("set exactly one of image (repo@sha256:...) or bootstrap (distro, release, mirror), or "
+                             "unverifiedImage (repo:tag) where no public source gives the image's digest")
         return self
+
+    @property
+    def ref(self) -> str | None:
+        """The base as a Dockerfile's FROM names it, for an image base (by digest, or by tag when unverified)."""
+        return self.image or self.unverified_image
 
 
 DebianVersion = Annotated[str, Field(pattern=r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$", max_length=100,
@@ -136,8 +149,10 @@ FABRIC_SECTIONS: tuple[str, ...] = fabrics.sections()
 SECTIONS_IN_EVERY_IDENTITY = ("efa", "erdma")
 """The fabric sections every lock's identity has held since before the registry (null when unset): kept there so
 no lock's tag moves. Every later fabric's section is part of the identity only when set."""
+ACCELERATOR_SECTIONS: tuple[str, ...] = accelerators.sections()
+"""The accelerator families' lock sections (ascend: {...}); CUDA's pins are top-level fields, from before them."""
 IDENTITY_IF_SET = ("deepspeed_ops", "extends", "max_compressed_gb", "slurm",
-                   *(s for s in FABRIC_SECTIONS if s not in SECTIONS_IN_EVERY_IDENTITY))
+                   *(s for s in FABRIC_SECTIONS if s not in SECTIONS_IN_EVERY_IDENTITY), *ACCELERATOR_SECTIONS)
 """Fields that are part of a lock's identity only when set: a lock that does not use them keeps its tag."""
 
 
@@ -206,6 +221,10 @@ class Lock(Model):
         if written != ([own] if own else []):
             problems.append(f"fabric {self.fabric} needs exactly its own section ({own or 'none'}) but the lock "
                             f"writes {', '.join(written) or 'none'}; sections: {', '.join(FABRIC_SECTIONS)}")
+        families = accelerators.used_by(self)
+        if len(families) > 1:
+            problems.append(f"one accelerator family per image, but the lock sets pins of {families[0].label} and "
+                            f"{families[1].label}: an image built for both runs on neither's nodes as locked")
         if self.deepspeed_ops and not (self.deepspeed and self.torch_cuda not in (None, "cpu")):
             problems.append("deepspeedOps needs deepspeed and a CUDA torch (torchCuda cu126, ...)")
         if self.deepspeed_ops:
@@ -223,7 +242,10 @@ class Lock(Model):
     @property
     def content_hash(self) -> str:
         """Identity of the image: changes with any pin, not with build options."""
-        unset = {name for name in IDENTITY_IF_SET if getattr(self, name) is None} | set(NOT_IDENTITY)
+        unset: dict[str, Any] = {name: True for name in IDENTITY_IF_SET if getattr(self, name) is None}
+        unset.update({name: True for name in NOT_IDENTITY})
+        if self.base.unverified_image is None:  # a base field added later: no lock without it changes its tag
+            unset["base"] = {"unverified_image": True}
         canonical = json.dumps(self.model_dump(mode="json", by_alias=True, exclude=unset), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
@@ -246,12 +268,11 @@ class Lock(Model):
 
     def top_level(self) -> dict[str, list[str]]:
         """What each layer asks for, from the pins above and `requirements`; `pin` resolves these."""
-        asked = {
-            "cuda": [f"nvidia-nccl-cu12=={self.nccl}"] * bool(self.nccl)
-            + [f"nvidia-cudnn-cu12=={self.cudnn}"] * bool(self.cudnn),
-            "torch": [f"torch=={self.torch}"] * bool(self.torch),
-            "project": [f"deepspeed=={self.deepspeed}"] * bool(self.deepspeed),
-        }
+        asked: dict[str, list[str]] = {"cuda": [], "torch": [f"torch=={self.torch}"] * bool(self.torch),
+                                       "project": [f"deepspeed=={self.deepspeed}"] * bool(self.deepspeed)}
+        for family in accelerators.used_by(self):  # NCCL and cuDNN (CUDA), torch_npu (Ascend)
+            for group, wanted in family.requirements(self).items():
+                asked[group] += wanted
         return {g: asked[g] + list(self.requirements.get(g, [])) for g in GROUPS}
 
     @property
@@ -260,9 +281,11 @@ class Lock(Model):
         return ";".join(f"{a[3:-1]}.{a[-1]}" for a in self.gpu_archs)
 
 
-Lock = create_model(  # type: ignore[misc]  # the fields above, plus one optional section per fabric of the registry
+Lock = create_model(  # type: ignore[misc]  # the fields above, plus one optional section per fabric and accelerator
     "Lock", __base__=Lock, __module__=__name__,
-    **{fabric.lock_section: (fabric.section | None, None) for fabric in fabrics.FABRICS.values()})
+    **{fabric.lock_section: (fabric.section | None, None) for fabric in fabrics.FABRICS.values()},
+    **{family.lock_section: (family.section | None, None) for family in accelerators.ACCELERATORS.values()
+       if family.lock_section})
 
 
 def folders(images_dir: Path | None = None) -> list[Path]:
@@ -365,11 +388,4 @@ def _problem(path: Path, err: dict, doc: object = None, model: type[Model] | Non
     else:
         message = error_message(err, model)
     return Problem(f"{path.parent.name}/lock.yaml: {field}", message)
-
-
-def release_of(cuda: str) -> tuple[str, str]:
-    """12.6.3 → ('12.6', 'U3'); 12.8.0 → ('12.8', 'GA')."""
-    major, minor, *patch = (cuda.split(".") + ["0"])[:3]
-    n = int(re.sub(r"\D", "", patch[0]) or 0)
-    return f"{major}.{minor}", "GA" if n == 0 else f"U{n}"
 
