@@ -22,7 +22,7 @@ from typing import Any
 
 import pulumi
 
-from goldenenv import catalog, compat, fabrics, slurm
+from goldenenv import accelerators, catalog, compat, fabrics, slurm
 from goldenenv.catalog import health
 from goldenenv.health import judge
 from goldenenv.images import host, hostinstall
@@ -236,6 +236,8 @@ class NodeBoot:
                 mounts.append(storage.parallel_fs.mount_point)
             volumes = [f"{path}:{path}" for path in mounts]
             volumes += [f"{path}:{path}:ro" for path in (fabric.host_mounts if fabric else ())]
+            family = accelerators.of_device(self._instance_type().gpu.name)
+            volumes += [f"{path}:{path}:ro" for path in (family.host_mounts if family else ())]
             if expect["gpus"]:
                 volumes.append(f"{HOST_HEALTH_DIR}:{judge.HOST_EVIDENCE_DIR}:ro")
             run: dict[str, Any] = {"gpus": True, "user": None, "hosts": [], "command": ["sleep", "infinity"]}
@@ -245,7 +247,7 @@ class NodeBoot:
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
                                                      [self.pool], self._spot_cloud(), expect)}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run,
-                                        fabric=fabric))
+                                        fabric=fabric, accelerator=family))
         return host_layer_first(units, layer)
 
     def fabric_section(self) -> Any:
@@ -443,10 +445,13 @@ def munge_unit(munge: MungeKey, create: bool) -> BootUnit:
 
 def container_unit(steps: list[BootUnit], image_ref: str, registry_login: str | None, volumes: list[str], *,
                    gpus: bool, user: str | None, hosts: list[str], command: list[str],
-                   folders: list[str] = (), fabric: fabrics.Fabric | None = None) -> BootUnit:
+                   folders: list[str] = (), fabric: fabrics.Fabric | None = None,
+                   accelerator: accelerators.Accelerator | None = None) -> BootUnit:
     """The golden container, started once every step before it has left its ready marker, with what the node's
     fabric declares: its devices (`--device`), its device folders (bound read-write), its env files evaluated into
-    the container's environment, and its sidecars, which the container is bound to (it stops when one stops)."""
+    the container's environment, and its sidecars, which the container is bound to (it stops when one stops). With
+    `gpus`, the node's accelerator family gives it the devices: its container runtime's options (CUDA: --gpus all)
+    and its device nodes, each pattern expanded on the node (Ascend: /dev/davinci0 ... and the manager devices)."""
     before = [u.name for u in steps]
     env_files = list(fabric.env_files) if fabric else []
     env_file = CONTAINER_ENV if env_files else ENV_FILE
@@ -454,7 +459,9 @@ def container_unit(steps: list[BootUnit], image_ref: str, registry_login: str | 
                f"{env_file}:{ENV_FILE}:ro"]
     return boot_unit(CONTAINER_UNIT, "golden-image.sh", {
         "image_ref": image_ref, "env_file": env_file, "launch_env": ENV_FILE, "volumes": volumes,
-        "registry_login": registry_login, "wait_for": [(u, ready_marker(u)) for u in before], "gpus": gpus,
+        "registry_login": registry_login, "wait_for": [(u, ready_marker(u)) for u in before],
+        "runtime_options": list(accelerator.run_options) if gpus and accelerator else [],
+        "device_globs": list(accelerator.devices) if gpus and accelerator else [],
         "user": user, "hosts": hosts, "command": command, "folders": list(folders),
         "devices": list(fabric.devices) if fabric else [], "env_files": [f.path for f in env_files],
         "evaluate": evaluate_env_files(env_files) if env_files else "",

@@ -241,3 +241,24 @@ def test_a_discovered_folder_without_its_record_is_named(tmp_path):
     (tmp_path / "broken" / "__init__.py").write_text("ORDER = 3\n")
     with pytest.raises((RuntimeError, ModuleNotFoundError)):
         accelerators.discover([str(tmp_path)])
+
+
+def golden_container_script(family: str | None) -> str:
+    from goldenenv import nodeboot
+
+    unit = nodeboot.container_unit([], "registry.example/goldenenv/x@sha256:" + "0" * 64, None, [], gpus=True,
+                                   user=None, hosts=[], command=["sleep", "infinity"],
+                                   accelerator=accelerators.get(family) if family else None)
+    return unit.script.content
+
+
+def test_an_npu_nodes_golden_container_gets_the_npu_devices_and_no_nvidia_runtime():
+    script = golden_container_script("ascend")
+    assert "--gpus" not in script
+    for pattern in ("/dev/davinci[0-9]*", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
+        assert f"for d in {pattern}; do" in script
+
+
+def test_a_gpu_nodes_golden_container_runs_with_the_nvidia_runtime():
+    script = golden_container_script("cuda")
+    assert "  --gpus all --network host --ipc host \\\n" in script and "davinci" not in script
