@@ -130,6 +130,10 @@ def delete_everything(provider: str, days: float) -> Callable[[Plan], None]:
             plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
                                              {"enabled": True, "id": "purge", "prefix": "",
                                               "expirations": [{"days": days}]}])
+        elif provider == "huawei":
+            bucket = plan.one("huaweicloud:Obs/bucket:Bucket", "-data-bucket")
+            plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
+                                             {"enabled": True, "name": "purge", "expirations": [{"days": days}]}])
         elif provider == "aws":
             bucket = plan.one("aws:s3/bucket:Bucket")
             plan.add("aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2", "purge", {
@@ -160,8 +164,8 @@ def _plans_lustre(plan: Plan) -> bool:
     return any(r.type.startswith("azure-native:storagecache:AmlFilesystem") for r in plan.resources)
 
 
-ALL = ("aws", "alicloud", "gcp", "azure")
-ROWS_OF = {"aws": "aws", "alicloud": "alicloud", "gcp": "gcp", "azure-native": "azure"}
+ALL = ("aws", "alicloud", "gcp", "azure", "huawei")
+ROWS_OF = {"aws": "aws", "alicloud": "alicloud", "gcp": "gcp", "azure-native": "azure", "huaweicloud": "huawei"}
 """Provider (cloudfolder.provider) -> the name TABLE's rows give it: a row weakens the provider's resources, so it
 runs on every cloud built on that provider (a cloud started from a copy of another's folder included)."""
 
@@ -187,6 +191,8 @@ TABLE: tuple[Row, ...] = (
     Row("azure-scale-set-password-login", ("azure",), HOST, azure_password("scale set")),
     Row("azure-head-password-login", ("azure",), HOST, azure_password("head")),
     Row("azure-head-admin-password", ("azure",), HOST, azure_password("password")),
+    Row("huawei-node-admin-password", ("huawei",), HOST,
+        lambda plan: plan.set(plan.nodes("huaweicloud:Ecs/instance:Instance")[0], adminPass="Correct-Horse-1")),
     Row("alicloud-node-login-password", ("alicloud",), HOST,
         lambda plan: plan.set(plan.nodes("alicloud:ecs/instance:Instance")[0], password="Correct-Horse-1")),
     Row("alicloud-head-inherits-the-image-password", ("alicloud",), HOST,

@@ -38,6 +38,10 @@ ACR_ANSWER = {"data": {"authorizationToken": "recorded-acr-temporary-password", 
 """GetAuthorizationToken's answer (ACR personal edition API 2016-06-07, GET /tokens), as Alibaba's acr-login
 action reads it: data.tempUserName and data.authorizationToken."""
 GCP_PROJECT = "team-project-123"
+SWR_LOGIN = {"auths": {"swr.cn-north-4.myhuaweicloud.com": {
+    "auth": "Y24tbm9ydGgtNEBBS1JFQ09SREVEOnJlY29yZGVkLXN3ci1sb2dpbi1rZXk="}}}
+"""CreateSecret's answer (SWR POST /v2/manage/utils/secret: auths.<registry>.auth, base64 of user:password,
+https://support.huaweicloud.com/api-swr/swr_02_0052.html): cn-north-4@AKRECORDED : recorded-swr-login-key."""
 
 
 def cloud_of(path: Path) -> str:
@@ -65,6 +69,8 @@ def expected(cloud: str, region: str) -> dict:
                   "password": AZURE_TOKEN},
         "alicloud": {"prefix": f"registry.{region}.aliyuncs.com/", "username": "cr_temp_user",
                      "password": "recorded-acr-temporary-password"},
+        "huaweicloud": {"prefix": f"swr.{region}.myhuaweicloud.com/", "username": "cn-north-4@AKRECORDED",
+                        "password": "recorded-swr-login-key"},
     }
     rows["azure-native"] = rows.pop("azure")
     if provider not in rows:
@@ -140,9 +146,20 @@ def cloud_answers(tmp_path, monkeypatch, aws_env):
         asked.append((url, headers))
         return ACR_ANSWER
 
-    for cloud in WITH_REGISTRY:  # ACR's token call, in every cloud folder built on Alibaba Cloud
+    monkeypatch.setenv("HW_ACCESS_KEY", "AKRECORDED")
+    monkeypatch.setenv("HW_SECRET_KEY", "recorded-secret")
+
+    def swr(credentials, timeout=30):
+        def call(method, url, body):
+            asked.append((method, url))
+            return SWR_LOGIN
+        return call
+
+    for cloud in WITH_REGISTRY:  # the registry's token call, in every cloud folder built on Alibaba's or Huawei's
         if cloudfolder.provider(cloud) == "alicloud":
             monkeypatch.setattr(cloudfolder.module(cloud, "registry"), "_https_get", acr, raising=False)
+        if cloudfolder.provider(cloud) == "huaweicloud":
+            monkeypatch.setattr(cloudfolder.module(cloud, "api"), "client", swr)
     return asked
 
 

@@ -152,6 +152,51 @@ class Alicloud(Cloud):
         self.wider_scope(plan)
 
 
+class Huawei(Cloud):
+    """IAM agencies: a system role added to the agency's project roles, or a statement added to the agency's custom
+    policy (iam.Role); everyone is the agency delegated to another account (delegated_domain_name)."""
+
+    name, provider = "huawei", "huaweicloud"
+    admin = {"owner": "Tenant Administrator", "editor": "ECS FullAccess", "access-admin": "Security Administrator"}
+    """Huawei's system roles of each kind (IAM's system-defined roles; names as IAM's console lists them)."""
+
+    AGENCY, ROLE = "huaweicloud:Iam/agency:Agency", "huaweicloud:Iam/role:Role"
+
+    def _component(self, who: str) -> str:
+        return {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:BudgetGuard",
+                "stop": f"goldenenv:{self.cloud}:BudgetGuard"}[who]
+
+    def role(self, plan: Plan, who: str) -> PlannedResource:
+        return next(r for r in plan.of(self.AGENCY) if _in(r, self._component(who)))
+
+    def grant(self, plan, who, role):
+        agency = self.role(plan, who)
+        projects = [dict(p) for p in agency.props["projectRoles"]]
+        projects[0]["roles"] = [*projects[0]["roles"], self.admin[role]]
+        plan.set(agency, projectRoles=projects)
+
+    def _node_policy(self, plan: Plan) -> PlannedResource:
+        return next(r for r in plan.of(self.ROLE) if _in(r, self._component("node")))
+
+    def custom_action(self, plan, action):
+        policy = self._node_policy(plan)
+        plan.set(policy, policy=_policy_with(policy.props["policy"],
+                                             {"Effect": "Allow", "Action": [action], "Resource": ["*"]}))
+
+    def to_everyone(self, plan):
+        plan.set(self.role(plan, "node"), delegatedDomainName="any-other-account")
+
+    def wider_scope(self, plan):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["policy"])
+        for statement in document["Statement"]:
+            statement["Resource"] = ["*"]
+        plan.set(policy, policy=json.dumps(document))
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
 class Gcp(Cloud):
     """Service accounts: a project-level IAM member; a custom role's permissions; everyone is allUsers or
     allAuthenticatedUsers on any resource's IAM."""
@@ -230,7 +275,7 @@ class Azure(Cloud):
         plan.set(grant, scope="/subscriptions/00000000-0000-0000-0000-000000000000")
 
 
-ADAPTERS: dict[str, type[Cloud]] = {a.provider: a for a in (Aws, Alicloud, Gcp, Azure)}
+ADAPTERS: dict[str, type[Cloud]] = {a.provider: a for a in (Aws, Alicloud, Gcp, Azure, Huawei)}
 """Provider -> how its grants look (its adapter), for every cloud that builds on it."""
 CLOUDS = sorted({c for c, _ in CASES})
 """The clouds with shipped Pulumi stacks: each is held to its own least-privilege table (clouds/<cloud>/privilege.py)."""
@@ -259,7 +304,7 @@ class Row:
     mutate: Callable[[Plan, Cloud], None]
     names: str
     """Words the message must carry (the grant, as the user would recognise it); "" for none."""
-    clouds: tuple[str, ...] = ("aws", "alicloud", "gcp", "azure")
+    clouds: tuple[str, ...] = ("aws", "alicloud", "gcp", "azure", "huawei")
     """The adapters (Cloud.name) the row runs on: every cloud that builds on their providers."""
     identity: str | None = None
     """The table's row the mutation widens ("node", "stop"): the message names it as the table does. The stop's

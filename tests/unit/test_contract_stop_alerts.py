@@ -144,8 +144,27 @@ def alicloud(resources: list[PlannedResource]) -> dict[str, set[str]]:
     return emails
 
 
+# ---------------------------------------------------------------- Huawei Cloud: the function publishes its failure to
+#                                                                   an SMN topic -> email subscriptions
+
+def huawei(resources: list[PlannedResource]) -> dict[str, set[str]]:
+    """The stop function (a FunctionGraph function whose user_data sets GOLDENENV_LIMIT) publishes a failed run to
+    the SMN topic its GOLDENENV_ALERT_TOPIC names; the topic's email subscriptions are the addresses it reaches."""
+    emails: dict[str, set[str]] = {}
+    for function in of(resources, "huaweicloud:FunctionGraph/function:Function"):
+        env = json.loads(function.props.get("userData") or "{}")
+        if "GOLDENENV_LIMIT" not in env:
+            continue
+        topic = env.get("GOLDENENV_ALERT_TOPIC")
+        emails[function.props["name"]] = {s.props["endpoint"] for s in of(resources,
+                                                                           "huaweicloud:Smn/subscription:Subscription")
+                                          if s.props.get("protocol") == "email" and topic
+                                          and s.props.get("topicUrn") == topic}
+    return emails
+
+
 READERS: dict[str, Callable[[list[PlannedResource]], dict[str, set[str]]]] = {
-    "aws": aws, "gcp": gcp, "azure-native": azure, "alicloud": alicloud}
+    "aws": aws, "gcp": gcp, "azure-native": azure, "alicloud": alicloud, "huaweicloud": huawei}
 """Provider -> the stop functions in a plan of its resources, and the addresses an alert on each one's failures
 reaches."""
 

@@ -346,7 +346,54 @@ class Alicloud(Chain):
 
 
 
-CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud())}
+class Huawei(Chain):
+    """Huawei's budget is its stop function: the settings are its user_data (JSON), its agency holds the stop."""
+
+    name = "huawei"
+    FUNCTION = "huaweicloud:FunctionGraph/function:Function"
+
+    def budget(self, plan):
+        return plan.one(self.FUNCTION, "-budget-stop")
+
+    def _env(self, plan, drop=(), **change):
+        function = self.budget(plan)
+        env = {k: v for k, v in json.loads(function.props["userData"]).items() if k not in drop}
+        return plan.set(function, userData=json.dumps({**env, **change}))
+
+    def other_stack_filter(self, plan):
+        return self._env(plan, GOLDENENV_TAG_VALUE="another-stack")
+
+    def amount_times_100(self, plan):
+        limit = float(json.loads(self.budget(plan).props["userData"])["GOLDENENV_LIMIT"])
+        return self._env(plan, GOLDENENV_LIMIT=f"{limit * 100:.2f}")
+
+    def other_currency(self, plan):
+        return self._env(plan, GOLDENENV_CURRENCY="USD" if "CNY" in str(self.budget(plan).props) else "CNY")
+
+    def no_100_percent_alert(self, plan):
+        return self._env(plan, drop=("GOLDENENV_ALERT_TOPIC",))
+
+    def hard_stop_off(self, plan):
+        return self._env(plan, GOLDENENV_HARD_STOP="false")
+
+    def stop_permission_removed(self, plan):
+        policy = plan.one("huaweicloud:Iam/role:Role", "-budget-identity-policy")
+        document = json.loads(policy.props["policy"])
+        document["Statement"] = [s for s in document["Statement"] if "ecs:cloudServers:stop" not in s["Action"]]
+        plan.set(policy, policy=json.dumps(document))
+        return self.budget(plan)
+
+    def identity_grant_removed(self, plan):
+        agency = plan.one("huaweicloud:Iam/agency:Agency", "-budget-identity-agency")
+        plan.set(agency, projectRoles=[{**p, "roles": []} for p in agency.props["projectRoles"]])
+        return self.budget(plan)
+
+    def route_disabled(self, plan):
+        plan.set(plan.one("huaweicloud:FunctionGraph/trigger:Trigger", "-budget-timer"), status="DISABLED")
+        return self.budget(plan)
+
+
+CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud(), Huawei())}
 
 
 # ---------------------------------------------------------------- the table

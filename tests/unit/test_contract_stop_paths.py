@@ -38,6 +38,8 @@ NOT_A_STOP_CALL = {
     ("alicloud", "ttl"): "Alibaba releases the node itself at its auto_release_time (clouds/alicloud/nodes.py): "
                          "the cloud deletes it, no stop call is made",
     ("alicloud", "idle"): "Alibaba stacks have no idle stop: the cloud's check refuses lifecycle.idleMinutes",
+    ("huawei", "ttl"): "Huawei stacks have no time to live yet: the cloud's check refuses lifecycle.ttlHours",
+    ("huawei", "idle"): "Huawei stacks have no idle stop yet: the cloud's check refuses lifecycle.idleMinutes",
 }
 """Paths served without a stop call of goldenenv's (or not at all), each with why, by the driver's key (a cloud, or
 for BY_PROVIDER's drivers the provider): the stop code they drive serves no other."""
@@ -166,6 +168,20 @@ def aws(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str
     return {t: f"{now_states[i]} ({problems})" for i, t in ids.items() if now_states[i] not in ("stopping", "stopped")}
 
 
+# ---------------------------------------------------------------- Huawei Cloud: stop.py on a fake BSS and ECS
+
+def huawei(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
+    from stopfakes.huawei import HuaweiAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    world = HuaweiAdapter([FleetNode(f"node-{k}") for k in range(len(types))], Faults())
+    for k, t in enumerate(types):
+        world.api.servers[world.api.names[f"node-{k}"]]["flavor"] = {"id": t}
+    outcome = world.invoke({"budget": "hard-stop"}.get(path, path))
+    return {world.api.servers[world.api.names[n]]["flavor"]["id"]: f"still running ({outcome.message})"
+            for n in world.running()}
+
+
 def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:
     """What each node's planned idle alarm does when it fires: the EC2 action of its arn:...:automate:...:ec2:<act>
     alarm action, by the instance id of its InstanceId dimension."""
@@ -191,7 +207,7 @@ def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:
 
 Driver = Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]
 """A cloud's stop paths driven through its own code: (path, catalog types, request) -> {type: why it runs}."""
-DRIVERS: dict[str, Driver] = {"aws": aws, "gcp": gcp, "azure": azure}
+DRIVERS: dict[str, Driver] = {"aws": aws, "gcp": gcp, "azure": azure, "huawei": huawei}
 """Cloud -> the driver of its own stop code."""
 BY_PROVIDER: dict[str, Callable[[str], Driver]] = {"alicloud": alicloud}
 """Provider -> the driver of the stop code of a cloud's folder built on it (cloudfolder.provider)."""

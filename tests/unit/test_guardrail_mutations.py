@@ -408,7 +408,75 @@ class Azure(Cloud):
         plan.drop(lambda r: r.type == "azure-native:web:WebApp")
 
 
-CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure()}
+class Huawei(Cloud):
+    """Huawei Cloud: a security group's rules are SecgroupRule resources; a public address is an ECS instance's own
+    EIP (eip_type + bandwidth) or an EIP associated with its port; OBS has no public access block resource, so the
+    bucket's own ACL is its block; a disk is judged through a data disk's DEW key (the system disk's is not judged:
+    guardrail_facts). ECS's metadata token switch is no provider input: nothing to catch."""
+
+    name = "huawei"
+    instance = "huaweicloud:Ecs/instance:Instance"
+    group = "huaweicloud:Vpc/secgroup:Secgroup"
+    bucket_type = "huaweicloud:Obs/bucket:Bucket"
+    budget_component = "goldenenv:huawei:BudgetGuard"
+    action = "GetObject"
+    not_applicable = frozenset({"imdsv1-allowed"})
+
+    def node_group(self, plan):
+        return plan.one(self.group, "-nodes-sg")
+
+    def head_group(self, plan):
+        return plan.one(self.group, "-head-sg")
+
+    def ssh_rule(self, plan, group, cidr, name, *, all_ports=False):
+        ports = {} if all_ports else {"protocol": "tcp", "ports": "22"}
+        plan.add("huaweicloud:Vpc/secgroupRule:SecgroupRule", name, {
+            "direction": "ingress", "ethertype": "IPv6" if ":" in cidr else "IPv4", "securityGroupId": group.id,
+            "remoteIpPrefix": cidr, "action": "allow", **ports})
+
+    def eip_on(self, plan, node):
+        plan.set(node, eipType="5_bgp", bandwidth={"shareType": "PER", "size": 10, "chargeMode": "traffic"})
+
+    def eip_association_on(self, plan, node):
+        """An EIP bound to the node's port (the plan knows no port ids: the port stands here as the node's id)."""
+        eip = plan.add("huaweicloud:Vpc/eip:Eip", "gpu-eip", {"publicip": {"type": "5_bgp"}})
+        plan.add("huaweicloud:Vpc/eipAssociate:EipAssociate", "gpu-eip-assoc", {"publicIp": eip.id, "portId": node.id})
+
+    def ipv6_on_node(self, plan):
+        node = plan.nodes(self.instance)[0]
+        plan.set(node, networks=[{**n, "ipv6Enable": True} for n in node.props["networks"]])
+
+    def root_disk_plain(self, plan):
+        plan.set(plan.nodes(self.instance)[0], dataDisks=[{"type": "GPSSD", "size": 100}])
+
+    def bucket_encryption_dropped(self, plan):
+        plan.set(self.bucket(plan), encryption=False, sseAlgorithm=None)
+
+    def bucket_policy(self, plan, statement):
+        plan.add("huaweicloud:Obs/bucketPolicy:BucketPolicy", "data-policy", {
+            "bucket": self.bucket(plan).props["bucket"], "policyFormat": "obs",
+            "policy": json.dumps({"Statement": [statement]})})
+
+    def acl_resource(self, plan, acl):
+        plan.set(self.bucket(plan), acl=acl)
+
+    def block_off(self, plan):
+        plan.set(self.bucket(plan), acl="public-read")
+
+    def block_dropped(self, plan):
+        plan.set(self.bucket(plan), acl=None)
+
+    def stop_dropped(self, plan):
+        plan.drop(lambda r: r.type == "huaweicloud:FunctionGraph/trigger:Trigger" and self.budget_component in r.urn)
+
+    def hard_stop_off(self, plan):
+        function = next(r for r in plan.of("huaweicloud:FunctionGraph/function:Function")
+                        if self.budget_component in r.urn)
+        plan.set(function, userData=json.dumps({**json.loads(function.props["userData"]),
+                                                "GOLDENENV_HARD_STOP": "false"}))
+
+
+CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure(), "huawei": Huawei()}
 ALL = tuple(CLOUDS)
 
 

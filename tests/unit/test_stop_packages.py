@@ -56,11 +56,19 @@ def alicloud() -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
+def huawei() -> dict[str, bytes]:
+    from goldenenv.clouds.huawei import budget
+
+    with zipfile.ZipFile(io.BytesIO(budget.package())) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
 PACKAGES: dict[str, tuple[Callable[[], dict[str, bytes]], str]] = {
     "gcp": (gcp, "main"),
     "azure": (azure, "function_app"),
     "aws": (aws, "reaper"),
     "alicloud": (alicloud, "guard"),
+    "huawei": (huawei, "stop"),
 }
 """cloud -> (its stop function's package as shipped: file name -> bytes, the entry module)."""
 

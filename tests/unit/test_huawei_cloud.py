@@ -1,0 +1,164 @@
+"""Huawei Cloud's stack rules: bad input is refused at its key (exit 2 in the CLI), each anchored on the fact it
+rests on; the export before destroy; the registry's temporary login; the IAM judge."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from goldenenv import clouds, stackconfig
+from goldenenv.cli import app
+from goldenenv.clouds.huawei import obslink, privilege
+from goldenenv.spec import ConfigError
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+DEV = "huawei-gpu-dev"
+
+
+def refusals(stack: str, **changes) -> list[str]:
+    values, _ = stackconfig.namespaced(stackconfig.read_stack_file(STACKS / f"Pulumi.{stack}.yaml"))
+    values = copy.deepcopy(values)
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            values[section] = {**values.get(section, {}), field: value}
+        else:
+            values[section] = value
+    try:
+        clouds.validate(stackconfig.load(stack, values))
+    except ConfigError as e:
+        return [str(p) for p in e.problems]
+    return []
+
+
+def test_the_shipped_stack_passes():
+    assert refusals(DEV) == []
+
+
+def test_the_dev_stack_plans_strict_with_exit_0():
+    result = CliRunner().invoke(app, ["plan", "-s", DEV, "--strict"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "huaweicloud:Ecs/instance:Instance" in result.output and "FunctionGraph/trigger:Trigger" in result.output
+
+
+def test_spot_is_refused_until_its_notice_is_known():
+    found = refusals(DEV, nodes__capacity="spot")
+    assert any(p.startswith("goldenenv:nodes.capacity") and "on-demand" in p for p in found), found
+
+
+def test_rdma_is_refused_on_a_gpu_ecs_flavor():
+    found = refusals(DEV, nodes__rdma=True)
+    assert any(p.startswith("goldenenv:nodes.rdma") for p in found), found
+
+
+@pytest.mark.parametrize("size, words", [(1000, "1,228"), (4000, "nearest is 3,686")])
+def test_sfs_turbo_hpc_below_its_minimum_or_off_its_step_is_refused(size, words):
+    """Huawei's HPC sizes: at least 1,228 GB at 40M, a multiple of 1.2 TiB rounded down to GiB (3,686, 4,915 ...):
+    terraform-provider-huaweicloud docs/resources/sfs_turbo.md@a0345b8."""
+    found = refusals(DEV, storage={"parallelFs": {"enabled": True, "sizeGib": size}})
+    assert any(p.startswith("goldenenv:storage.parallelFs.sizeGib") and words in p for p in found), found
+    assert refusals(DEV, storage={"parallelFs": {"enabled": True, "sizeGib": 4915}}) == []
+
+
+@pytest.mark.parametrize("key", ["ttlHours", "idleMinutes"])
+def test_a_time_to_live_or_idle_stop_is_refused_until_the_stop_function_runs_it(key):
+    found = refusals(DEV, lifecycle={key: 12 if key == "ttlHours" else 60})
+    assert any(p.startswith(f"goldenenv:lifecycle.{key}") for p in found), found
+
+
+@pytest.mark.parametrize("key, value", [("team:a", "x"), ("team", "a/b")])
+def test_a_tag_huawei_refuses_is_named_at_its_key(key, value):
+    """TMS: keys of letters, digits, _ and - (36 at most), values of the same and . (43 at most)."""
+    found = refusals(DEV, tags__extra={key: value})
+    assert any(p.startswith(f"goldenenv:tags.extra.{key}") and "Huawei Cloud refuses" in p for p in found), found
+
+
+def test_more_than_ten_tags_are_refused():
+    found = refusals(DEV, tags__extra={f"k{n}": "v" for n in range(8)})
+    assert any(p.startswith("goldenenv:tags") and "at most 10" in p for p in found), found
+
+
+def test_the_bucket_name_must_be_one_obs_takes():
+    found = refusals(DEV, storage={"bucket": {"name": "Bad_Bucket"}})
+    assert any(p.startswith("goldenenv:storage.bucket.name") for p in found), found
+
+
+def test_export_waits_for_success_and_a_failure_stops_destroy():
+    asked, states = [], iter(["RUNNING", "RUNNING", "SUCCESS"])
+
+    def call(region, operation, fields):
+        asked.append((operation, fields))
+        return {"task_id": "t-1"} if operation == "create_hpc_cache_task" else {"status": next(states)}
+
+    obslink.export("cn-north-4", "share-1", lambda line: None, call=call, sleep=lambda s: None)
+    assert asked[0] == ("create_hpc_cache_task", {"share_id": "share-1", "body": {
+        "type": "export", "src_target": "goldenenv", "src_prefix": "", "dest_target": "goldenenv", "dest_prefix": ""}})
+    assert [a[0] for a in asked[1:]] == ["show_hpc_cache_task"] * 3
+
+    failing = iter(["RUNNING", "FAIL"])
+    with pytest.raises(obslink.ExportFailed, match="failed"):
+        obslink.export("cn-north-4", "share-1", lambda line: None, sleep=lambda s: None,
+                       call=lambda r, o, f: {"task_id": "t-2"} if o == "create_hpc_cache_task"
+                       else {"status": next(failing)})
+
+
+def test_destroy_refuses_to_go_on_when_the_export_fails():
+    cloud = clouds.get("huawei")
+    spec = stackconfig.load(DEV, stackconfig.namespaced(stackconfig.read_stack_file(
+        STACKS / f"Pulumi.{DEV}.yaml"))[0])
+    with pytest.raises(RuntimeError, match="Nothing was destroyed"):
+        cloud.before_destroy(spec, {"fileSystemId": "share-1", "backendTargetId": "t"}, False, lambda line: None,
+                             call=lambda r, o, f: {"task_id": "t"} if o == "create_hpc_cache_task"
+                             else {"status": "FAIL"})
+
+
+def test_image_push_logs_in_with_swrs_temporary_login():
+    """SWR CreateSecret answers auths.<registry>.auth, base64 of user:password
+    (https://support.huaweicloud.com/api-swr/swr_02_0052.html)."""
+    asked = []
+
+    def call(method, url, body):
+        asked.append((method, url))
+        return {"auths": {"swr.cn-north-4.myhuaweicloud.com": {
+            "auth": base64.b64encode(b"cn-north-4@AKRECORDED:recorded-login-key").decode()}}}
+
+    cloud = clouds.get("huawei")
+    spec = stackconfig.load(DEV, stackconfig.namespaced(stackconfig.read_stack_file(
+        STACKS / f"Pulumi.{DEV}.yaml"))[0])
+    auth = cloud.registry_auth(spec, cloud.registry_url(spec), call=call)
+    assert auth == {"username": "cn-north-4@AKRECORDED", "password": "recorded-login-key",
+                    "registry": "swr.cn-north-4.myhuaweicloud.com"}
+    assert asked == [("POST", "https://swr-api.cn-north-4.myhuaweicloud.com/v2/manage/utils/secret"
+                              "?projectname=cn-north-4")]
+
+
+def _resource(type_, label, urn_components, **props):
+    urn = f"urn:pulumi:dev::goldenenv::{'$'.join(urn_components + [type_])}::{label}"
+    return SimpleNamespace(type=type_, name=label, urn=urn, props=props, id=label, outputs={})
+
+
+def test_an_agency_holding_a_system_role_or_delegated_to_another_account_is_refused():
+    node = ["goldenenv:huawei:GpuCluster", "goldenenv:huawei:GpuNodePool"]
+    role = _resource(privilege.ROLE, "gpu-policy", node, name="gpu", policy=privilege.node_policy("b", "s"))
+    agency = _resource(privilege.AGENCY, "gpu-agency", node, name="gpu", delegatedServiceName="op_svc_ecs",
+                       projectRoles=[{"project": "cn-north-4", "roles": ["gpu", "Tenant Administrator"]}])
+    ctx = SimpleNamespace(resources=[role, agency])
+    assert list(privilege.judge(role, ctx)) == []
+    [problem] = list(privilege.judge(agency, ctx))
+    assert "'Tenant Administrator'" in problem and "the GPU nodes' agency" in problem
+    agency.props.update(projectRoles=[{"project": "cn-north-4", "roles": ["gpu"]}], delegatedDomainName="someone")
+    assert any("someone" in p for p in privilege.judge(agency, ctx))
+
+
+def test_a_wildcard_in_the_nodes_policy_is_refused():
+    node = ["goldenenv:huawei:GpuCluster", "goldenenv:huawei:GpuNodePool"]
+    policy = json.loads(privilege.node_policy("b", "s"))
+    policy["Statement"].append({"Effect": "Allow", "Action": ["ecs:*:*"], "Resource": ["*"]})
+    role = _resource(privilege.ROLE, "gpu-policy", node, name="gpu", policy=json.dumps(policy))
+    assert any("ecs:*:*" in p for p in privilege.judge(role, SimpleNamespace(resources=[role])))
