@@ -162,3 +162,21 @@ def test_a_wildcard_in_the_nodes_policy_is_refused():
     policy["Statement"].append({"Effect": "Allow", "Action": ["ecs:*:*"], "Resource": ["*"]})
     role = _resource(privilege.ROLE, "gpu-policy", node, name="gpu", policy=json.dumps(policy))
     assert any("ecs:*:*" in p for p in privilege.judge(role, SimpleNamespace(resources=[role])))
+
+
+def test_a_shared_file_system_plans_sfs_turbo_hpc_linked_to_the_bucket(tmp_path):
+    """parallelFs: SFS Turbo HPC at 40M in the nodes' subnet, and its backend target (the dynamic resource) to the
+    stack's bucket; plan --strict passes every guardrail (the link names the planned bucket)."""
+    import yaml
+
+    config = stackconfig.read_stack_file(STACKS / f"Pulumi.{DEV}.yaml")
+    config["goldenenv:storage"] = {"parallelFs": {"enabled": True, "sizeGib": 4915}}
+    (tmp_path / "Pulumi.huawei-turbo.yaml").write_text(yaml.safe_dump({"config": config}))
+    result = CliRunner().invoke(app, ["plan", "-s", "huawei-turbo", "--stacks-dir", str(tmp_path), "--strict"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "huaweicloud:Sfs/turbo:Turbo · shareType=HPC, hpcBandwidth=40M, size=4915" in " ".join(
+        result.output.split())
+    assert "huawei-turbo-data-obs-link pulumi-python:dynamic:Resource" in " ".join(result.output.split())
+    assert "export SFS Turbo's goldenenv/" in " ".join(result.output.split()) or "SFS Turbo HPC is linked" in \
+        " ".join(result.output.split())

@@ -99,9 +99,8 @@ class BackendTargetProvider(pulumi.dynamic.ResourceProvider):
 
 
 class BackendTarget(pulumi.dynamic.Resource):
-    """The stack's SFS Turbo folder linked to its bucket (type pulumi-python:dynamic:Resource)."""
-
-    target_id: pulumi.Output[str]
+    """The stack's SFS Turbo folder linked to its bucket (type pulumi-python:dynamic:Resource); its id is the
+    target's."""
 
     def __init__(self, name: str, *, region: str, share_id: pulumi.Input[str], bucket: pulumi.Input[str],
                  endpoint: str, opts: pulumi.ResourceOptions | None = None):

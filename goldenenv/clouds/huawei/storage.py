@@ -106,7 +106,7 @@ class DataStore(pulumi.ComponentResource):
                 opts=child)
             link = BackendTarget(f"{name}-obs-link", region=args.region, share_id=fs.id, bucket=bucket.bucket,
                                  endpoint=obs_endpoint(args.region), opts=child)
-            self.share_id, self.target_id = fs.id, link.target_id
+            self.share_id, self.target_id = fs.id, link.id
             self.mount = fs.export_location.apply(turbo_mount)
         self.register_outputs({"bucket": self.bucket_name, "share_id": self.share_id, "target_id": self.target_id})
 
