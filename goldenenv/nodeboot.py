@@ -245,7 +245,9 @@ class NodeBoot:
                 volumes.append(f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro")
                 run = {"gpus": True, "user": "root", "hosts": [f"{slurm.HEAD_HOSTNAME}:{self.slurm.head_address}"],
                        "command": slurm.node_command(self.slurm.head_address, self._instance_type().gpu_count,
-                                                     [self.pool], self._spot_cloud(), expect)}
+                                                     [self.pool], self._spot_cloud(), expect,
+                                                     (family.gres, family.gres_devices) if family
+                                                     else slurm.DEFAULT_GRES)}
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, **run,
                                         fabric=fabric, accelerator=family))
         return host_layer_first(units, layer)

@@ -99,6 +99,11 @@ class Accelerator:
     """Host paths the golden container gets read-only at the same path (the driver's libraries and tools)."""
     health: str = ""
     """The device family the node health judge reads (nvidia-smi and XIDs; npu-smi health and error codes)."""
+    gres: str = "gpu"
+    """The Slurm GRES name a node offers its devices under (gpu, npu): slurm.conf's GresTypes, the node's Gres=."""
+    gres_devices: str = "/dev/nvidia"
+    """The device files each device is, numbered after this prefix (/dev/nvidia0, /dev/davinci0): the node's
+    gres.conf gives Slurm one File= per device."""
     platform: Callable[[Any], str] = lambda lock: "linux/amd64"
     """The image's platform (OCI os/architecture)."""
     deepspeed_accelerator: str | None = None

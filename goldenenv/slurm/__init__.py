@@ -44,17 +44,25 @@ def head_command() -> list[str]:
     return [ENTRY, "head"]
 
 
+DEFAULT_GRES = ("gpu", "/dev/nvidia")
+"""The GRES name and device prefix the entry point assumes without --gres: NVIDIA GPUs."""
+
+
 def node_command(conf_server: str, gpus: int, features: list[str], spot_cloud: str | None = None,
-                 health: dict[str, object] | None = None) -> list[str]:
+                 health: dict[str, object] | None = None, gres: tuple[str, str] = DEFAULT_GRES) -> list[str]:
     """What a node's golden container runs: munged, then a dynamic slurmd that registers with the head, fetches the
     config from it (configless) and offers its GPUs as GRES (the count comes from the catalog). On a spot pool
     (`spot_cloud`: whose notice to watch) the spot watcher drains the node on a notice. `health`: what the node
-    should have (catalog.health.expectations), which its health check judges it against."""
+    should have (catalog.health.expectations), which its health check judges it against. `gres`: the name the
+    devices are offered under and the prefix of their device files (the node's accelerator family: gpu and
+    /dev/nvidia, npu and /dev/davinci)."""
     command = [ENTRY, "node", "--conf-server", conf_server]
     if health:
         command += ["--health", ",".join(f"{key}={_word(value)}" for key, value in sorted(health.items()))]
     if gpus:
         command += ["--gpus", str(gpus)]
+    if gpus and gres != DEFAULT_GRES:
+        command += ["--gres", gres[0], "--gres-devices", gres[1]]
     for feature in features:
         command += ["--feature", feature]
     if spot_cloud:

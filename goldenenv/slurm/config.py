@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from goldenenv import slurm
+from goldenenv import accelerators, catalog, slurm
 from goldenenv.render import render
 from goldenenv.spec import ClusterSpec
 
@@ -31,7 +31,22 @@ def render_conf(spec: ClusterSpec, slurmd_timeout: int, state_dir: str = slurm.S
         slurmctld_port=slurm.SLURMCTLD_PORT, slurmd_port=slurm.SLURMD_PORT, srun_ports=slurm.SRUN_PORTS,
         state_dir=state_dir, max_nodes=max(MIN_MAX_NODE_COUNT, sum(p.count for p in spec.nodes)),
         slurmd_timeout=slurmd_timeout, min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
-        health_check=slurm.HEALTH_CHECK, health_interval=health_interval,
+        health_check=slurm.HEALTH_CHECK, health_interval=health_interval, gres_types=",".join(gres_types(spec)),
     )
+
+
+def gres_types(spec: ClusterSpec) -> list[str]:
+    """The GRES names the cluster's nodes offer their devices under (its pools' accelerator families: gpu, npu);
+    gpu when no pool's device names a family, as every cluster had before the families."""
+    found = []
+    for pool in spec.nodes:
+        try:
+            device = catalog.instance_type(spec.cloud, pool.instance_type).gpu.name
+        except KeyError:
+            continue
+        family = accelerators.of_device(device)
+        if family and family.gres not in found:
+            found.append(family.gres)
+    return found or [slurm.DEFAULT_GRES[0]]
 
 

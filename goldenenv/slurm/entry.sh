@@ -1,9 +1,12 @@
 #!/bin/bash
 # goldenenv-slurm: the scheduler daemons of a goldenenv cluster, started in its golden container (as root).
 #   goldenenv-slurm head                                   munged, then slurmctld in the foreground
-#   goldenenv-slurm node --conf-server HOST [--gpus N] [--feature F]... [--spot aws|alicloud] [--health K=V,...]
+#   goldenenv-slurm node --conf-server HOST [--gpus N [--gres NAME --gres-devices PREFIX]] [--feature F]...
+#                        [--spot aws|alicloud] [--health K=V,...]
 #                                                          munged, then a dynamic slurmd (configless, -Z); --health
-#                                                          is what the node should have, for its health check
+#                                                          is what the node should have, for its health check;
+#                                                          the N devices are GRES NAME (gpu), files PREFIX<n>
+#                                                          (/dev/nvidia<n>; an Ascend node: npu, /dev/davinci<n>)
 # The stack's munge key is mounted read-only at /run/goldenenv-secrets/munge.key; munged reads a copy it owns
 # (0400) outside /etc/munge, so no key is ever part of the image. On the head, slurm.conf is the one goldenenv
 # rendered (/etc/goldenenv/slurm/slurm.conf); nodes fetch it from the head.
@@ -46,11 +49,13 @@ case "$role" in
     exec slurmctld -D -i
     ;;
   node)
-    server="" gpus=0 features=() spot="" health=""
+    server="" gpus=0 features=() spot="" health="" gres=gpu gres_prefix=/dev/nvidia
     while [ $# -gt 0 ]; do
       case "$1" in
         --conf-server) server=$2; shift 2 ;;
         --gpus) gpus=$2; shift 2 ;;
+        --gres) gres=$2; shift 2 ;;
+        --gres-devices) gres_prefix=$2; shift 2 ;;
         --feature) features+=("$2"); shift 2 ;;
         --spot) spot=$2; shift 2 ;;
         --health) health=$2; shift 2 ;;
@@ -60,7 +65,7 @@ case "$role" in
     [ -n "$server" ] || { log "node needs --conf-server HOST"; exit 2; }
     start_munge
     node_conf=""
-    if [ "$gpus" -gt 0 ]; then node_conf="Gres=gpu:$gpus"; fi
+    if [ "$gpus" -gt 0 ]; then node_conf="Gres=$gres:$gpus"; fi
     if [ ${#features[@]} -gt 0 ]; then
       node_conf="${node_conf:+$node_conf }Feature=$(IFS=,; echo "${features[*]}")"
     fi
@@ -70,8 +75,8 @@ case "$role" in
       goldenenv-health expect "$health" > /etc/goldenenv/health/expect.json
     fi
     : > "$gres_devices"
-    for device in /dev/nvidia[0-9]*; do
-      if [[ $device =~ ^/dev/nvidia[0-9]+$ ]]; then echo "Name=gpu File=$device" >> "$gres_devices"; fi
+    for device in "$gres_prefix"[0-9]*; do
+      if [[ $device =~ ^${gres_prefix}[0-9]+$ ]]; then echo "Name=$gres File=$device" >> "$gres_devices"; fi
     done
     log "slurmd $(slurmd -V), registering with $server"
     cache=/var/spool/slurmd/conf-cache/slurm.conf

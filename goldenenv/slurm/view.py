@@ -175,9 +175,10 @@ def checkpoint_step(latest: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def judge(found: list[Node], expected: int, gpus: int) -> list[str]:
-    """What is wrong with the scheduler's view of a cluster that should have `expected` nodes with `gpus` GPUs
-    each: nodes missing, not responding, down or drained (with Slurm's reason), or offering other GRES."""
+def judge(found: list[Node], expected: int, gpus: int, gres: str = "gpu") -> list[str]:
+    """What is wrong with the scheduler's view of a cluster that should have `expected` nodes with `gpus` devices
+    each, offered as GRES `gres` (gpu; npu on Ascend nodes): nodes missing, not responding, down or drained (with
+    Slurm's reason), or offering other GRES."""
     problems = []
     if len(found) < expected:
         problems.append(f"{expected - len(found)} of {expected} nodes have not registered with slurmctld")
@@ -187,7 +188,7 @@ def judge(found: list[Node], expected: int, gpus: int) -> list[str]:
         if not node.responding or base in ("DOWN", "FAIL", "UNKNOWN") or {"DRAIN", "FAIL"} & set(flags) \
                 or base in ("DRAINED", "DRAINING"):
             problems.append(f"{node.name}: {node.state}" + (f" ({node.reason})" if node.reason else ""))
-        wanted = f"gpu:{gpus}" if gpus else ""
+        wanted = f"{gres}:{gpus}" if gpus else ""
         if node.gres.split("(")[0] != wanted:
             problems.append(f"{node.name}: offers GRES {node.gres or 'none'}, the catalog says {wanted or 'none'}")
     return problems

@@ -262,3 +262,48 @@ def test_an_npu_nodes_golden_container_gets_the_npu_devices_and_no_nvidia_runtim
 def test_a_gpu_nodes_golden_container_runs_with_the_nvidia_runtime():
     script = golden_container_script("cuda")
     assert "  --gpus all --network host --ipc host \\\n" in script and "davinci" not in script
+
+
+def test_an_npu_node_offers_its_npus_to_slurm_as_npu_gres_with_one_file_each():
+    from goldenenv import slurm
+
+    family = accelerators.get("ascend")
+    command = slurm.node_command("head", 8, ["snt9b"], gres=(family.gres, family.gres_devices))
+    assert command[command.index("--gres") + 1] == "npu"
+    assert command[command.index("--gres-devices") + 1] == "/dev/davinci"
+    assert "--gres" not in slurm.node_command("head", 8, ["p5"])  # a GPU node's command is as before
+
+
+def test_the_entry_point_writes_one_gres_file_per_npu(tmp_path):
+    """The entry point's gres.conf loop, run by bash on stand-in device files named as Ascend's driver names them."""
+    import subprocess
+
+    from goldenenv.images.dockerfile import SLURM_TOOLS
+
+    entry = SLURM_TOOLS["goldenenv-slurm"][0].read_text()
+    loop = entry[entry.index('    for device in "$gres_prefix"'):].split("    done\n", 1)[0] + "    done\n"
+    for name in ("davinci0", "davinci1", "davinci_manager"):
+        (tmp_path / name).touch()
+    script = f'gres=npu gres_prefix={tmp_path}/davinci gres_devices={tmp_path}/out\n: > "$gres_devices"\n{loop}'
+    subprocess.run(["bash", "-c", script], check=True)
+    assert (tmp_path / "out").read_text() == f"Name=npu File={tmp_path}/davinci0\nName=npu File={tmp_path}/davinci1\n"
+
+
+def test_slurm_conf_names_the_gres_of_the_pools_families(monkeypatch):
+    from types import SimpleNamespace
+
+    from goldenenv.slurm import config
+
+    npu_node(monkeypatch)
+    both = SimpleNamespace(cloud="huawei", nodes=[SimpleNamespace(instance_type="snt9b.test")])
+    assert config.gres_types(both) == ["npu"]
+    gpus = SimpleNamespace(cloud="aws", nodes=[SimpleNamespace(instance_type="p5.48xlarge")])
+    assert config.gres_types(gpus) == ["gpu"]
+
+
+def test_the_scheduler_view_expects_npu_gres_on_npu_nodes():
+    from goldenenv.slurm.view import Node, judge
+
+    node = Node(name="n1", state="IDLE", gres="npu:8", address="10.0.0.5", reason="", cpus="192")
+    assert judge([node], 1, 8, "npu") == []
+    assert judge([node], 1, 8) == ["n1: offers GRES npu:8, the catalog says gpu:8"]

@@ -62,7 +62,7 @@ ACCELERATOR = Accelerator(
     image_layer="image/layer-ascend.j2", layer_values=_layer, rules=rules, driver_rules=check_driver, owns_torch=True,
     devices=("/dev/davinci[0-9]*", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
     host_mounts=("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi"),
-    health="npu-smi", platform=lambda lock: lock.ascend.platform,
+    health="npu-smi", gres="npu", gres_devices="/dev/davinci", platform=lambda lock: lock.ascend.platform,
     deepspeed_accelerator="npu",
     image_checks=lambda lock: checks.image_checks(lock, _layer(lock)["install_info"]),
     node_checks=checks.node_checks,
