@@ -180,3 +180,52 @@ def test_a_shared_file_system_plans_sfs_turbo_hpc_linked_to_the_bucket(tmp_path)
     assert "huawei-turbo-data-obs-link pulumi-python:dynamic:Resource" in " ".join(result.output.split())
     assert "export SFS Turbo's goldenenv/" in " ".join(result.output.split()) or "SFS Turbo HPC is linked" in \
         " ".join(result.output.split())
+
+
+class StandInSfsTurbo:
+    """SFSTurboClient as the backend target's provider calls it, answering in huaweicloudsdksfsturbo 3.1.219's
+    shapes (CreateBackendTargetResponse target_id, lifecycle; a target that is gone answers 404)."""
+
+    def __init__(self):
+        self.targets, self.calls = {}, []
+
+    def create_backend_target(self, request):
+        self.calls.append(("create", request))
+        self.targets["t-1"] = request.body
+        return SimpleNamespace(target_id="t-1", lifecycle="CREATING")
+
+    def show_backend_target_info(self, request):
+        from huaweicloudsdkcore.exceptions.exceptions import ClientRequestException, SdkError
+
+        self.calls.append(("read", request))
+        if request.target_id not in self.targets:
+            raise ClientRequestException(404, SdkError(request_id="r", error_code="SFS.TURBO.0001",
+                                                       error_msg="not found"))
+        return SimpleNamespace(lifecycle="AVAILABLE")
+
+    def update_obs_target_policy(self, request):
+        self.calls.append(("update", request))
+
+    def delete_backend_target(self, request):
+        self.calls.append(("delete", request))
+        self.targets.pop(request.target_id)
+
+
+def test_the_backend_target_is_created_read_updated_and_deleted_through_the_sdk(monkeypatch):
+    client = StandInSfsTurbo()
+    monkeypatch.setattr(obslink, "_client", lambda region: client)
+    provider = obslink.BackendTargetProvider()
+    props = {"region": "cn-north-4", "shareId": "share-1", "bucket": "goldenenv-data", "folder": "goldenenv",
+             "endpoint": "obs.cn-north-4.myhuaweicloud.com", "events": ["NEW", "CHANGED"]}
+    created = provider.create(props)
+    body = client.calls[0][1].body
+    assert created.id == "t-1" and client.calls[0][1].share_id == "share-1"
+    assert (body.file_system_path, body.obs.bucket, body.obs.endpoint) == (
+        "goldenenv", "goldenenv-data", "obs.cn-north-4.myhuaweicloud.com")
+    assert body.obs.policy.auto_export_policy.events == ["NEW", "CHANGED"]
+    assert provider.read("t-1", props).outs["lifecycle"] == "AVAILABLE"
+    assert provider.diff("t-1", props, {**props, "bucket": "other"}).replaces == ["bucket"]
+    provider.update("t-1", props, props)
+    provider.delete("t-1", props)
+    assert client.calls[-1][1].delete_data_in_file_system is False
+    assert provider.read("t-1", props).id is None
