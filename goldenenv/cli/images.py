@@ -155,6 +155,16 @@ def image_pin(name: str, wheelhouse: str = WHEELHOUSE, pip_index_url: str = INDE
         errors.print(f"{name}/lock.yaml: extends: {name} takes its pins from {lock.extends}; "
                      f"run goldenenv image pin {lock.extends}")
         raise typer.Exit(2)
+    from goldenenv import accelerators
+
+    family = accelerators.of_lock(lock)
+    platform = family.platform(lock) if family else "linux/amd64"
+    if platform != "linux/amd64":  # pip's --platform keeps this machine's markers (platform_machine == "x86_64")
+        errors.print(f"{name}/lock.yaml: {family.lock_section}.platform: image pin resolves for linux/amd64 only, "
+                     f"and {name} is {platform}: its packages would be replaced by linux/amd64 wheels. Pin "
+                     f"{platform} wheels by hand as its lock's comment says (goldenenv image check-lock {name} "
+                     "refuses a wheel of another platform)")
+        raise typer.Exit(2)
     folder = Path(wheelhouse) if wheelhouse and Path(wheelhouse).is_dir() else None
     with console.status(f"resolving {name} for Python {lock.python}"):
         try:

@@ -307,3 +307,12 @@ def test_the_scheduler_view_expects_npu_gres_on_npu_nodes():
     node = Node(name="n1", state="IDLE", gres="npu:8", address="10.0.0.5", reason="", cpus="192")
     assert judge([node], 1, 8, "npu") == []
     assert judge([node], 1, 8) == ["n1: offers GRES npu:8, the catalog says gpu:8"]
+
+
+def test_pin_refuses_an_arm64_lock_rather_than_replace_its_wheels_with_amd64_ones(images):
+    before = (images / MODELARTS / "lock.yaml").read_text()
+    done = run("image", "pin", MODELARTS)
+    out = " ".join(done.output.split())
+    assert done.exit_code == 2, done.output
+    assert "ascend.platform: image pin resolves for linux/amd64 only, and ascend-910b-modelarts is linux/arm64" in out
+    assert (images / MODELARTS / "lock.yaml").read_text() == before
