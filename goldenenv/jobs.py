@@ -22,7 +22,7 @@ from goldenenv import catalog, clouds, slurm
 from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.images.lock import load as load_lock
 from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
-from goldenenv.slurm import jobindex, view
+from goldenenv.slurm import config as slurm_config, jobindex, view
 from goldenenv.slurm.batch import JOB_NAME, RUN, BatchJob, job_name, run_name
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 
@@ -392,7 +392,7 @@ def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], lis
     """The nodes as slurmctld sees them, and what is wrong: missing, down, drained, or GRES not the catalog's."""
     found = scheduler_nodes(head)
     gpus = catalog.node_slots(spec.cloud, spec.nodes[0].instance_type).gpus
-    return found, view.judge(found, sum(p.count for p in spec.nodes), gpus)
+    return found, view.judge(found, sum(p.count for p in spec.nodes), gpus, slurm_config.gres_types(spec)[0])
 
 
 __all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead", "batch_job", "cancel",

@@ -30,7 +30,7 @@ from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
 from goldenenv.nodeboot import CODE_FOLDER, MASTER_PORT
 from goldenenv.plan import stack_file
-from goldenenv.slurm import view as slurm_view
+from goldenenv.slurm import config as slurm_config, view as slurm_view
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
 from goldenenv.streams import RANK_ENV, RunResult
 
@@ -201,7 +201,7 @@ def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
         log("the scheduler's view")
         result.scheduler = cluster.scheduler_nodes()
         result.scheduler_problems = slurm_view.judge(result.scheduler, sum(p.count for p in spec.nodes),
-                                                     gpus=slots.gpus)
+                                                     gpus=slots.gpus, gres=slurm_config.gres_types(spec)[0])
     return result
 
 
