@@ -117,6 +117,12 @@ NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0
 """A node with nothing to judge: a local cluster's containers (local_shapes.csv lists no GPU)."""
 
 
+JUDGED_DEVICES = "nvidia-smi"
+"""The device family the node judge (goldenenv.health.judge) reads: nvidia-smi and the kernel's XIDs. A node whose
+accelerator family's health is another (Ascend's npu-smi) expects no GPUs, so the judge does not drain it for a
+missing nvidia-smi; its devices are not judged until the judge reads its family (docs/research/accelerators-status.md)."""
+
+
 def pool_expectations(cloud: str, instance_type: str, rdma: bool | None) -> dict:
     """What a healthy node of a pool shows: its type's expectations, without fabric devices when the pool turns
     RDMA off (the interfaces are then not attached); a local container expects nothing."""
@@ -137,11 +143,13 @@ def expectations(cloud: str, instance_type: str) -> dict:
     if links is None:
         raise KeyError(f"health_links.csv has no row for {it.cloud} {it.name}: add its NVLinks per GPU and "
                        "NVSwitch (yes/no) with a source")
-    from goldenenv import fabrics  # lazily: fabrics reads the catalog
+    from goldenenv import accelerators, fabrics  # lazily: fabrics and the accelerator families read the catalog
 
     fabric = fabrics.get(it.rdma)
     judged = fabric.health_fabric if fabric else "none"
-    expect = {"gpus": it.gpu_count, "fabric": judged,
+    family = accelerators.of_device(it.gpu.name)
+    gpus = it.gpu_count if family is None or family.health == JUDGED_DEVICES else 0
+    expect = {"gpus": gpus, "fabric": judged,
               "fabric_devices": it.rdma_interfaces if judged != "none" else 0,
               "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
     if links.fabric_rate_gbps and judged != "none":

@@ -316,3 +316,20 @@ def test_pin_refuses_an_arm64_lock_rather_than_replace_its_wheels_with_amd64_one
     assert done.exit_code == 2, done.output
     assert "ascend.platform: image pin resolves for linux/amd64 only, and ascend-910b-modelarts is linux/arm64" in out
     assert (images / MODELARTS / "lock.yaml").read_text() == before
+
+
+def test_an_npu_node_is_not_judged_by_nvidia_smi(monkeypatch):
+    """The node judge reads nvidia-smi only: an NPU node expects no GPUs there, so it is not drained for lacking
+    nvidia-smi (its NPUs' health is the Ascend judge's, not written yet)."""
+    from goldenenv.catalog import health
+
+    npu_node(monkeypatch)
+    links = health.LinkFacts("huawei", "snt9b.test", 0, False, "test", None)
+    monkeypatch.setattr(health, "link_facts", lambda: {("huawei", "snt9b.test"): links})
+    assert health.expectations("huawei", "snt9b.test")["gpus"] == 0
+
+
+def test_a_gpu_node_is_judged_by_nvidia_smi_as_before():
+    from goldenenv.catalog import health
+
+    assert health.expectations("aws", "p5.48xlarge")["gpus"] == 8
