@@ -23,9 +23,9 @@ SITE_CHINA, SITE_INTERNATIONAL = "china", "international"
 INTERNATIONAL_API = "intl.tencentcloudapi.com"
 """The international site's API hosts are *.intl.tencentcloudapi.com (Tencent's API docs, e.g.
 https://tencentcloud.com/document/product/213/33270); the provider's `domain` defaults to tencentcloudapi.com."""
-NAME_MAX = {"cam": 128, "ssm": 128, "bucket": 50, "tcr": 30}
+NAME_MAX = {"cam": 128, "ssm": 128, "bucket": 50, "tcr": 30, "key": 25}
 """CAM role and policy names (<= 128), SSM secret names (<= 128: tencentcloud-iac-pulumi 0.2.3 ssm.Secret), the part
-of a COS bucket name before -<appid> (unverified: no COS naming page read), a TCR instance name (unverified)."""
+of a COS bucket name before -<appid> (unverified: no COS naming page read), a TCR instance name (unverified), a key pair name (unverified)."""
 
 
 def is_hcc(instance_type: str) -> bool:

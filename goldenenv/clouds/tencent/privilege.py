@@ -1,0 +1,157 @@
+"""What each Tencent Cloud identity goldenenv creates needs (CAM least privilege as data), the policy documents the
+program gives them, and the judge of their grants.
+
+CAM's policy grammar is AWS's in lower case: {"version": "2.0", "statement": [{"effect": "allow", "action":
+["name/cvm:RunInstances"], "resource": ["qcs::cvm:<region>:uin/<uin>:instance/<id>"], "condition": {...}}]}
+(https://www.tencentcloud.com/document/product/213/10313). A tag condition keeps a grant on the stack's own
+resources: {"for_any_value:string_equal": {"qcs:resource_tag": ["<key>&<value>"]}}
+(https://tencentcloud.com/document/product/598/40493). Trust: {"principal": {"service": ["cvm.qcloud.com"]}} for a
+node, scf.qcloud.com for the stop function (terraform-provider-tencentcloud cam_role.html.markdown).
+
+Which CVM and billing APIs honour resource-level scoping and the tag condition is not stated per API in what was
+read (unverified): Describe and billing reads are written with resource "*" (unscoped), a stop with the tag
+condition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from goldenenv.privilege import Need, component_chain, first, statement_problems
+
+CAM_POLICY_SYNTAX = "https://www.tencentcloud.com/document/product/213/10313"
+CAM_TAG_CONDITION = "https://tencentcloud.com/document/product/598/40493"
+
+NODE_BUCKET_ACTIONS = ("name/cos:GetObject", "name/cos:PutObject", "name/cos:HeadObject", "name/cos:GetBucket",
+                       "name/cos:DeleteObject")
+"""Datasets in, checkpoints out: the stack's bucket and its objects (COS resource qcs::cos:<region>:uid/<appid>:
+<bucket>/*, tencentcloud-iac-pulumi 0.2.3 cos.BucketPolicy docstring)."""
+NODE_SECRET_ACTIONS = ("name/ssm:GetSecretValue",)
+HEAD_SECRET_ACTIONS = ("name/ssm:GetSecretValue", "name/ssm:PutSecretValue", "name/ssm:ListSecretVersionIds")
+PULL_ACTIONS = ("name/tcr:DescribeInstances", "name/tcr:CreateInstanceToken")
+"""A node's registry login: the registry's id by its name, then a one-hour token
+(https://cloud.tencent.com/document/api/1141/41571)."""
+STOP_UNSCOPED = ("name/cvm:DescribeInstances", "name/billing:DescribeBillSummaryByTag")
+STOP_ACTIONS = STOP_UNSCOPED + ("name/cvm:StopInstances",)
+"""The stop function: find the stack's instances, read its month's bill by its cost-allocation tag, stop the
+instances (StoppedMode STOP_CHARGING), the stop only on instances carrying the stack's tag."""
+
+NEEDS: dict[str, Need] = {
+    "node": Need("the GPU nodes' CAM role", frozenset(NODE_BUCKET_ACTIONS + NODE_SECRET_ACTIONS + PULL_ACTIONS),
+                 unscoped=frozenset(("name/tcr:DescribeInstances",)),
+                 scope="the stack's bucket, munge secret and registry", sources=(CAM_POLICY_SYNTAX,)),
+    "head": Need("the Slurm head's CAM role", frozenset(HEAD_SECRET_ACTIONS + PULL_ACTIONS),
+                 unscoped=frozenset(("name/tcr:DescribeInstances",)),
+                 scope="the stack's munge secret and registry", sources=(CAM_POLICY_SYNTAX,)),
+    "stop": Need("the stop function's CAM role", frozenset(STOP_ACTIONS), unscoped=frozenset(STOP_UNSCOPED),
+                 scope="the stack's tagged instances", sources=(CAM_POLICY_SYNTAX, CAM_TAG_CONDITION)),
+}
+
+ROLE = "tencentcloud:Cam/role:Role"
+POLICY = "tencentcloud:Cam/policy:Policy"
+ATTACHMENT = "tencentcloud:Cam/rolePolicyAttachment:RolePolicyAttachment"
+SERVICES = {"node": "cvm.qcloud.com", "head": "cvm.qcloud.com", "stop": "scf.qcloud.com"}
+
+
+def trust_document(kind: str) -> str:
+    return json.dumps({"version": "2.0", "statement": [{"action": "name/sts:AssumeRole", "effect": "allow",
+                                                        "principal": {"service": [SERVICES[kind]]}}]})
+
+
+def _statement(actions: tuple[str, ...], resources: list[str], condition: dict | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"effect": "allow", "action": list(actions), "resource": resources}
+    if condition:
+        found["condition"] = condition
+    return found
+
+
+def tag_condition(key: str, value: str) -> dict[str, Any]:
+    return {"for_any_value:string_equal": {"qcs:resource_tag": [f"{key}&{value}"]}}
+
+
+def node_document(region: str, appid: str, bucket: str, secret: str, head: bool = False) -> str:
+    """The node's (or, head True, the head's) policy: its bucket (nodes only), the munge secret, the registry
+    login. The uin in resource strings is written `*` (one's own account: the role cannot be assumed outside it)."""
+    statements = [
+        _statement(HEAD_SECRET_ACTIONS if head else NODE_SECRET_ACTIONS,
+                   [f"qcs::ssm:{region}:uin/*:secret/{secret}"]),
+        _statement(("name/tcr:CreateInstanceToken",), [f"qcs::tcr:{region}:uin/*:instance/*"]),
+        _statement(("name/tcr:DescribeInstances",), ["*"]),
+    ]
+    if not head:
+        statements.insert(0, _statement(NODE_BUCKET_ACTIONS, [f"qcs::cos:{region}:uid/{appid}:{bucket}/*",
+                                                              f"qcs::cos:{region}:uid/{appid}:{bucket}"]))
+    return json.dumps({"version": "2.0", "statement": statements})
+
+
+def stop_document(tag_key: str, tag_value: str) -> str:
+    return json.dumps({"version": "2.0", "statement": [
+        _statement(STOP_UNSCOPED, ["*"]),
+        _statement(("name/cvm:StopInstances",), ["qcs::cvm::uin/*:instance/*"], tag_condition(tag_key, tag_value)),
+    ]})
+
+
+def as_iam(policy: Any) -> dict[str, Any]:
+    """A CAM document in the capitalised grammar goldenenv.privilege reads (Statement, Effect, Action, Resource,
+    Principal: {Service}), so the shared judge applies unchanged."""
+    parsed = json.loads(policy) if isinstance(policy, str) else dict(policy or {})
+    names = {"effect": "Effect", "action": "Action", "resource": "Resource", "principal": "Principal",
+             "condition": "Condition", "notaction": "NotAction", "notresource": "NotResource"}
+    statements = []
+    for statement in parsed.get("statement") or parsed.get("Statement") or []:
+        if not isinstance(statement, Mapping):
+            continue
+        converted = {names.get(k.lower(), k): v for k, v in statement.items()}
+        principal = converted.get("Principal")
+        if isinstance(principal, Mapping):
+            converted["Principal"] = {("Service" if k.lower() == "service" else k): v for k, v in principal.items()}
+        statements.append(converted)
+    return {"Version": parsed.get("version"), "Statement": statements}
+
+
+def kind_of(resource: Any) -> str | None:
+    chain = component_chain(resource.urn)
+    for component, kind in (("goldenenv:tencent:GpuNodePool", "node"), ("goldenenv:tencent:SlurmHead", "head"),
+                            ("goldenenv:tencent:BudgetGuard", "stop")):
+        if component in chain:
+            return kind
+    return None
+
+
+def _label(resource: Any) -> str:
+    return f"{resource.type.rsplit(':', 1)[-1]} {resource.name!r}"
+
+
+def _trust_problems(document: Any, kind: str | None) -> Iterator[str]:
+    for statement in as_iam(document)["Statement"]:
+        if str(statement.get("Effect", "")).lower() != "allow":
+            continue
+        principal = statement.get("Principal")
+        services = principal.get("Service") if isinstance(principal, Mapping) else None
+        services = [services] if isinstance(services, str) else list(services or [])
+        if not isinstance(principal, Mapping) or set(principal) != {"Service"} or \
+                (kind and services != [SERVICES[kind]]):
+            yield f"lets {json.dumps(principal)} assume it"
+
+
+def judge(resource: Any, ctx: Any) -> Iterator[str]:
+    """grant-broader-than-needed on Tencent Cloud: the stack's CAM roles' trust documents and every policy
+    attached to them."""
+    if resource.type == ROLE:
+        for problem in first(_trust_problems(resource.props.get("document"), kind_of(resource))):
+            yield (f"{_label(resource)} {problem}: only the Tencent Cloud service it exists for (cvm, scf) may assume "
+                   "a role the stack creates.")
+        return
+    if resource.type != POLICY:
+        return
+    need = NEEDS.get(kind_of(resource) or "")
+    if need is None:
+        yield (f"{_label(resource)} grants to an identity with no row in the least-privilege table "
+               "(goldenenv/clouds/tencent/privilege.py NEEDS): say what it needs there.")
+        return
+    problems = first(statement_problems(as_iam(resource.props.get("document")), need))
+    if problems:
+        yield f"{_label(resource)} gives {need.identity} {'; '.join(problems)}: more than it needs, which is " \
+              f"{need.describe()}."
