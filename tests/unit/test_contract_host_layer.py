@@ -34,7 +34,7 @@ shipped, naming it (test below); a stack leaves this list the day a component pr
 BAKED_ID = {"aws": "ami-0123456789abcdef0", "gcp": "projects/my-project/global/images/goldenenv-host-0123",
             "azure": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/"
                      "Microsoft.Compute/galleries/goldenenv/images/ubuntu-gpu/versions/1.0.0",
-            "alicloud": "m-goldenenv0host0image"}
+            "alicloud": "m-goldenenv0host0image", "tencent": "img-ge0host0"}
 """An image id of each cloud's form, as a bake would record it."""
 
 

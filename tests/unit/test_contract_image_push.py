@@ -37,6 +37,9 @@ ACR_ANSWER = {"data": {"authorizationToken": "recorded-acr-temporary-password", 
 """GetAuthorizationToken's answer (ACR personal edition API 2016-06-07, GET /tokens), as Alibaba's acr-login
 action reads it: data.tempUserName and data.authorizationToken."""
 GCP_PROJECT = "team-project-123"
+TCR_TOKEN = {"Username": "tcr-temp-user", "Token": "recorded-tcr-temporary-token", "ExpTime": 1767225600000}
+"""CreateInstanceToken's answer (tcr 2019-09-24, TokenType temp: https://cloud.tencent.com/document/api/1141/41571):
+Username and Token."""
 
 
 def cloud_of(path: Path) -> str:
@@ -61,6 +64,8 @@ def expected(cloud: str, region: str) -> dict:
                   "password": AZURE_TOKEN},
         "alicloud": {"prefix": f"registry.{region}.aliyuncs.com/", "username": "cr_temp_user",
                      "password": "recorded-acr-temporary-password"},
+        "tencent": {"prefix": ".tencentcloudcr.com/", "username": "tcr-temp-user",
+                    "password": "recorded-tcr-temporary-token"},
     }[cloud]
 
 
@@ -131,6 +136,19 @@ def cloud_answers(tmp_path, monkeypatch, aws_env):
         return ACR_ANSWER
 
     from goldenenv.clouds.alicloud import registry as acr_registry
+    from goldenenv.clouds.tencent import api as tencent_api
+
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKID-recorded")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "recorded-secret")
+
+    def tencent(credentials, region, timeout=30):
+        def call(service, version, action, params):
+            asked.append((f"{service}:{action}", params))
+            return {"DescribeInstances": {"Registries": [{"RegistryId": "tcr-recorded"}]},
+                    "CreateInstanceToken": TCR_TOKEN}[action]
+        return call
+
+    monkeypatch.setattr(tencent_api, "client", tencent)
 
     monkeypatch.setattr(acr_registry, "_https_get", acr, raising=False)
     return asked

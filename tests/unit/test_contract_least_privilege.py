@@ -30,6 +30,7 @@ from goldenenv.clouds.azure import budget as azure_budget
 from goldenenv.clouds.azure import privilege as azure_privilege
 from goldenenv.clouds.gcp import budget as gcp_budget
 from goldenenv.clouds.gcp import privilege as gcp_privilege
+from goldenenv.clouds.tencent import privilege as tencent_privilege
 from goldenenv.guardrails import PlannedResource, Severity
 
 RULE = "grant-broader-than-needed"
@@ -143,6 +144,45 @@ class Alicloud(Cloud):
         self.wider_scope(plan)
 
 
+class Tencent(Cloud):
+    """CAM roles: a preset policy attached, or a statement added to the role's custom policy; everyone is a trust
+    document any principal may assume."""
+
+    name = "tencent"
+    admin = {"owner": "AdministratorAccess", "editor": "QcloudCVMFullAccess", "access-admin": "QcloudCamFullAccess"}
+
+    def role(self, plan: Plan, who: str) -> PlannedResource:
+        component = {"node": "goldenenv:tencent:GpuNodePool", "function": "goldenenv:tencent:BudgetGuard"}[who]
+        return next(r for r in plan.of(tencent_privilege.ROLE) if _in(r, component))
+
+    def grant(self, plan, who, role):
+        plan.add(tencent_privilege.ATTACHMENT, "widened-attachment", {
+            "roleId": self.role(plan, who).id, "policyId": self.admin[role]})
+
+    def _node_policy(self, plan: Plan) -> PlannedResource:
+        return next(r for r in plan.of(tencent_privilege.POLICY) if _in(r, "goldenenv:tencent:GpuNodePool"))
+
+    def custom_action(self, plan, action):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["document"])
+        document["statement"].append({"effect": "allow", "action": [action], "resource": ["*"]})
+        plan.set(policy, document=json.dumps(document))
+
+    def to_everyone(self, plan):
+        plan.set(self.role(plan, "node"), document=json.dumps({"version": "2.0", "statement": [
+            {"effect": "allow", "action": "name/sts:AssumeRole", "principal": {"qcs": ["*"]}}]}))
+
+    def wider_scope(self, plan):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["document"])
+        for statement in document["statement"]:
+            statement["resource"] = ["*"]
+        plan.set(policy, document=json.dumps(document))
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
 class Gcp(Cloud):
     """Service accounts: a project-level IAM member; a custom role's permissions; everyone is allUsers or
     allAuthenticatedUsers on any resource's IAM."""
@@ -221,8 +261,9 @@ class Azure(Cloud):
         plan.set(grant, scope="/subscriptions/00000000-0000-0000-0000-000000000000")
 
 
-CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure()}
-TABLES = {"aws": aws_privilege, "alicloud": alicloud_privilege, "gcp": gcp_privilege, "azure": azure_privilege}
+CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure(), "tencent": Tencent()}
+TABLES = {"aws": aws_privilege, "alicloud": alicloud_privilege, "gcp": gcp_privilege, "azure": azure_privilege,
+          "tencent": tencent_privilege}
 
 
 # ---------------------------------------------------------------- the table
@@ -309,9 +350,9 @@ TABLE: tuple[Row, ...] = (
 
 
 def _has_function(cloud: str, stack: str) -> bool:
-    """Stacks that plan a stop function: AWS plans one with budget.hardStop; the other clouds' budget always runs
-    one (Alibaba's guard, Google Cloud's and Azure's stop)."""
-    if cloud != "aws":
+    """Stacks that plan a stop function: AWS and Tencent plan one with budget.hardStop; the other clouds' budget
+    always runs one (Alibaba's guard, Google Cloud's and Azure's stop)."""
+    if cloud not in ("aws", "tencent"):
         return True
     budget = (yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config", {}).get(
         "goldenenv:budget")

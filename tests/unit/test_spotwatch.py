@@ -455,7 +455,10 @@ def test_the_cloud_facts_keep_aws_alibaba_and_google_as_they_were_and_add_azure(
     assert facts["azure"].headers == {"Metadata": "true"} and facts["azure"].token_headers is None
     assert facts["azure"].machine_path == "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
     assert spotwatch.VENDORS == {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud", "Google": "gcp",
-                                 "Microsoft Corporation": "azure"}
+                                 "Microsoft Corporation": "azure", "Tencent Cloud": "tencent"}
+    # Tencent's spot/termination-time, no token, no header (https://www.tencentcloud.com/document/product/213/32487)
+    assert facts["tencent"].notice_path == "/latest/meta-data/spot/termination-time"
+    assert facts["tencent"].token_headers is None and facts["tencent"].headers == {}
 
 
 def test_each_cloud_is_watched_at_its_own_metadata_address():
@@ -466,7 +469,8 @@ def test_each_cloud_is_watched_at_its_own_metadata_address():
 
     assert {c: f.default_url for c, f in spotwatch.CLOUD_FACTS.items()} == {
         "aws": "http://169.254.169.254", "alicloud": "http://100.100.100.200",
-        "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254"}
+        "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254",
+        "tencent": "http://metadata.tencentyun.com"}
 
 
 def _nodeboot_module(name: str):

@@ -123,17 +123,40 @@ def repository_addresses(repo: PlannedResource) -> list[str]:
 
 
 def pull_gap(host: PlannedResource, repo: PlannedResource, ctx: Context) -> str | None:
+    """A host logs in to TCR with a token its CAM role asks for: its boot must make the call, and the role's policy
+    (the stack names a role's policy as the role) must allow name/tcr:CreateInstanceToken."""
     if TCR_LOGIN not in (boot_script(host) or ""):
         return "pulls from the stack's TCR registry without logging in (no CreateInstanceToken step in its boot)"
-    if not host.props.get("camRoleName"):
+    role = host.props.get("camRoleName")
+    if not role:
         return "has no CAM role to ask TCR for a login token with (cam_role_name)"
+    granted = [p for p in ctx.of_type(privilege.POLICY) if p.props.get("name") == role
+               and "name/tcr:" + TCR_LOGIN in str(p.props.get("document") or "")]
+    return None if granted else (f"its CAM role {role} holds no policy allowing name/tcr:{TCR_LOGIN}, so its boot "
+                                 "cannot log in to TCR")
+
+
+DATA_FLOW = "pulumi-python:dynamic:Resource"
+"""The CFS Turbo <-> COS data flow (dataflow.DataFlow), the one dynamic resource a Tencent stack plans."""
+
+
+def bucket_service_gap(flow: PlannedResource, ctx: Context) -> str | None:
+    """A data flow reaches the bucket with the key pair it was created with (CreateDataFlow SecretId/SecretKey: the
+    caller's, never in the plan), so what the plan can hold is that it links the stack's planned bucket."""
+    if "fileSystemId" not in flow.props:
+        return None
+    address = str(flow.props.get("bucketAddress") or "")
+    buckets = [b for b in ctx.of_type(COS_BUCKET)
+               if any(name and f"//{name}." in address for name in (b.id, b.props.get("bucket")))]
+    if not buckets:
+        return f"links {address or 'no bucket'}, which is not the stack's planned bucket"
     return None
 
 
 FACTS = ProviderFacts(
     privilege=privilege.judge, host_hardening=hardening.host, data_lifecycle=hardening.lifecycle,
     not_judged=hardening.NOT_JUDGED,
-    name="tencent",
+    name="tencentcloud",
     security_groups=(SECURITY_GROUP,),
     standalone_ingress_rules=(RULE_SET,),
     ingress=ingress,
@@ -154,4 +177,6 @@ FACTS = ProviderFacts(
     repositories=(TCR_REPOSITORY,),
     repository_addresses=repository_addresses,
     pull_gap=pull_gap,
+    bucket_services=(DATA_FLOW,),
+    bucket_service_gap=bucket_service_gap,
 )

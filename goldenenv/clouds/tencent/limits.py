@@ -18,11 +18,13 @@ INSTANCE = "tencentcloud:Instance/instance:Instance"
 
 USER_DATA = UserDataLimit(
     16 * 1024 * 3 // 4, {INSTANCE: "userData"}, base64=True,
-    source="CVM RunInstances UserData (tencentcloud-sdk-python-cvm 3.1.178 RunInstancesRequest: \"需要以 base64 方式编码，"
+    source="https://cloud.tencent.com/document/api/213/15730 CVM RunInstances UserData (tencentcloud-sdk-python-cvm 3.1.178 RunInstancesRequest: \"需要以 base64 方式编码，"
            "支持的最大数据大小为 16KB\"; tencentcloud-iac-pulumi 0.2.3 instance.user_data: \"Must be base64 encoded and up "
            "to 16 KB\"): 16 KB of base64 carry 12 KB")
-"""Every node and the head are CVM instances carrying cloud-init's user data, base64-encoded; Tencent's 16 KB is the
-encoded size, so the bytes the host receives are at most three quarters of it (UserDataLimit counts those)."""
+"""Every node and the head are CVM instances carrying cloud-init's user data, gzipped and base64-encoded (nodes.
+user_data); Tencent's 16 KB is the encoded size, so the bytes the host receives are at most three quarters of it
+(UserDataLimit counts those). The page URL is RunInstances' API reference; its text was read in the SDK (unverified
+that 213/15730 is that page's number)."""
 
 USER_DATA_BASE64 = Limit(16 * 1024, USER_DATA.source)
 

@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from goldenenv.privilege import Need, component_chain, first, statement_problems
+from goldenenv.privilege import Need, component_chain, first, referenced, statement_problems
 
 CAM_POLICY_SYNTAX = "https://www.tencentcloud.com/document/product/213/10313"
 CAM_TAG_CONDITION = "https://tencentcloud.com/document/product/598/40493"
@@ -136,6 +136,25 @@ def _trust_problems(document: Any, kind: str | None) -> Iterator[str]:
             yield f"lets {json.dumps(principal)} assume it"
 
 
+def _matches(resource: Any, value: Any) -> bool:
+    return value is not None and value in (resource.id, resource.props.get("name"))
+
+
+def _attachment(resource: Any, ctx: Any) -> Iterator[str]:
+    """A policy attached to one of the stack's roles must be the stack's own policy for it: a preset policy
+    (AdministratorAccess, QcloudCVMFullAccess ...) grants a whole service or account."""
+    role_id, policy_id = resource.props.get("roleId"), resource.props.get("policyId")
+    role = next((r for r in ctx.resources if r.type == ROLE and _matches(r, role_id)), None) \
+        or referenced(resource, "roleId", ctx.resources, (ROLE,))
+    need = NEEDS.get(kind_of(role) or "") if role is not None else None
+    who = need.identity if need else f"CAM role {role_id!r}"
+    if any(p.type == POLICY and _matches(p, policy_id) for p in ctx.resources) \
+            or referenced(resource, "policyId", ctx.resources, (POLICY,)) is not None:
+        return
+    yield (f"{_label(resource)} attaches the preset policy {policy_id} to {who}: a preset policy grants a whole "
+           f"service or account, far more than it needs" + (f", which is {need.describe()}." if need else "."))
+
+
 def judge(resource: Any, ctx: Any) -> Iterator[str]:
     """grant-broader-than-needed on Tencent Cloud: the stack's CAM roles' trust documents and every policy
     attached to them."""
@@ -143,6 +162,9 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
         for problem in first(_trust_problems(resource.props.get("document"), kind_of(resource))):
             yield (f"{_label(resource)} {problem}: only the Tencent Cloud service it exists for (cvm, scf) may assume "
                    "a role the stack creates.")
+        return
+    if resource.type == ATTACHMENT:
+        yield from _attachment(resource, ctx)
         return
     if resource.type != POLICY:
         return
