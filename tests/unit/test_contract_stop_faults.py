@@ -23,6 +23,7 @@ from stopfakes.alicloud import AlibabaAdapter
 from stopfakes.aws import AwsAdapter
 from stopfakes.azure import AzureAdapter
 from stopfakes.gcp import GcpAdapter
+from stopfakes.tencent import TencentAdapter
 from stopfakes.world import PROJECT, STACK, Faults, FleetNode
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -32,6 +33,7 @@ ADAPTERS: dict[str, type] = {
     "alicloud": AlibabaAdapter,
     "gcp": GcpAdapter,
     "azure": AzureAdapter,
+    "tencent": TencentAdapter,
 }
 """cloud -> its adapter class (stopfakes.world.Adapter): the stop function on its cloud's fake."""
 

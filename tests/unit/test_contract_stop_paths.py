@@ -31,6 +31,8 @@ NOT_A_STOP_CALL = {
     ("alicloud", "ttl"): "Alibaba releases the node itself at its auto_release_time (clouds/alicloud/nodes.py): "
                          "the cloud deletes it, no stop call is made",
     ("alicloud", "idle"): "Alibaba stacks have no idle stop: the cloud's check refuses lifecycle.idleMinutes",
+    ("tencent", "ttl"): "Tencent stacks have no time-to-live stop yet: the cloud's check refuses lifecycle.ttlHours",
+    ("tencent", "idle"): "Tencent stacks have no idle stop yet: the cloud's check refuses lifecycle.idleMinutes",
 }
 """Paths a cloud serves without a stop call of goldenenv's (or not at all), each with why."""
 
@@ -117,6 +119,22 @@ def alicloud(path: str, types: list[str], request: pytest.FixtureRequest) -> dic
     return {i["InstanceType"]: f"{i['Status']} ({failed})" for i in fleet if i["Status"] != "Stopping"}
 
 
+# ---------------------------------------------------------------- Tencent: stop.py on a fake billing and CVM
+
+def tencent(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
+    from stopfakes.tencent import TencentAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    assert path == "budget"
+    fleet = [FleetNode(f"node-{k}") for k in range(len(types))]
+    world = TencentAdapter(fleet, Faults())
+    for k, t in enumerate(types):
+        world.api.instances[world.api.names[f"node-{k}"]]["InstanceType"] = t
+    outcome = world.invoke("hard-stop")
+    return {world.api.instances[world.api.names[n]]["InstanceType"]: f"still running ({outcome.message})"
+            for n in world.running()}
+
+
 # ---------------------------------------------------------------- AWS: reaper.py and the idle alarm on moto's EC2
 
 def aws(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
@@ -175,7 +193,7 @@ def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:
 
 
 DRIVERS: dict[str, Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]] = {
-    "aws": aws, "alicloud": alicloud, "gcp": gcp, "azure": azure}
+    "aws": aws, "alicloud": alicloud, "gcp": gcp, "azure": azure, "tencent": tencent}
 """Each cloud's stop paths driven through its own code: (path, catalog types, request) -> {type: why it runs}."""
 
 

@@ -207,6 +207,9 @@ class TencentCloud(PulumiCloud):
                  "(DescribeZoneInstanceConfigInfos, InquiryPriceRunInstances): the catalog's Tencent rows are "
                  "unverified and carry no prices, so the cost lines say unpriced"]
         if spec.budget:
+            notes.append("budget alerts go to the account's own billing notification recipients (Tencent's budget "
+                         "takes no address: goldenenv:budget.emails is not where they go), and a stop function that "
+                         "fails alerts no one yet: watch its invocation errors in the SCF console")
             notes.append("the budget alerts through Tencent's billing budget; the stop function reads the month's "
                          "bill by the stack's cost-allocation tag (DescribeBillSummaryByTag), which counts only once "
                          "the tag is a cost-allocation tag (the stack makes it one) and while the bill is Ready: an "

@@ -53,6 +53,8 @@ class BudgetGuardArgs:
     region: str
     tag_key: str
     tag_value: str
+    project_key: str
+    project_value: str
     role_name: str
     tags: dict[str, str]
 
@@ -84,7 +86,8 @@ class BudgetGuard(pulumi.ComponentResource):
                 description="goldenenv: stops the stack's nodes when its month's spend reaches the limit",
                 environment={stop.LIMIT_ENV: f"{args.monthly_limit:g}", stop.CURRENCY_ENV: args.currency,
                              stop.HARD_STOP_ENV: "true", stop.DRY_RUN_ENV: "false", stop.TAG_KEY_ENV: args.tag_key,
-                             stop.TAG_VALUE_ENV: args.tag_value, stop.REGION_ENV: args.region},
+                             stop.TAG_VALUE_ENV: args.tag_value, stop.REGION_ENV: args.region,
+                             stop.PROJECT_KEY_ENV: args.project_key, stop.PROJECT_VALUE_ENV: args.project_value},
                 triggers=[tencentcloud.scf.FunctionTriggerArgs(name="hourly", type="timer", trigger_desc=SCHEDULE)],
                 tags=args.tags, opts=child)
             self.function_name = function.name

@@ -125,7 +125,8 @@ class TencentParts(recipe.Parts):
             name=short_name("cam", "goldenenv", spec.tags.project, spec.stack, "budget")[:60],
             monthly_limit=spec.budget.monthly_limit, currency=spec.budget.currency,
             thresholds=spec.budget.alert_thresholds, hard_stop=spec.budget.hard_stop, region=spec.region,
-            tag_key=STACK_TAG_KEY, tag_value=spec.stack, role_name=role_name(spec.tags.project, spec.stack, "stop"),
+            tag_key=STACK_TAG_KEY, tag_value=spec.stack, project_key=tags.PROJECT_KEY,
+            project_value=spec.tags.project, role_name=role_name(spec.tags.project, spec.stack, "stop"),
             tags=self.tags), self.child)
         return recipe.BudgetGuard({"budgetGuard": guard.function_name})
 

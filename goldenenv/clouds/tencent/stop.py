@@ -26,12 +26,21 @@ except ImportError:  # in the repository
 LIMIT_ENV, CURRENCY_ENV, HARD_STOP_ENV, DRY_RUN_ENV = ("GOLDENENV_LIMIT", "GOLDENENV_CURRENCY", "GOLDENENV_HARD_STOP",
                                                        "GOLDENENV_DRY_RUN")
 TAG_KEY_ENV, TAG_VALUE_ENV, REGION_ENV = "GOLDENENV_TAG_KEY", "GOLDENENV_TAG_VALUE", "GOLDENENV_REGION"
+PROJECT_KEY_ENV, PROJECT_VALUE_ENV = "GOLDENENV_PROJECT_KEY", "GOLDENENV_PROJECT_VALUE"
+"""The stack's nodes are those carrying both its stack tag and its project tag (another project's stack of the
+same name is not this one)."""
 TIMEOUT_SECONDS = 600
 STATES = {"RUNNING": stopcore.LIVE, "PENDING": stopcore.STARTING, "STARTING": stopcore.STARTING,
           "REBOOTING": stopcore.STARTING, "STOPPING": stopcore.STOPPING, "STOPPED": stopcore.STOPPED,
           "SHUTDOWN": stopcore.STOPPED, "TERMINATING": stopcore.STOPPED, "LAUNCH_FAILED": stopcore.STOPPED}
 """CVM InstanceState values (tencentcloud-sdk-python-cvm Instance.InstanceState) by stopcore's state class."""
 TRANSIENT = ("RequestLimitExceeded", "InternalError", "ResourceBusy")
+NOT_YET = ("UnsupportedOperation.InstanceStatePending", "UnsupportedOperation.InstanceStateStarting",
+           "UnsupportedOperation.InstanceStateRebooting")
+"""StopInstances' refusals of an instance still starting (tencentcloud-sdk-python-cvm errorcodes.py): watched and
+stopped once it runs."""
+STOP_BATCH = 100
+"""StopInstances takes at most 100 ids a call."""
 
 
 class ApiError(RuntimeError):
@@ -76,15 +85,27 @@ def spend(month, tag_key, tag_value, api):
     return rows[0].get("RealTotalCost") if rows else None
 
 
-def instances(tag_key, tag_value, api, clock):
+def instances(tags, api, clock, ids=None):
+    """The instances carrying every tag of ``tags`` (DescribeInstances filters tag:<key>, 100 a page); with ``ids``,
+    those instances looked at again by id (the API takes InstanceIds or Filters, not both; 100 ids a call)."""
+    if ids is not None:
+        found = []
+        for start in range(0, len(ids), 100):
+            chunk = list(ids[start:start + 100])
+            answer = stopcore.retry(lambda: api("cvm", "2017-03-12", "DescribeInstances",
+                                                {"InstanceIds": chunk, "Limit": 100}), transient, clock)
+            found += answer.get("InstanceSet") or []
+        return found
+    filters = [{"Name": f"tag:{key}", "Values": [value]} for key, value in tags.items()]
+
     def page(offset):
-        answer = api("cvm", "2017-03-12", "DescribeInstances", {
-            "Filters": [{"Name": f"tag:{tag_key}", "Values": [tag_value]}], "Offset": offset or 0, "Limit": 100})
+        answer = api("cvm", "2017-03-12", "DescribeInstances", {"Filters": filters, "Offset": offset or 0,
+                                                                "Limit": 100})
         found = answer.get("InstanceSet") or []
         nxt = (offset or 0) + len(found)
         return found, (nxt if found and nxt < int(answer.get("TotalCount") or 0) else None)
 
-    return stopcore.all_pages(page, clock, transient)
+    return stopcore.all_pages(page, clock, transient, "the listing of the stack's instances")
 
 
 def transient(error):
@@ -105,13 +126,16 @@ def handler(event, context, env=os.environ, api=None, clock=None, now=None):
     print(("ERROR " if verdict.unreadable else "") + verdict.reason)
     if not verdict.stop or not stopcore.flag(env.get(HARD_STOP_ENV)) or stopcore.flag(env.get(DRY_RUN_ENV)):
         return {"stop": False, "reason": verdict.reason}
-    nodes = instances(key, value, api, clock)
+    tags = {key: value, env[PROJECT_KEY_ENV]: env[PROJECT_VALUE_ENV]}
+    nodes = instances(tags, api, clock)
     plan = stopcore.StopPlan(
         name=lambda n: n["InstanceId"], state=lambda n: STATES.get(n.get("InstanceState"), stopcore.STARTING),
         stop=lambda batch: api("cvm", "2017-03-12", "StopInstances", {
             "InstanceIds": [n["InstanceId"] for n in batch], "StopType": "SOFT_FIRST",
             "StoppedMode": "STOP_CHARGING"}),
-        transient=transient, batch_size=100)
+        transient=transient, batch_size=STOP_BATCH,
+        refresh=lambda waiting: instances(tags, api, clock, [n["InstanceId"] for n in waiting]),
+        not_yet=lambda error: isinstance(error, ApiError) and error.code in NOT_YET)
     report = stopcore.stop_every(nodes, plan, clock, verdict.reason)
     for line in report.lines("budget:"):
         print(line)

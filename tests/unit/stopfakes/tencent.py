@@ -1,0 +1,142 @@
+"""Tencent Cloud's stop function (goldenenv/clouds/tencent/stop.py) on an in-process fake of billing and CVM, for
+the fault table.
+
+The fake answers in the shapes of the API v3 JSON (the Response object): DescribeBillSummaryByTag with Ready and
+SummaryOverview[] (TagValue, RealTotalCost as a string in yuan), DescribeInstances with TotalCount and
+InstanceSet[] (InstanceId, InstanceState, Tags[] of Key/Value), filtered on tag:<key> Filters, Offset and Limit (at
+most 100), or by InstanceIds (never both, as the API takes one or the other), StopInstances with at most 100
+InstanceIds, all or nothing: a batch holding an instance that cannot be stopped is refused whole (the fake's
+reading; the real API's batch semantics are unverified). Faults come as the function's ApiError: throttling as
+RequestLimitExceeded, every fifth one InternalError (Tencent's common error codes), a node still starting refused
+with UnsupportedOperation.InstanceStatePending (tencentcloud-sdk-python-cvm errorcodes.py), a refused node with the
+fake's own code.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from goldenenv.clouds.tencent import stop
+from goldenenv.clouds.tencent.tags import PROJECT_KEY
+from goldenenv.spec import STACK_TAG_KEY
+
+from . import simulated_clock
+from .world import PROJECT, STACK, Faults, FleetNode, Invocation, Throttle
+
+NOW = datetime(2026, 7, 20, 8, 0, tzinfo=timezone.utc)
+LIMIT = 1000.0
+LIVE = ("PENDING", "RUNNING", "STARTING")
+ENV = {stop.LIMIT_ENV: f"{LIMIT:g}", stop.CURRENCY_ENV: "CNY", stop.HARD_STOP_ENV: "true", stop.DRY_RUN_ENV: "false",
+       stop.TAG_KEY_ENV: STACK_TAG_KEY, stop.TAG_VALUE_ENV: STACK, stop.PROJECT_KEY_ENV: PROJECT_KEY,
+       stop.PROJECT_VALUE_ENV: PROJECT, stop.REGION_ENV: "ap-guangzhou"}
+
+
+class FakeTencent:
+    def __init__(self, fleet: list[FleetNode], faults: Faults):
+        self.faults, self.throttle = faults, Throttle(faults)
+        self.instances: dict[str, dict[str, Any]] = {}
+        self.names: dict[str, str] = {}
+        self.polls_left: dict[str, int] = {}
+        self.stop_calls: list[str] = []
+        self.run = 0
+        for n, node in enumerate(fleet):
+            instance_id = f"ins-{n:08x}"
+            tags = [{"Key": "owner", "Value": "ml-infra"}]
+            if node.stack is not None:
+                tags += [{"Key": STACK_TAG_KEY, "Value": node.stack}, {"Key": PROJECT_KEY, "Value": node.project}]
+            self.instances[instance_id] = {"InstanceId": instance_id, "InstanceType": "HCCPNV4ane.58XLARGE1929",
+                                           "InstanceState": "PENDING" if node.starting_polls else "RUNNING",
+                                           "Tags": tags}
+            self.names[node.name] = instance_id
+            self.polls_left[instance_id] = node.starting_polls
+
+    def __call__(self, service: str, version: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.throttle.now():
+            if self.throttle.calls % 5 == 0:
+                raise stop.ApiError("InternalError", "internal error")
+            raise stop.ApiError("RequestLimitExceeded", "request limit exceeded")
+        if action == "DescribeBillSummaryByTag":
+            assert params["TagKey"] == STACK_TAG_KEY and params["TagValue"] == STACK
+            return {"Ready": 1, "SummaryOverview": [{"TagValue": STACK, "RealTotalCost": "1200.00"}]}
+        if action == "DescribeInstances":
+            return self._describe(params)
+        if action == "StopInstances":
+            return self._stop(params)
+        raise AssertionError(f"unexpected call {action}")
+
+    def _describe(self, params: dict[str, Any]) -> dict[str, Any]:
+        limit = int(params.get("Limit", 20))
+        if not 1 <= limit <= 100 or ("InstanceIds" in params and "Filters" in params):
+            raise stop.ApiError("InvalidParameter", "Limit 1 to 100; InstanceIds or Filters")
+        size = min(limit, self.faults.page_size or limit)
+        if "InstanceIds" in params:
+            matching = [self.instances[i] for i in params["InstanceIds"] if i in self.instances]
+        else:
+            wanted = {f["Name"].removeprefix("tag:"): f["Values"][0] for f in params["Filters"]}
+            matching = [i for i in self.instances.values()
+                        if all({t["Key"]: t["Value"] for t in i["Tags"]}.get(k) == v for k, v in wanted.items())]
+        start = int(params.get("Offset") or 0)
+        if self.run == 1 and self.faults.lost_page and "Filters" in params \
+                and start == (self.faults.lost_page - 1) * size:
+            raise stop.ApiError("InternalError", "internal error")
+        page = matching[start:start + size]
+        for instance in page:
+            if instance["InstanceState"] == "PENDING":
+                self.polls_left[instance["InstanceId"]] -= 1
+                if self.polls_left[instance["InstanceId"]] <= 0:
+                    instance["InstanceState"] = "RUNNING"
+        return {"TotalCount": len(matching), "InstanceSet": [json.loads(json.dumps(i)) for i in page]}
+
+    def _stop(self, params: dict[str, Any]) -> dict[str, Any]:
+        ids = params["InstanceIds"]
+        if not 1 <= len(ids) <= 100 or params.get("StoppedMode") != "STOP_CHARGING":
+            raise stop.ApiError("InvalidParameter", "1 to 100 ids, STOP_CHARGING")
+        refused = {self.names[n] for n in self.faults.refuse}
+        self.stop_calls += ids
+        for instance_id in ids:
+            if instance_id in refused:
+                raise stop.ApiError("OperationDenied.FakeLock", f"{instance_id} is locked")
+            if self.instances[instance_id]["InstanceState"] == "PENDING":
+                raise stop.ApiError("UnsupportedOperation.InstanceStatePending", f"{instance_id} is pending")
+        for instance_id in ids:
+            if self.instances[instance_id]["InstanceState"] == "RUNNING":
+                self.instances[instance_id]["InstanceState"] = "STOPPED"
+        return {"RequestId": "stop"}
+
+
+class TencentAdapter:
+    cloud = "tencent"
+    not_served = {"ttl": "Tencent stacks have no time-to-live stop yet: the stack file's ttlHours is refused (exit 2)"}
+
+    def __init__(self, fleet: list[FleetNode], faults: Faults):
+        self.api = FakeTencent(fleet, faults)
+        self.seed, self.runs = faults.seed, 0
+
+    def invoke(self, path: str) -> Invocation:
+        assert path == "hard-stop"
+        self.runs += 1
+        self.api.run = self.runs
+        clock = simulated_clock(stop.TIMEOUT_SECONDS - 30, seed=self.seed + self.runs)
+        try:
+            stop.handler({}, None, env=ENV, api=self.api, clock=clock, now=NOW)
+        except Exception as error:  # the invocation fails: SCF retries or counts it as an error
+            return Invocation(True, str(error))
+        return Invocation(False)
+
+    def running(self) -> set[str]:
+        return {n for n, i in self.api.names.items() if self.api.instances[i]["InstanceState"] in LIVE}
+
+    def touched(self) -> set[str]:
+        called = set(self.api.stop_calls)
+        return {n for n, i in self.api.names.items() if i in called}
+
+    def restart(self, name: str) -> None:
+        self.api.instances[self.api.names[name]]["InstanceState"] = "RUNNING"
+
+    def named(self, name: str) -> str:
+        return self.api.names[name]
+
+    def close(self) -> None:
+        pass
