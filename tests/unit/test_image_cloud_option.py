@@ -26,7 +26,7 @@ def test_the_cloud_of_an_instance_type_is_the_one_whose_catalog_lists_it():
 def test_an_instance_type_no_catalog_lists_asks_for_the_cloud():
     done = _check_lock("--instance-type", "p9.huge")
     assert done.exit_code == 2
-    assert ("--instance-type p9.huge: no cloud's catalog lists it; give --cloud (one of alicloud, aws, azure, gcp) "
+    assert ("--instance-type p9.huge: no cloud's catalog lists it; give --cloud (one of alicloud, aws, azure, gcp, tencent) "
             "and an instance type that cloud's catalog lists") in done.output
     assert "Traceback" not in done.output
 

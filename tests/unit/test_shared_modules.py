@@ -133,7 +133,7 @@ def test_every_cloud_is_an_extra_or_needs_no_sdk():
 @pytest.mark.parametrize("cloud", CLOUDS_WITH_AN_EXTRA)
 def test_no_shared_module_imports_a_clouds_sdk(cloud):
     modules = sdk_modules(cloud)
-    assert any(m.startswith("pulumi_") for m in modules), f"{cloud}'s extra installs no Pulumi provider: {modules}"
+    assert any(plugin_file(m) for m in modules), f"{cloud}'s extra installs no Pulumi provider: {modules}"
     found = sdk_imports(shared_modules(), modules)
     assert found == [], f"move it into goldenenv/clouds/{cloud}/ (its extra's modules: {sorted(modules)}): {found}"
 
@@ -169,15 +169,24 @@ def strings(path: Path) -> tuple[ast.Constant, ...]:
                  and id(node) not in documents)
 
 
+def plugin_file(module: str) -> Path | None:
+    """A Pulumi provider SDK's pulumi-plugin.json: what makes a module a provider, whatever its name (pulumi_aws;
+    Tencent's tencentcloud_iac_pulumi)."""
+    spec = importlib.util.find_spec(module)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        plugin = Path(folder) / "pulumi-plugin.json"
+        if plugin.exists():
+            return plugin
+    return None
+
+
 def provider_package(cloud: str) -> str | None:
-    """The Pulumi package name of the cloud's provider (`aws`, `azure-native`), from its pulumi-plugin.json: the
-    prefix of every resource type token of the provider. None for a cloud without a provider."""
-    for module in sorted(m for m in sdk_modules(cloud) if m.startswith("pulumi_")):
-        spec = importlib.util.find_spec(module)
-        for folder in spec.submodule_search_locations or []:
-            plugin = Path(folder) / "pulumi-plugin.json"
-            if plugin.exists():
-                return json.loads(plugin.read_text())["name"]
+    """The Pulumi package name of the cloud's provider (`aws`, `azure-native`, `tencentcloud`), from its
+    pulumi-plugin.json: the prefix of every resource type token of the provider. None for a cloud without one."""
+    for module in sorted(sdk_modules(cloud)):
+        plugin = plugin_file(module)
+        if plugin is not None:
+            return json.loads(plugin.read_text())["name"]
     return None
 
 

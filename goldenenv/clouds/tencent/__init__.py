@@ -93,9 +93,6 @@ class TencentCloud(PulumiCloud):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not a Tencent Cloud region name (e.g. "
                                     "ap-guangzhou, ap-shanghai, ap-beijing)"))
         problems += zone_problems(CLOUD, spec) + self._currency(spec) + self._storage(spec) + self._lifecycle(spec)
-        if len(spec.zones or ()) > 0:
-            problems.append(Problem("goldenenv:zones", "Tencent stacks do not fail over between zones yet: set "
-                                    "goldenenv:zone"))
         site = CURRENCIES.get(spec.budget.currency) if spec.budget else None
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))

@@ -1,7 +1,11 @@
 """Tencent Cloud's guardrail facts: the type tokens the generic rules of goldenenv.guardrails read, and how to read
 them - security groups and their rule sets, public reachability of CVM instances, disk and bucket encryption, COS
 buckets as data stores, the budget and its stop function, the registry pull. Resources are in engine form (camelCase
-inputs)."""
+inputs).
+
+Not judged here: imdsv1-allowed (CVM's metadata service answers plain GETs, with no session-token mode on any page
+read, so there is no setting to judge), and the system disk's encryption (tencentcloud-iac-pulumi 0.2.3's Instance
+takes `encrypt` on data disks only)."""
 
 from __future__ import annotations
 
@@ -53,6 +57,8 @@ def public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     if _is_true(props.get("allocatePublicIp")) or (_port(props.get("internetMaxBandwidthOut")) or 0) > 0:
         yield (f"{_label(resource)} gets a public IP (allocatePublicIp / internetMaxBandwidthOut > 0); egress "
                "through the NAT gateway instead.")
+    if (_port(props.get("ipv6AddressCount")) or 0) > 0:
+        yield f"{_label(resource)} takes IPv6 addresses (ipv6AddressCount), reachable from the internet; drop them."
 
 
 def says_private(resource: PlannedResource) -> bool:
@@ -66,6 +72,23 @@ def address_targets(resource: PlannedResource) -> list[tuple[str, Any]]:
 def storage_encryption(resource: PlannedResource, ctx: Context) -> Iterator[str]:
     if resource.type == COS_BUCKET and not resource.props.get("encryptionAlgorithm"):
         yield f"{_label(resource)} has no server-side encryption; set encryption_algorithm AES256 (or KMS)."
+    if resource.type == INSTANCE:
+        for index, disk in enumerate(_mapping(d) for d in _items(resource.props.get("dataDisks"))):
+            if not _is_true(disk.get("encrypt")):
+                yield f"{_label(resource)} data disk {index} is not encrypted; set encrypt=True on it."
+
+
+EVERYONE = "qcs::cam::anyone:anyone"
+"""COS's principal for anyone (a bucket policy's Principal {"qcs": [...]})."""
+
+
+def public_data(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A COS bucket policy granting Tencent's `anyone` principal, which the generic reader does not know."""
+    if resource.type != "tencentcloud:Cos/bucketPolicy:BucketPolicy":
+        return
+    if EVERYONE in str(resource.props.get("policy") or ""):
+        yield (f"{_label(resource)} grants {EVERYONE} (anyone on the internet); name the CAM roles that need the "
+               "data instead.")
 
 
 def bucket_acl(resource: PlannedResource) -> list[str]:
@@ -161,6 +184,7 @@ FACTS = ProviderFacts(
     standalone_ingress_rules=(RULE_SET,),
     ingress=ingress,
     storage_encryption=storage_encryption,
+    public_data=public_data,
     public_ip=public_ip,
     data_stores=(COS_BUCKET,),
     instances=(INSTANCE,),
