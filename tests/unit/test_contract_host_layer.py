@@ -27,9 +27,10 @@ from goldenenv.plan import UNPUBLISHED, host_layer_line, plan
 from goldenenv.spec import HostImageOverride
 
 STACKS = [pytest.param(cloud, stack, id=stack) for cloud, stack in shipped.pulumi_stacks()]
-NO_PINNABLE_SOURCE = {"alicloud-ebmgn8v-2node": "module:erdma"}
+NO_PINNABLE_SOURCE = {"alicloud-ebmgn8v-2node": "module:erdma", "tencent-hccpnv5-2node": "fs:cfs-turbo"}
 """Shipped stacks a need of which no host lock can pin yet, and that need: Alibaba's eRDMA driver comes as an
-installer script with no signed repository or checksum to pin, and the stock image lacks it. `up` refuses them as
+installer script with no signed repository or checksum to pin, and the stock image lacks it; Tencent's CFS Turbo
+client has no package source found at all (its "Using CFS Turbo on Linux Clients" guide was not read). `up` refuses them as
 shipped, naming it (test below); a stack leaves this list the day a component provides the need."""
 BAKED_ID = {"aws": "ami-0123456789abcdef0", "gcp": "projects/my-project/global/images/goldenenv-host-0123",
             "azure": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/"
