@@ -129,6 +129,10 @@ def delete_everything(cloud: str, days: float) -> Callable[[Plan], None]:
             plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
                                              {"enabled": True, "id": "purge", "prefix": "",
                                               "expirations": [{"days": days}]}])
+        elif cloud == "tencent":
+            bucket = plan.one("tencentcloud:Cos/bucket:Bucket", "-data-bucket")
+            plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
+                                             {"id": "purge", "filterPrefix": "", "expiration": {"days": days}}])
         elif cloud == "aws":
             bucket = plan.one("aws:s3/bucket:Bucket")
             plan.add("aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2", "purge", {
@@ -159,7 +163,7 @@ def _plans_lustre(plan: Plan) -> bool:
     return any(r.type.startswith("azure-native:storagecache:AmlFilesystem") for r in plan.resources)
 
 
-ALL = ("aws", "alicloud", "gcp", "azure")
+ALL = ("aws", "alicloud", "gcp", "azure", "tencent")
 TABLE: tuple[Row, ...] = (
     Row("gcp-head-secure-boot-off", ("gcp",), HOST, gcp_shielded("enableSecureBoot", head=True)),
     Row("gcp-node-vtpm-off", ("gcp",), HOST, gcp_shielded("enableVtpm")),
@@ -183,6 +187,8 @@ TABLE: tuple[Row, ...] = (
     Row("alicloud-head-inherits-the-image-password", ("alicloud",), HOST,
         lambda plan: plan.set(next(r for r in plan.of("alicloud:ecs/instance:Instance") if _in_head(r)),
                               passwordInherit=True)),
+    Row("tencent-node-login-password", ("tencent",), HOST,
+        lambda plan: plan.set(plan.nodes("tencentcloud:Instance/instance:Instance")[0], password="Correct-Horse-1")),
     Row("azure-data-account-plain-http", ("azure",), STORAGE,
         azure_account("-data-account", enableHttpsTrafficOnly=False)),
     Row("azure-data-account-tls-1-0", ("azure",), STORAGE, azure_account("-data-account", minimumTlsVersion="TLS1_0")),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.clouds.tencent import hardening, privilege, stop
+from goldenenv.clouds.tencent import hardening, privilege, stop, stop_chain
 from goldenenv.clouds.tencent.limits import INSTANCE
 from goldenenv.guardrails import (
     BudgetWatch, Context, Ingress, PlannedResource, ProviderFacts, _is_true, _items, _label, _mapping, _port,
@@ -196,6 +196,7 @@ FACTS = ProviderFacts(
     access_block=access_block,
     block_covers=block_covers,
     budgets=budgets,
+    stop_chain=stop_chain.stop_chain,
     budget_hint="set goldenenv:budget so the stack plans its budget and stop function",
     boot_script=boot_script,
     repositories=(TCR_REPOSITORY,),

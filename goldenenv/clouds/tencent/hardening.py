@@ -38,7 +38,7 @@ def lifecycle(resource: Any, ctx: Any) -> Iterator[str]:
     for rule in resource.props.get("lifecycleRules") or ():
         if rule.get("filterPrefix"):
             continue
-        for expiration in rule.get("expirations") or ():
-            if deletes_within_a_day(expiration.get("days")):
-                yield (f"{_label(resource)} expires every object after {expiration.get('days')} day(s): it would "
-                       "empty the stack's data; scope it to a prefix or remove it.")
+        expiration = rule.get("expiration")
+        if isinstance(expiration, dict) and deletes_within_a_day(expiration.get("days")):
+            yield (f"{_label(resource)} expires every object after {expiration.get('days')} day(s): it would "
+                   "empty the stack's data; scope it to a prefix or remove it.")
