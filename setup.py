@@ -1,5 +1,8 @@
 """The project folders ship inside the wheel: templates/, the image locks, examples/ and the example stacks are
-copied to goldenenv/_data at build time (goldenenv.project.packaged finds them there, or here in a checkout)."""
+copied to goldenenv/_data at build time (goldenenv.project.packaged finds them there, or here in a checkout).
+templates/ holds the shared templates only: a cloud's or fabric's own are in its package folder
+(goldenenv/clouds/<cloud>/templates/, goldenenv/fabrics/<fabric>/templates/) and ship as its package data
+(pyproject.toml)."""
 
 import shutil
 from pathlib import Path

@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from goldenenv import lifecycle
-from goldenenv.clouds.local.cluster import DATA
+from goldenenv import jobs, lifecycle
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.progress import Steps, heartbeat
 from goldenenv.spec import ClusterSpec
@@ -113,8 +112,9 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
 
     def train(log):
         lines: list[str] = []
-        run_dir = f"{DATA}/checkpoints/flow-{int(time.time())}"
-        command = ["python", f"{lifecycle.CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", "20",
+        where = jobs.places(spec)
+        run_dir = f"{where.checkpoints}/flow-{int(time.time())}"
+        command = ["python", f"{where.code}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", "20",
                    "--checkpoint-dir", run_dir]
         result = lifecycle.run(spec, command, lambda node, text: (lines.append(text), log(f"[{node}] {text}")),
                                code=examples, client=client)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from goldenenv import catalog, clouds, slurm
+from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.images.lock import load as load_lock
 from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
 from goldenenv.slurm import jobindex, view
@@ -131,10 +132,10 @@ def require_slurm(spec: ClusterSpec) -> None:
                                    "goldenenv:scheduler: slurm (the default) and goldenenv up, or use goldenenv run")])
 
 
-def local_head(spec: ClusterSpec, client=None) -> tuple[Head, object]:
-    from goldenenv.clouds.local.cluster import LocalCluster
-
-    cluster = LocalCluster(spec, client)
+def local_head(spec: ClusterSpec, client=None) -> tuple[Head, OwnCluster]:
+    """The head container of a stack whose cloud goldenenv provisions itself (Cloud.own_cluster), as the image's
+    user; and its cluster."""
+    cluster = clouds.get(spec.cloud).own_cluster(spec, client)
     container = cluster.head()
     if container is None or container.status != "running":
         raise ConfigError([Problem(f"stack {spec.stack}", "the head container is not running: goldenenv up first")])

@@ -1,17 +1,17 @@
 """Lifecycle of a stack: up, run, validate, drill, destroy.
 
-The local cloud is driven by the Docker SDK (clouds/local); Pulumi clouds through the Automation
-API (`automation.py`). Every step takes a `log` callable so the CLI can show progress.
+A cloud goldenenv provisions itself (the local cloud) is driven through the cluster its Cloud.own_cluster gives
+(clouds/owncluster.py): this module keeps each step's order and judges its results, the cloud's folder does what
+touches its nodes. Pulumi clouds go through the Automation API (`automation.py`), their nodes over ssh here. Every
+step takes a `log` callable so the CLI can show progress.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import re
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,13 +19,12 @@ from pathlib import Path
 
 import docker
 
-from goldenenv import catalog, clouds, project, stackconfig
+from goldenenv import catalog, clouds, jobs, project, stackconfig
 from goldenenv.checks import cluster as cluster_checks
 from goldenenv.checks import run as image_checks
 from goldenenv.checks.plugin import PROBE_SOURCE
-from goldenenv.clouds.base import HostsBy, NodeReach
-from goldenenv.clouds.local.cluster import DATA, LocalCluster, put_files
-from goldenenv.clouds.local.run import NODE_ENV, RunResult, run_on_nodes
+from goldenenv.clouds.base import HostsBy
+from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.images.build import build
 from goldenenv.images.dockerfile import BuildOptions
 from goldenenv.images.lock import load, lock_path
@@ -33,9 +32,9 @@ from goldenenv.nodeboot import CODE_FOLDER, MASTER_PORT
 from goldenenv.plan import stack_file
 from goldenenv.slurm import view as slurm_view
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
+from goldenenv.streams import RANK_ENV, RunResult
 
 Log = Callable[[str], None]
-CODE = f"{DATA}/code"
 ALLREDUCE = Path(__file__).parent / "checks" / "allreduce_nodes.py"
 
 
@@ -47,11 +46,10 @@ def load_spec(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
     return spec
 
 
-def local_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) -> LocalCluster:
-    if clouds.get(spec.cloud).reaches_nodes_by is not NodeReach.DOCKER:
-        raise ConfigError([Problem("goldenenv:cloud", f"this step runs on the local cloud; {spec.stack} is on "
-                                   f"{spec.cloud}: use goldenenv up/destroy, which drive Pulumi")])
-    return LocalCluster(spec, client)
+def own_cluster(spec: ClusterSpec, client: docker.DockerClient | None = None) -> OwnCluster:
+    """The stack's cluster, on a cloud goldenenv provisions itself (its Cloud.own_cluster); a Pulumi cloud's stack
+    is refused, saying which commands drive it."""
+    return clouds.get(spec.cloud).own_cluster(spec, client)
 
 
 def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient, log: Log,
@@ -76,42 +74,23 @@ def ensure_image(spec: ClusterSpec, options: BuildOptions, client: docker.Docker
 
 
 def up(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient | None = None, log: Log = print) -> dict:
-    cluster = local_cluster(spec, client)
+    cluster = own_cluster(spec, client)
     image = ensure_image(spec, options, cluster.client, log)
     return cluster.up(image, log)
 
 
 def destroy(spec: ClusterSpec, purge_data: bool = False, client=None, log: Log = print) -> list[str]:
-    return local_cluster(spec, client).destroy(purge_data, log)
-
-
-def sync_code(cluster: LocalCluster, folder: Path) -> None:
-    """Copy a folder to /data/code on the shared storage tier, where every node sees it."""
-    nodes = cluster.nodes()
-    if not nodes:
-        raise ConfigError([Problem(f"stack {cluster.spec.stack}", "no nodes: run goldenenv up first")])
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                info = tar.gettarinfo(str(path), arcname=str(Path(CODE).relative_to(DATA) / path.relative_to(folder)))
-                info.uid = info.gid = 1000
-                with path.open("rb") as f:
-                    tar.addfile(info, f)
-    nodes[0].put_archive(DATA, buffer.getvalue())
+    return own_cluster(spec, client).destroy(purge_data, log)
 
 
 def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None], code: Path | None = None,
         client=None) -> RunResult:
-    cluster = local_cluster(spec, client)
+    """CMD under torchrun on every node of the stack's own cluster (the code synced to its shared storage first),
+    as the image's user."""
+    cluster = own_cluster(spec, client)
     if code:
-        sync_code(cluster, code)
-    nodes = cluster.nodes()
-    if not nodes or any(n.status != "running" for n in nodes):
-        raise ConfigError([Problem(f"stack {spec.stack}", "not every node is running: goldenenv up first")])
-    outputs = cluster.outputs()
-    return run_on_nodes(cluster.client, nodes, outputs["nodePrivateIps"], cluster.shape.processes_per_node,
-                        command, cluster.env(), on_line, user=load(spec.image.lock).user)
+        cluster.sync_code(code)
+    return cluster.run(command, on_line, load(spec.image.lock).user)
 
 
 STORAGE_ENV = ("GOLDENENV_STACK", "GOLDENENV_DATASETS", "GOLDENENV_CHECKPOINTS", "GOLDENENV_SCRATCH")
@@ -139,7 +118,7 @@ def run_remote(spec: ClusterSpec, command: list[str], on_line: Callable[[str, st
     (GOLDENENV_CHECKPOINTS: the parallel FS, which the stack exports to its bucket). With resume, the ranks see
     GOLDENENV_RESUME=1; examples/train_ddp.py resumes from its latest checkpoint on every start anyway.
     """
-    from goldenenv import jobs, remote
+    from goldenenv import remote
     from goldenenv.clouds import access
     from goldenenv.nodeboot import NodeBoot
 
@@ -207,32 +186,34 @@ class Validation:
 
 
 def validate(spec: ClusterSpec, client=None, log: Log = print) -> Validation:
-    """The local cluster through the same path as cloud nodes: testinfra hosts, here docker://."""
-    cluster = local_cluster(spec, client)
-    nodes = cluster.nodes()
+    """The stack's own cluster through the same path as cloud nodes: testinfra hosts, here docker://."""
+    cluster = own_cluster(spec, client)
+    nodes = cluster.node_names()
     if not nodes:
         raise ConfigError([Problem(f"stack {spec.stack}", "no nodes: run goldenenv up first")])
     user = load(spec.image.lock).user  # a Slurm node's container runs slurmd as root; jobs and checks run as the user
-    result = validate_hosts(spec.image.lock, [f"docker://{user}@{n.name}" for n in nodes], log=log,
-                            procs_per_node=cluster.shape.processes_per_node)
+    slots = catalog.node_slots(spec.cloud, spec.nodes[0].instance_type)
+    result = validate_hosts(spec.image.lock, [f"docker://{user}@{name}" for name in nodes], log=log,
+                            procs_per_node=slots.processes)
     log("every node's health (quick level)")
     result.health = node_health(spec, cluster)
-    if cluster.slurm:
+    if spec.scheduler == "slurm":
         log("the scheduler's view")
         result.scheduler = cluster.scheduler_nodes()
-        result.scheduler_problems = slurm_view.judge(result.scheduler, cluster.count, gpus=0)
+        result.scheduler_problems = slurm_view.judge(result.scheduler, sum(p.count for p in spec.nodes),
+                                                     gpus=slots.gpus)
     return result
 
 
-def node_health(spec: ClusterSpec, cluster: LocalCluster, level: str = "quick") -> list:
+def node_health(spec: ClusterSpec, cluster: OwnCluster, level: str = "quick") -> list:
     """Every node container's health at `level`: collected into the stack's saved health folder, then judged
     (health.fleet), as `goldenenv health` does on any stack."""
     from goldenenv.catalog import health
     from goldenenv.health import fleet
 
-    nodes = cluster.nodes()
-    reach = {node.name: fleet.local_node(node.name) for node in nodes}
-    expects = {node.name: health.pool_expectations(spec.cloud, spec.nodes[0].instance_type, None) for node in nodes}
+    nodes = cluster.node_names()
+    reach = {name: fleet.local_node(name) for name in nodes}
+    expects = {name: health.pool_expectations(spec.cloud, spec.nodes[0].instance_type, None) for name in nodes}
     out = fleet.saved_folder(project.current().root, spec.stack)
     fleet.collect(reach, expects, level, out)
     return fleet.judge_folder(out)
@@ -275,12 +256,13 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
     the job resumes by itself (slurm_drill)."""
     import threading
 
-    cluster = local_cluster(spec, client)
-    if cluster.slurm:
+    cluster = own_cluster(spec, client)
+    if spec.scheduler == "slurm":
         return slurm_drill(spec, examples, steps, interval, sleep, cluster.client, log)
-    sync_code(cluster, examples)
-    run_dir = f"{DATA}/checkpoints/drill-{int(time.time())}"
-    train = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
+    cluster.sync_code(examples)
+    where = jobs.places(spec)
+    run_dir = f"{where.checkpoints}/drill-{int(time.time())}"
+    train = ["python", f"{where.code}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
              "--checkpoint-dir", run_dir, "--sleep-per-step", str(sleep), "--log-every", "1"]
     seen = {"step": 0}
 
@@ -292,19 +274,19 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
 
     first = threading.Thread(target=lambda: run(spec, train, watch, client=cluster.client), daemon=True)
     first.start()
-    victim = cluster.nodes()[-1]
+    victim = cluster.node_names()[-1]
     while _latest_step(cluster, run_dir) < 2 * interval:
         if not first.is_alive():
             raise RuntimeError("training ended before the drill could kill a node")
         time.sleep(0.2)
-    log(f"killing {victim.name} at step ~{seen['step']}")
-    victim.kill()
+    log(f"killing {victim} at step ~{seen['step']}")
+    cluster.kill_node(victim)
     first.join(timeout=120)
     # read after the job has died: a surviving rank may finish a checkpoint right after the kill
     checkpoint = _latest_step(cluster, run_dir)
     step_at_kill = max(seen["step"], checkpoint)
-    log(f"bringing {victim.name} back; last checkpoint: step {checkpoint}")
-    victim.start()
+    log(f"bringing {victim} back; last checkpoint: step {checkpoint}")
+    cluster.start_node(victim)
     lines: list[str] = []
     second = run(spec, train, lambda node, text: (lines.append(text), on_line(node, text)), client=cluster.client)
     if not second.ok:
@@ -316,22 +298,19 @@ def drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: int = 1
 def submit_training(spec: ClusterSpec, examples: Path, steps: int, interval: int, sleep: float = 0.0,
                     client=None, log: Log = print, name: str = "train"):
     """Queue examples/train_ddp.py on every node of the local Slurm stack; (head, job id)."""
-    from goldenenv import jobs
-
     head, cluster = jobs.local_head(spec, client)
-    sync_code(cluster, examples)
-    command = ["python", f"{CODE}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
+    cluster.sync_code(examples)
+    where = jobs.places(spec)
+    command = ["python", f"{where.code}/train_ddp.py", "--steps", str(steps), "--checkpoint-every", str(interval),
                "--log-every", "1", *(["--sleep-per-step", str(sleep)] if sleep else [])]
-    job = jobs.batch_job(spec, command, cluster.count, None, None, name, jobs.slurmd_timeout(spec))
-    job_id = jobs.submit(head, job, jobs.places(spec).jobs)
+    job = jobs.batch_job(spec, command, sum(p.count for p in spec.nodes), None, None, name, jobs.slurmd_timeout(spec))
+    job_id = jobs.submit(head, job, where.jobs)
     log(f"submitted job {job_id}: {' '.join(command)}")
     return head, job_id
 
 
 def wait_job(head, spec: ClusterSpec, job_id: str, until, timeout: float, poll: float = 0.5):
     """Poll the job until `until(job)` holds; the job, or RuntimeError naming its state after `timeout` seconds."""
-    from goldenenv import jobs
-
     deadline = time.monotonic() + timeout
     while True:
         found = jobs.list_jobs(head, jobs.places(spec).checkpoints, job_id)
@@ -350,15 +329,17 @@ def slurm_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interval: i
     """Kill a node container mid-job and only watch: Slurm requeues the job, the node comes back, the job resumes
     from its last checkpoint and completes. `job`: (head, id) of a job already queued (the flow's training)."""
     head, job_id = job or submit_training(spec, examples, steps, interval, sleep, client, log)
-    cluster = local_cluster(spec, client)
+    cluster = own_cluster(spec, client)
     running = wait_job(head, spec, job_id, lambda j: j.state == "RUNNING" and (j.checkpoint_step or 0) >= 2 * interval,
                        timeout=180)
-    victim = cluster.nodes()[-1]
-    log(f"killing {victim.name} (docker kill) at checkpoint step {running.checkpoint_step} of job {job_id}")
-    victim.kill()
+    victim = cluster.node_names()[-1]
+    log(f"killing {victim} (docker kill) at checkpoint step {running.checkpoint_step} of job {job_id}")
+    cluster.kill_node(victim)
     return _resumed(head, spec, job_id, interval, log, "Slurm requeued")
 
 
+TRAINING_RANK = r"^python[0-9.]* \S*train_ddp\.py"
+"""A rank of the drill's training, as pkill -f matches its command line."""
 CONTAINED_XID = 94
 """The error the GPU-error drill stages: a contained ECC error, the commonest a job restart fixes (while the catalog
 says so; else its first restart-job XID)."""
@@ -378,20 +359,15 @@ def gpu_error_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interva
     restarts = sorted(c for c, rule in health.xid_rules().items() if rule.action == "restart-job")
     code = CONTAINED_XID if CONTAINED_XID in restarts else restarts[0]
     head, job_id = submit_training(spec, examples, steps, interval, sleep, client, log)
-    cluster = local_cluster(spec, client)
+    cluster = own_cluster(spec, client)
     running = wait_job(head, spec, job_id, lambda j: j.state == "RUNNING" and (j.checkpoint_step or 0) >= 2 * interval,
                        timeout=180)
-    victim = cluster.nodes()[-1]
-    kept = victim.get_archive(fleet.NODE_HEALTH)[0]
-    try:
-        put_files(victim, fleet.NODE_HEALTH, fleet.staged_gpu_error(code, datetime.now(timezone.utc)))
-        log(f"staging XID {code} on {victim.name}'s GPU 0 and killing its rank at checkpoint step "
+    victim = cluster.node_names()[-1]
+    with cluster.staged_files(victim, fleet.NODE_HEALTH, fleet.staged_gpu_error(code, datetime.now(timezone.utc))):
+        log(f"staging XID {code} on {victim}'s GPU 0 and killing its rank at checkpoint step "
             f"{running.checkpoint_step} of job {job_id}")
-        victim.exec_run(["pkill", "-9", "-f", r"^python[0-9.]* \S*train_ddp\.py"], user="root")
+        cluster.kill_processes(victim, TRAINING_RANK)
         report = _resumed(head, spec, job_id, interval, log, "the job's script requeued")
-    finally:
-        victim.exec_run(["rm", "-rf", f"{fleet.NODE_HEALTH}/recorded"], user="root")
-        victim.put_archive(str(Path(fleet.NODE_HEALTH).parent), b"".join(kept))
     said = re.search(rf"goldenenv: job {job_id}: (.*logged XID {code}.*)", head.check(["cat", report.output]))
     if not said:
         raise RuntimeError(f"job {job_id} was restarted, but its script did not name XID {code}")
@@ -400,8 +376,6 @@ def gpu_error_drill(spec: ClusterSpec, examples: Path, steps: int = 120, interva
 
 def _resumed(head, spec: ClusterSpec, job_id: str, interval: int, log: Log, who: str) -> DrillReport:
     """After the drill's blow: the job is requeued, runs again, completes; what it lost, from its log."""
-    from goldenenv import jobs
-
     struck = time.monotonic()
     back = wait_job(head, spec, job_id, lambda j: j.restarts >= 1 and j.state in ("RUNNING", "COMPLETED"),
                     timeout=240)
@@ -421,9 +395,9 @@ def _resumed(head, spec: ClusterSpec, job_id: str, interval: int, log: Log, who:
                        output=output)
 
 
-def _latest_step(cluster: LocalCluster, run_dir: str) -> int:
-    done = cluster.nodes()[0].exec_run(["cat", f"{run_dir}/latest"])
-    match = re.search(r"step-(\d+)", done.output.decode()) if done.exit_code == 0 else None
+def _latest_step(cluster: OwnCluster, run_dir: str) -> int:
+    latest = cluster.read_shared(f"{run_dir}/latest")
+    match = re.search(r"step-(\d+)", latest) if latest is not None else None
     return int(match.group(1)) if match else 0
 
 
@@ -521,7 +495,7 @@ def validate_hosts(lock_name: str, hosts: list[str], exec_prefix: str = "", ssh_
     outputs: dict[int, object] = {}
 
     def one(index: int, remote) -> None:
-        command = ["env", *[f"{k}={v}" for k, v in NODE_ENV.items() if k != "GLOO_SOCKET_IFNAME"], "torchrun",
+        command = ["env", *[f"{k}={v}" for k, v in RANK_ENV.items()], "torchrun",
                    f"--nnodes={len(remotes)}",
                    f"--nproc-per-node={procs}", "--rdzv-backend=c10d", f"--rdzv-endpoint={addresses[0]}:29500",
                    f"--rdzv-id={run_id}", f"--local-addr={addresses[index]}", "--max-restarts=0", script]

@@ -157,8 +157,8 @@ class NodeBoot:
     image_ref: str | None = None
     """The exact reference nodes pull, repository@sha256:<64 hex>; None: no golden container."""
     registry_login: str | None = None
-    """How the node logs in to the cloud's registry before the pull: templates/node/registry-login-<name>.sh.j2
-    (ecr, acr); None: an anonymous pull."""
+    """How the node logs in to the cloud's registry before the pull: node/registry-login-<name>.sh.j2 in the
+    cloud's templates/ folder (ecr, acr); None: an anonymous pull."""
     slurm: SlurmNode | None = None
     """The stack's scheduler: the golden container runs slurmd (as root, with the munge key) instead of sleeping;
     None: no scheduler (goldenenv:scheduler none), the container sleeps and `goldenenv run` reaches it over ssh."""

@@ -68,12 +68,34 @@ class Project:
         return _distinct(self.images, packaged("images"))
 
     def template_folders(self) -> list[Path]:
-        """Where templates are looked up: the project's templates/ first, then the packaged ones."""
-        return _distinct(self.templates, packaged("templates"))
+        """Where templates are looked up, first match wins: the project's templates/ (so a user's copy overrides
+        any template), then the ones goldenenv ships (shipped_template_folders)."""
+        return [*_distinct(self.templates, packaged("templates")), *owned_template_folders()]
 
     def examples_folder(self) -> Path:
         """The project's examples/ when it has one, else the packaged examples."""
         return self.examples if self.examples.is_dir() else packaged("examples")
+
+
+TEMPLATE_OWNERS = ("clouds", "fabrics")
+"""The folders under goldenenv/ whose packages (a cloud, a fabric) may hold templates of their own in templates/."""
+
+
+def shipped_template_folders() -> list[Path]:
+    """The templates goldenenv ships: the packaged templates/ (the ones every cloud and fabric shares), then each
+    cloud's and fabric's own (owned_template_folders)."""
+    return [packaged("templates"), *owned_template_folders()]
+
+
+@functools.cache
+def owned_template_folders(package: Path = PACKAGE) -> tuple[Path, ...]:
+    """Each cloud's goldenenv/clouds/<cloud>/templates/, then each fabric's goldenenv/fabrics/<fabric>/templates/,
+    in name order. Found by listing the folders, as the catalog finds their rows, so that a new cloud or fabric
+    brings its templates with no list to edit and rendering a template imports no cloud; listed once per process
+    (every template of a plan is looked up through it)."""
+    return tuple(entry / "templates" for owner in TEMPLATE_OWNERS if (package / owner).is_dir()
+                 for entry in sorted((package / owner).iterdir(), key=lambda e: e.name)
+                 if (entry / "__init__.py").is_file() and (entry / "templates").is_dir())
 
 
 def _distinct(*folders: Path) -> list[Path]:

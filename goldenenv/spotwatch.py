@@ -90,7 +90,13 @@ notice(body, this machine's name or None, core): (action, deadline or None, raw)
 CLOUD_FACTS = {cloud: CloudFacts(m.VENDOR, m.NOTICE_PATH, m.TOKEN_HEADERS, dict(m.HEADERS), m.METADATA_URL,
                                  machine_path=m.MACHINE_PATH) for cloud, m in NOTICE_MODULES.items()}
 CLOUDS = tuple(CLOUD_FACTS)
-VENDORS = {facts.vendor: cloud for cloud, facts in CLOUD_FACTS.items()}
+VENDORS: dict[str, tuple[str, ...]] = {}
+for _cloud, _facts in CLOUD_FACTS.items():
+    VENDORS[_facts.vendor] = (*VENDORS.get(_facts.vendor, ()), _cloud)
+"""How a machine's DMI vendor begins -> the clouds whose machines show it: one, unless a cloud runs on another's
+machines (a copy of a cloud's folder, on the same provider), where the machine cannot tell them apart and --cloud
+must."""
+DMI_FOLDER = Path("/sys/class/dmi/id")
 
 
 @dataclass(frozen=True)
@@ -210,18 +216,18 @@ NOTICES = {cloud: _reader(cloud, module, sys.modules[__name__]) for cloud, modul
 """cloud -> parser(body, this machine's name or None): the Notice, or None when the answer holds none for it."""
 
 
-def detect_cloud() -> str | None:
-    """The cloud this machine runs on, from its DMI vendor (readable without privileges)."""
+def detect_clouds() -> tuple[str, ...]:
+    """The clouds this machine may run on, from its DMI vendor (readable without privileges): none off every known
+    cloud, one on a known cloud, several where clouds share the vendor."""
     for name in ("sys_vendor", "board_vendor"):
         try:
-            with open(f"/sys/class/dmi/id/{name}") as f:
-                vendor = f.read().strip()
+            vendor = (DMI_FOLDER / name).read_text().strip()
         except OSError:
             continue
-        for prefix, cloud in VENDORS.items():
+        for prefix, clouds in VENDORS.items():
             if vendor.startswith(prefix):
-                return cloud
-    return None
+                return clouds
+    return ()
 
 
 def _children() -> dict[int, list[int]]:
@@ -405,12 +411,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cloud = args.cloud or detect_cloud()
-    if cloud is None:
+    found = (args.cloud,) if args.cloud else detect_clouds()
+    if not found:
         log("not on a known cloud (no " + " or ".join(VENDORS) + " DMI vendor) and no --cloud: give --cloud (one "
             f"of {', '.join(CLOUDS)}) or GOLDENENV_CLOUD; no cloud is assumed, since another cloud's endpoint never "
             "posts this machine's notice")
         return 2
+    if len(found) > 1:
+        log(f"this machine's DMI vendor is that of {' and '.join(found)}, which it cannot tell apart, and no --cloud "
+            f"was given: give --cloud (one of {', '.join(found)}) or GOLDENENV_CLOUD; no cloud is assumed, since "
+            "another cloud's endpoint never posts this machine's notice")
+        return 2
+    cloud = found[0]
     args.metadata_url = args.metadata_url or CLOUD_FACTS[cloud].default_url
     metadata = Metadata(cloud, args.metadata_url)
     if args.drain_node is not None:

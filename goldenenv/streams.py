@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 RUN_MARKER = "GOLDENENV_RUN"
 """Every process of a run carries RUN_MARKER=<run id> in its environment, so stopping a node can find them all."""
+RANK_ENV = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+"""What the ranks of goldenenv's own runs see (a local cluster's run, validate's all-reduce on any node): one thread
+per rank on small nodes, lines as they are printed, torch's C++ log at errors only."""
 WORKER_FAILED = "failed (exitcode:"
 """What torch elastic logs when a worker exits non-zero."""
 

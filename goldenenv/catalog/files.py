@@ -3,7 +3,9 @@
 data/<table>.csv (beside this module) holds the rows that belong to no cloud or fabric (GPUs, CUDA and driver
 minimums, models); goldenenv/clouds/<cloud>/catalog/<table>.csv holds one cloud's rows, without a `cloud` column,
 and goldenenv/fabrics/<fabric>/catalog/<table>.csv one fabric's rows, without a `fabric` column: the reader fills
-the column from the folder's name. A new cloud or fabric adds its rows in its own folder and edits no shared file.
+the column from the folder's name. A shared file need not have that column: its rows are then read with it empty
+(rows of no cloud or fabric, such as the health rules every node is judged by). A new cloud or fabric adds its rows
+in its own folder and edits no shared file, even to a table whose shared file has never had a row of one.
 Files are read on first use and cached for the process.
 """
 from __future__ import annotations
@@ -80,6 +82,7 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
                                 f"goldenenv/fabrics/<fabric>/catalog/{table}.csv")
     found: list[dict[str, str]] = []
     columns: tuple[str, list[str]] | None = None
+    filled = list(dict.fromkeys(owner[0] for owner, _ in parts if owner is not None))
     for owner, path in parts:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -87,14 +90,19 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
             if owner is not None and owner[0] in header:
                 raise ValueError(f"{_where(owner, table)} has a {owner[0]} column: its folder names the "
                                  f"{owner[0]}, so drop the column")
-            if owner is not None:
+            blank: dict[str, str] = {}
+            if owner is None:
+                blank = {column: "" for column in filled if column not in header}
+                header = [*blank, *header]
+            else:
                 header = [owner[0], *header]
             if columns is None:
                 columns = (_where(owner, table), header)
             elif header != columns[1]:
                 raise ValueError(f"{_where(owner, table)} has the columns {', '.join(header)}; {columns[0]} has "
                                  f"{', '.join(columns[1])}: every file of a table has the same columns")
-            found.extend({owner[0]: owner[1], **row} if owner is not None else row for row in reader)
+            found.extend({owner[0]: owner[1], **row} if owner is not None else {**blank, **row}
+                         for row in reader)
     return tuple(found)
 
 

@@ -1,6 +1,7 @@
 """Node health facts: the XID table, per-type NVLink facts and the thresholds the node-side judge applies.
 
-data/health_xid.csv, data/health_links.csv and data/health_thresholds.csv, each row sourced. The judge
+data/health_xid.csv; each cloud's health_links.csv; health_thresholds.csv (the shared rules in data/, each
+fabric's in goldenenv/fabrics/<fabric>/catalog/), each row sourced. The judge
 (goldenenv/health/judge.py) runs on nodes without goldenenv, so these are handed to it as plain data:
 `expectations()` for the node's instance type and `rules_document()` for the rules, both JSON-able.
 """
@@ -93,12 +94,23 @@ def link_facts() -> dict[tuple[str, str], LinkFacts]:
 
 @functools.cache
 def thresholds() -> dict[str, Threshold]:
-    """data/health_thresholds.csv by check name."""
-    return {
-        r["check"]: Threshold(r["check"], _number("health_thresholds", r["check"], "limit", r["limit"]), r["unit"],
-                              _action("health_thresholds", r["check"], r["action"]), r["source"])
-        for r in rows("health_thresholds")
-    }
+    """The health rules by check name: data/health_thresholds.csv's, which judge every node, then each fabric's
+    (goldenenv/fabrics/<fabric>/catalog/health_thresholds.csv), which its health.py judges its devices by. Two
+    fabrics on one NIC may share a rule (a copied fabric's health.py names the same check) if they agree on it: the
+    judge looks a rule up by its check alone."""
+    table: dict[str, Threshold] = {}
+    where: dict[str, str] = {}
+    for r in rows("health_thresholds"):
+        rule = Threshold(r["check"], _number("health_thresholds", r["check"], "limit", r["limit"]), r["unit"],
+                         _action("health_thresholds", r["check"], r["action"]), r["source"])
+        owner = f"fabric {r['fabric']}" if r.get("fabric") else "the shared file"
+        known = table.setdefault(rule.check, rule)
+        where.setdefault(rule.check, owner)
+        if (known.limit, known.unit, known.action) != (rule.limit, rule.unit, rule.action):
+            raise ValueError(f"health_thresholds.csv rows {rule.check} of {where[rule.check]} and of {owner} differ "
+                             "in limit, unit or action: the node judge looks a rule up by its check alone, so keep "
+                             "them equal or give one check a name of its own")
+    return table
 
 
 NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0, "nvswitch": False}

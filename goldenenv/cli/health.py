@@ -86,12 +86,12 @@ def node_verdicts(spec, level: str, hosts=None, hosts_by=None, ssh_config=None, 
             errors.print(f"--hosts, --hosts-by, --ssh-config, --ssh-user: for cloud stacks; {spec.stack}'s nodes "
                          "are local containers")
             raise typer.Exit(2)
-        from goldenenv.lifecycle import local_cluster, node_health
+        from goldenenv.lifecycle import node_health, own_cluster
 
-        cluster = local_cluster(spec)
-        if not cluster.nodes():
+        cluster = own_cluster(spec)
+        if not cluster.node_names():
             raise ConfigError([Problem(f"stack {spec.stack}", "no nodes: run goldenenv up first")])
-        say(f"collecting the {level} level on {len(cluster.nodes())} node container(s)")
+        say(f"collecting the {level} level on {len(cluster.node_names())} node container(s)")
         return node_health(spec, cluster, level)
     from goldenenv import remote
 

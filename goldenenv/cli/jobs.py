@@ -93,7 +93,7 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
     on every start of the job; RUN is the job's name, when it was submitted and a random word. --resume RUN
     continues a cancelled or ended run from its checkpoints (a training that resumes from them, as
     examples/train_ddp.py does, goes on from its last step)."""
-    from goldenenv import jobs, lifecycle, remote
+    from goldenenv import jobs, remote
 
     command = list(ctx.args)
     if not command:
@@ -112,7 +112,7 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
             jobs.check_resume(client, where, resume)
         if code is not None:
             if cluster is not None:
-                lifecycle.sync_code(cluster, code)
+                cluster.sync_code(code)
             elif where.shared:
                 remote.sync_code(code, [client.host], where.code, client.ssh, client.exec_prefix, True)
             else:

@@ -4,8 +4,10 @@ A cloud package defines one class whose `name` is the package's name (AwsCloud i
 imported only when its cloud is used, so a stack on one cloud never loads another cloud's provider SDK.
 
 A cloud's provider SDK (pulumi_aws, ...) is an extra of goldenenv's named after the cloud (`goldenenv[aws]`), which
-only those who use that cloud install: the local flow needs none. Looking a cloud up for work that needs its provider
-(`get`, `load`) while the provider is missing raises ProviderMissing, which says the one command that adds it.
+only those who use that cloud install: the local flow needs none. A cloud built on another cloud's provider (a copy of
+its folder) has no extra of its own: the extra that holds that provider adds it. Looking a cloud up for work that
+needs its provider (`get`, `load`) while the provider is missing raises ProviderMissing, which says the one command
+that adds it.
 """
 
 import importlib
@@ -13,13 +15,20 @@ import inspect
 import pkgutil
 
 from goldenenv.clouds.base import DESTROYING_ENV, BuildContext, Capability, Cloud, get, names, register, validate
-from goldenenv.extras import is_provider
+from goldenenv.extras import extra_for, is_provider
 from goldenenv.spec import ConfigError, Problem
 
 
-def install_command(cloud: str) -> str:
-    """The one command that adds a cloud's provider: setup.sh in a checkout, else pip with the cloud's extra."""
-    return f"./scripts/setup.sh --cloud {cloud} (or pip install 'goldenenv[{cloud}]')"
+def install_command(cloud: str, module: str = "") -> str:
+    """The one command that adds a cloud's missing provider module: setup.sh in a checkout, else pip, with the extra
+    that installs it (the cloud's own; for a cloud built on another cloud's provider, the extra that holds that
+    provider); the module's own pip install where no extra of goldenenv holds it."""
+    extra = extra_for(module, cloud)
+    if extra is not None:
+        return f"./scripts/setup.sh --cloud {extra} (or pip install 'goldenenv[{extra}]')"
+    if module:
+        return f"pip install {module.split('.')[0].replace('_', '-')} (no extra of goldenenv installs it)"
+    return f"install the provider goldenenv/clouds/{cloud}/ imports (no extra of goldenenv is named {cloud})"
 
 
 class ProviderMissing(ConfigError):
@@ -31,7 +40,7 @@ class ProviderMissing(ConfigError):
     """Not about the stack file, so a command names no file under the heading."""
 
     def __init__(self, cloud: str, module: str):
-        super().__init__([Problem("goldenenv:cloud", f"{cloud} needs its provider: {install_command(cloud)}")])
+        super().__init__([Problem("goldenenv:cloud", f"{cloud} needs its provider: {install_command(cloud, module)}")])
         self.cloud = cloud
         self.module = module
         """The provider module that could not be imported (pulumi_aws)."""

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Callable, Protocol
 
 from goldenenv import slurm
+from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.spec import ClusterSpec, ConfigError, Problem, pool_key
 
 
@@ -181,6 +182,9 @@ class HostImageForm:
     """What to write ("m-...", "projects/<project>/global/images/<name>")."""
     refusal: str
     """Why another id is refused ("is not an Alibaba image ID (m-... or a public image's <name>.vhd)")."""
+    sample: str = ""
+    """A whole id of the form, as `goldenenv host-image build` would record an image it baked (m-0123...):
+    what the contract tests pin a pool's own host image to."""
 
 
 def pinned_host_image(cloud: str, spec: ClusterSpec, pool: Any, baked_for: Any = None) -> str:
@@ -538,6 +542,11 @@ class Cloud(Protocol):
         """What `goldenenv up` creates, in the plan's terms (guardrails.PlannedResource), for a cloud goldenenv
         provisions itself (uses_pulumi False); required of such a cloud, never asked of a Pulumi one."""
 
+    def own_cluster(self, spec: ClusterSpec, client: Any = None) -> OwnCluster:
+        """The stack's cluster on a cloud goldenenv provisions itself, on the Docker engine `client` (None: this
+        machine's): what up, destroy, run, validate, health, the drills and the queue commands drive there. Required
+        of such a cloud; a Pulumi cloud's stacks are driven through Pulumi, and the default says so."""
+
     def offline_lookup(self, spec: ClusterSpec) -> Any:
         """What the offline plan knows of the account (nothing exists, a placeholder account)."""
 
@@ -648,6 +657,9 @@ class Cloud(Protocol):
     shared_folder: str | None
     """A folder the nodes and head share on every stack of the cloud, where jobs keep their scripts, output,
     checkpoints and code; None: the stack's storage says (its parallel file system, else each node's scratch)."""
+    host_image_form: HostImageForm | None
+    """How a pool's own host image (hostImage: {id, driver}) or a baked one is written on the cloud; None: its
+    hosts take no image id of the user's."""
 
 
 def key_words(resource: Any, key_props: dict[str, tuple[str, ...]]) -> list[str]:
@@ -681,10 +693,10 @@ def vcpu_lines(asks: Sequence[VcpuAsk], region: str) -> list[str]:
     return [f"the cluster asks for {total} vCPU{f' in {region}' if region else ''}: {nodes}"] if asks else []
 
 
-REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources")}
-"""The hooks of the Cloud protocol that have no default, by uses_pulumi: a Pulumi cloud declares its resources
-(build), a cloud goldenenv provisions itself lists them (planned_resources). Every other hook has its default in
-CloudDefaults."""
+REQUIRED_HOOKS = {True: ("name", "build"), False: ("name", "planned_resources", "own_cluster")}
+"""The hooks of the Cloud protocol a cloud must write, by uses_pulumi: a Pulumi cloud declares its resources
+(build), a cloud goldenenv provisions itself lists them (planned_resources) and drives them (own_cluster, whose
+default only refuses). Every other hook has its default in CloudDefaults."""
 HOOKS_OF_A_CAPABILITY: dict[Capability, tuple[str, ...]] = {
     Capability.SPOT: ("spot_return",),
     Capability.PARALLEL_FS: ("file_system_client",),
@@ -731,6 +743,7 @@ class CloudDefaults:
     user_data_limit: UserDataLimit | None = None
     reaches_nodes_by = NodeReach.SSH
     shared_folder: str | None = None
+    host_image_form: HostImageForm | None = None
     destroy_runs_program = False
     """Whether `goldenenv destroy` runs the program (`pulumi destroy --run-program`): needed when resources carry
     delete hooks, which run in the program."""
@@ -819,6 +832,11 @@ class CloudDefaults:
         """What to ask for when a quota stops `up`: the vCPUs the pools need (a cloud that knows its quotas by name
         says which)."""
         return vcpu_lines(asks, region)
+
+    def own_cluster(self, spec: ClusterSpec, client: Any = None) -> OwnCluster:
+        """Refused: the stack is driven through Pulumi (a cloud goldenenv provisions itself writes its own)."""
+        raise ConfigError([Problem("goldenenv:cloud", f"this step runs on the local cloud; {spec.stack} is on "
+                                   f"{spec.cloud}: use goldenenv up/destroy, which drive Pulumi")])
 
 
 class PulumiCloud(CloudDefaults):

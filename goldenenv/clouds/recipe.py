@@ -158,9 +158,9 @@ class CloudOf:
 
 class Parts:
     """A cloud's parts. Subclasses set `cloud` (its Cloud class, or CloudOf(its name): the default head type,
-    slurmd's timeout) and `registry_login` (the boot's registry login adapter,
-    templates/node/registry-login-<name>.sh.j2; None: the hosts pull with no login), and define network, data_store, node_pool and outputs;
-    scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
+    slurmd's timeout) and `registry_login` (the boot's registry login adapter, node/registry-login-<name>.sh.j2 in
+    the cloud's templates/ folder; None: the hosts pull with no login), and define network, data_store, node_pool
+    and outputs; scope, repository, secret_store, head and budget_guard where the cloud has them. The recipe sets `parent`
     (the cluster component) and `child` (options that make a resource its child) before the first part."""
 
     cloud: Any
@@ -170,6 +170,10 @@ class Parts:
     secret_store: Callable[[], SecretStore] | None = None
     head: Callable[[HeadShape, Boot], Head] | None = None
     budget_guard: Callable[[list[NodePool]], BudgetGuard] | None = None
+    budget_output: str | None = None
+    """The output naming the budget guard, where the guard watches the budget alone (a stop function): a stack that
+    asks for no budget gets it as None and no guard. None: the guard watches more than the budget (AWS's reaper: the
+    time to live and idleness too) and is asked on every stack."""
 
     parent: pulumi.ComponentResource
     child: pulumi.ResourceOptions
@@ -222,6 +226,16 @@ class Cluster(pulumi.ComponentResource):
         self.register_outputs(self.outputs)
 
 
+def budget_guard(parts: Parts, pools: list[NodePool]) -> BudgetGuard | None:
+    """The cloud's budget guard, where it has one; a guard of the budget alone is not asked for a stack with no
+    budget, whose output (budget_output) is then None."""
+    if not parts.budget_guard:
+        return None
+    if parts.budget_output and not parts.spec.budget:
+        return BudgetGuard({parts.budget_output: None})
+    return parts.budget_guard(pools)
+
+
 def build(parts: Parts) -> Outputs:
     """Run the order with the cloud's parts; the stack's outputs."""
     spec = parts.spec
@@ -243,7 +257,7 @@ def build(parts: Parts) -> Outputs:
         boot = dataclasses.replace(boot, head_ip=head.private_ip)
 
     pools = [parts.node_pool(pool, boot) for pool in spec.nodes]
-    guard = parts.budget_guard(pools) if parts.budget_guard else None
+    guard = budget_guard(parts, pools)
 
     all_ips = pulumi.Output.all(*[p.private_ips for p in pools]).apply(lambda lists: sum(lists, []))
     slots = [p.instance_type.gpu_count for p in pools for _ in range(p.pool.count)]

@@ -1,15 +1,16 @@
 """RDMA and GPU-direct fabrics by name: what each one is, wherever goldenenv needs to know.
 
-A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud, InfiniBand on Azure)
-is one folder here, goldenenv/fabrics/<name>/, found without a list to edit. It brings: how its interfaces sit on a
-node's network cards (the cloud's layout function), the layer a golden image adds for it (a template under
-templates/image/ and the lock section that pins it, with the section's model), the environment NCCL needs on a node
-(catalog fabric_env, any env files of the fabric's own, and any host files the golden container reads), what its
-host must run and expose (kernel modules, sidecar daemons, device nodes: goldenenv.nodeboot turns that declaration
-into the boot units, the boot check's expectations and the golden container's run, and compat refuses a host image
-without the modules), the rules a lock must meet (catalog fabric_min_nccl and fabric_min_cuda, plus any
-fabric-specific check in compat), and, in its health.py, how the node health judge counts its devices
-(goldenenv.health.judge finds it there). Code asks this registry, never `if fabric ==`.
+A fabric (EFA on AWS, eRDMA on Alibaba Cloud, GPUDirect-TCPX/TCPXO and gIB on Google Cloud, InfiniBand on Azure) is
+one folder here, goldenenv/fabrics/<name>/, found without a list to edit, and names no cloud's module (how its
+interfaces sit on a node's network cards is the cloud folder's business). It brings: the layer a golden image adds for
+it (a template under its templates/image/ and the lock section that pins it, with the section's model), the
+environment NCCL needs on a node (catalog fabric_env, any env files of the fabric's own, and any host files the golden
+container reads), what its host must run and expose (kernel modules, sidecar daemons, device nodes: goldenenv.nodeboot
+turns that declaration into the boot units, the boot check's expectations and the golden container's run, and compat
+refuses a host image without the modules), the rules a lock must meet (catalog fabric_min_nccl and fabric_min_cuda,
+plus any fabric-specific check in compat), and, in its health.py, how the node health judge counts its devices
+(goldenenv.health.judge finds it there) by the rules of its catalog/health_thresholds.csv. Code asks this registry,
+never `if fabric ==`.
 
 A fabric folder's __init__.py defines FABRIC (a goldenenv.fabrics.model.Fabric whose name is the folder's), ORDER
 (where it is listed: the order the fabrics were added, so a new one goes last and no lock's sections move), and

@@ -6,7 +6,6 @@ goldenenv.fabrics without a list to edit.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple
@@ -86,17 +85,18 @@ class Fabric:
     label: str
     """As people write it: EFA | eRDMA | GPUDirect-TCPX | GPUDirect-TCPXO | gIB | InfiniBand."""
     cloud: str
-    layout: str
-    """`module:function` laying out the fabric's interfaces on a node; imported only when called."""
+    """The cloud whose nodes carry it: that cloud's folder lays out its interfaces (a node's network cards are the
+    cloud's business, not the fabric's)."""
     image_layer: str
-    """The image layer's template under templates/image/."""
+    """The image layer's template, by its name under a templates/ folder (image/layer-<fabric>.j2, in the fabric's
+    own goldenenv/fabrics/<fabric>/templates/)."""
     lock_section: str
     """The lock's section that pins the fabric's software (efa: installer + plugin; erdma, ib: packages)."""
     section: type[Model]
     """The pydantic model of that section: what the lock may write there, each value with a pattern."""
     boot_check: tuple[str, str] | None = None
-    """(systemd unit, script) under templates/node/ that checks the fabric on every boot before the golden
-    container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
+    """(systemd unit, script) under node/ of the fabric's templates/ that checks the fabric on every boot before the
+    golden container starts (driver, one device per interface, MTU); None: the host image's own setup is trusted."""
     layer_values: Callable[[Any], dict[str, Any]] = lambda section: {}
     """What the image layer's template renders from the lock's section."""
     plugin: Plugin | None = None
@@ -156,10 +156,6 @@ class Fabric:
         catalog node_layout says the type runs jumbo frames; None when the fabric sets no MTU."""
         layout = catalog.node_layout(cloud, instance_type)
         return catalog.fabric_mtu(self.name, bool(layout and layout.jumbo_frames))
-
-    def layout_function(self) -> Callable[..., list[Any]]:
-        module, _, function = self.layout.partition(":")
-        return getattr(importlib.import_module(module), function)
 
     def image_values(self, section: Any) -> dict[str, Any]:
         """The image layer's template and the values it renders from the lock's fabric section."""

@@ -8,7 +8,7 @@ ProviderFacts hooks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from goldenenv.guardrails.facts import Messages, ProviderFacts, provider_facts
 from goldenenv.guardrails.model import Plan, PlannedResource, Severity
@@ -18,8 +18,13 @@ from goldenenv.guardrails.model import Plan, PlannedResource, Severity
 class Context(Plan):
     """A Plan with every provider's facts, which the rules read (a provider's own facts are given the Plan)."""
 
-    providers: Sequence[ProviderFacts] = field(default_factory=lambda: provider_facts())
-    """Every provider's guardrail facts; by default those of every cloud (``provider_facts``)."""
+    providers: Sequence[ProviderFacts] = ()
+    """Every provider's guardrail facts; by default those of every cloud, for a provider several clouds build on
+    the planned cloud's (``provider_facts`` of the resources)."""
+
+    def __post_init__(self) -> None:
+        if not self.providers:
+            object.__setattr__(self, "providers", provider_facts(self.resources))
 
 
 @dataclass(frozen=True)

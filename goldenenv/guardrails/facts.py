@@ -311,17 +311,48 @@ FACTS_MODULE = "guardrail_facts"
 
 PROVIDERS: dict[str, ProviderFacts] = {}
 """Provider name -> its facts: the clouds' own, found on first use, and any given to ``register_facts``."""
+CLOUD_FACTS: dict[str, ProviderFacts] = {}
+"""Cloud (its folder under goldenenv/clouds/) -> its facts, found with PROVIDERS. Two clouds may build on one
+provider (its resource types) and still differ in their facts (their component types, their least-privilege
+tables): a plan is judged with the facts of the clouds whose components it holds."""
+_registered: set[str] = set()
 _found = False
 
 
 def register_facts(facts: ProviderFacts) -> None:
     """Apply a provider's facts in every rule (a provider living outside goldenenv/clouds/, or a test's)."""
     PROVIDERS[facts.name] = facts
+    _registered.add(facts.name)
 
 
-def provider_facts() -> tuple[ProviderFacts, ...]:
-    """Every provider's facts. The first call imports each cloud's FACTS_MODULE (and so its package, with its
-    provider SDK), which this module never does at import time; registered facts of the same name win."""
+def clouds_of(resources: Iterable[PlannedResource]) -> set[str]:
+    """The clouds whose components (goldenenv:<cloud>:GpuCluster ...) the resources are created under, read from
+    their URNs (urn:pulumi:STACK::PROJECT::goldenenv:aws:GpuCluster$aws:ec2/vpc:Vpc::NAME)."""
+    found = set()
+    for resource in resources:
+        parts = resource.urn.split("::")
+        for token in (parts[2].split("$") if len(parts) > 2 else []):
+            owner, _, rest = token.partition(":")
+            if owner == "goldenenv" and ":" in rest:
+                found.add(rest.split(":", 1)[0])
+    return found
+
+
+def provider_facts(resources: Iterable[PlannedResource] = ()) -> tuple[ProviderFacts, ...]:
+    """Every provider's facts; for a provider that several clouds build on, those of the cloud the resources were
+    planned by (clouds_of), else of the first cloud found. The first call imports each cloud's FACTS_MODULE (and so
+    its package, with its provider SDK), which this module never does at import time; registered facts of the
+    same name win."""
+    _find()
+    chosen = dict(PROVIDERS)
+    for cloud in sorted(clouds_of(resources) & CLOUD_FACTS.keys()):
+        facts = CLOUD_FACTS[cloud]
+        if facts.name not in _registered:
+            chosen[facts.name] = facts
+    return tuple(chosen.values())
+
+
+def _find() -> None:
     global _found
     if not _found:
         clouds = importlib.import_module(FACTS_PACKAGE)
@@ -339,5 +370,5 @@ def provider_facts() -> tuple[ProviderFacts, ...]:
             if not isinstance(facts, ProviderFacts):
                 raise TypeError(f"{FACTS_PACKAGE}.{found.name}.{FACTS_MODULE} must define FACTS, a ProviderFacts")
             PROVIDERS.setdefault(facts.name, facts)
+            CLOUD_FACTS[found.name] = facts
         _found = True
-    return tuple(PROVIDERS.values())

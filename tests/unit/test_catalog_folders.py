@@ -4,13 +4,17 @@ filled, so a new cloud or fabric adds its rows without editing a shared file."""
 
 from __future__ import annotations
 
+import ast
 import csv
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from goldenenv import catalog, clouds, fabrics
+from goldenenv.catalog import health
+from goldenenv.health import judge
 
 SHARED = Path(catalog.__file__).parent / "data"
 
@@ -22,28 +26,28 @@ def _forget():
             value.cache_clear()
 
 
-@pytest.fixture
-def scratch_cloud(tmp_path, monkeypatch):
-    """A throw-away cloud `scratch` whose catalog folder is found beside the shipped clouds' folders."""
-    folder = tmp_path / "scratch" / "catalog"
+def _scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finder: str, name: str) -> Iterator[Path]:
+    """A throw-away owner of catalog rows, `name`, whose catalog folder the reader's `finder` (cloud_folders or
+    fabric_folders) finds beside the shipped owners' folders, for one test."""
+    folder = tmp_path / name / "catalog"
     folder.mkdir(parents=True)
-    shipped = catalog.cloud_folders()
-    monkeypatch.setattr(catalog.files, "cloud_folders", lambda: {**shipped, "scratch": folder})
+    shipped = getattr(catalog.files, finder)()
+    monkeypatch.setattr(catalog.files, finder, lambda: {**shipped, name: folder})
     _forget()
     yield folder
     _forget()
+
+
+@pytest.fixture
+def scratch_cloud(tmp_path, monkeypatch):
+    """A throw-away cloud `scratch` whose catalog folder is found beside the shipped clouds' folders."""
+    yield from _scratch_folder(tmp_path, monkeypatch, "cloud_folders", "scratch")
 
 
 @pytest.fixture
 def scratch_fabric(tmp_path, monkeypatch):
     """A throw-away fabric `scratchnet` whose catalog folder is found beside the shipped fabrics' folders."""
-    folder = tmp_path / "scratchnet" / "catalog"
-    folder.mkdir(parents=True)
-    shipped = catalog.fabric_folders()
-    monkeypatch.setattr(catalog.files, "fabric_folders", lambda: {**shipped, "scratchnet": folder})
-    _forget()
-    yield folder
-    _forget()
+    yield from _scratch_folder(tmp_path, monkeypatch, "fabric_folders", "scratchnet")
 
 
 def _write(path: Path, text: str) -> None:
@@ -168,6 +172,72 @@ def test_a_fabric_file_that_names_its_fabric_again_is_refused(scratch_fabric):
     with pytest.raises(ValueError, match=r"goldenenv/fabrics/scratchnet/catalog/fabric_min_cuda.csv has a fabric "
                                          r"column: its folder names the fabric, so drop the column"):
         catalog.rows("fabric_min_cuda")
+
+
+def _strings(path: Path) -> set[str]:
+    """Every string a module writes (its check names among them)."""
+    return {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+@pytest.fixture
+def fresh_health_rules():
+    """The health rules read again from the folders, before the test and after it."""
+    health.thresholds.cache_clear()
+    yield
+    health.thresholds.cache_clear()
+
+
+@pytest.mark.parametrize("fabric", sorted(judge.fabric_judge_files()))
+def test_a_fabrics_health_rules_live_in_its_folder_not_the_shared_file(fabric):
+    """A rule a fabric's health.py judges by (a check it names) is a row of its own folder's health_thresholds.csv,
+    so a new fabric with a rule of its own edits no shared file."""
+    with open(SHARED / "health_thresholds.csv", newline="", encoding="utf-8") as f:
+        shared = {row["check"] for row in csv.DictReader(f)}
+    named = _strings(judge.fabric_judge_files()[fabric])
+    assert not named & shared, (f"goldenenv/catalog/data/health_thresholds.csv holds {sorted(named & shared)}, which "
+                                f"{fabric}'s health.py judges by: move them to goldenenv/fabrics/{fabric}/catalog/")
+    checks = {row["check"] for row in catalog.rows("health_thresholds")}
+    own = {row["check"] for row in catalog.rows("health_thresholds") if row["fabric"] == fabric}
+    assert named & checks <= own
+
+
+def test_each_rdma_fabrics_device_rule_is_read_from_its_folder():
+    """Literal anchors: EFA's, eRDMA's and InfiniBand's device counts drain a node (awsome-distributed-training's
+    2-efa-enumeration.sh, Azure's check_hw_ib), and the shared rules are read as no fabric's."""
+    read = {row["check"]: row["fabric"] for row in catalog.rows("health_thresholds")}
+    assert {c: read[c] for c in ("efa_devices_below_expected", "erdma_devices_below_expected",
+                                 "ib_devices_below_expected", "gpu_count_below_expected")} == {
+        "efa_devices_below_expected": "efa", "erdma_devices_below_expected": "erdma",
+        "ib_devices_below_expected": "ib", "gpu_count_below_expected": ""}
+    assert all(health.thresholds()[c].action == "drain" for c in read if c.endswith("_devices_below_expected"))
+
+
+def test_a_new_fabrics_health_rule_reaches_the_node_judges_rules(scratch_fabric, fresh_health_rules):
+    _write(scratch_fabric / "health_thresholds.csv", "check,limit,unit,action,source\n"
+                                                     "scratchnet_ports_down,0,ports down,drain,a test's row\n")
+    assert health.rules_document()["thresholds"]["scratchnet_ports_down"] == {
+        "limit": 0, "unit": "ports down", "action": "drain"}
+    assert "gpu_count_below_expected" in health.rules_document()["thresholds"], "the shared rules stay"
+
+
+def test_a_new_fabrics_row_in_a_table_no_fabric_had_rows_of_is_read_with_the_shared_ones(scratch_fabric):
+    """The shared file has no fabric column: its rows are read as no fabric's, and the fabric edits no shared file."""
+    _write(scratch_fabric / "health_xid.csv", "xid,name,nvidia_bucket,action,source\n"
+                                              "9999,SCRATCH_FAULT,RESTART_APP,drain,a test's row\n")
+    read = catalog.rows("health_xid")
+    assert read[-1] == {"fabric": "scratchnet", "xid": "9999", "name": "SCRATCH_FAULT",
+                        "nvidia_bucket": "RESTART_APP", "action": "drain", "source": "a test's row"}
+    assert {row["fabric"] for row in read[:-1]} == {""}
+
+
+def test_two_fabrics_naming_one_health_rule_with_different_limits_are_refused(scratch_fabric, fresh_health_rules):
+    _write(scratch_fabric / "health_thresholds.csv", "check,limit,unit,action,source\n"
+                                                     "erdma_devices_below_expected,1,eRDMA devices missing,drain,"
+                                                     "a test's row\n")
+    with pytest.raises(ValueError, match=r"erdma_devices_below_expected of fabric erdma and of fabric scratchnet "
+                                         r"differ in limit, unit or action"):
+        health.thresholds()
 
 
 def test_every_shipped_fabric_folder_is_found():

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from goldenenv import catalog, fabrics, nodeboot, stackconfig
+from goldenenv import catalog, clouds, fabrics, nodeboot, stackconfig
 from goldenenv.images import dockerfile
 from goldenenv.images.lock import IMAGES, load
 from goldenenv.plan import plan_config
@@ -208,11 +208,6 @@ def test_the_boot_check_loads_and_asserts_each_declared_module_and_device(planne
         assert f"ls -A {folder}" in check, folder
 
 
-OWN_IMAGE = {"gcp": "projects/my-project/global/images/my-image", "alicloud": "m-0123456789abcdef0123",
-             "aws": "ami-0123456789abcdef0", "azure": "my-publisher:my-offer:my-sku:1.0.0"}
-"""A stack's own host image id, in each cloud's form."""
-
-
 @pytest.mark.parametrize("name", [n for n, f in fabrics.FABRICS.items() if f.kernel_modules])
 def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_or_is_refused_naming_the_key(
         name, tmp_path, monkeypatch):
@@ -251,7 +246,9 @@ def test_a_host_image_without_the_fabrics_modules_gets_them_from_the_host_lock_o
     assert refused and refused[0].severity.value == "warning"  # shown at plan; automation.guard refuses it at up
     assert "goldenenv:nodes.hostImage" in refused[0].message and "kernelModules" in refused[0].message
     assert all(m in refused[0].message for m in fabric.kernel_modules)
-    pool["hostImage"] = {"id": OWN_IMAGE[fabric.cloud], "driver": "580.65.06",
+    own = clouds.get(fabric.cloud).host_image_form  # a stack's own host image id, in its cloud's form
+    assert own is not None and own.sample, f"{fabric.cloud} says no form of a host image id (Cloud.host_image_form)"
+    pool["hostImage"] = {"id": own.sample, "driver": "580.65.06",
                          "kernelModules": list(fabric.kernel_modules)}
     assert not [f for f in plan_config(stack, config).findings if f.rule == "compat:host-layer"]
 

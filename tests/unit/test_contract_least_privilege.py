@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cloudfolder
 import pytest
 import shipped
 import yaml
@@ -30,7 +31,6 @@ from goldenenv.clouds.azure import budget as azure_budget
 from goldenenv.clouds.azure import privilege as azure_privilege
 from goldenenv.clouds.gcp import budget as gcp_budget
 from goldenenv.clouds.gcp import privilege as gcp_privilege
-from goldenenv.clouds.tencent import privilege as tencent_privilege
 from goldenenv.guardrails import PlannedResource, Severity
 
 RULE = "grant-broader-than-needed"
@@ -47,9 +47,17 @@ def _in(resource: PlannedResource, component: str) -> bool:
 
 
 class Cloud:
+    """How grants look on one provider, for a cloud that builds on it (its component types carry the cloud's name)."""
+
     name: str
+    """The adapter's name, which TABLE's rows list (Row.clouds)."""
+    provider: str
+    """The provider the adapter knows the grants of (cloudfolder.provider)."""
     admin: dict[str, str]
     """"owner", "editor", "access-admin" -> the cloud's broad role of that kind."""
+
+    def __init__(self, cloud: str):
+        self.cloud = cloud
 
     def grant(self, plan: Plan, who: str, role: str) -> None: ...
     def custom_action(self, plan: Plan, action: str) -> None: ...
@@ -68,13 +76,13 @@ class Aws(Cloud):
     """IAM roles: a managed policy attached, or a statement added to a role's inline policy; everyone is a trust
     policy any AWS principal may assume."""
 
-    name = "aws"
+    name, provider = "aws", "aws"
     admin = {"owner": "arn:aws:iam::aws:policy/AdministratorAccess",
              "editor": "arn:aws:iam::aws:policy/PowerUserAccess",
              "access-admin": "arn:aws:iam::aws:policy/IAMFullAccess"}
 
     def role(self, plan: Plan, who: str) -> PlannedResource:
-        component = {"node": "goldenenv:aws:GpuNodePool", "function": "goldenenv:aws:StackBudget"}[who]
+        component = {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:StackBudget"}[who]
         return next(r for r in plan.of(aws_privilege.ROLE) if _in(r, component))
 
     def grant(self, plan, who, role):
@@ -108,11 +116,11 @@ class Alicloud(Cloud):
     """RAM roles: a system policy attached, or a statement added to the role's custom policy; everyone is a trust
     policy any Alibaba Cloud account may assume."""
 
-    name = "alicloud"
+    name, provider = "alicloud", "alicloud"
     admin = {"owner": "AdministratorAccess", "editor": "AliyunECSFullAccess", "access-admin": "AliyunRAMFullAccess"}
 
     def role(self, plan: Plan, who: str) -> PlannedResource:
-        component = {"node": "goldenenv:alicloud:GpuNodePool", "function": "goldenenv:alicloud:BudgetGuard"}[who]
+        component = {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:BudgetGuard"}[who]
         return next(r for r in plan.of(alicloud_privilege.ROLE) if _in(r, component))
 
     def grant(self, plan, who, role):
@@ -148,19 +156,22 @@ class Tencent(Cloud):
     """CAM roles: a preset policy attached, or a statement added to the role's custom policy; everyone is a trust
     document any principal may assume."""
 
-    name = "tencent"
+    name, provider = "tencent", "tencentcloud"
     admin = {"owner": "AdministratorAccess", "editor": "QcloudCVMFullAccess", "access-admin": "QcloudCamFullAccess"}
 
+    def _privilege(self) -> Any:
+        return cloudfolder.module(self.cloud, "privilege")
+
     def role(self, plan: Plan, who: str) -> PlannedResource:
-        component = {"node": "goldenenv:tencent:GpuNodePool", "function": "goldenenv:tencent:BudgetGuard"}[who]
-        return next(r for r in plan.of(tencent_privilege.ROLE) if _in(r, component))
+        component = {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:BudgetGuard"}[who]
+        return next(r for r in plan.of(self._privilege().ROLE) if _in(r, component))
 
     def grant(self, plan, who, role):
-        plan.add(tencent_privilege.ATTACHMENT, "widened-attachment", {
+        plan.add(self._privilege().ATTACHMENT, "widened-attachment", {
             "roleId": self.role(plan, who).id, "policyId": self.admin[role]})
 
     def _node_policy(self, plan: Plan) -> PlannedResource:
-        return next(r for r in plan.of(tencent_privilege.POLICY) if _in(r, "goldenenv:tencent:GpuNodePool"))
+        return next(r for r in plan.of(self._privilege().POLICY) if _in(r, f"goldenenv:{self.cloud}:GpuNodePool"))
 
     def custom_action(self, plan, action):
         policy = self._node_policy(plan)
@@ -187,11 +198,11 @@ class Gcp(Cloud):
     """Service accounts: a project-level IAM member; a custom role's permissions; everyone is allUsers or
     allAuthenticatedUsers on any resource's IAM."""
 
-    name = "gcp"
+    name, provider = "gcp", "gcp"
     admin = {"owner": "roles/owner", "editor": "roles/editor", "access-admin": "roles/iam.securityAdmin"}
 
     def member(self, plan: Plan, who: str) -> str:
-        component = {"node": "goldenenv:gcp:GpuNodePool", "function": "goldenenv:gcp:BudgetStop"}[who]
+        component = {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:BudgetStop"}[who]
         account = next(r for r in plan.of(gcp_privilege.ACCOUNT) if _in(r, component)
                        and not r.name.endswith("-trigger-sa"))
         return f"serviceAccount:{account.outputs['email']}"
@@ -201,7 +212,7 @@ class Gcp(Cloud):
                  {"project": "goldenenv-plan-000000", "role": self.admin[role], "member": self.member(plan, who)})
 
     def custom_action(self, plan, action):
-        role = next(r for r in plan.of(gcp_privilege.CUSTOM_ROLE) if _in(r, "goldenenv:gcp:BudgetStop"))
+        role = next(r for r in plan.of(gcp_privilege.CUSTOM_ROLE) if _in(r, f"goldenenv:{self.cloud}:BudgetStop"))
         plan.set(role, permissions=[*role.props["permissions"], action])
 
     def to_everyone(self, plan):
@@ -221,14 +232,14 @@ class Azure(Cloud):
     """Managed identities: a role assignment to the identity's principal; a custom role's actions; a broader
     principal is one the stack does not create."""
 
-    name = "azure"
+    name, provider = "azure", "azure-native"
     admin = {"owner": "Owner", "editor": "Contributor", "access-admin": "User Access Administrator"}
 
     def principal(self, plan: Plan, who: str) -> str:
         if who == "node":
             identity = next(r for r in plan.of(azure_privilege.IDENTITY) if r.name.endswith("-gpu-identity"))
             return identity.outputs["principalId"]
-        app = next(r for r in plan.of(azure_privilege.FUNCTION_APP) if _in(r, "goldenenv:azure:BudgetStop"))
+        app = next(r for r in plan.of(azure_privilege.FUNCTION_APP) if _in(r, f"goldenenv:{self.cloud}:BudgetStop"))
         return app.outputs["identity"]["principalId"]
 
     def _assign(self, plan: Plan, name: str, role_id: str, principal: str, scope: str) -> None:
@@ -261,9 +272,25 @@ class Azure(Cloud):
         plan.set(grant, scope="/subscriptions/00000000-0000-0000-0000-000000000000")
 
 
-CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure(), "tencent": Tencent()}
-TABLES = {"aws": aws_privilege, "alicloud": alicloud_privilege, "gcp": gcp_privilege, "azure": azure_privilege,
-          "tencent": tencent_privilege}
+ADAPTERS: dict[str, type[Cloud]] = {a.provider: a for a in (Aws, Alicloud, Gcp, Azure, Tencent)}
+"""Provider -> how its grants look (its adapter), for every cloud that builds on it."""
+CLOUDS = sorted({c for c, _ in CASES})
+"""The clouds with shipped Pulumi stacks: each is held to its own least-privilege table (clouds/<cloud>/privilege.py)."""
+
+
+def adapter(cloud: str) -> Cloud:
+    """The cloud's provider's adapter, for the cloud."""
+    found = ADAPTERS.get(cloudfolder.provider(cloud))
+    if found is None:
+        pytest.fail(f"add an adapter for {cloudfolder.provider(cloud)} (the provider {cloud} builds on) to ADAPTERS "
+                    "in tests/unit/test_contract_least_privilege.py: how a grant, a custom action, a grant to "
+                    "everyone and a wider scope look in its resources", pytrace=False)
+    return found(cloud)
+
+
+def table(cloud: str) -> Any:
+    """The cloud's least-privilege table: NEEDS in its folder's privilege.py."""
+    return cloudfolder.module(cloud, "privilege")
 
 
 # ---------------------------------------------------------------- the table
@@ -274,7 +301,8 @@ class Row:
     mutate: Callable[[Plan, Cloud], None]
     names: str
     """Words the message must carry (the grant, as the user would recognise it); "" for none."""
-    clouds: tuple[str, ...] = tuple(CLOUDS)
+    clouds: tuple[str, ...] = ("aws", "alicloud", "gcp", "azure", "tencent")
+    """The adapters (Cloud.name) the row runs on: every cloud that builds on their providers."""
     identity: str | None = None
     """The table's row the mutation widens ("node", "stop"): the message names it as the table does. The stop's
     rows run only on stacks that plan a stop function."""
@@ -352,7 +380,7 @@ TABLE: tuple[Row, ...] = (
 def _has_function(cloud: str, stack: str) -> bool:
     """Stacks that plan a stop function: AWS and Tencent plan one with budget.hardStop; the other clouds' budget
     always runs one (Alibaba's guard, Google Cloud's and Azure's stop)."""
-    if cloud not in ("aws", "tencent"):
+    if cloudfolder.provider(cloud) not in ("aws", "tencentcloud"):
         return True
     budget = (yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config", {}).get(
         "goldenenv:budget")
@@ -362,7 +390,7 @@ def _has_function(cloud: str, stack: str) -> bool:
 def _cases() -> list[Any]:
     return [pytest.param(row, cloud, stack, id=f"{row.id}-{stack}")
             for row in TABLE for cloud, stack in CASES
-            if cloud in row.clouds and (row.identity != "stop" or _has_function(cloud, stack))]
+            if getattr(ADAPTERS.get(cloudfolder.provider(cloud)), "name", None) in row.clouds and (row.identity != "stop" or _has_function(cloud, stack))]
 
 
 # ---------------------------------------------------------------- the runs
@@ -390,7 +418,7 @@ def test_widened_grant_is_caught(planned, row, cloud, stack):
     plan, _ = planned(stack)
     copy_ = Plan(stack, plan.resources)
     before = {r.urn for r in copy_.resources}
-    row.mutate(copy_, CLOUDS[cloud])
+    row.mutate(copy_, adapter(cloud))
     changed = {r.urn for r in copy_.resources if r.urn not in before} | {
         r.urn for r, old in zip(copy_.resources, plan.resources) if r.props != old.props}
     after = _judged(copy_.resources)
@@ -399,9 +427,9 @@ def test_widened_grant_is_caught(planned, row, cloud, stack):
     assert any(f.urn in changed or any(u.rsplit("::", 1)[-1] in f.message for u in changed) for f in after), after
     expected = [row.names] if row.names else []
     if row.identity:
-        expected.append(TABLES[cloud].NEEDS[row.identity].identity)
+        expected.append(table(cloud).NEEDS[row.identity].identity)
     if row.role:
-        expected.append(CLOUDS[cloud].admin[row.role])
+        expected.append(adapter(cloud).admin[row.role])
     assert any(all(word in f.message for word in expected) for f in after), (expected, [f.message for f in after])
 
 
@@ -410,7 +438,7 @@ def test_message_names_the_identity_the_grant_and_what_it_needs(planned):
     stack = next(s for c, s in CASES if c == "gcp")
     plan, _ = planned(stack)
     copy_ = Plan(stack, plan.resources)
-    CLOUDS["gcp"].grant(copy_, "node", "owner")
+    Gcp("gcp").grant(copy_, "node", "owner")
     messages = [f.message for f in _judged(copy_.resources)]
     assert len(messages) == 1
     assert "the GPU nodes' service account" in messages[0] and "roles/owner" in messages[0]
@@ -421,7 +449,7 @@ def test_azure_owner_at_the_subscription_names_owner(planned):
     stack = next(s for c, s in CASES if c == "azure")
     plan, _ = planned(stack)
     copy_ = Plan(stack, plan.resources)
-    CLOUDS["azure"].grant(copy_, "function", "owner")
+    Azure("azure").grant(copy_, "function", "owner")
     messages = [f.message for f in _judged(copy_.resources)]
     assert any("Owner" in m and "the stop function's identity" in m for m in messages), messages
 
@@ -466,7 +494,7 @@ def test_the_programs_grant_from_the_table():
 
 @pytest.mark.parametrize("cloud", sorted({c for c, _ in CASES}))
 def test_every_cloud_has_a_table_with_sources(cloud):
-    needs = TABLES[cloud].NEEDS
+    needs = table(cloud).NEEDS
     assert {"node", "head", "stop"} <= set(needs), cloud
     for kind, need in needs.items():
         assert need.sources and all(s.startswith("https://") for s in need.sources), (cloud, kind)
@@ -475,9 +503,8 @@ def test_every_cloud_has_a_table_with_sources(cloud):
 
 
 def test_the_table_runs_on_every_cloud_with_stacks():
-    assert {c for c, _ in CASES} == set(CLOUDS)
-    for name in CLOUDS:
-        assert sum(name in r.clouds for r in TABLE) >= 10, name
+    for cloud in CLOUDS:
+        assert sum(adapter(cloud).name in r.clouds for r in TABLE) >= 10, cloud
     assert Path(aws_privilege.__file__).parent.name == "aws"
 
 
@@ -532,6 +559,7 @@ def test_a_preview_with_unknown_ids_is_judged_alike(planned, cloud, stack):
     previewed = as_previewed(list(plan.resources))
     assert _judged(previewed) == []
     widened = Plan(stack, plan.resources)
-    CLOUDS[cloud].grant(widened, "node", "owner")
+    widening = adapter(cloud)
+    widening.grant(widened, "node", "owner")
     caught = _judged(as_previewed(widened.resources))
-    assert any(CLOUDS[cloud].admin["owner"] in f.message for f in caught), caught
+    assert any(widening.admin["owner"] in f.message for f in caught), caught

@@ -8,7 +8,10 @@ sudo (roles/compute.osAdminLogin; Virtual Machine Administrator Login). Each clo
 (Cloud.node_login); this holds every registered cloud, on every shipped stack and on the same stack with a key, to:
 the hosts the commands log in to carry that login (the caller's, as the cloud's CLI prints it, where the login is
 the caller's), and the remote command reaches the container through sudo unless the login is root.
-The cloud CLIs are faked: the caller's name is what the test makes the login command print.
+The cloud CLIs are faked: the caller's name is what the test makes the login command print. The login the commands
+are held to is the one the cloud's folder declares (node_login); KEY_USERS holds each declaration to the user its
+host image's documentation names, so a new cloud is held to the commands' rule the day it is added and is asked for
+its row there.
 """
 
 from __future__ import annotations
@@ -38,10 +41,8 @@ CALLERS = {"gcp": "alice_example_com", "azure": "alice@example.com"}
 CALLER_COMMANDS = {"gcp": ("gcloud", "compute", "os-login", "describe-profile"), "azure": ("az", "account", "show")}
 """How the CLIs name the signed-in caller (anchors: gcloud's OS Login profile; `az account show`'s user.name)."""
 KEY_USERS = {"aws": "ubuntu", "alicloud": "root", "gcp": "ubuntu", "azure": "azureuser", "tencent": "ubuntu"}
-"""The user that takes nodes.sshPublicKey: the Ubuntu AMI's default user, Alibaba's root, the ssh-keys metadata's
-user goldenenv writes, Azure's administrator user, the default user of Tencent's Ubuntu public image (unverified)."""
-OWN_LOGIN_CLOUDS = {"gcp", "azure"}
-"""Clouds whose shipped stacks give no key, so their users log in as themselves (OS Login, Entra ID)."""
+"""Literal anchors: the user that takes nodes.sshPublicKey: the Ubuntu AMI's default user, Alibaba's root, the
+ssh-keys metadata's user goldenenv writes, Azure's administrator user."""
 DOCKER_WITHOUT_SUDO = {"root"}
 """Logins that reach Docker without sudo: root. No host image in the catalog puts its login in the docker group."""
 runner = CliRunner(env={"COLUMNS": "400"})
@@ -74,9 +75,20 @@ def outputs_of(spec) -> dict:
 
 
 def expected_user(cloud: str, spec, pool) -> str:
-    """The login a user of this cloud expects: the key's user with a key, else their own."""
-    keyed = pool.ssh_key is not None if pool is not None else any(p.ssh_key for p in spec.nodes)
-    return KEY_USERS.get(cloud, "") if keyed or cloud not in OWN_LOGIN_CLOUDS else CALLERS[cloud]
+    """The login the cloud declares for the pool (None: the Slurm head): its user, else the caller's own name as the
+    faked CLI prints it."""
+    login = base.get(cloud).node_login(spec, pool)
+    return login.user if login.user is not None else CALLERS.get(cloud, "alice")
+
+
+def logs_in_as_caller(cloud: str, spec) -> bool:
+    """Whether some host of the stack is logged in to as the caller (OS Login, Entra ID), as the cloud declares."""
+    return any(base.get(cloud).node_login(spec, pool).user is None for pool in [*spec.nodes, None])
+
+
+def own_login_stack() -> str:
+    """A shipped stack whose users log in as themselves."""
+    return next(s for c, s in SHIPPED if logs_in_as_caller(c, spec_of(s)))
 
 
 class FakeShell:
@@ -132,6 +144,16 @@ def test_every_cloud_says_how_its_users_log_in(cloud):
             assert login.caller[:len(CALLER_COMMANDS[cloud])] == CALLER_COMMANDS[cloud]
 
 
+@pytest.mark.parametrize("cloud", PULUMI_CLOUDS)
+def test_each_clouds_key_user_is_the_one_its_host_images_document(cloud):
+    if cloud not in KEY_USERS:
+        pytest.fail(f"add {cloud}'s row to KEY_USERS in tests/unit/test_contract_node_access.py: the user its host "
+                    "image gives nodes.sshPublicKey, as the cloud's page on logging in to its instances names it",
+                    pytrace=False)
+    spec = spec_of(next(s for c, s in SHIPPED if c == cloud), ED25519)
+    assert {base.get(cloud).node_login(spec, pool).user for pool in [*spec.nodes, None]} == {KEY_USERS[cloud]}
+
+
 @pytest.mark.parametrize(("cloud", "stack"), SHIPPED)
 def test_validate_and_run_log_in_as_the_clouds_login_and_reach_the_container(cloud, stack, shell, monkeypatch):
     spec = lifecycle.load_spec(stack)
@@ -156,7 +178,7 @@ def test_validate_and_run_log_in_as_the_clouds_login_and_reach_the_container(clo
         assert [logged_in_as(h) for h in hosts] == users, f"{name} on {stack}"
         assert all(h.startswith(f"ssh://{urllib.parse.quote(u, safe='')}@") for h, u in zip(hosts, users))
         reaches(prefix, users[0], spec)
-    if cloud in OWN_LOGIN_CLOUDS:
+    if logs_in_as_caller(cloud, spec):
         assert fake.asked, f"{cloud}: the caller's own login was never asked of the cloud's CLI"
 
 
@@ -183,17 +205,18 @@ def test_with_a_key_every_host_takes_the_keys_user(cloud, stack, shell):
     spec = spec_of(stack, ED25519)
     fake = shell(cloud, spec)
     targets, _ = cloud_targets(spec, None, None, None)
-    assert {logged_in_as(t) for t in targets} == {KEY_USERS.get(cloud, base.get(cloud).ssh_user)}
-    reaches(jobs.container_exec(spec), KEY_USERS.get(cloud, ""), spec)
+    users = {expected_user(cloud, spec, pool) for pool in spec.nodes}
+    assert len(users) == 1 and {logged_in_as(t) for t in targets} == users
+    reaches(jobs.container_exec(spec), next(iter(users)), spec)
     if spec.scheduler == "slurm":
         head = jobs.cloud_head(spec, None, None, None, None, base.HostsBy.PRIVATE_IP, None)
-        assert logged_in_as(head.host) == KEY_USERS.get(cloud, base.get(cloud).ssh_user)
+        assert logged_in_as(head.host) == expected_user(cloud, spec, None)
         reaches(head.exec_prefix, logged_in_as(head.host), spec)
     assert not fake.asked, "a key's user needs no look-up of the caller"
 
 
 def test_ssh_user_overrides_the_clouds_login(shell):
-    stack = next(s for c, s in SHIPPED if c in OWN_LOGIN_CLOUDS)
+    stack = own_login_stack()
     spec = lifecycle.load_spec(stack)
     fake = shell(spec.cloud, spec)
     targets, _ = cloud_targets(spec, None, None, "bob")
@@ -201,7 +224,7 @@ def test_ssh_user_overrides_the_clouds_login(shell):
 
 
 def test_a_caller_the_cloud_cli_cannot_name_is_bad_input_naming_ssh_user(monkeypatch):
-    stack = next(s for c, s in SHIPPED if c in OWN_LOGIN_CLOUDS)
+    stack = own_login_stack()
     spec = lifecycle.load_spec(stack)
     monkeypatch.setattr(automation, "outputs", lambda s: outputs_of(spec))
 

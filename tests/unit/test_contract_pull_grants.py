@@ -11,12 +11,14 @@ any caller, so only the plan can show a head that cannot pull (issue 33 item 1: 
 from __future__ import annotations
 
 import base64
+import copy
 import functools
 
 import pytest
 
 import shipped
 from goldenenv import clouds, guardrails, plan, stackconfig
+from goldenenv.clouds.base import UserDataLimit
 from goldenenv.guardrails import PlannedResource
 
 STACKS = shipped.STACKS
@@ -62,17 +64,33 @@ def test_every_host_that_pulls_the_golden_image_holds_a_pull_grant(cloud, stack)
     assert refused == []
 
 
+def pulling_bare(host: PlannedResource, limit: UserDataLimit, script: str) -> PlannedResource:
+    """The host with its user data, where its cloud's program passes it (UserDataLimit.inputs) and in that form,
+    replaced by a script that only pulls: no login step either."""
+    path = limit.inputs.get(host.type)
+    if path is None:
+        return host
+    props = copy.deepcopy(host.props)
+    *parents, last = path.split(".")
+    holder = props
+    for step in parents:
+        holder = holder.setdefault(step, {})
+    holder[last] = base64.b64encode(script.encode()).decode() if limit.base64 else script
+    return PlannedResource(host.urn, host.type, host.name, props)
+
+
 @pytest.mark.parametrize("cloud,stack", SHIPPED)
 def test_a_host_without_its_grant_is_refused(cloud, stack):
-    """Only the hosts and the repositories left: nothing grants pull, and each host is caught (on Alibaba, whose
-    personal edition ACR admits a login rather than an identity, a host whose boot pulls without logging in)."""
+    """Only the hosts and the repositories left, each host booting a script that only pulls: nothing grants pull,
+    neither an identity's role on the repository nor a login step in the boot (Alibaba's personal edition ACR
+    admits a login rather than an identity), and each host is caught."""
     repository, planned = pushed(stack)
-    hosts = pulling_hosts(planned.resources, repository)
+    limit = clouds.get(cloud).user_data_limit
+    bare = f"#!/bin/sh\ndocker pull {repository}@{DIGEST}\n"
+    hosts = [pulling_bare(h, limit, bare) for h in pulling_hosts(planned.resources, repository)]
+    assert hosts == pulling_hosts(hosts, repository), "a host that only pulls still pulls, as its cloud reads it"
     facts = guardrails.facts_of(hosts[0].type)
     repos = [r for r in planned.resources if r.type in facts.repositories]
-    if cloud == "alicloud":
-        bare = base64.b64encode(f"#!/bin/sh\ndocker pull {repository}@{DIGEST}\n".encode()).decode()
-        hosts = [PlannedResource(h.urn, h.type, h.name, {**h.props, "userData": bare}) for h in hosts]
     findings = guardrails.evaluate([*hosts, *repos], {}, budget_opt_out=True)
     caught = {f.urn for f in findings if f.rule == RULE}
     assert caught == {h.urn for h in hosts}

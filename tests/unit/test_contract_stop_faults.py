@@ -7,9 +7,10 @@ throttled, half of them throttled at random (seeded), listings of several pages,
 and run only after a few looks, a node started again by hand after the stop, and decoys a careless match would take
 for the stack (stack ``dev2`` beside ``dev``, stack ``dev`` of another project, a node with no tags at all).
 
-ADAPTERS is the registry: one adapter class per cloud, following stopfakes.world.Adapter. A cloud that declares
-Capability.HARD_STOP and has no adapter fails every test here, so a fifth cloud is held to the table the day it is
-added.
+Each cloud's adapter (stopfakes.world.Adapter) is found by its name (stopfakes.found): tests/unit/stopfakes/<cloud>.py,
+or, for a cloud built from a copy of another cloud's folder on the same provider, that cloud's fake running the new
+cloud's own stop module. A cloud that declares Capability.HARD_STOP and has neither fails every test here, naming the
+file to add, so a fifth cloud is held to the table the day it is added.
 """
 
 from __future__ import annotations
@@ -19,23 +20,10 @@ import pytest
 from goldenenv.clouds import base
 from goldenenv.clouds.base import Capability
 
-from stopfakes.alicloud import AlibabaAdapter
-from stopfakes.aws import AwsAdapter
-from stopfakes.azure import AzureAdapter
-from stopfakes.gcp import GcpAdapter
-from stopfakes.tencent import TencentAdapter
+from stopfakes import found
 from stopfakes.world import PROJECT, STACK, Faults, FleetNode
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-ADAPTERS: dict[str, type] = {
-    "aws": AwsAdapter,
-    "alicloud": AlibabaAdapter,
-    "gcp": GcpAdapter,
-    "azure": AzureAdapter,
-    "tencent": TencentAdapter,
-}
-"""cloud -> its adapter class (stopfakes.world.Adapter): the stop function on its cloud's fake."""
 
 HARD_STOP_CLOUDS = sorted(n for n in base.names() if Capability.HARD_STOP in base.get(n).capabilities)
 
@@ -56,10 +44,11 @@ DECOYS = [
 
 
 def adapter_for(cloud: str, fleet: list[FleetNode], faults: Faults, path: str | None = None):
-    adapter = ADAPTERS.get(cloud)
+    adapter = found.adapter(cloud)
     if adapter is None:
-        pytest.fail(f"{cloud} declares the hard stop but no adapter runs its stop function under the fault table: "
-                    "add one to ADAPTERS (tests/unit/stopfakes/<cloud>.py)")
+        pytest.fail(f"add tests/unit/stopfakes/{cloud}.py: {cloud} declares the hard stop, and its ADAPTER "
+                    "(stopfakes.world.Adapter) runs its stop function on a fake of its cloud's API under the fault "
+                    "table", pytrace=False)
     if path in adapter.not_served:
         pytest.skip(f"{cloud} {path}: {adapter.not_served[path]}")
     return adapter(fleet, faults)

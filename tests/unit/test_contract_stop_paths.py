@@ -8,19 +8,26 @@ ephemeral OS disk, ECS economical mode on a type with local disks, EC2 a stop of
 holds one node of every catalog type of the cloud (goldenenv.catalog.instance_types), local NVMe / Local SSD
 included; a node the path leaves running is named with the reason.
 
-A cloud added to the registry with the hard stop and no driver here fails until its stop paths are driven.
+A cloud's driver is found by its name (DRIVERS), or by the provider it builds on where a driver runs the stop code of
+any folder on that provider (BY_PROVIDER: Alibaba's guard.py, whichever folder holds it): a cloud started from a copy
+of Alibaba's folder is driven through its own guard. A cloud added to the registry with the hard stop and neither
+fails, naming the table to add its driver to, until its stop paths are driven.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
+import cloudfolder
 import pytest
+import shipped
 
-from goldenenv import catalog
+from goldenenv import catalog, clouds, stackconfig
 from goldenenv.clouds import base
 from goldenenv.clouds.base import Capability
+from goldenenv.spec import ConfigError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -34,7 +41,8 @@ NOT_A_STOP_CALL = {
     ("tencent", "ttl"): "Tencent stacks have no time-to-live stop yet: the cloud's check refuses lifecycle.ttlHours",
     ("tencent", "idle"): "Tencent stacks have no idle stop yet: the cloud's check refuses lifecycle.idleMinutes",
 }
-"""Paths a cloud serves without a stop call of goldenenv's (or not at all), each with why."""
+"""Paths served without a stop call of goldenenv's (or not at all), each with why, by the driver's key (a cloud, or
+for BY_PROVIDER's drivers the provider): the stop code they drive serves no other."""
 
 TTL_HOURS, IDLE_MINUTES = 24, 30
 """A node started 30 h ago is past a 24 h time to live; one started 3 h ago with 6 idle 5-minute means is idle."""
@@ -100,25 +108,6 @@ def azure(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[s
             if fake.scale_sets[n]["instances"]["0"]["power"] != "deallocating"}
 
 
-# ---------------------------------------------------------------- Alibaba Cloud: guard.py on fake BSS and ECS
-
-def alicloud(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
-    import test_alicloud_guard as fake_alibaba
-
-    from goldenenv.clouds.alicloud import guard
-
-    assert path == "budget"
-    fleet = [{"InstanceId": f"i-node{k:016d}", "InstanceName": f"node-{k}", "Status": "Running", "InstanceType": t,
-              "RegionId": fake_alibaba.REGION, "InstanceChargeType": "PostPaid",
-              "Tags": {"Tag": [{"TagKey": guard.STACK_TAG_KEY, "TagValue": fake_alibaba.STACK},
-                               {"TagKey": guard.PROJECT_TAG_KEY, "TagValue": fake_alibaba.PROJECT}]}}
-             for k, t in enumerate(types)]
-    cloud = fake_alibaba.Cloud(fleet=fleet)
-    report = fake_alibaba.run(cloud, limit=1000.0)
-    failed = "; ".join(report.failed)
-    return {i["InstanceType"]: f"{i['Status']} ({failed})" for i in fleet if i["Status"] != "Stopping"}
-
-
 # ---------------------------------------------------------------- Tencent: stop.py on a fake billing and CVM
 
 def tencent(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
@@ -133,6 +122,32 @@ def tencent(path: str, types: list[str], request: pytest.FixtureRequest) -> dict
     outcome = world.invoke("hard-stop")
     return {world.api.instances[world.api.names[n]]["InstanceType"]: f"still running ({outcome.message})"
             for n in world.running()}
+
+
+# ---------------------------------------------------------------- Alibaba Cloud: guard.py on fake BSS and ECS
+
+def alicloud(cloud: str) -> Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]:
+    """The driver of the guard.py in the cloud's folder (Alibaba's, or a copy's) on the same fake BSS and ECS."""
+    return lambda path, types, request: alibaba_guard(cloudfolder.module(cloud, "guard"), path, types)
+
+
+def alibaba_guard(guard: Any, path: str, types: list[str]) -> dict[str, str]:
+    import test_alicloud_guard as fake_alibaba
+    from stopfakes import simulated_clock
+
+    assert path == "budget"
+    fleet = [{"InstanceId": f"i-node{k:016d}", "InstanceName": f"node-{k}", "Status": "Running", "InstanceType": t,
+              "RegionId": fake_alibaba.REGION, "InstanceChargeType": "PostPaid",
+              "Tags": {"Tag": [{"TagKey": guard.STACK_TAG_KEY, "TagValue": fake_alibaba.STACK},
+                               {"TagKey": guard.PROJECT_TAG_KEY, "TagValue": fake_alibaba.PROJECT}]}}
+             for k, t in enumerate(types)]
+    cloud = fake_alibaba.Cloud(fleet=fleet)
+    budget = guard.Budget(project=fake_alibaba.PROJECT, stack=fake_alibaba.STACK, region=fake_alibaba.REGION,
+                          monthly_limit=1000.0, currency="CNY", thresholds=(50, 80, 100), hard_stop=True)
+    report = guard.run(budget, bill=cloud.bill, ecs=cloud.ecs, notify=cloud.notify, now=fake_alibaba.NOW,
+                       clock=simulated_clock(guard.TIMEOUT_SECONDS - guard.MARGIN_SECONDS))
+    failed = "; ".join(report.failed)
+    return {i["InstanceType"]: f"{i['Status']} ({failed})" for i in fleet if i["Status"] != "Stopping"}
 
 
 # ---------------------------------------------------------------- AWS: reaper.py and the idle alarm on moto's EC2
@@ -192,20 +207,49 @@ def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:
     return found
 
 
-DRIVERS: dict[str, Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]] = {
-    "aws": aws, "alicloud": alicloud, "gcp": gcp, "azure": azure, "tencent": tencent}
-"""Each cloud's stop paths driven through its own code: (path, catalog types, request) -> {type: why it runs}."""
+Driver = Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]
+"""A cloud's stop paths driven through its own code: (path, catalog types, request) -> {type: why it runs}."""
+DRIVERS: dict[str, Driver] = {"aws": aws, "gcp": gcp, "azure": azure, "tencent": tencent}
+"""Cloud -> the driver of its own stop code."""
+BY_PROVIDER: dict[str, Callable[[str], Driver]] = {"alicloud": alicloud}
+"""Provider -> the driver of the stop code of a cloud's folder built on it (cloudfolder.provider)."""
+
+
+def idle_stop_refused(cloud: str) -> bool:
+    """Whether the cloud's check refuses lifecycle.idleMinutes on its first shipped stack (no idle stop to drive)."""
+    stack = next(s for c, s in shipped.pulumi_stacks() if c == cloud)
+    values, unknown = stackconfig.namespaced(stackconfig.read_stack_file(shipped.STACKS / f"Pulumi.{stack}.yaml"))
+    values["lifecycle"] = {**(values.get("lifecycle") or {}), "idleMinutes": IDLE_MINUTES}
+    try:
+        clouds.validate(stackconfig.load(stack, values, unknown))
+    except ConfigError as refused:
+        return any(p.key == "goldenenv:lifecycle.idleMinutes" for p in refused.problems)
+    return False
+
+
+def driver_of(cloud: str) -> tuple[str, Driver]:
+    """The key of the cloud's driver (the cloud, or its provider) and the driver."""
+    if cloud in DRIVERS:
+        return cloud, DRIVERS[cloud]
+    provider = cloudfolder.provider(cloud)
+    if provider in BY_PROVIDER:
+        return provider, BY_PROVIDER[provider](cloud)
+    pytest.fail(f"add {cloud}'s driver to DRIVERS in tests/unit/test_contract_stop_paths.py: {cloud} declares the "
+                "hard stop, and the driver runs each of its stop paths through its own code on a fake of its API",
+                pytrace=False)
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("cloud", HARD_STOP_CLOUDS)
 def test_every_stop_path_stops_every_catalog_instance_type(cloud, path, request):
-    if (cloud, path) in NOT_A_STOP_CALL:
-        pytest.skip(NOT_A_STOP_CALL[cloud, path])
-    assert cloud in DRIVERS, f"{cloud} declares the hard stop but no driver here runs its stop paths"
+    key, drive = driver_of(cloud)
+    if (key, path) in NOT_A_STOP_CALL:
+        if path == "idle":
+            assert idle_stop_refused(cloud), f"{cloud} takes lifecycle.idleMinutes: drive its idle stop here"
+        pytest.skip(NOT_A_STOP_CALL[key, path])
     types = sorted(catalog.instance_types(cloud))
     assert types, f"the catalog sells no instance type on {cloud}"
-    still_running = DRIVERS[cloud](path, types, request)
+    still_running = drive(path, types, request)
     assert still_running == {}, f"{cloud} {path} stop left these catalog types running: {still_running}"
 
 

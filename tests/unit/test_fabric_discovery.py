@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import fabrics
+from goldenenv import fabrics, render
 from goldenenv.catalog import health
 from goldenenv.health import judge
-from goldenenv.render import TEMPLATES
 
 PACKAGE = Path(fabrics.__file__).resolve().parents[1]
 SMALLEST = "erdma"
@@ -121,14 +120,22 @@ def test_two_folders_offering_one_name_are_refused(monkeypatch):
 
 @pytest.mark.parametrize("name", list(fabrics.FABRICS))
 def test_every_fabric_of_the_registry_brings_what_its_record_names(name):
-    """Held to every fabric folder, the day it is added: its layer and boot check templates exist, its layout
-    function resolves, its lock section's model is its own, and the health judge counts it or it says `none`."""
+    """Held to every fabric folder, the day it is added: its layer and boot check templates exist, its lock
+    section's model is its own, and the health judge counts it or it says `none`."""
     fabric = fabrics.get(name)
-    templates = TEMPLATES
-    assert (templates / fabric.image_layer).is_file(), f"{name}: no template {fabric.image_layer}"
+    assert render.source(fabric.image_layer).is_file(), f"{name}: no template {fabric.image_layer}"
     if fabric.boot_check:
         unit, script = fabric.boot_check
-        assert (templates / "node" / f"{unit}.j2").is_file() and (templates / "node" / f"{script}.j2").is_file()
-    assert callable(fabric.layout_function())
+        assert render.source(f"node/{unit}.j2").is_file() and render.source(f"node/{script}.j2").is_file()
     assert fabric.lock_section in fabrics.sections() and fabric.section.__module__.startswith("goldenenv.fabrics.")
     assert fabric.health_fabric in judge.FABRICS, f"{name}: the judge counts no {fabric.health_fabric!r}"
+
+
+def test_no_fabric_folder_names_a_clouds_module():
+    """A fabric's folder reaches into no cloud's internals: how its interfaces sit on a node's network cards is the
+    cloud folder's business, so a cloud renamed breaks no fabric and a second cloud may carry the same fabric."""
+    folder = PACKAGE / "fabrics"
+    naming = [path.relative_to(PACKAGE.parent).as_posix() for path in sorted(folder.rglob("*"))
+              if path.is_file() and "__pycache__" not in path.parts
+              and "goldenenv.clouds." in path.read_text(encoding="utf-8", errors="replace")]
+    assert naming == [], f"these files of goldenenv/fabrics/ name a cloud's module (goldenenv.clouds.): {naming}"

@@ -5,15 +5,14 @@ from __future__ import annotations
 import pytest
 
 from goldenenv import catalog, clouds, fabrics
-from goldenenv.render import TEMPLATES
+from goldenenv.render import source
 
 
 @pytest.mark.parametrize("name", sorted(fabrics.FABRICS))
-def test_every_fabric_has_its_layout_image_layer_env_and_floors(name):
+def test_every_fabric_has_its_image_layer_env_and_floors(name):
     fabric = fabrics.get(name)
     assert fabric.cloud in clouds.names()
-    assert callable(fabric.layout_function())
-    assert (TEMPLATES / fabric.image_layer).is_file()
+    assert source(fabric.image_layer).is_file()
     assert fabric.env() == catalog.fabric_env(name) and fabric.env()
     assert fabric.min_nccl("*") or fabric.min_nccl("p5.48xlarge")
 

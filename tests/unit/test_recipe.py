@@ -18,6 +18,7 @@ import yaml
 from goldenenv import clouds, plan, stackconfig
 from goldenenv.clouds import recipe
 from goldenenv.clouds.base import Capability
+from tests.unit.shipped import plan_of, pulumi_stacks
 
 PULUMI_CLOUDS = [name for name in clouds.names() if getattr(clouds.get(name), "uses_pulumi", False)]
 SHIPPED_CLUSTERS = ("alicloud", "aws", "azure", "gcp")
@@ -244,3 +245,38 @@ def test_no_head_is_built_when_the_stack_runs_no_scheduler():
     _, outputs, calls = planned(FakeCluster, fake_spec(scheduler="none"))
     assert "head" not in calls and "secret_store" not in calls
     assert "headPrivateIp" not in outputs
+
+
+class BudgetOnlyParts(FakeParts):
+    """A cloud whose budget guard watches the budget alone (a stop function), named by its budget_output."""
+
+    budget_output = "budgetFunction"
+
+    def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
+        self._made("budget_guard")
+        return recipe.BudgetGuard({self.budget_output: "fake-stop-function"})
+
+
+class BudgetOnlyCluster(recipe.Cluster):
+    parts = BudgetOnlyParts
+
+
+def test_a_guard_of_the_budget_alone_is_built_only_for_a_stack_with_a_budget():
+    """The recipe owns the no-budget case once: no guard is asked for, and its output is None (which the stack's
+    outputs leave out)."""
+    _, outputs, calls = planned(BudgetOnlyCluster, fake_spec(budget=None))
+    assert "budget_guard" not in calls and outputs.get("budgetFunction") is None
+    _, outputs, calls = planned(BudgetOnlyCluster, fake_spec())
+    assert calls[-1] == "budget_guard" and outputs["budgetFunction"] == "fake-stop-function"
+    _, outputs, calls = planned(FakeCluster, fake_spec(budget=None))
+    assert calls[-1] == "budget_guard", "a guard that watches more than the budget (budget_output None) always runs"
+
+
+@pytest.mark.parametrize("cloud, stack", [(c, s) for c, s in pulumi_stacks() if c in PULUMI_CLOUDS])
+def test_a_shipped_stack_names_its_budget_guard_in_the_clouds_budget_output(cloud, stack):
+    output = cluster_of(cloud).parts.budget_output
+    if output is None:
+        pytest.skip(f"{cloud}'s budget guard watches more than the budget: it names its own outputs")
+    planned_stack = plan_of(stack)
+    assert bool(planned_stack.outputs.get(output)) == bool(planned_stack.spec.budget), (
+        f"{stack}: {output} names the guard exactly when the stack has a budget")

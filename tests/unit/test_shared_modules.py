@@ -278,7 +278,7 @@ def test_the_spot_watcher_on_an_unknown_machine_asks_for_the_cloud(monkeypatch, 
     """No DMI vendor it knows and no --cloud: it exits 2 naming --cloud and every cloud it has a notice for, and
     starts nothing (it polled AWS's endpoint before, where no other cloud's notice ever appears)."""
     monkeypatch.delenv("GOLDENENV_CLOUD", raising=False)
-    monkeypatch.setattr(spotwatch, "detect_cloud", lambda: None)
+    monkeypatch.setattr(spotwatch, "DMI_FOLDER", tmp_path / "no-dmi")
     started = tmp_path / "started"
     assert spotwatch.main(["--", sys.executable, "-c", f"open({str(started)!r}, 'w')"]) == 2
     said = capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -412,7 +413,7 @@ def test_every_cloud_that_runs_spot_nodes_has_its_notice_module_found_and_bundle
     facts = spotwatch.CLOUD_FACTS[cloud]
     assert facts.default_url.startswith("http://") and facts.notice_path.startswith("/") and facts.vendor
     assert facts.machine_path is None or facts.machine_path.startswith("/")
-    assert spotwatch.VENDORS[facts.vendor] == cloud, "each cloud's DMI vendor is its own"
+    assert spotwatch.VENDORS[facts.vendor] == (cloud,), "each shipped cloud's DMI vendor is its own"
     alone = tmp_path / "goldenenv-spotwatch"
     alone.write_bytes(bundle.spot_watcher())
     done = subprocess.run([sys.executable, "-I", "-S", str(alone), "--help"], capture_output=True, text=True,
@@ -435,6 +436,55 @@ def test_a_copied_cloud_folder_with_a_notice_module_is_watched_by_its_own_name(t
     assert done.stdout.split() == ["('scratch',)", "scratch", "preempt"]
 
 
+def _watcher_with_a_copy_of_alibaba(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A copy of the watcher beside Alibaba's notice module and a renamed copy of it (acmecloud, a cloud on
+    Alibaba's machines), loaded as a module on a machine whose DMI vendor is Alibaba's."""
+    for cloud in ("alicloud", "acmecloud"):
+        (tmp_path / "clouds" / cloud).mkdir(parents=True)
+        shutil.copy(spotwatch.notice_files()["alicloud"], tmp_path / "clouds" / cloud / "spot_notice.py")
+    shutil.copy(WATCHER, tmp_path / "spotwatch.py")
+    spec = importlib.util.spec_from_file_location("copied_spotwatch", tmp_path / "spotwatch.py")
+    watcher = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, watcher)  # its dataclasses look their module up there
+    spec.loader.exec_module(watcher)
+    dmi = tmp_path / "dmi"
+    dmi.mkdir()
+    (dmi / "sys_vendor").write_text("Alibaba Cloud\n")
+    monkeypatch.setattr(watcher, "DMI_FOLDER", dmi)
+    monkeypatch.delenv("GOLDENENV_CLOUD", raising=False)
+    return watcher
+
+
+def test_on_a_vendor_two_clouds_share_the_watcher_asks_which_and_starts_nothing(tmp_path, monkeypatch, capsys):
+    """Two clouds on the machine's DMI vendor and no --cloud: it exits 2 naming --cloud and both clouds, rather
+    than polling whichever was found last."""
+    watcher = _watcher_with_a_copy_of_alibaba(tmp_path, monkeypatch)
+    assert watcher.VENDORS["Alibaba Cloud"] == ("acmecloud", "alicloud")
+    started = tmp_path / "started"
+    assert watcher.main(["--", sys.executable, "-c", f"open({str(started)!r}, 'w')"]) == 2
+    said = capsys.readouterr().err
+    assert "give --cloud (one of acmecloud, alicloud) or GOLDENENV_CLOUD" in said, said
+    assert not started.exists()
+
+
+def test_on_a_vendor_two_clouds_share_the_cloud_given_is_watched(tmp_path, monkeypatch, capsys):
+    watcher = _watcher_with_a_copy_of_alibaba(tmp_path, monkeypatch)
+    started = tmp_path / "started"
+    assert watcher.main(["--cloud", "acmecloud", "--metadata-url", "http://127.0.0.1:9", "--interval", "0.05", "--",
+                         sys.executable, "-c", f"open({str(started)!r}, 'w')"]) == 0
+    assert started.exists() and "watching acmecloud spot notices" in capsys.readouterr().err
+
+
+def test_on_a_vendor_of_one_cloud_the_watcher_finds_it(tmp_path, monkeypatch):
+    dmi = tmp_path / "dmi"
+    dmi.mkdir()
+    (dmi / "sys_vendor").write_text("Google\n")
+    monkeypatch.setattr(spotwatch, "DMI_FOLDER", dmi)
+    assert spotwatch.detect_clouds() == ("gcp",)
+    monkeypatch.setattr(spotwatch, "DMI_FOLDER", tmp_path / "no-dmi")
+    assert spotwatch.detect_clouds() == ()
+
+
 def test_a_cloud_without_spot_pools_has_no_notice_to_watch():
     from goldenenv import clouds
 
@@ -454,11 +504,8 @@ def test_the_cloud_facts_keep_aws_alibaba_and_google_as_they_were_and_add_azure(
     assert facts["azure"].notice_path == "/metadata/scheduledevents?api-version=2020-07-01"
     assert facts["azure"].headers == {"Metadata": "true"} and facts["azure"].token_headers is None
     assert facts["azure"].machine_path == "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
-    assert spotwatch.VENDORS == {"Amazon EC2": "aws", "Alibaba Cloud": "alicloud", "Google": "gcp",
-                                 "Microsoft Corporation": "azure", "Tencent Cloud": "tencent"}
-    # Tencent's spot/termination-time, no token, no header (https://www.tencentcloud.com/document/product/213/32487)
-    assert facts["tencent"].notice_path == "/latest/meta-data/spot/termination-time"
-    assert facts["tencent"].token_headers is None and facts["tencent"].headers == {}
+    assert spotwatch.VENDORS == {"Amazon EC2": ("aws",), "Alibaba Cloud": ("alicloud",), "Google": ("gcp",),
+                                 "Microsoft Corporation": ("azure",)}
 
 
 def test_each_cloud_is_watched_at_its_own_metadata_address():
@@ -469,8 +516,7 @@ def test_each_cloud_is_watched_at_its_own_metadata_address():
 
     assert {c: f.default_url for c, f in spotwatch.CLOUD_FACTS.items()} == {
         "aws": "http://169.254.169.254", "alicloud": "http://100.100.100.200",
-        "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254",
-        "tencent": "http://metadata.tencentyun.com"}
+        "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254"}
 
 
 def _nodeboot_module(name: str):

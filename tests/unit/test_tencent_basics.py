@@ -75,7 +75,6 @@ def test_the_spot_notice_is_read_in_utc_plus_8():
 def test_the_hcc_fabric_is_tencents_and_found_by_the_registry():
     fabric = fabrics.get("hcc")
     assert fabric is not None and fabric.cloud == "tencent" and fabric.label == "HCC RDMA"
-    assert fabric.layout_function()() == []
     assert fabric.boot_check == ("goldenenv-hcc.service", "hcc-check.sh")
 
 

@@ -35,7 +35,8 @@ REGION = re.compile(r"^[a-z]{2}-[a-z]+(-\d{1,2})?$")
 """cn-hangzhou, cn-wulanchabu, ap-southeast-1, eu-central-1 ..."""
 IMAGE_ID = re.compile(r"^(m-[a-z0-9]{8,40}|[a-z0-9][a-z0-9_.]{2,126}\.vhd)$")
 """A custom image (m-...) or a public image by its ID (ubuntu_22_04_uefi_x64_20G_alibase_20240807.vhd)."""
-HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "m-...", "is not an Alibaba image ID (m-... or a public image's <name>.vhd)")
+HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "m-...", "is not an Alibaba image ID (m-... or a public image's <name>.vhd)",
+                                "m-0123456789abcdef0123")
 CURRENCIES = ("CNY", "USD")
 """What Alibaba bills in: CNY on the China site (aliyun.com), USD on the international site."""
 ZONES_TOKEN = "alicloud:index/getZones:getZones"
@@ -101,6 +102,7 @@ class AlicloudCloud(PulumiCloud):
     head_instance_type = "ecs.g7.large"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv; not yet priced: prices.csv has no row)."""
     user_data_limit = limits.USER_DATA
+    host_image_form = HOST_IMAGE_FORM
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         """Region and zone names, the budget's currency, host images, and Alibaba's limits on placement and ERIs.

@@ -34,6 +34,7 @@ class AlicloudParts(recipe.Parts):
 
     cloud = recipe.CloudOf(CLOUD)
     registry_login = "acr"
+    budget_output = "budgetGuard"
     munge: MungeSecret | None = None
 
     def retained_stores(self) -> None:
@@ -137,16 +138,15 @@ class AlicloudParts(recipe.Parts):
         return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
 
     def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
+        """The budget's guard function; the recipe asks only for a stack with a budget (budget_output)."""
         spec = self.spec
-        if not spec.budget:
-            return recipe.BudgetGuard({"budgetGuard": None})
         guard = BudgetGuard(f"{self.name}-budget", BudgetGuardArgs(
             project=spec.tags.project, stack=spec.stack, monthly_limit=spec.budget.monthly_limit,
             currency=spec.budget.currency, thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails,
             hard_stop=spec.budget.hard_stop, region=spec.region, resource_group_id=self.group.id,
             tags=spec.stack_tags,
         ), self.child)
-        return recipe.BudgetGuard({"budgetGuard": guard.function_name})
+        return recipe.BudgetGuard({self.budget_output: guard.function_name})
 
     def outputs(self, built: recipe.Built) -> dict[str, Any]:
         return {

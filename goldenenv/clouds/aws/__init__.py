@@ -19,13 +19,14 @@ from goldenenv.clouds.aws.registry import repository_name
 from goldenenv.clouds.aws.storage import bucket_tags
 from goldenenv.clouds.aws.teardown import idle_cpu_threshold
 from goldenenv.clouds.base import (
-    BuildContext, Capability, PulumiCloud, head_shape, key_words, mock_address, stable_number,
+    BuildContext, Capability, HostImageForm, PulumiCloud, head_shape, key_words, mock_address, stable_number,
 )
 from goldenenv.images import publish
 from goldenenv.spec import STACK_TAG_KEY, Capacity, ClusterSpec, Problem, pool_key
 
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
+HOST_IMAGE_FORM = HostImageForm(AMI, "ami-...", "is not an AMI id (ami-0123456789abcdef0)", "ami-0123456789abcdef0")
 
 
 class StoreError(RuntimeError):
@@ -80,6 +81,7 @@ class AwsCloud(PulumiCloud):
     destroy_runs_program = True
     """Persistent spot nodes cancel their request in a delete hook (spot.cancel_request_hook)."""
     user_data_limit = limits.USER_DATA
+    host_image_form = HOST_IMAGE_FORM
     head_instance_type = "m7i.large"
 
     def file_system_client(self, spec: ClusterSpec) -> str | None:

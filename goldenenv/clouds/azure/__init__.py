@@ -43,7 +43,9 @@ IMAGE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*:){3}\d+(\.\d+)*$"
                    r"/images/[^/]+/versions/\d+(\.\d+)*$")
 HOST_IMAGE_FORM = HostImageForm(IMAGE, "<publisher>:<offer>:<sku>:<version>",
                                 "is not a pinned Azure image: write publisher:offer:sku:version with a version "
-                                "number (never latest), or a gallery image version's id")
+                                "number (never latest), or a gallery image version's id",
+                                "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/"
+                                "Microsoft.Compute/galleries/goldenenv/images/ubuntu-gpu/versions/1.0.0")
 CURRENCY = "USD"
 ENTRA_LOGIN_USER = ("az", "account", "show", "--query", "user.name", "--output", "tsv")
 """The caller's Microsoft Entra ID login: the signed-in user's UPN (alice@contoso.com), the name `az ssh vm` logs in
@@ -108,6 +110,7 @@ class AzureCloud(PulumiCloud):
     head_instance_type = "Standard_D2s_v5"
     """A 2-vCPU, 8-GiB x86 general purpose size (catalog head_types.csv)."""
     user_data_limit = USER_DATA
+    host_image_form = HOST_IMAGE_FORM
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         from goldenenv.clouds.azure import storage, tags

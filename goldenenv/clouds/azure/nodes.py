@@ -2,7 +2,7 @@
 
 Azure connects the InfiniBand ports of the VMs that share a scale set's placement group by itself (ND H100 v5 docs:
 "connections are automatically configured between VMs occupying the same virtual machine scale set"); no interface
-is declared for it (ib_layout). So each pool is one `VirtualMachineScaleSet` (RESEARCH-3 §2.2, §2.10):
+is declared for it. So each pool is one `VirtualMachineScaleSet` (RESEARCH-3 §2.2, §2.10):
 - Uniform orchestration, singlePlacementGroup true (one placement group: at most 100 VMs, which check() enforces on
   nodes.count), one platform fault domain, no overprovisioning (an extra VM would join the fabric and bill), a
   manual upgrade policy (a model change reaches running nodes only when the user rolls them);
@@ -60,11 +60,6 @@ ENTRA_LOGIN = {"name": "AADSSHLoginForLinux", "publisher": "Microsoft.Azure.Acti
                "type": "AADSSHLoginForLinux", "type_handler_version": "1.0", "auto_upgrade_minor_version": True}
 """Microsoft Entra ID login for Linux (learn.microsoft.com entra/identity/devices/howto-vm-sign-in-azure-ad-linux:
 `az vm extension set --publisher Microsoft.Azure.ActiveDirectory --name AADSSHLoginForLinux`)."""
-
-
-def ib_layout(*_: Any, **__: Any) -> list:
-    """InfiniBand on Azure declares no interface: the platform wires the scale set's VMs (the fabric's layout)."""
-    return []
 
 
 def image_reference(urn: str) -> dict[str, str]:

@@ -48,6 +48,7 @@ class AzureParts(recipe.Parts):
 
     cloud = recipe.CloudOf(CLOUD)
     registry_login = "azurecr"
+    budget_output = "budgetFunction"
     vault: MungeVault | None = None
 
     def retained_stores(self) -> None:
@@ -176,11 +177,10 @@ class AzureParts(recipe.Parts):
                                None, nodes)
 
     def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
-        spec = self.spec
-        if not spec.budget:
-            return recipe.BudgetGuard({"budgetFunction": None})
+        """The budget and its stop function; the recipe asks only for a stack with a budget (budget_output)."""
         from goldenenv.clouds.azure.budget import BudgetStop, BudgetStopArgs
 
+        spec = self.spec
         stop = BudgetStop(f"{self.name}-budget", BudgetStopArgs(
             project=spec.tags.project, stack=spec.stack, subscription_id=self.subscription,
             resource_group=self.group.name, location=spec.region, monthly_limit=spec.budget.monthly_limit,
@@ -189,7 +189,7 @@ class AzureParts(recipe.Parts):
             emails=spec.budget.emails, hard_stop=spec.budget.hard_stop, tags=self.tags,
             ttl_hours=spec.lifecycle.ttl_hours, idle_minutes=spec.lifecycle.idle_minutes,
             node_vcpus=min(p.instance_type.vcpus for p in pools)), self.child)
-        return recipe.BudgetGuard({"budgetFunction": stop.function_name})
+        return recipe.BudgetGuard({self.budget_output: stop.function_name})
 
     def outputs(self, built: recipe.Built) -> dict[str, Any]:
         return {

@@ -39,7 +39,7 @@ IMAGE = re.compile(r"^projects/[a-z][-a-z0-9.:]{4,61}[a-z0-9]/global/images/[a-z
 """A pinned image by its full path (never a family, which moves)."""
 HOST_IMAGE_FORM = HostImageForm(IMAGE, "projects/<project>/global/images/<name>",
                                 "is not a pinned Compute Engine image: write projects/<project>/global/images/<name> "
-                                "(a family would move under the lock)")
+                                "(a family would move under the lock)", "projects/my-project/global/images/my-image")
 CURRENCY = "USD"
 OS_LOGIN_USER = ("gcloud", "compute", "os-login", "describe-profile", "--format=value(posixAccounts[0].username)")
 """The caller's OS Login POSIX user (`gcloud compute os-login describe-profile`: the profile's POSIX accounts; e.g.
@@ -99,6 +99,7 @@ class GcpCloud(PulumiCloud):
     head_instance_type = "n2-standard-2"
     """A 2-vCPU, 8-GiB x86 general purpose type (catalog head_types.csv)."""
     user_data_limit = USER_DATA
+    host_image_form = HOST_IMAGE_FORM
 
     def check(self, spec: ClusterSpec) -> list[Problem]:
         problems = []

@@ -51,8 +51,7 @@ class GpuNic:
 
 
 def gpu_nic_layout(fabric: str, interfaces: int) -> list[GpuNic]:
-    """A node's GPU NICs on a fabric: one per GPU VPC (TCPX/TCPXO, gVNIC) or one per RoCE subnet (gIB, MRDMA).
-    The fabric registry's layout function (goldenenv.fabrics)."""
+    """A node's GPU NICs on a fabric: one per GPU VPC (TCPX/TCPXO, gVNIC) or one per RoCE subnet (gIB, MRDMA)."""
     if fabric in ROCE_FABRICS:
         return [GpuNic(i, MRDMA) for i in range(interfaces)]
     if fabric in GPU_VPC_FABRICS:

@@ -45,6 +45,7 @@ class GcpParts(recipe.Parts):
 
     cloud = recipe.CloudOf(CLOUD)
     registry_login = "gar"
+    budget_output = "budgetFunction"
     munge: MungeSecret | None = None
 
     def check(self) -> None:
@@ -185,11 +186,10 @@ class GcpParts(recipe.Parts):
         return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_names, nodes)
 
     def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
-        spec = self.spec
-        if not spec.budget:
-            return recipe.BudgetGuard({"budgetFunction": None})
+        """The budget and its stop function; the recipe asks only for a stack with a budget (budget_output)."""
         from goldenenv.clouds.gcp.budget import BudgetStop, BudgetStopArgs
 
+        spec = self.spec
         stop = BudgetStop(f"{self.name}-budget", BudgetStopArgs(
             project=spec.tags.project, stack=spec.stack, gcp_project=self.project_id,
             billing_account=self.project.billing_account, project_number=self.project.number,
@@ -197,7 +197,7 @@ class GcpParts(recipe.Parts):
             thresholds=spec.budget.alert_thresholds, emails=spec.budget.emails, hard_stop=spec.budget.hard_stop,
             region=spec.region, labels=self.labels, ttl_hours=spec.lifecycle.ttl_hours,
             idle_minutes=spec.lifecycle.idle_minutes), self.child)
-        return recipe.BudgetGuard({"budgetFunction": stop.function_name})
+        return recipe.BudgetGuard({self.budget_output: stop.function_name})
 
     def outputs(self, built: recipe.Built) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from typing import Any
 from goldenenv import catalog
 from goldenenv.clouds.base import CloudDefaults, NodeReach
 from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
+from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.spec import ClusterSpec, Problem, pool_key
 
 
@@ -93,6 +94,13 @@ class LocalCloud(CloudDefaults):
                                 {"image": image, "role": "starts a lost node again"}, custom=True),
             ]
         return found
+
+    def own_cluster(self, spec: ClusterSpec, client: Any = None) -> OwnCluster:
+        """The stack's containers on this machine's Docker engine (or `client`'s): clouds/local/cluster.py, imported
+        when a step drives them (the Docker SDK loads then)."""
+        from goldenenv.clouds.local.cluster import LocalCluster
+
+        return LocalCluster(spec, client)
 
     def build(self, spec: ClusterSpec, context=None) -> dict[str, Any]:
         from goldenenv.spec import ConfigError

@@ -15,6 +15,8 @@ import io
 import json
 import tarfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +25,13 @@ from docker.errors import NotFound
 
 from goldenenv import catalog, slurm
 from goldenenv.catalog import health
-from goldenenv.clouds.local.run import NODE_ENV
+from goldenenv.clouds.local.run import NODE_ENV, run_on_nodes
 from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
-from goldenenv.nodeboot import hostfile, launch_env
+from goldenenv.nodeboot import CODE_FOLDER, hostfile, launch_env
 from goldenenv.slurm import config as slurm_config
 from goldenenv.slurm import view
-from goldenenv.spec import ClusterSpec
+from goldenenv.spec import ClusterSpec, ConfigError, Problem
+from goldenenv.streams import Line, RunResult
 
 STACK_LABEL = "goldenenv.stack"
 NODE_LABEL = "goldenenv.node"
@@ -81,6 +84,9 @@ class Names:
 
 
 class LocalCluster:
+    """The local stack's containers on this machine's Docker engine: the local cloud's OwnCluster
+    (goldenenv.clouds.owncluster), which the shared steps drive."""
+
     def __init__(self, spec: ClusterSpec, client: docker.DockerClient | None = None,
                  state_dir: Path | None = None):
         self.spec = spec
@@ -274,6 +280,60 @@ class LocalCluster:
         found = self.client.containers.list(all=True, filters={"label": f"{STACK_LABEL}={self.spec.stack}"})
         nodes = [c for c in found if NODE_LABEL in c.labels]
         return sorted(nodes, key=lambda c: int(c.labels[NODE_LABEL]))
+
+    def node_names(self) -> list[str]:
+        return [node.name for node in self.nodes()]
+
+    def sync_code(self, folder: Path) -> None:
+        """Copy a folder to /data/code on the data volume, where every node sees it."""
+        nodes = self.nodes()
+        if not nodes:
+            raise ConfigError([Problem(f"stack {self.spec.stack}", "no nodes: run goldenenv up first")])
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    info = tar.gettarinfo(str(path), arcname=str(Path(CODE_FOLDER) / path.relative_to(folder)))
+                    info.uid = info.gid = 1000
+                    with path.open("rb") as f:
+                        tar.addfile(info, f)
+        nodes[0].put_archive(DATA, buffer.getvalue())
+
+    def run(self, command: list[str], on_line: Line, user: str) -> RunResult:
+        """`docker exec` of torchrun on every node container, all started at once (clouds/local/run.py)."""
+        nodes = self.nodes()
+        if not nodes or any(n.status != "running" for n in nodes):
+            raise ConfigError([Problem(f"stack {self.spec.stack}", "not every node is running: goldenenv up first")])
+        return run_on_nodes(self.client, nodes, self.outputs()["nodePrivateIps"], self.shape.processes_per_node,
+                            command, self.env(), on_line, user=user)
+
+    def read_shared(self, path: str) -> str | None:
+        done = self.nodes()[0].exec_run(["cat", path])
+        return done.output.decode() if done.exit_code == 0 else None
+
+    def kill_node(self, name: str) -> None:
+        """`docker kill`: the container's processes get SIGKILL; the recovery container (Slurm stacks) starts it
+        again after RECOVERY_DELAY_S."""
+        self.client.containers.get(name).kill()
+
+    def start_node(self, name: str) -> None:
+        self.client.containers.get(name).start()
+
+    @contextmanager
+    def staged_files(self, name: str, folder: str, files: dict[str, bytes]) -> Iterator[None]:
+        """The folder is saved first; after, what the files added is removed and the saved folder put back."""
+        node = self.client.containers.get(name)
+        kept = node.get_archive(folder)[0]
+        try:
+            put_files(node, folder, files)
+            yield
+        finally:
+            added = sorted({Path(path).parts[0] for path in files})
+            node.exec_run(["rm", "-rf", *(f"{folder}/{top}" for top in added)], user="root")
+            node.put_archive(str(Path(folder).parent), b"".join(kept))
+
+    def kill_processes(self, name: str, pattern: str) -> None:
+        self.client.containers.get(name).exec_run(["pkill", "-9", "-f", pattern], user="root")
 
     def outputs(self) -> dict:
         ips = []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from goldenenv.nodeboot import MASTER_PORT
-from goldenenv.streams import RUN_MARKER, Job, Line, RunResult, stream_until_first_failure
+from goldenenv.streams import RANK_ENV, RUN_MARKER, Job, Line, RunResult, stream_until_first_failure
 
-NODE_ENV = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+NODE_ENV = {"GLOO_SOCKET_IFNAME": "eth0", **RANK_ENV}
 """gloo on the cluster network's interface; one thread per rank on small CPU nodes."""
 
 

@@ -32,7 +32,8 @@ from goldenenv.spec import Capacity, ClusterSpec, ConfigError, Problem, pool_key
 REGION = re.compile(r"^[a-z]{2}-[a-z]+(-\d{1,2})?$")
 """ap-guangzhou, ap-beijing, ap-shanghai, na-siliconvalley, eu-frankfurt ..."""
 IMAGE_ID = re.compile(r"^img-[a-z0-9]{8}$")
-HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "img-...", "is not a Tencent Cloud image ID (img- and 8 letters or digits)")
+HOST_IMAGE_FORM = HostImageForm(IMAGE_ID, "img-...", "is not a Tencent Cloud image ID (img- and 8 letters or digits)",
+                                "img-ge0host0")
 CURRENCIES = {"CNY": "china", "USD": "international"}
 """What Tencent bills in, by site: CNY on the China site (cloud.tencent.com, the SDK's billing text), USD on the
 international site (unverified)."""
@@ -73,6 +74,7 @@ class TencentCloud(PulumiCloud):
     """Tencent's public Ubuntu images log in as ubuntu (unverified)."""
     head_instance_type = "S5.LARGE8"
     user_data_limit = limits.USER_DATA
+    host_image_form = HOST_IMAGE_FORM
 
     def file_system_client(self, spec: ClusterSpec) -> str | None:
         """CFS Turbo's private-protocol client (templates/node/cfs-turbo-mount.sh.j2); None without it."""

@@ -16,7 +16,7 @@ from goldenenv.clouds.tencent import hardening, privilege, stop, stop_chain
 from goldenenv.clouds.tencent.limits import INSTANCE
 from goldenenv.guardrails import (
     BudgetWatch, Context, Ingress, PlannedResource, ProviderFacts, _is_true, _items, _label, _mapping, _port,
-    _protocol, _refers_to, _sources, boot_text,
+    _protocol, _sources, boot_text,
 )
 
 SECURITY_GROUP = "tencentcloud:Security/group:Group"

@@ -7,7 +7,6 @@ without its HPC cluster (InvalidParameterValue.InstanceTypeRequiredHpcCluster).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from goldenenv.clouds.base import user_data_rule
 from goldenenv.clouds.tencent import limits

@@ -10,7 +10,6 @@ stack's tagged instances. CAM tag condition: https://tencentcloud.com/document/p
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterator
 from typing import Any
 

@@ -1,6 +1,7 @@
 """EFA, AWS's Elastic Fabric Adapter: its lock section (the installer and the aws-ofi-nccl plugin it bundles), the
-image layer that installs it (templates/image/layer-efa.j2), and its registry entry. Its interfaces are laid out by
-goldenenv.clouds.aws.efa; the node health judge counts its devices with health.py beside this file."""
+image layer that installs it (templates/image/layer-efa.j2 here), and its registry entry. AWS's folder lays out its
+interfaces on a node's network cards; the node health judge counts its devices with health.py beside this file, by the
+rules of catalog/health_thresholds.csv here."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Efa(Model):
 
 
 FABRIC = Fabric(
-    "efa", "EFA", "aws", "goldenenv.clouds.aws.efa:interface_layout", "image/layer-efa.j2", "efa", Efa,
+    "efa", "EFA", "aws", "image/layer-efa.j2", "efa", Efa,
     layer_values=lambda s: {"installer": s.installer, "sha256": s.installer_sha256},
     plugin=Plugin("aws_ofi_nccl", "awsOfiNccl", "aws-ofi-nccl", "aws_ofi_nccl"),
     libraries="/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib",

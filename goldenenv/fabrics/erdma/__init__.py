@@ -1,7 +1,8 @@
 """eRDMA, Alibaba Cloud's elastic RDMA: its lock section (rdma-core packages), the image layer that installs them
-(templates/image/layer-erdma.j2), its boot check (templates/node/erdma-check.sh), the kernel module its host must
-load, and its registry entry. Its interfaces are laid out by goldenenv.clouds.alicloud.erdma; the node health judge
-counts its devices with health.py beside this file."""
+(templates/image/layer-erdma.j2 here), its boot check (templates/node/erdma-check.sh.j2), the kernel module its host
+must load, and its registry entry. Alibaba Cloud's folder lays out its interfaces (ERIs) on a node's network cards; the
+node health judge counts its devices with health.py beside this file, by the rule of catalog/health_thresholds.csv
+here."""
 
 from __future__ import annotations
 
@@ -23,6 +24,6 @@ class Erdma(RdmaPackages):
 
 
 FABRIC = Fabric(
-    "erdma", "eRDMA", "alicloud", "goldenenv.clouds.alicloud.erdma:eri_layout", "image/layer-erdma.j2", "erdma",
-    Erdma, ("goldenenv-erdma.service", "erdma-check.sh"), layer_values=lambda s: {"packages": s.packages},
+    "erdma", "eRDMA", "alicloud", "image/layer-erdma.j2", "erdma", Erdma, ("goldenenv-erdma.service", "erdma-check.sh"),
+    layer_values=lambda s: {"packages": s.packages},
     kernel_modules=("erdma",), host_image_hint=ERDMA_HOST_IMAGE)

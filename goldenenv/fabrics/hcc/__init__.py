@@ -8,7 +8,8 @@ an HPC cluster (goldenenv.clouds.tencent) and its bonds come with it.
 
 Its lock section pins rdma-core's userspace (the mlx5 verbs provider NCCL's IB transport opens over RoCE), the image
 layer installs it (templates/image/layer-hcc.j2), and its boot check (templates/node/hcc-check.sh.j2) proves the
-bonds ACTIVE before the golden container starts (and is, for now, the only check of them: health none). Tencent's TCCL NCCL plugin (nccl-rdma-sharp-plugins, a .deb on
+bonds ACTIVE before the golden container starts; the node health judge counts them again on a live node (health.py
+here, by the rule of catalog/health_thresholds.csv here). Tencent's TCCL NCCL plugin (nccl-rdma-sharp-plugins, a .deb on
 Tencent's COS bucket with no published checksum) is not installed: NCCL's own IB transport runs over the bonds.
 """
 
@@ -32,9 +33,5 @@ class Hcc(RdmaPackages):
 
 
 FABRIC = Fabric(
-    "hcc", "HCC RDMA", "tencent", "goldenenv.clouds.tencent.rdma:bond_layout", "image/layer-hcc.j2", "hcc", Hcc,
-    ("goldenenv-hcc.service", "hcc-check.sh"), layer_values=lambda s: {"packages": s.packages},
-    host_image_hint=HCC_HOST_IMAGE, health="none")
-"""health none: the node health judge's thresholds are one shared table (goldenenv/catalog/data/health_thresholds.csv)
-that a fabric folder cannot add a row to, so the boot check is what proves the bonds (rdma-agent active, every bond
-ACTIVE) until that table takes a fabric's own rows."""
+    "hcc", "HCC RDMA", "tencent", "image/layer-hcc.j2", "hcc", Hcc, ("goldenenv-hcc.service", "hcc-check.sh"),
+    layer_values=lambda s: {"packages": s.packages}, host_image_hint=HCC_HOST_IMAGE)

@@ -1,7 +1,7 @@
 """InfiniBand on Azure's ND VMs: its lock section (rdma-core packages), the image layer that installs them
-(templates/image/layer-ib.j2), its boot check (templates/node/ib-check.sh), the host files the golden container
-reads, and its registry entry. Its interfaces are laid out by goldenenv.clouds.azure.nodes; the node health judge
-counts its ports with health.py beside this file."""
+(templates/image/layer-ib.j2 here), its boot check (templates/node/ib-check.sh.j2), the host files the golden container
+reads, and its registry entry. Azure declares no interface for it (the platform wires a scale set's VMs); the node
+health judge counts its ports with health.py beside this file, by the rules of catalog/health_thresholds.csv here."""
 
 from __future__ import annotations
 
@@ -28,6 +28,6 @@ class Ib(RdmaPackages):
 
 
 FABRIC = Fabric(
-    "ib", "InfiniBand", "azure", "goldenenv.clouds.azure.nodes:ib_layout", "image/layer-ib.j2", "ib", Ib,
+    "ib", "InfiniBand", "azure", "image/layer-ib.j2", "ib", Ib,
     ("goldenenv-ib.service", "ib-check.sh"), layer_values=lambda s: {"packages": s.packages},
     host_mounts=AZURE_HPC_NCCL)

@@ -1,6 +1,7 @@
-"""GPUDirect-TCPX, Google Cloud's GPU NIC fabric on A3 High: its lock section (goldenenv.fabrics.gpudirect), the
-image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2), and its registry entry. Its NICs are laid
-out by goldenenv.clouds.gcp.network; the health judge counts none of them (health `none`)."""
+"""GPUDirect-TCPX, Google Cloud's GPU NIC fabric on A3 High: its lock section (goldenenv.fabrics.gpudirect), the image
+layer that copies the NCCL plugin (image/layer-tcpxo.j2, which it shares with GPUDirect-TCPXO: in
+goldenenv/fabrics/tcpxo/templates/), and its registry entry. Its NICs are laid out by Google Cloud's folder; the
+health judge counts none of them (health `none`)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ TCPX_LIBRARIES = "/var/lib/tcpx/lib64"
 same path, so a job written for Google's host install finds it in the golden container too."""
 
 FABRIC = Fabric(
-    "tcpx", "GPUDirect-TCPX", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
-    "tcpx", GpuDirectTcp,
+    "tcpx", "GPUDirect-TCPX", "gcp", "image/layer-tcpxo.j2", "tcpx", GpuDirectTcp,
     layer_values=tcp_layer(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev", TCPX_LIBRARIES),
     plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpx_plugin"), libraries=TCPX_LIBRARIES,
     plugin_library=f"{TCPX_LIBRARIES}/libnccl-net.so",

@@ -1,8 +1,8 @@
 """GPUDirect-TCPXO, Google Cloud's GPU NIC fabric on A3 Mega: its lock section (goldenenv.fabrics.gpudirect), the
-image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2), its boot check
-(templates/node/tcpxo-check.sh), what its host must load and expose (the import helper, the aperture devices), the
-receive-datapath manager it runs beside the golden container, its env file, and its registry entry. Its NICs are
-laid out by goldenenv.clouds.gcp.network; the health judge counts none of them (health `none`)."""
+image layer that copies the NCCL plugin (templates/image/layer-tcpxo.j2 here, which GPUDirect-TCPX uses too), its boot
+check (templates/node/tcpxo-check.sh.j2), what its host must load and expose (the import helper, the aperture
+devices), the receive-datapath manager it runs beside the golden container, its env file, and its registry entry. Its
+NICs are laid out by Google Cloud's folder; the health judge counts none of them (health `none`)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ Toolkit's a3mega-slurm-blueprint installs), with the flags of the open-source Rx
 the line the prolog waits for. With --network=host on both, RxDM and the plugin meet on the host's UNIX sockets."""
 
 FABRIC = Fabric(
-    "tcpxo", "GPUDirect-TCPXO", "gcp", "goldenenv.clouds.gcp.network:gpu_nic_layout", "image/layer-tcpxo.j2",
-    "tcpxo", GpuDirectTcp, ("goldenenv-tcpxo.service", "tcpxo-check.sh"),
+    "tcpxo", "GPUDirect-TCPXO", "gcp", "image/layer-tcpxo.j2", "tcpxo", GpuDirectTcp,
+    ("goldenenv-tcpxo.service", "tcpxo-check.sh"),
     layer_values=tcp_layer(f"{GPUDIRECT_REGISTRY}/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev", TCPXO_LIBRARIES),
     plugin=Plugin("plugin", "plugin", "nccl-plugin-gpudirecttcpx", "tcpxo_plugin"), libraries=TCPXO_LIBRARIES,
     plugin_library=f"{TCPXO_LIBRARIES}/libnccl-net.so",

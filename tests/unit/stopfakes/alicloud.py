@@ -18,6 +18,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import cloudfolder
 from goldenenv.clouds.alicloud import guard
 
 from . import simulated_clock
@@ -34,7 +35,9 @@ ECS_PAGE_MAX = 100
 class FakeAlibaba:
     """BSS, ECS and Direct Mail as the guard calls them (guard.Call): (action, params) -> the JSON body."""
 
-    def __init__(self, fleet: list[FleetNode], faults: Faults):
+    def __init__(self, fleet: list[FleetNode], faults: Faults, stop_module: Any = guard):
+        self.guard = stop_module
+        """The guard module under test (its tag keys, its ApiError, which it catches): Alibaba's, or a copy's."""
         self.faults = faults
         self.throttle = Throttle(faults)
         self.instances: dict[str, dict[str, Any]] = {}
@@ -49,8 +52,8 @@ class FakeAlibaba:
             instance_id = f"i-2ze{n:017x}"
             tags = [{"TagKey": "owner", "TagValue": "ml-infra"}]
             if node.stack is not None:
-                tags += [{"TagKey": guard.STACK_TAG_KEY, "TagValue": node.stack},
-                         {"TagKey": guard.PROJECT_TAG_KEY, "TagValue": node.project}]
+                tags += [{"TagKey": self.guard.STACK_TAG_KEY, "TagValue": node.stack},
+                         {"TagKey": self.guard.PROJECT_TAG_KEY, "TagValue": node.project}]
             self.instances[instance_id] = {"InstanceId": instance_id, "RegionId": REGION,
                                            "InstanceType": "ecs.ebmgn8v.48xlarge",
                                            "Status": "Starting" if node.starting_polls else "Running",
@@ -61,10 +64,10 @@ class FakeAlibaba:
     def _throttled(self, action: str) -> None:
         if self.throttle.now():
             if self.throttle.calls % 5 == 0:
-                raise guard.ApiError(action, "ServiceUnavailable",
+                raise self.guard.ApiError(action, "ServiceUnavailable",
                                      "The request has failed due to a temporary failure of the server.", status=503)
             code = "Throttling.User" if self.throttle.calls % 2 else "Throttling"
-            raise guard.ApiError(action, code, "Request was denied due to user flow control.", status=400)
+            raise self.guard.ApiError(action, code, "Request was denied due to user flow control.", status=400)
 
     def bill(self, action: str, params: dict[str, str]) -> dict[str, Any]:
         """The month's bill of the stack: 1,200 CNY over two pages, whatever the filter (the guard sends its own)."""
@@ -84,9 +87,9 @@ class FakeAlibaba:
             return self._stop(params)
         if action == "DescribeSecurityGroups":
             return {"SecurityGroups": {"SecurityGroup": [{"SecurityGroupId": "sg-2zeguard", "Tags": {"Tag": [
-                {"TagKey": guard.STACK_TAG_KEY, "TagValue": STACK}, {"TagKey": guard.PROJECT_TAG_KEY,
+                {"TagKey": self.guard.STACK_TAG_KEY, "TagValue": STACK}, {"TagKey": self.guard.PROJECT_TAG_KEY,
                                                                      "TagValue": PROJECT},
-                {"TagKey": guard.STATE_TAG_KEY, "TagValue": self.memory}]}}]}, "NextToken": ""}
+                {"TagKey": self.guard.STATE_TAG_KEY, "TagValue": self.memory}]}}]}, "NextToken": ""}
         if action == "TagResources":
             self.memory = params["Tag.1.Value"]
             return {"RequestId": "tag"}
@@ -98,7 +101,7 @@ class FakeAlibaba:
     def _describe(self, params: dict[str, str]) -> dict[str, Any]:
         size = int(params.get("MaxResults", "10"))
         if not 1 <= size <= ECS_PAGE_MAX:
-            raise guard.ApiError("DescribeInstances", "InvalidParameter", f"MaxResults {size}", status=400)
+            raise self.guard.ApiError("DescribeInstances", "InvalidParameter", f"MaxResults {size}", status=400)
         size = min(size, self.faults.page_size or size)
         wanted = {params[k]: params[k.replace(".Key", ".Value")] for k in params if k.startswith("Tag.")
                   and k.endswith(".Key")}
@@ -108,7 +111,7 @@ class FakeAlibaba:
                            for k, v in wanted.items()) and (ids is None or i["InstanceId"] in ids)]
         start = int(params.get("NextToken") or 0)
         if self.run == 1 and self.faults.lost_page and start == (self.faults.lost_page - 1) * size:
-            raise guard.ApiError("DescribeInstances", "ServiceUnavailable",
+            raise self.guard.ApiError("DescribeInstances", "ServiceUnavailable",
                                  "The request has failed due to a temporary failure of the server.", status=503)
         page = matching[start:start + size]
         for instance in page:
@@ -125,8 +128,8 @@ class FakeAlibaba:
 
     def _stop(self, params: dict[str, str]) -> dict[str, Any]:
         ids = [v for k, v in sorted(params.items()) if k.startswith("InstanceId.")]
-        if not 1 <= len(ids) <= guard.MAX_IDS_PER_STOP or params.get("BatchOptimization") != "SuccessFirst":
-            raise guard.ApiError("StopInstances", "InvalidParameter", "1 to 100 ids, SuccessFirst", status=400)
+        if not 1 <= len(ids) <= self.guard.MAX_IDS_PER_STOP or params.get("BatchOptimization") != "SuccessFirst":
+            raise self.guard.ApiError("StopInstances", "InvalidParameter", "1 to 100 ids, SuccessFirst", status=400)
         refused = {self.names[n] for n in self.faults.refuse}
         answers = []
         for instance_id in ids:
@@ -137,7 +140,7 @@ class FakeAlibaba:
                 answers.append({"InstanceId": instance_id, "Code": "OperationDenied.FakeLock", "Message": "The "
                                 "instance is locked.", "PreviousStatus": status, "CurrentStatus": status})
             elif status != "Running":
-                answers.append({"InstanceId": instance_id, "Code": guard.NOT_RUNNING_YET, "Message": "The current "
+                answers.append({"InstanceId": instance_id, "Code": self.guard.NOT_RUNNING_YET, "Message": "The current "
                                 "status of the resource does not support this operation.",
                                 "PreviousStatus": status, "CurrentStatus": status})
             else:
@@ -149,11 +152,14 @@ class FakeAlibaba:
 
 class AlibabaAdapter:
     cloud = "alicloud"
+    provider = "alicloud"
+    stop_module: Any = guard
+    """The guard the fake runs: Alibaba's own, or the copy in another cloud's folder (`of`)."""
     not_served = {"ttl": "Alibaba releases the node itself at its auto_release_time (clouds/alicloud/nodes.py): "
                          "the cloud deletes it, no stop call of goldenenv's is made"}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
-        self.api = FakeAlibaba(fleet, faults)
+        self.api = FakeAlibaba(fleet, faults, self.stop_module)
         self.seed = faults.seed
         self.runs = 0
 
@@ -162,10 +168,10 @@ class AlibabaAdapter:
         assert path == "hard-stop"
         self.runs += 1
         self.api.run = self.runs
-        budget = guard.Budget(project=PROJECT, stack=STACK, region=REGION, monthly_limit=LIMIT, currency="CNY",
+        budget = self.stop_module.Budget(project=PROJECT, stack=STACK, region=REGION, monthly_limit=LIMIT, currency="CNY",
                               thresholds=(50, 100), hard_stop=True)
-        clock = simulated_clock(guard.TIMEOUT_SECONDS - guard.MARGIN_SECONDS, seed=self.seed + self.runs)
-        report = guard.run(budget, bill=self.api.bill, ecs=self.api.ecs, notify=self.api.notify, now=NOW,
+        clock = simulated_clock(self.stop_module.TIMEOUT_SECONDS - self.stop_module.MARGIN_SECONDS, seed=self.seed + self.runs)
+        report = self.stop_module.run(budget, bill=self.api.bill, ecs=self.api.ecs, notify=self.api.notify, now=NOW,
                            clock=clock)
         return Invocation(bool(report.failed), "; ".join(report.failed))
 
@@ -184,3 +190,14 @@ class AlibabaAdapter:
 
     def close(self) -> None:
         pass
+
+    @classmethod
+    def of(cls, cloud: str) -> type:
+        """This fake running the guard of another cloud folder built on Alibaba Cloud (a copy of Alibaba's, its
+        guard.py with its own tag keys and errors) on the same BSS and ECS: what that cloud's stop function calls."""
+        return type(f"{cloud.title()}Adapter", (cls,),
+                    {"cloud": cloud, "stop_module": cloudfolder.module(cloud, "guard")})
+
+
+ADAPTER = AlibabaAdapter
+"""Alibaba Cloud's adapter (stopfakes.world.Adapter), found by the cloud's name (stopfakes.found)."""

@@ -134,6 +134,7 @@ class FakeEc2:
 
 class AwsAdapter:
     cloud = "aws"
+    provider = "aws"
     not_served: dict[str, str] = {}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
@@ -172,3 +173,7 @@ class AwsAdapter:
 
     def close(self) -> None:
         pass
+
+
+ADAPTER = AwsAdapter
+"""AWS's adapter (stopfakes.world.Adapter), found by the cloud's name (stopfakes.found)."""

@@ -174,6 +174,7 @@ class FakeArm(stopfn.Arm):
 
 class AzureAdapter:
     cloud = "azure"
+    provider = "azure-native"
     not_served: dict[str, str] = {}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
@@ -223,3 +224,7 @@ class AzureAdapter:
 
     def close(self) -> None:
         pass
+
+
+ADAPTER = AzureAdapter
+"""Azure's adapter (stopfakes.world.Adapter), found by the cloud's name (stopfakes.found)."""

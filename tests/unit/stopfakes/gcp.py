@@ -136,6 +136,7 @@ class FakeCompute(stopfn.Google):
 
 class GcpAdapter:
     cloud = "gcp"
+    provider = "gcp"
     not_served: dict[str, str] = {}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
@@ -179,3 +180,7 @@ class GcpAdapter:
 
     def close(self) -> None:
         pass
+
+
+ADAPTER = GcpAdapter
+"""Google Cloud's adapter (stopfakes.world.Adapter), found by the cloud's name (stopfakes.found)."""

@@ -108,6 +108,7 @@ class FakeTencent:
 
 class TencentAdapter:
     cloud = "tencent"
+    provider = "tencentcloud"
     not_served = {"ttl": "Tencent stacks have no time-to-live stop yet: the stack file's ttlHours is refused (exit 2)"}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
@@ -140,3 +141,7 @@ class TencentAdapter:
 
     def close(self) -> None:
         pass
+
+
+ADAPTER = TencentAdapter
+"""Tencent Cloud's adapter (stopfakes.world.Adapter), found by the cloud's name (stopfakes.found)."""
