@@ -3,6 +3,8 @@ is assumed (the option once defaulted to aws), and a type no cloud or several cl
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -26,8 +28,8 @@ def test_the_cloud_of_an_instance_type_is_the_one_whose_catalog_lists_it():
 def test_an_instance_type_no_catalog_lists_asks_for_the_cloud():
     done = _check_lock("--instance-type", "p9.huge")
     assert done.exit_code == 2
-    assert ("--instance-type p9.huge: no cloud's catalog lists it; give --cloud (one of alicloud, aws, azure, gcp, tencent) "
-            "and an instance type that cloud's catalog lists") in done.output
+    assert re.search(r"--instance-type p9\.huge: no cloud's catalog lists it; give --cloud \(one of alicloud, aws, "
+                     r"azure, gcp(, [a-z]+)*\) and an instance type that cloud's catalog lists", done.output), done.output
     assert "Traceback" not in done.output
 
 
