@@ -193,6 +193,8 @@ class TencentCloud(PulumiCloud):
             return args.inputs.get("secretName", args.name), {}
         if kind in ("Role", "Function"):
             return args.inputs.get("name", args.name), {}
+        if args.typ == "tencentcloud:Cam/user:User":
+            return f"user-{short}", {"uid": 100000000 + n % 900000000}
         if kind == "Bucket":
             return args.inputs.get("bucket", args.name), {}
         prefixes = {"Vpc": "vpc", "Subnet": "subnet", "Security": "sg", "Nat": "nat", "Route": "rtb", "Ccn": "ccn",
@@ -207,8 +209,14 @@ class TencentCloud(PulumiCloud):
                  "unverified and carry no prices, so the cost lines say unpriced"]
         if spec.budget:
             notes.append("budget alerts go to the account's own billing notification recipients (Tencent's budget "
-                         "takes no address: goldenenv:budget.emails is not where they go), and a stop function that "
-                         "fails alerts no one yet: watch its invocation errors in the SCF console")
+                         "takes no address: goldenenv:budget.emails is not where they go)")
+            if spec.budget.emails and (spec.budget.hard_stop or spec.lifecycle.ttl_hours
+                                       or spec.lifecycle.idle_minutes):
+                notes.append("a failing stop function alerts goldenenv:budget.emails through a Cloud Monitor alarm, "
+                             "whose notices reach CAM users, not addresses: up creates one CAM user per address (no "
+                             "login, no key, no policy), and Tencent mails each address a '[Tencent Cloud] Email "
+                             "Receipt Verification': until its owner clicks 'Confirm to receive' no alarm reaches it. "
+                             "Addresses: " + ", ".join(spec.budget.emails))
             notes.append("the budget alerts through Tencent's billing budget; the stop function reads the month's "
                          "bill by the stack's cost-allocation tag (DescribeBillSummaryByTag), which counts only once "
                          "the tag is a cost-allocation tag (the stack makes it one) and while the bill is Ready: an "

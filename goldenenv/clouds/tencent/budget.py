@@ -4,10 +4,21 @@ function (stop.py on SCF, hourly) under a CAM role that may stop only the stack'
 
 SCF's timer takes a 7-field cron (second minute hour day month weekday year; https://cloud.tencent.com/document/
 product/583/9708); which time zone it runs in is not stated (unverified): hourly runs do not care.
+
+A stop function that fails (it raises when a node is left running or the listing cannot be completed) alerts the
+budget's addresses: a Cloud Monitor alarm policy on the function's Error metric (namespace QCE/SCF_V2, metric Error,
+dimensions functionName, namespace, version, alias: https://tencentcloud.com/document/product/248/34638), bound to
+the function, notifies through an alarm notice (https://tencentcloud.com/document/api/248/39304). A notice reaches
+CAM users and user groups, not addresses, and a user's address receives alarms only once its owner has confirmed
+it ("[Tencent Cloud] Email Receipt Verification": https://intl.cloud.tencent.com/document/product/248/6217 and the
+email channel page of Cloud Monitor's alarm guide), so each address gets a CAM user of its own that can do nothing
+(no console login, no API key, no policy): a receiver, held to that by privilege.judge.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 import zipfile
@@ -25,6 +36,13 @@ RUNTIME = "Python3.9"
 HANDLER = "stop.handler"
 SCHEDULE = "0 0 */1 * * * *"
 MEMORY_MIB = 128
+ALARM_NAMESPACE = "scf_v2"
+"""The alarm policy type of SCF (CreateAlarmPolicy's Namespace, from DescribeAllNamespaces; cvm_device is the
+documented example): unverified."""
+ERROR_METRIC = "Error"
+"""QCE/SCF_V2's count of failed invocations, the function's errors and the platform's together."""
+FUNCTION_NAMESPACE = "default"
+"""SCF's namespace the function is created in (scf.Function namespace defaults to default)."""
 SOURCE = FunctionSource(Path(__file__).parent, ("stop.py",), STOP_CORE)
 
 
@@ -57,6 +75,8 @@ class BudgetGuardArgs:
     project_value: str
     role_name: str
     tags: dict[str, str]
+    emails: tuple[str, ...] = ()
+    """The budget's addresses, each told when the stop function fails (once its owner confirms it)."""
 
 
 class BudgetGuard(pulumi.ComponentResource):
@@ -91,4 +111,48 @@ class BudgetGuard(pulumi.ComponentResource):
                 triggers=[tencentcloud.scf.FunctionTriggerArgs(name="hourly", type="timer", trigger_desc=SCHEDULE)],
                 tags=args.tags, opts=child)
             self.function_name = function.name
+            if args.emails:
+                self._failure_alarm(name, args, function, child)
         self.register_outputs({"function_name": self.function_name})
+
+    @staticmethod
+    def _failure_alarm(name: str, args: BudgetGuardArgs, function: tencentcloud.scf.Function,
+                       child: pulumi.ResourceOptions) -> None:
+        """An alarm on the function's failed invocations, to a receiver user of each budget address."""
+        receivers = [tencentcloud.cam.User(
+            f"{name}-receiver-{n}", name=receiver_name(args.name, n), email=email, console_login=False,
+            use_api=False, need_reset_password=False, force_delete=True, tags=args.tags,
+            remark="goldenenv: receives the stop function's failure alarm; no login, no key, no policy", opts=child)
+            for n, email in enumerate(dict.fromkeys(args.emails))]
+        notice = tencentcloud.monitor.AlarmNotice(
+            f"{name}-notice", name=f"{args.name[:50]}-stopfail", notice_type="ALL", notice_language="en-US",
+            user_notices=[tencentcloud.monitor.AlarmNoticeUserNoticeArgs(
+                receiver_type="USER", start_time=0, end_time=86399, notice_ways=["EMAIL"],
+                user_ids=[r.uid for r in receivers], weekdays=[1, 2, 3, 4, 5, 6, 7])], opts=child)
+        policy = tencentcloud.monitor.AlarmPolicy(
+            f"{name}-alarm", policy_name=alarm_policy_name(args.name), monitor_type="MT_QCE",
+            namespace=ALARM_NAMESPACE, enable=1, project_id=0, notice_ids=[notice.id],
+            remark="goldenenv stop function failed: nodes may still bill",
+            conditions=tencentcloud.monitor.AlarmPolicyConditionsArgs(is_union_rule=0, rules=[
+                tencentcloud.monitor.AlarmPolicyConditionsRuleArgs(
+                    metric_name=ERROR_METRIC, period=60, operator="gt", value="0", continue_period=1,
+                    notice_frequency=3600, is_power_notice=0)]),
+            policy_tags=[tencentcloud.monitor.AlarmPolicyPolicyTagArgs(key=k, value=v) for k, v in args.tags.items()],
+            opts=child)
+        tencentcloud.monitor.PolicyBindingObject(
+            f"{name}-alarm-binding", policy_id=policy.id, dimensions=[
+                tencentcloud.monitor.PolicyBindingObjectDimensionArgs(dimensions_json=function.name.apply(
+                    lambda function_name: json.dumps({"functionName": function_name,
+                                                      "namespace": FUNCTION_NAMESPACE}, sort_keys=True)))],
+            opts=child)
+
+
+def receiver_name(guard: str, n: int) -> str:
+    """The CAM user name of the budget's n-th address."""
+    return f"{guard[:52]}-alert{n}"
+
+
+def alarm_policy_name(guard: str) -> str:
+    """An alarm policy's name takes at most 20 characters (CreateAlarmPolicy PolicyName,
+    https://tencentcloud.com/document/api/248/39326): goldenenv's mark and a digest of the guard's name."""
+    return f"ge-stop-{hashlib.sha256(guard.encode()).hexdigest()[:10]}"

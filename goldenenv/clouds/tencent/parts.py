@@ -127,7 +127,7 @@ class TencentParts(recipe.Parts):
             thresholds=spec.budget.alert_thresholds, hard_stop=spec.budget.hard_stop, region=spec.region,
             tag_key=STACK_TAG_KEY, tag_value=spec.stack, project_key=tags.PROJECT_KEY,
             project_value=spec.tags.project, role_name=role_name(spec.tags.project, spec.stack, "stop"),
-            tags=self.tags), self.child)
+            tags=self.tags, emails=tuple(spec.budget.emails)), self.child)
         return recipe.BudgetGuard({"budgetGuard": guard.function_name})
 
     def outputs(self, built: recipe.Built) -> dict[str, Any]:

@@ -52,6 +52,11 @@ NEEDS: dict[str, Need] = {
 ROLE = "tencentcloud:Cam/role:Role"
 POLICY = "tencentcloud:Cam/policy:Policy"
 ATTACHMENT = "tencentcloud:Cam/rolePolicyAttachment:RolePolicyAttachment"
+USER = "tencentcloud:Cam/user:User"
+USER_ATTACHMENT = "tencentcloud:Cam/userPolicyAttachment:UserPolicyAttachment"
+GROUP_MEMBERSHIP = "tencentcloud:Cam/groupMembership:GroupMembership"
+"""The budget's alarm receivers are CAM users (an alarm notice reaches users, not addresses: budget.py): each may
+receive mail and nothing else, so no console login, no API key, no policy and no group (a group's policies)."""
 SERVICES = {"node": "cvm.qcloud.com", "head": "cvm.qcloud.com", "stop": "scf.qcloud.com"}
 
 
@@ -155,9 +160,32 @@ def _attachment(resource: Any, ctx: Any) -> Iterator[str]:
            f"service or account, far more than it needs" + (f", which is {need.describe()}." if need else "."))
 
 
+def _receiver(resource: Any, ctx: Any) -> Iterator[str]:
+    """A CAM user the stack creates is an alarm receiver: it may sign in nowhere and hold nothing."""
+    if resource.type == USER:
+        ways = [what for key, what in (("consoleLogin", "console login"), ("useApi", "an API key"))
+                if resource.props.get(key) not in (False, None)]
+        if ways or resource.props.get("consoleLogin") is None:
+            yield (f"{_label(resource)} is an alarm receiver given {' and '.join(ways) or 'a console login (unset)'}:"
+                   " a receiver only receives mail; set console_login and use_api to false.")
+        return
+    users = [u for u in ctx.resources if u.type == USER]
+    names = [resource.props.get(k) for k in ("userId", "userName")] + [
+        n for k in ("userIds", "userNames") for n in resource.props.get(k) or []]
+    held = [u for u in users if any(_matches(u, n) or n == u.outputs.get("uid") for n in names)] or [
+        u for k in ("userId", "userName") for u in [referenced(resource, k, ctx.resources, (USER,))] if u]
+    if held:
+        what = "a policy" if resource.type == USER_ATTACHMENT else "a user group (and its policies)"
+        yield (f"{_label(resource)} gives the alarm receiver {held[0].name!r} {what}: a receiver only receives mail "
+               "and holds nothing.")
+
+
 def judge(resource: Any, ctx: Any) -> Iterator[str]:
     """grant-broader-than-needed on Tencent Cloud: the stack's CAM roles' trust documents and every policy
-    attached to them."""
+    attached to them; its alarm receivers (CAM users) hold nothing."""
+    if resource.type in (USER, USER_ATTACHMENT, GROUP_MEMBERSHIP):
+        yield from _receiver(resource, ctx)
+        return
     if resource.type == ROLE:
         for problem in first(_trust_problems(resource.props.get("document"), kind_of(resource))):
             yield (f"{_label(resource)} {problem}: only the Tencent Cloud service it exists for (cvm, scf) may assume "
