@@ -28,6 +28,7 @@ import shlex
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import docker
@@ -41,6 +42,7 @@ import registry_stand_in
 import tencent_apis
 import tencent_metadata
 from goldenenv import catalog, clouds, plan, stackconfig
+from goldenenv.images import bundle
 
 pytestmark = pytest.mark.node_boot
 
@@ -356,3 +358,34 @@ def test_the_metadata_server_and_the_apis_refuse_what_tencent_refuses(tencent):
         f"--data '{{}}' https://ssm{tencent_apis.SUFFIX}/")
     assert json.loads(forged[1])["Response"]["Error"]["Code"] == "AuthFailure.SecretIdNotFound", forged
     assert [r for r in tencent_metadata.requests_of(tencent.metadata) if r[0] == tencent.addresses["node"]]
+
+
+def test_a_reclaim_notice_for_this_instance_reaches_the_spot_watcher_and_another_instances_does_not(tencent):
+    """spot/termination-time as the metadata server gives it (UTC+8), read by the golden image's watcher with
+    Tencent's notice module bundled in (goldenenv/clouds/tencent/spot_notice.py)."""
+    host, state = tencent.node.host, tencent.metadata
+    script = bundle.spot_watcher().decode()
+    host.container.put_archive("/usr/local/bin", emulated_host.tar_of({"spotwatch": (script, 0o755)}))
+    watcher = ("python3 /usr/local/bin/spotwatch --cloud tencent --interval 0.5 --fallback-after 0.5 -- sleep 60 "
+               "> /tmp/spotwatch.log 2>&1; echo $? > /tmp/spotwatch.rc")
+    assert host.sh(f"nohup sh -c {shlex.quote(watcher)} >/dev/null 2>&1 &")[0] == 0
+    moment = (datetime.now(timezone(timedelta(hours=8))) + timedelta(minutes=2)).replace(microsecond=0)
+    soon = moment.strftime("%Y-%m-%d %H:%M:%S")  # Beijing time, as Tencent gives it
+    tencent_metadata.set_termination(state, tencent.addresses["head"], soon)
+    try:
+        time.sleep(2.5)
+        assert host.sh("test -e /tmp/spotwatch.rc")[0] != 0, host.sh("cat /tmp/spotwatch.log")[1]
+        tencent_metadata.set_termination(state, tencent.addresses["node"], soon)
+        host.wait_for("the watcher to act on the reclaim notice",
+                      lambda: host.sh("test -e /tmp/spotwatch.rc")[0] == 0, timeout=30)
+    finally:
+        for address in tencent.addresses.values():
+            tencent_metadata.set_termination(state, address, None)
+    log = host.sh("cat /tmp/spotwatch.log")[1]
+    assert host.sh("cat /tmp/spotwatch.rc")[1].strip() == str(128 + 15), log
+    utc = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"tencent spot notice: terminate at {utc}" in log and f"[{soon}]" in log, log
+    assert "sent SIGTERM" in log, log
+    polls = [r for r in tencent_metadata.requests_of(state)
+             if r[0] == tencent.addresses["node"] and r[2] == "/latest/meta-data/spot/termination-time"]
+    assert {r[3] for r in polls} == {404, 200}, "404 until the notice, then the time"
