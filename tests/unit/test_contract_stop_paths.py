@@ -38,8 +38,6 @@ NOT_A_STOP_CALL = {
     ("alicloud", "ttl"): "Alibaba releases the node itself at its auto_release_time (clouds/alicloud/nodes.py): "
                          "the cloud deletes it, no stop call is made",
     ("alicloud", "idle"): "Alibaba stacks have no idle stop: the cloud's check refuses lifecycle.idleMinutes",
-    ("tencent", "ttl"): "Tencent stacks have no time-to-live stop yet: the cloud's check refuses lifecycle.ttlHours",
-    ("tencent", "idle"): "Tencent stacks have no idle stop yet: the cloud's check refuses lifecycle.idleMinutes",
 }
 """Paths served without a stop call of goldenenv's (or not at all), each with why, by the driver's key (a cloud, or
 for BY_PROVIDER's drivers the provider): the stop code they drive serves no other."""
@@ -114,12 +112,16 @@ def tencent(path: str, types: list[str], request: pytest.FixtureRequest) -> dict
     from stopfakes.tencent import TencentAdapter
     from stopfakes.world import Faults, FleetNode
 
-    assert path == "budget"
     fleet = [FleetNode(f"node-{k}") for k in range(len(types))]
     world = TencentAdapter(fleet, Faults())
     for k, t in enumerate(types):
-        world.api.instances[world.api.names[f"node-{k}"]]["InstanceType"] = t
-    outcome = world.invoke("hard-stop")
+        instance = world.api.instances[world.api.names[f"node-{k}"]]
+        instance["InstanceType"] = t
+        if path == "idle":
+            world.api.cpu[instance["InstanceId"]] = [0.0] * 6
+    outcome = world.invoke({"budget": "hard-stop"}.get(path, path),
+                           **({"GOLDENENV_TTL_HOURS": str(TTL_HOURS)} if path == "ttl" else
+                              {"GOLDENENV_IDLE_MINUTES": str(IDLE_MINUTES)} if path == "idle" else {}))
     return {world.api.instances[world.api.names[n]]["InstanceType"]: f"still running ({outcome.message})"
             for n in world.running()}
 

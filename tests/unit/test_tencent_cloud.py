@@ -65,8 +65,12 @@ def test_spot_is_refused_on_the_international_site_and_without_a_price_to_bid():
     assert any(p.startswith("goldenenv:nodes.capacity") and "no price" in p for p in unpriced), unpriced
 
 
-def test_ttl_and_idle_are_refused_until_tencent_has_them():
-    assert any(p.startswith("goldenenv:lifecycle.ttlHours") for p in refusals(DEV, lifecycle={"ttlHours": 8}))
+def test_ttl_and_idle_are_taken_with_a_budget_and_refused_without_one():
+    """They run in the budget's stop function: a stack that says `budget: none` has none to run them."""
+    assert refusals(DEV, lifecycle={"ttlHours": 8, "idleMinutes": 30}) == []
+    found = refusals(DEV, budget="none", lifecycle={"ttlHours": 8, "idleMinutes": 30})
+    assert [p.split(":")[1].split(" ")[0] for p in found] == ["lifecycle.ttlHours", "lifecycle.idleMinutes"], found
+    assert all("goldenenv:budget" in p for p in found), found
 
 
 def _api(ready: int, cost: str | None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -90,3 +91,122 @@ def test_a_receiver_given_a_policy_or_a_group_is_caught(kind, props):
                                        props=props(user))
     found = _judged(resources + [extra])
     assert len(found) == 1 and "widened" in found[0] and "holds nothing" in found[0], found
+
+
+# ---------------------------------------------------------------- the time to live and the idle stop
+
+def _world(count: int):
+    from stopfakes.tencent import TencentAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    world = TencentAdapter([FleetNode(f"dev-node-{k}") for k in range(count)], Faults())
+    return world, [world.named(f"dev-node-{k}") for k in range(count)]
+
+
+def _running(world) -> set[str]:
+    return {world.named(n) for n in world.running()}
+
+
+def test_a_node_past_its_time_to_live_is_stopped_and_a_younger_one_kept():
+    from stopfakes.tencent import NOW
+
+    world, (old, young) = _world(2)
+    world.api.instances[young]["CreatedTime"] = (NOW - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert not world.invoke("ttl").failed
+    assert _running(world) == {young}
+
+
+def test_the_time_to_live_counts_from_creation_in_utc():
+    """CreatedTime is UTC (Z): 23 h 59 min after it a 24 h time to live has not run out; 24 h after it has."""
+    from stopfakes.tencent import NOW
+
+    world, (edge, past) = _world(2)
+    world.api.instances[edge]["CreatedTime"] = (NOW - timedelta(hours=23, minutes=59)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.api.instances[past]["CreatedTime"] = (NOW - timedelta(hours=24)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert not world.invoke("ttl").failed
+    assert _running(world) == {edge}
+
+
+def test_a_ttl_run_with_the_hard_stop_off_reads_no_bill():
+    from stopfakes.tencent import ENV, NOW, PATHS
+
+    from goldenenv.clouds.tencent import stop
+    from stopfakes import simulated_clock
+
+    world, _ = _world(1)
+    actions = []
+
+    def api(service, version, action, params):
+        actions.append(action)
+        return world.api(service, version, action, params)
+
+    stop.handler({}, None, env={**ENV, **PATHS["ttl"]}, api=api, clock=simulated_clock(570), now=NOW)
+    assert "DescribeBillSummaryByTag" not in actions and "StopInstances" in actions
+
+
+def test_a_node_idle_for_the_whole_window_is_stopped_and_busy_or_unmeasured_ones_are_kept():
+    """232 vCPUs: idle is under min(5 %, half a core) = 0.22 %. One core busy (a GPU job's feeder) is 0.43 %: busy.
+    Six 5-minute means cover 30 minutes; two points are too few to call a node idle."""
+    world, (idle, feeding, sparse, silent) = _world(4)
+    world.api.cpu = {idle: [0.1] * 6, feeding: [0.1] * 5 + [0.43], sparse: [0.0] * 2}
+    assert not world.invoke("idle").failed
+    assert _running(world) == {feeding, sparse, silent}
+
+
+def test_a_node_younger_than_the_idle_time_is_kept():
+    from stopfakes.tencent import NOW
+
+    world, (new,) = _world(1)
+    world.api.instances[new]["CreatedTime"] = (NOW - timedelta(minutes=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.api.cpu = {new: [0.0] * 6}
+    assert not world.invoke("idle").failed
+    assert _running(world) == {new}
+
+
+def test_a_metric_that_cannot_be_read_fails_the_run_by_name_and_stops_nothing_as_idle():
+    world, nodes = _world(2)
+    world.api.cpu = {n: [0.0] * 6 for n in nodes}
+    world.api.monitor_refuses = True
+    outcome = world.invoke("idle")
+    assert outcome.failed and all(n in outcome.message for n in nodes), outcome.message
+    assert _running(world) == set(nodes)
+
+
+def test_a_node_whose_creation_cannot_be_read_is_named_and_the_others_still_stopped():
+    world, (unreadable, due) = _world(2)
+    world.api.instances[unreadable]["CreatedTime"] = "2026-07-19 02:00:00"
+    outcome = world.invoke("ttl")
+    assert outcome.failed and unreadable in outcome.message and "CreatedTime" in outcome.message, outcome.message
+    assert _running(world) == {unreadable}
+
+
+def test_ttl_and_idle_plan_the_stop_function_without_the_hard_stop(tmp_path):
+    found = planned(tmp_path, DEV, budget=budget_of(DEV, hardStop=False),
+                    lifecycle={"ttlHours": 12, "idleMinutes": 45})
+    (function,) = [r for r in found.resources if r.type == "tencentcloud:Scf/function:Function"]
+    env = function.props["environment"]
+    assert (env["GOLDENENV_HARD_STOP"], env["GOLDENENV_TTL_HOURS"], env["GOLDENENV_IDLE_MINUTES"]) == (
+        "false", "12", "45")
+    (policy,) = [r for r in found.resources if r.type == privilege.POLICY and "BudgetGuard" in r.urn]
+    assert "name/monitor:GetMonitorData" in policy.props["document"]
+    assert not [f for f in found.findings if f.severity.name == "ERROR"], found.findings
+    assert alerts.tencent(found.resources), "the time to live's function alerts when it fails too"
+
+
+def test_only_the_idle_stop_may_read_cloud_monitor(tmp_path):
+    found = planned(tmp_path, DEV, lifecycle={"ttlHours": 12})
+    (policy,) = [r for r in found.resources if r.type == privilege.POLICY and "BudgetGuard" in r.urn]
+    assert "monitor" not in policy.props["document"]
+
+
+@pytest.mark.parametrize("key,value", [("GOLDENENV_TTL_HOURS", "48"), ("GOLDENENV_IDLE_MINUTES", None)])
+def test_a_stop_function_told_another_lifecycle_is_caught(tmp_path, key, value):
+    import shipped
+
+    found = planned(tmp_path, DEV, lifecycle={"ttlHours": 12, "idleMinutes": 45})
+    function = next(r for r in found.resources if r.type == "tencentcloud:Scf/function:Function")
+    env = {k: v for k, v in {**function.props["environment"], key: value}.items() if v is not None}
+    changed = [dataclasses.replace(r, props={**r.props, "environment": env}) if r is function else r
+               for r in found.resources]
+    chain = [f for f in shipped.guardrail_findings(found, changed) if f.rule == guardrails.BUDGET_STOP_CHAIN]
+    assert chain and chain[0].urn == function.urn and key in chain[0].message, chain

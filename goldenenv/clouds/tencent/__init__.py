@@ -160,14 +160,16 @@ class TencentCloud(PulumiCloud):
 
     @staticmethod
     def _lifecycle(spec: ClusterSpec) -> list[Problem]:
-        problems = []
-        if spec.lifecycle.ttl_hours is not None:
-            problems.append(Problem("goldenenv:lifecycle.ttlHours", f"{CLOUD} stacks have no time-to-live stop yet: "
-                                    "drop ttlHours and end the run with budget.hardStop or destroy"))
-        if spec.lifecycle.idle_minutes is not None:
-            problems.append(Problem("goldenenv:lifecycle.idleMinutes", f"{CLOUD} stacks have no idle stop yet: drop "
-                                    "idleMinutes and end the run with budget.hardStop or destroy"))
-        return problems
+        """The time to live and the idle stop run in the budget's stop function (budget.py): a stack with no budget
+        has none to run them."""
+        if spec.budget:
+            return []
+        return [Problem(f"goldenenv:lifecycle.{key}", f"{CLOUD} runs {what} in the budget's stop function, and this "
+                        "stack has no budget: add goldenenv:budget (monthlyLimit, currency, emails), or drop "
+                        f"{key}")
+                for key, what, value in (("ttlHours", "the time-to-live stop", spec.lifecycle.ttl_hours),
+                                         ("idleMinutes", "the idle stop", spec.lifecycle.idle_minutes))
+                if value is not None]
 
     def offline_lookup(self, spec: ClusterSpec) -> storage.OfflineLookup:
         return storage.OfflineLookup()

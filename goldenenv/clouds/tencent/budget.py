@@ -1,6 +1,7 @@
 """The stack's budget on Tencent Cloud: a billing budget that alerts (billing.Budget has no stop action), the stack
-tag made a cost-allocation tag (bills are summarised by tag only for those), and with the hard stop the stop
-function (stop.py on SCF, hourly) under a CAM role that may stop only the stack's tagged instances.
+tag made a cost-allocation tag (bills are summarised by tag only for those), and with the hard stop, a time to live
+or an idle time the stop function (stop.py on SCF, hourly: a node is stopped within the hour after it is due) under
+a CAM role that may stop only the stack's tagged instances (and, for the idle stop, read Cloud Monitor's data).
 
 SCF's timer takes a 7-field cron (second minute hour day month weekday year; https://cloud.tencent.com/document/
 product/583/9708); which time zone it runs in is not stated (unverified): hourly runs do not care.
@@ -77,6 +78,8 @@ class BudgetGuardArgs:
     tags: dict[str, str]
     emails: tuple[str, ...] = ()
     """The budget's addresses, each told when the stop function fails (once its owner confirms it)."""
+    ttl_hours: float | None = None
+    idle_minutes: int | None = None
 
 
 class BudgetGuard(pulumi.ComponentResource):
@@ -96,18 +99,15 @@ class BudgetGuard(pulumi.ComponentResource):
                                                                 warn_type="ACTUAL") for t in args.thresholds],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[allocation]))
         self.function_name = None
-        if args.hard_stop:
+        if args.hard_stop or args.ttl_hours or args.idle_minutes:
             role_name = host_role(f"{name}-identity", HostRoleArgs(
-                role_name=args.role_name, kind="stop", document=privilege.stop_document(args.tag_key, args.tag_value),
-                tags=args.tags), child)
+                role_name=args.role_name, kind="stop", document=privilege.stop_document(
+                    args.tag_key, args.tag_value, idle=bool(args.idle_minutes)), tags=args.tags), child)
             function = tencentcloud.scf.Function(
                 f"{name}-stop", name=args.name, runtime=RUNTIME, handler=HANDLER, zip_file=package(),
                 mem_size=MEMORY_MIB, timeout=stop.TIMEOUT_SECONDS, role=role_name, enable_public_net=True,
-                description="goldenenv: stops the stack's nodes when its month's spend reaches the limit",
-                environment={stop.LIMIT_ENV: f"{args.monthly_limit:g}", stop.CURRENCY_ENV: args.currency,
-                             stop.HARD_STOP_ENV: "true", stop.DRY_RUN_ENV: "false", stop.TAG_KEY_ENV: args.tag_key,
-                             stop.TAG_VALUE_ENV: args.tag_value, stop.REGION_ENV: args.region,
-                             stop.PROJECT_KEY_ENV: args.project_key, stop.PROJECT_VALUE_ENV: args.project_value},
+                description=f"goldenenv: stops the stack's nodes ({', '.join(stops(args))})",
+                environment=environment(args),
                 triggers=[tencentcloud.scf.FunctionTriggerArgs(name="hourly", type="timer", trigger_desc=SCHEDULE)],
                 tags=args.tags, opts=child)
             self.function_name = function.name
@@ -145,6 +145,25 @@ class BudgetGuard(pulumi.ComponentResource):
                     lambda function_name: json.dumps({"functionName": function_name,
                                                       "namespace": FUNCTION_NAMESPACE}, sort_keys=True)))],
             opts=child)
+
+
+def stops(args: BudgetGuardArgs) -> list[str]:
+    """What the function stops nodes for, in words."""
+    return [what for what, on in (("when the month's spend reaches the limit", args.hard_stop),
+                                  (f"{args.ttl_hours:g} h after creation" if args.ttl_hours else "", args.ttl_hours),
+                                  (f"after {args.idle_minutes} idle minutes", args.idle_minutes)) if on]
+
+
+def environment(args: BudgetGuardArgs) -> dict[str, str]:
+    env = {stop.LIMIT_ENV: f"{args.monthly_limit:g}", stop.CURRENCY_ENV: args.currency,
+           stop.HARD_STOP_ENV: "true" if args.hard_stop else "false", stop.DRY_RUN_ENV: "false",
+           stop.TAG_KEY_ENV: args.tag_key, stop.TAG_VALUE_ENV: args.tag_value, stop.REGION_ENV: args.region,
+           stop.PROJECT_KEY_ENV: args.project_key, stop.PROJECT_VALUE_ENV: args.project_value}
+    if args.ttl_hours:
+        env[stop.TTL_HOURS_ENV] = f"{args.ttl_hours:.10g}"
+    if args.idle_minutes:
+        env[stop.IDLE_MINUTES_ENV] = str(int(args.idle_minutes))
+    return env
 
 
 def receiver_name(guard: str, n: int) -> str:

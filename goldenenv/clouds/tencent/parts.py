@@ -127,7 +127,8 @@ class TencentParts(recipe.Parts):
             thresholds=spec.budget.alert_thresholds, hard_stop=spec.budget.hard_stop, region=spec.region,
             tag_key=STACK_TAG_KEY, tag_value=spec.stack, project_key=tags.PROJECT_KEY,
             project_value=spec.tags.project, role_name=role_name(spec.tags.project, spec.stack, "stop"),
-            tags=self.tags, emails=tuple(spec.budget.emails)), self.child)
+            tags=self.tags, emails=tuple(spec.budget.emails), ttl_hours=spec.lifecycle.ttl_hours,
+            idle_minutes=spec.lifecycle.idle_minutes), self.child)
         return recipe.BudgetGuard({"budgetGuard": guard.function_name})
 
     def outputs(self, built: recipe.Built) -> dict[str, Any]:

@@ -34,9 +34,13 @@ PULL_ACTIONS = ("name/tcr:DescribeInstances", "name/tcr:CreateInstanceToken")
 """A node's registry login: the registry's id by its name, then a one-hour token
 (https://cloud.tencent.com/document/api/1141/41571)."""
 STOP_UNSCOPED = ("name/cvm:DescribeInstances", "name/billing:DescribeBillSummaryByTag")
+IDLE_ACTIONS = ("name/monitor:GetMonitorData",)
+"""The idle stop reads each node's CPU (GetMonitorData, https://tencentcloud.com/document/api/248/33881); which
+Cloud Monitor reads CAM scopes to a resource is not stated (unverified): written with resource "*"."""
 STOP_ACTIONS = STOP_UNSCOPED + ("name/cvm:StopInstances",)
-"""The stop function: find the stack's instances, read its month's bill by its cost-allocation tag, stop the
-instances (StoppedMode STOP_CHARGING), the stop only on instances carrying the stack's tag."""
+"""The stop function: find the stack's instances (their state, CreatedTime and CPU count, for the time to live and
+the idle stop too), read its month's bill by its cost-allocation tag, stop the instances (StoppedMode
+STOP_CHARGING), the stop only on instances carrying the stack's tag; with the idle stop, IDLE_ACTIONS."""
 
 NEEDS: dict[str, Need] = {
     "node": Need("the GPU nodes' CAM role", frozenset(NODE_BUCKET_ACTIONS + NODE_SECRET_ACTIONS + PULL_ACTIONS),
@@ -45,7 +49,8 @@ NEEDS: dict[str, Need] = {
     "head": Need("the Slurm head's CAM role", frozenset(HEAD_SECRET_ACTIONS + PULL_ACTIONS),
                  unscoped=frozenset(("name/tcr:DescribeInstances",)),
                  scope="the stack's munge secret and registry", sources=(CAM_POLICY_SYNTAX,)),
-    "stop": Need("the stop function's CAM role", frozenset(STOP_ACTIONS), unscoped=frozenset(STOP_UNSCOPED),
+    "stop": Need("the stop function's CAM role", frozenset(STOP_ACTIONS + IDLE_ACTIONS),
+                 unscoped=frozenset(STOP_UNSCOPED + IDLE_ACTIONS),
                  scope="the stack's tagged instances", sources=(CAM_POLICY_SYNTAX, CAM_TAG_CONDITION)),
 }
 
@@ -91,9 +96,10 @@ def node_document(region: str, appid: str, bucket: str, secret: str, head: bool 
     return json.dumps({"version": "2.0", "statement": statements})
 
 
-def stop_document(tag_key: str, tag_value: str) -> str:
+def stop_document(tag_key: str, tag_value: str, idle: bool = False) -> str:
+    """The stop function's policy; ``idle``: it reads Cloud Monitor's CPU data too."""
     return json.dumps({"version": "2.0", "statement": [
-        _statement(STOP_UNSCOPED, ["*"]),
+        _statement(STOP_UNSCOPED + (IDLE_ACTIONS if idle else ()), ["*"]),
         _statement(("name/cvm:StopInstances",), ["qcs::cvm::uin/*:instance/*"], tag_condition(tag_key, tag_value)),
     ]})
 

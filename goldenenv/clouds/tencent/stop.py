@@ -5,6 +5,17 @@ every instance carrying the stack's tag (StopInstances, StoppedMode STOP_CHARGIN
 limit, by stopcore's shared rules: a bill that is not ready or cannot be read counts as over the limit (fail
 closed); nodes still starting are watched and stopped once they run.
 
+The same timer runs the time to live and the idle stop, as Google Cloud's and Azure's stop functions do. A node
+expires GOLDENENV_TTL_HOURS after its CreatedTime (DescribeInstances, ISO 8601 in UTC: CVM keeps no last start time,
+so a node started again by hand after its time to live is stopped again by the next run; raise ttlHours and `up`
+to keep it). A node is idle when Cloud Monitor's BaseCpuUsage (namespace QCE/CVM, dimension InstanceId, reported by
+the host with no agent on the node: https://tencentcloud.com/document/product/248/6843) stayed under min(5 %, half
+a core) in every 5-minute mean of the last GOLDENENV_IDLE_MINUTES (GetMonitorData,
+https://tencentcloud.com/document/api/248/33881; a missing timestamp is a dropped point). As on the other clouds,
+missing or too few points are not idleness and a node up for less than the idle time is kept; a node whose metric
+cannot be read, or whose start cannot be read, is named and fails the invocation after the rest is done (the
+function's failure alarm tells the budget's addresses), so it is never stopped as idle and never silently kept.
+
 Standard library only, shipped beside stopcore.py: the calls are signed here (TC3-HMAC-SHA256) with the credentials
 SCF gives a function whose role it assumes (TENCENTCLOUD_SECRETID, TENCENTCLOUD_SECRETKEY,
 TENCENTCLOUD_SESSIONTOKEN in its environment: unverified, read on no Tencent page here).
@@ -16,7 +27,7 @@ import json
 import os
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 try:
     import stopcore
@@ -29,6 +40,10 @@ TAG_KEY_ENV, TAG_VALUE_ENV, REGION_ENV = "GOLDENENV_TAG_KEY", "GOLDENENV_TAG_VAL
 PROJECT_KEY_ENV, PROJECT_VALUE_ENV = "GOLDENENV_PROJECT_KEY", "GOLDENENV_PROJECT_VALUE"
 """The stack's nodes are those carrying both its stack tag and its project tag (another project's stack of the
 same name is not this one)."""
+TTL_HOURS_ENV, IDLE_MINUTES_ENV = "GOLDENENV_TTL_HOURS", "GOLDENENV_IDLE_MINUTES"
+CPU_NAMESPACE, CPU_METRIC = "QCE/CVM", "BaseCpuUsage"
+IDLE_PERIOD_SECONDS = 300
+MONITOR_VERSION = "2018-07-24"
 TIMEOUT_SECONDS = 600
 STATES = {"RUNNING": stopcore.LIVE, "PENDING": stopcore.STARTING, "STARTING": stopcore.STARTING,
           "REBOOTING": stopcore.STARTING, "STOPPING": stopcore.STOPPING, "STOPPED": stopcore.STOPPED,
@@ -112,23 +127,8 @@ def transient(error):
     return isinstance(error, ApiError) and error.code in TRANSIENT or isinstance(error, OSError)
 
 
-def handler(event, context, env=os.environ, api=None, clock=None, now=None):
-    region = env[REGION_ENV]
-    api = api or (lambda s, v, a, p: call(s, v, a, p, region, env))
-    clock = clock or stopcore.Clock(TIMEOUT_SECONDS, margin_seconds=30)
-    month = stopcore.budget_month(now or datetime.now(timezone.utc), stopcore.BEIJING)
-    key, value = env[TAG_KEY_ENV], env[TAG_VALUE_ENV]
-    cost = stopcore.retry(lambda: spend(month, key, value, api), transient, clock)
-    verdict = stopcore.judge_spend(cost, env.get(LIMIT_ENV), currency=env.get(CURRENCY_ENV, "CNY"),
-                                   cost_currency=env.get(CURRENCY_ENV, "CNY"),
-                                   deployed_limit=stopcore.positive(env.get(LIMIT_ENV)),
-                                   what=f"the bill of {month} for {key}={value}")
-    print(("ERROR " if verdict.unreadable else "") + verdict.reason)
-    if not verdict.stop or not stopcore.flag(env.get(HARD_STOP_ENV)) or stopcore.flag(env.get(DRY_RUN_ENV)):
-        return {"stop": False, "reason": verdict.reason}
-    tags = {key: value, env[PROJECT_KEY_ENV]: env[PROJECT_VALUE_ENV]}
-    nodes = instances(tags, api, clock)
-    plan = stopcore.StopPlan(
+def _stop_plan(tags, api, clock):
+    return stopcore.StopPlan(
         name=lambda n: n["InstanceId"], state=lambda n: STATES.get(n.get("InstanceState"), stopcore.STARTING),
         stop=lambda batch: api("cvm", "2017-03-12", "StopInstances", {
             "InstanceIds": [n["InstanceId"] for n in batch], "StopType": "SOFT_FIRST",
@@ -136,9 +136,107 @@ def handler(event, context, env=os.environ, api=None, clock=None, now=None):
         transient=transient, batch_size=STOP_BATCH,
         refresh=lambda waiting: instances(tags, api, clock, [n["InstanceId"] for n in waiting]),
         not_yet=lambda error: isinstance(error, ApiError) and error.code in NOT_YET)
-    report = stopcore.stop_every(nodes, plan, clock, verdict.reason)
-    for line in report.lines("budget:"):
+
+
+def _stop(nodes, reason, tags, api, clock, prefix, problems=()):
+    """Stop ``nodes``; raise naming every node left (and every earlier problem) once the rest is done."""
+    report = stopcore.stop_every(nodes, _stop_plan(tags, api, clock), clock, reason)
+    for line in report.lines(prefix):
         print(line)
-    if not report.complete:
-        raise RuntimeError("; ".join(report.problems()))
-    return {"stop": True, "reason": verdict.reason, "stopped": [o.node for o in report.stopped]}
+    left = list(problems) + report.problems()
+    if left:
+        raise RuntimeError("; ".join(left))
+    return [o.node for o in report.stopped]
+
+
+def created(instance):
+    """The instance's CreatedTime (ISO 8601, UTC) as an aware datetime; Unjudgeable when it cannot be read."""
+    text = instance.get("CreatedTime")
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise stopcore.Unjudgeable(f"its CreatedTime {text!r} is not a time") from None
+    if moment.tzinfo is None:
+        raise stopcore.Unjudgeable(f"its CreatedTime {text!r} carries no time zone")
+    return moment
+
+
+def cpu_means(instance_id, minutes, now, api, clock):
+    """The node's 5-minute mean BaseCpuUsage (percent) over the last ``minutes``, oldest first."""
+    beijing = stopcore.BEIJING
+    answer = stopcore.retry(lambda: api("monitor", MONITOR_VERSION, "GetMonitorData", {
+        "Namespace": CPU_NAMESPACE, "MetricName": CPU_METRIC, "Period": IDLE_PERIOD_SECONDS,
+        "StartTime": stopcore.on_clock(now - timedelta(minutes=minutes), beijing).isoformat(timespec="seconds"),
+        "EndTime": stopcore.on_clock(now, beijing).isoformat(timespec="seconds"),
+        "Instances": [{"Dimensions": [{"Name": "InstanceId", "Value": instance_id}]}]}), transient, clock)
+    points = [p for p in answer.get("DataPoints") or []
+              if {d.get("Name"): d.get("Value") for d in p.get("Dimensions") or []}.get("InstanceId") == instance_id]
+    return [v for p in points for v in p.get("Values") or []]
+
+
+def idle_reason(instance, minutes, now, api, clock):
+    """Why a node is idle; None when it is not, or cannot be known yet (up for less than the idle time, too few
+    points). An unreadable metric raises."""
+    if now - created(instance) < timedelta(minutes=minutes):
+        return None
+    threshold = stopcore.idle_cpu_percent(int(instance.get("CPU") or 1))
+    reason = stopcore.idle_due(cpu_means(instance["InstanceId"], minutes, now, api, clock), minutes,
+                               IDLE_PERIOD_SECONDS / 60, threshold, " %")
+    return f"{reason} ({instance.get('CPU')} vCPUs)" if reason else None
+
+
+def lifecycle(env, tags, api, clock, now, prefix):
+    """The time to live and the idle stop: every live node past its time or idle is stopped; a node that cannot be
+    judged is named and fails the invocation after the others are done."""
+    ttl, idle = stopcore.positive(env.get(TTL_HOURS_ENV)), stopcore.positive(env.get(IDLE_MINUTES_ENV))
+    due, problems = {}, []
+    for node in instances(tags, api, clock):
+        name = node["InstanceId"]
+        if STATES.get(node.get("InstanceState"), stopcore.STARTING) in (stopcore.STOPPING, stopcore.STOPPED):
+            continue
+        try:
+            reason = stopcore.ttl_due(created(node), ttl, now, "its creation") if ttl else None
+            reason = reason or (idle_reason(node, idle, now, api, clock) if idle else None)
+        except stopcore.Unjudgeable as problem:
+            problems.append(f"{name}: cannot be judged ({problem})")
+            print(f"ERROR {prefix} SKIPPED {name}: cannot be judged ({problem})")
+            continue
+        except (ApiError, OSError) as error:
+            problems.append(f"{name}: its CPU cannot be read ({error})")
+            print(f"ERROR {prefix} SKIPPED {name}: its CPU cannot be read, so it is neither idle nor busy: {error}")
+            continue
+        if reason:
+            due[name] = (node, reason)
+        else:
+            print(f"{prefix} keep {name}")
+    stopped = _stop([n for n, _ in due.values()], lambda n: due[n["InstanceId"]][1], tags, api, clock, prefix,
+                    problems)
+    return {"stop": bool(stopped), "reason": f"{len(due)} due by time to live or idleness", "stopped": stopped}
+
+
+def handler(event, context, env=os.environ, api=None, clock=None, now=None):
+    """One timer run: the budget's hard stop (with it on), then, unless the budget stopped every node, the time to
+    live and idle stop (with either set)."""
+    region = env[REGION_ENV]
+    api = api or (lambda s, v, a, p: call(s, v, a, p, region, env))
+    clock = clock or stopcore.Clock(TIMEOUT_SECONDS, margin_seconds=30)
+    now = now or datetime.now(timezone.utc)
+    key, value = env[TAG_KEY_ENV], env[TAG_VALUE_ENV]
+    tags = {key: value, env[PROJECT_KEY_ENV]: env[PROJECT_VALUE_ENV]}
+    answer = {"stop": False, "reason": "the hard stop is off"}
+    if stopcore.flag(env.get(HARD_STOP_ENV)):
+        month = stopcore.budget_month(now, stopcore.BEIJING)
+        cost = stopcore.retry(lambda: spend(month, key, value, api), transient, clock)
+        verdict = stopcore.judge_spend(cost, env.get(LIMIT_ENV), currency=env.get(CURRENCY_ENV, "CNY"),
+                                       cost_currency=env.get(CURRENCY_ENV, "CNY"),
+                                       deployed_limit=stopcore.positive(env.get(LIMIT_ENV)),
+                                       what=f"the bill of {month} for {key}={value}")
+        print(("ERROR " if verdict.unreadable else "") + verdict.reason)
+        answer = {"stop": False, "reason": verdict.reason}
+        if verdict.stop and not stopcore.flag(env.get(DRY_RUN_ENV)):
+            stopped = _stop(instances(tags, api, clock), verdict.reason, tags, api, clock, "budget:")
+            return {"stop": True, "reason": verdict.reason, "stopped": stopped}
+    if stopcore.positive(env.get(TTL_HOURS_ENV)) or stopcore.positive(env.get(IDLE_MINUTES_ENV)):
+        found = lifecycle(env, tags, api, clock, now, "lifecycle:")
+        return {**found, "reason": f"{answer['reason']}; {found['reason']}"}
+    return answer

@@ -26,7 +26,8 @@ STOP_ACTIONS = (STOP_ACTION,)
 NO_SUCH_LINK: dict[str, str] = {
     "stop-threshold": "the stop function is its own stop: it stops at the limit whatever the budget's warnings",
     "notification-switch": "the billing budget has no switch; the stop function's only trigger is its timer",
-    "lifecycle-schedule": "Tencent stacks have no time to live yet (refused at check)",
+    "lifecycle-schedule": "the time to live and idle stop run on the stop function's own hourly timer, the link "
+                          "route-disabled breaks: there is no schedule apart from it",
 }
 
 
@@ -64,6 +65,21 @@ def _role_gap(function: PlannedResource, ctx: Context) -> str | None:
             "its stop would be refused and the nodes keep running; allow it there")
 
 
+def _lifecycle_gaps(env: dict[str, Any], ctx: Context) -> list[str | None]:
+    """With a time to live or idle stop, the function is told the stack's values (it runs them on its timer)."""
+    gaps: list[str | None] = []
+    for asked, key, name in ((ctx.ttl_hours, stop.TTL_HOURS_ENV, "lifecycle.ttlHours"),
+                             (ctx.idle_minutes, stop.IDLE_MINUTES_ENV, "lifecycle.idleMinutes")):
+        try:
+            told = float(env.get(key) or "nan")
+        except (TypeError, ValueError):
+            told = float("nan")
+        if asked and not told == float(asked):
+            gaps.append(f"sets {key} {env.get(key) or 'unset'}, but the stack's {name} is {asked:g}: the node runs "
+                        f"on past it; set it to {asked:g}")
+    return gaps
+
+
 def _function_links(function: PlannedResource, ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
     env = _mapping(function.props.get("environment"))
     timers = [t for t in _items(function.props.get("triggers")) if _mapping(t).get("type") == "timer"]
@@ -74,7 +90,7 @@ def _function_links(function: PlannedResource, ctx: Context) -> Iterator[tuple[P
              "stack asks for a hard stop; set it to true") if ctx.hard_stop and not _is_true(
                 env.get(stop.HARD_STOP_ENV)) else None,
             None if timers else "has no timer trigger: it never runs, so nothing stops; give it its hourly timer",
-            _role_gap(function, ctx)]
+            _role_gap(function, ctx), *_lifecycle_gaps(env, ctx)]
     for gap in gaps:
         if gap:
             yield function, gap
@@ -83,6 +99,10 @@ def _function_links(function: PlannedResource, ctx: Context) -> Iterator[tuple[P
 def stop_chain(ctx: Context) -> Iterator[tuple[PlannedResource, str]]:
     for budget in ctx.of_type(BUDGET):
         yield from _budget_links(budget, ctx)
-    for function in ctx.of_type(FUNCTION):
-        if stop.LIMIT_ENV in _mapping(function.props.get("environment")):
-            yield from _function_links(function, ctx)
+    functions = [f for f in ctx.of_type(FUNCTION) if stop.LIMIT_ENV in _mapping(f.props.get("environment"))]
+    for function in functions:
+        yield from _function_links(function, ctx)
+    budgets = list(ctx.of_type(BUDGET))
+    if ctx.lifecycle_stop and not functions and budgets:
+        yield budgets[0], ("has no stop function beside it while the stack asks for a time to live or an idle stop: "
+                           "nothing stops a forgotten node; plan the stop function")

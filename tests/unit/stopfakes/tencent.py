@@ -3,8 +3,11 @@ the fault table.
 
 The fake answers in the shapes of the API v3 JSON (the Response object): DescribeBillSummaryByTag with Ready and
 SummaryOverview[] (TagValue, RealTotalCost as a string in yuan), DescribeInstances with TotalCount and
-InstanceSet[] (InstanceId, InstanceState, Tags[] of Key/Value), filtered on tag:<key> Filters, Offset and Limit (at
-most 100), or by InstanceIds (never both, as the API takes one or the other), StopInstances with at most 100
+InstanceSet[] (InstanceId, InstanceState, CPU, CreatedTime in ISO 8601 UTC, Tags[] of Key/Value), filtered on
+tag:<key> Filters, Offset and Limit (at most 100), or by InstanceIds (never both, as the API takes one or the
+other), GetMonitorData (QCE/CVM BaseCpuUsage, at most 10 instances a call, a period of 10, 60, 300, 3600 or 86400 s,
+times with their offset; DataPoints[] of Dimensions, Timestamps and Values, a node with no data answered with empty
+ones: https://tencentcloud.com/document/api/248/33881), StopInstances with at most 100
 InstanceIds, all or nothing: a batch holding an instance that cannot be stopped is refused whole (the fake's
 reading; the real API's batch semantics are unverified). Faults come as the function's ApiError: throttling as
 RequestLimitExceeded, every fifth one InternalError (Tencent's common error codes), a node still starting refused
@@ -15,7 +18,7 @@ fake's own code.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from goldenenv.clouds.tencent import stop
@@ -26,11 +29,19 @@ from . import simulated_clock
 from .world import PROJECT, STACK, Faults, FleetNode, Invocation, Throttle
 
 NOW = datetime(2026, 7, 20, 8, 0, tzinfo=timezone.utc)
+CREATED = NOW - timedelta(hours=30)
+"""Every fleet node was created 30 h ago: past the 24 h time to live the ttl path runs with."""
+TTL_HOURS, IDLE_MINUTES = 24, 30
 LIMIT = 1000.0
 LIVE = ("PENDING", "RUNNING", "STARTING")
 ENV = {stop.LIMIT_ENV: f"{LIMIT:g}", stop.CURRENCY_ENV: "CNY", stop.HARD_STOP_ENV: "true", stop.DRY_RUN_ENV: "false",
        stop.TAG_KEY_ENV: STACK_TAG_KEY, stop.TAG_VALUE_ENV: STACK, stop.PROJECT_KEY_ENV: PROJECT_KEY,
        stop.PROJECT_VALUE_ENV: PROJECT, stop.REGION_ENV: "ap-guangzhou"}
+
+PATHS = {"hard-stop": {},
+         "ttl": {stop.HARD_STOP_ENV: "false", stop.TTL_HOURS_ENV: str(TTL_HOURS)},
+         "idle": {stop.HARD_STOP_ENV: "false", stop.IDLE_MINUTES_ENV: str(IDLE_MINUTES)}}
+"""The settings each path runs with, over ENV."""
 
 
 class FakeTencent:
@@ -40,6 +51,10 @@ class FakeTencent:
         self.names: dict[str, str] = {}
         self.polls_left: dict[str, int] = {}
         self.stop_calls: list[str] = []
+        self.cpu: dict[str, list[float]] = {}
+        """Instance id -> its 5-minute mean BaseCpuUsage points, oldest first (none: no data)."""
+        self.monitor_refuses = False
+        """GetMonitorData answers an error that is not throttling (the metric cannot be read)."""
         self.run = 0
         for n, node in enumerate(fleet):
             instance_id = f"ins-{n:08x}"
@@ -48,6 +63,7 @@ class FakeTencent:
                 tags += [{"Key": STACK_TAG_KEY, "Value": node.stack}, {"Key": PROJECT_KEY, "Value": node.project}]
             self.instances[instance_id] = {"InstanceId": instance_id, "InstanceType": "HCCPNV4ane.58XLARGE1929",
                                            "InstanceState": "PENDING" if node.starting_polls else "RUNNING",
+                                           "CPU": 232, "CreatedTime": CREATED.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                            "Tags": tags}
             self.names[node.name] = instance_id
             self.polls_left[instance_id] = node.starting_polls
@@ -64,6 +80,8 @@ class FakeTencent:
             return self._describe(params)
         if action == "StopInstances":
             return self._stop(params)
+        if action == "GetMonitorData":
+            return self._monitor(params)
         raise AssertionError(f"unexpected call {action}")
 
     def _describe(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -89,6 +107,23 @@ class FakeTencent:
                     instance["InstanceState"] = "RUNNING"
         return {"TotalCount": len(matching), "InstanceSet": [json.loads(json.dumps(i)) for i in page]}
 
+    def _monitor(self, params: dict[str, Any]) -> dict[str, Any]:
+        if (params.get("Namespace"), params.get("MetricName")) != ("QCE/CVM", "BaseCpuUsage") \
+                or params.get("Period") not in (10, 60, 300, 3600, 86400) or not 1 <= len(params["Instances"]) <= 10:
+            raise stop.ApiError("InvalidParameter", "QCE/CVM BaseCpuUsage, a supported period, 1 to 10 instances")
+        start, end = (datetime.fromisoformat(params[k]) for k in ("StartTime", "EndTime"))
+        if start.tzinfo is None or end.tzinfo is None or end < start:
+            raise stop.ApiError("InvalidParameter.TimeFormat", "times with their offset, EndTime after StartTime")
+        if self.monitor_refuses:
+            raise stop.ApiError("FailedOperation.FakeDataQuery", "the metric cannot be read")
+        points = []
+        for instance in params["Instances"]:
+            (dimension,) = instance["Dimensions"]
+            values = self.cpu.get(dimension["Value"], [])
+            stamps = [int(end.timestamp()) - params["Period"] * (len(values) - k) for k in range(len(values))]
+            points.append({"Dimensions": [dimension], "Timestamps": stamps, "Values": values})
+        return {"MetricName": params["MetricName"], "Period": params["Period"], "DataPoints": points}
+
     def _stop(self, params: dict[str, Any]) -> dict[str, Any]:
         ids = params["InstanceIds"]
         if not 1 <= len(ids) <= 100 or params.get("StoppedMode") != "STOP_CHARGING":
@@ -109,19 +144,21 @@ class FakeTencent:
 class TencentAdapter:
     cloud = "tencent"
     provider = "tencentcloud"
-    not_served = {"ttl": "Tencent stacks have no time-to-live stop yet: the stack file's ttlHours is refused (exit 2)"}
+    not_served: dict[str, str] = {}
 
     def __init__(self, fleet: list[FleetNode], faults: Faults):
         self.api = FakeTencent(fleet, faults)
         self.seed, self.runs = faults.seed, 0
 
-    def invoke(self, path: str) -> Invocation:
-        assert path == "hard-stop"
+    def invoke(self, path: str, **env: str) -> Invocation:
+        """The timer's run with the budget over its limit ("hard-stop"), or with the hard stop off and a 24 h time
+        to live ("ttl") or a 30-minute idle time ("idle"); ``env`` changes the function's settings besides."""
         self.runs += 1
         self.api.run = self.runs
         clock = simulated_clock(stop.TIMEOUT_SECONDS - 30, seed=self.seed + self.runs)
+        settings = {**ENV, **PATHS[path], **env}
         try:
-            stop.handler({}, None, env=ENV, api=self.api, clock=clock, now=NOW)
+            stop.handler({}, None, env=settings, api=self.api, clock=clock, now=NOW)
         except Exception as error:  # the invocation fails: SCF retries or counts it as an error
             return Invocation(True, str(error))
         return Invocation(False)
