@@ -280,8 +280,10 @@ class TencentCloud(PulumiCloud):
         bucket = outputs.get("bucket")
         if not bucket:
             return []
-        raise StoreError(f"goldenenv cannot empty COS bucket {bucket} yet (no COS client in the tencent extra): "
-                         "delete it in the COS console or with coscli, then run destroy again")
+        raise StoreError(f"the stack is destroyed, but COS bucket {bucket} and its data are kept: goldenenv cannot "
+                         "delete a COS bucket yet (COS speaks its own signed XML API, and the tencent extra carries "
+                         "no COS client). Empty and delete it in the COS console (or with Tencent's coscli) if its "
+                         "datasets and checkpoints are to go; the next up of this stack would adopt it")
 
     def registry_url(self, spec: ClusterSpec) -> str:
         return repository_url(*registry_names(spec.tags.project, spec.stack))
