@@ -43,7 +43,9 @@ documented example): unverified."""
 ERROR_METRIC = "Error"
 """QCE/SCF_V2's count of failed invocations, the function's errors and the platform's together."""
 FUNCTION_NAMESPACE = "default"
-"""SCF's namespace the function is created in (scf.Function namespace defaults to default)."""
+"""SCF's namespace the function is created in (scf.Function namespace defaults to default). The binding names the
+function by functionName and namespace; whether Cloud Monitor also wants version ($LATEST) or alias in a binding's
+dimensions is unverified."""
 SOURCE = FunctionSource(Path(__file__).parent, ("stop.py",), STOP_CORE)
 
 
