@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -85,3 +86,14 @@ def test_hcc_types_and_names():
     assert len(role_name("p" * 100, "s" * 100, "node")) <= 128
     instance, namespace, repo = registry_names("llm", "dev")
     assert all(len(n) <= 30 and n == n.lower() for n in (instance, namespace, repo))
+
+
+@pytest.mark.parametrize("name", ["team-key", "alice@laptop.example", "a-very-long-key-pair-name-for-the-whole-team"])
+def test_a_key_pair_name_is_one_tencent_takes(name):
+    """CVM's KeyName: letters, digits and underscores, at most 25 (tencentcloud-sdk-python-cvm 3.1.178
+    CreateKeyPairRequest and ImportKeyPairRequest): a `-` is refused at up."""
+    from goldenenv.clouds.tencent.basics import short_name
+
+    written = short_name("key", name)
+    assert re.fullmatch(r"[A-Za-z0-9_]{1,25}", written), written
+    assert short_name("key", name) != short_name("key", name + "2")

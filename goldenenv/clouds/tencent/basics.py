@@ -25,7 +25,11 @@ INTERNATIONAL_API = "intl.tencentcloudapi.com"
 https://tencentcloud.com/document/product/213/33270); the provider's `domain` defaults to tencentcloudapi.com."""
 NAME_MAX = {"cam": 128, "ssm": 128, "bucket": 50, "tcr": 30, "key": 25}
 """CAM role and policy names (<= 128), SSM secret names (<= 128: tencentcloud-iac-pulumi 0.2.3 ssm.Secret), the part
-of a COS bucket name before -<appid> (unverified: no COS naming page read), a TCR instance name (unverified), a key pair name (unverified)."""
+of a COS bucket name before -<appid> (unverified: no COS naming page read), a TCR instance name (unverified), a key
+pair name (<= 25 letters, digits and _: tencentcloud-sdk-python-cvm 3.1.178 CreateKeyPairRequest/ImportKeyPairRequest
+KeyName)."""
+SEPARATOR = {"key": "_"}
+"""A key pair name takes no `-` (KeyName above); every other name here takes `-`."""
 
 
 def is_hcc(instance_type: str) -> bool:
@@ -39,14 +43,16 @@ def hcc_pool(pool: Any, it: catalog.InstanceType) -> bool:
 
 
 def short_name(kind: str, *parts: str, lower: bool = False) -> str:
-    """letters, digits and `-` from parts, at most NAME_MAX[kind], shortened with a hash so two stacks never share."""
-    text = re.sub(r"[^A-Za-z0-9-]+", "-", "-".join(parts)).strip("-")
+    """letters, digits and the kind's separator (`-`; `_` for a key pair) from parts, at most NAME_MAX[kind],
+    shortened with a hash so two stacks never share."""
+    sep = SEPARATOR.get(kind, "-")
+    text = re.sub(r"[^A-Za-z0-9]+", sep, sep.join(parts)).strip(sep)
     text = text.lower() if lower else text
     limit = NAME_MAX[kind]
     if len(text) <= limit:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:limit - 9].rstrip('-')}-{digest}"
+    return f"{text[:limit - 9].rstrip(sep)}{sep}{digest}"
 
 
 def bucket_name(project: str, stack: str) -> str:

@@ -114,6 +114,7 @@ class DataStore(pulumi.ComponentResource):
 
     bucket_name: pulumi.Output[str]
     fs_id: pulumi.Output[str] | None
+    """The file system's ID (cfs-...), which the data flow and the stack's outputs name."""
     data_flow_id: pulumi.Output[str] | None
     mount: pulumi.Output[SharedFs | None]
 
@@ -143,9 +144,11 @@ class DataStore(pulumi.ComponentResource):
                 f"{name}-turbo", name=f"{name}-turbo"[:64], availability_zone=args.zone,
                 access_group_id=group.id, storage_type=TURBO_STORAGE_TYPE, protocol="TURBO", net_interface="CCN",
                 ccn_id=ccn.id, cidr_block=str(TURBO_CIDR), capacity=args.fs_size_gib, tags=args.tags, opts=child)
-            flow = DataFlow(f"{name}-flow", region=args.region, file_system_id=fs.fs_id,
+            flow = DataFlow(f"{name}-flow", region=args.region, file_system_id=fs.id,
                             bucket_address=bucket.bucket.apply(lambda b: cos_address(b, args.region)),
                             source_path="/", target_path=TARGET_ROOT + TURBO_PATH, opts=child)
-            self.fs_id, self.data_flow_id = fs.fs_id, flow.id
+            self.fs_id, self.data_flow_id = fs.id, flow.id
+            # the mount names the file system by its mount root (the provider's fs_id, "Mount root-directory"), not
+            # by its ID (cfs-...): Tencent's Turbo mount is <mount ip>@tcp0:/<fsid>/cfs
             self.mount = pulumi.Output.all(fs.fs_id, fs.mount_ip).apply(lambda v: turbo_mount(v[0], v[1]))
         self.register_outputs({"bucket": self.bucket_name, "fs_id": self.fs_id, "data_flow_id": self.data_flow_id})

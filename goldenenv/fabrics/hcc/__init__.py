@@ -4,7 +4,7 @@ bonded Mellanox NICs, one primary NIC and 8 RDMA bond NICs per node (https://clo
 supporting RDMA network will install the rdma-agent component by default during instance startup. If your instance
 uses a Tencent Cloud shared Custom Image, it may not have the rdma-agent component installed":
 https://www.tencentcloud.com/document/product/1236/77056). The CVM API has no RDMA or NIC field: an HCC instance joins
-an HPC cluster (goldenenv.clouds.tencent) and its bonds come with it.
+an HPC cluster (Tencent's cloud folder plans it) and its bonds come with it.
 
 Its lock section pins rdma-core's userspace (the mlx5 verbs provider NCCL's IB transport opens over RoCE), the image
 layer installs it (templates/image/layer-hcc.j2), and its boot check (templates/node/hcc-check.sh.j2) proves the
