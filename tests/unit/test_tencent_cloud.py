@@ -141,12 +141,3 @@ def test_a_sell_out_in_the_providers_words_is_a_capacity_error_and_a_quota_is_no
         "capacity", "placement")
     assert failover.classify("tencent", quota).code == "LimitExceeded.UserSpotQuota"
     assert failover.classify("tencent", quota).klass == "quota"
-
-
-def test_purge_data_says_the_bucket_is_kept_and_how_to_delete_it():
-    """goldenenv has no COS client: --purge-data deletes nothing and says so, naming the bucket it leaves."""
-    from goldenenv.clouds.tencent import StoreError, TencentCloud
-
-    with pytest.raises(StoreError, match=r"bucket ge-dev-125 and its data are kept.*COS console"):
-        TencentCloud().purge(SimpleNamespace(), {"bucket": "ge-dev-125"}, print)
-    assert TencentCloud().purge(SimpleNamespace(), {}, print) == []

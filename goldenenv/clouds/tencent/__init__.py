@@ -4,7 +4,7 @@ nodes for the rest of the month.
 
 Outside Pulumi, the cloud's lifecycle hooks: preflight (the caller's Tencent credentials), before_up (the caller's
 app id and whether the stack's bucket exists, to adopt it), before_destroy (export CFS Turbo to the bucket through
-its data flow and wait: dataflow.run_task), purge (the bucket, by name).
+its data flow and wait: dataflow.run_task), purge (the bucket with every object version, by name: purge.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from goldenenv.clouds.base import (
     BuildContext, Capability, DockerReach, HostImageForm, NodeLogin, PulumiCloud, SpotBack, SpotReturn, head_shape,
     host_image_problems, mock_address, stable_number, zone_problems,
 )
-from goldenenv.clouds.tencent import api, dataflow, limits, storage, tags
+from goldenenv.clouds.tencent import api, dataflow, limits, purge, storage, tags
 from goldenenv.clouds.tencent.basics import CLOUD, bucket_name, is_hcc, registry_names, secret_name
 from goldenenv.clouds.tencent.nodes import NODE_UPDATES
 from goldenenv.clouds.tencent.parts import GpuCluster
@@ -276,14 +276,20 @@ class TencentCloud(PulumiCloud):
             raise StoreError(f"{e}. Nothing was destroyed: fix the export and destroy again, or pass --skip-export "
                              "(files not yet exported are lost)") from None
 
-    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None]) -> list[str]:
+    def purge(self, spec: ClusterSpec, outputs: dict[str, Any], log: Callable[[str], None],
+              client: Any = None) -> list[str]:
+        """Delete the stack's COS bucket by name (--purge-data): every object version, delete marker and unfinished
+        upload, then the bucket (purge.py). CFS Turbo is no retained store: `pulumi destroy` deletes it with the
+        stack, and so is the image registry (TCR), which no retained store holds."""
         bucket = outputs.get("bucket")
         if not bucket:
             return []
-        raise StoreError(f"the stack is destroyed, but COS bucket {bucket} and its data are kept: goldenenv cannot "
-                         "delete a COS bucket yet (COS speaks its own signed XML API, and the tencent extra carries "
-                         "no COS client). Empty and delete it in the COS console (or with Tencent's coscli) if its "
-                         "datasets and checkpoints are to go; the next up of this stack would adopt it")
+        try:
+            client = client or purge.cos_client(spec.region, _credentials())
+            return [bucket] if purge.purge_bucket(bucket, client, log) else []
+        except (purge.PurgeFailed, StoreError) as e:
+            raise StoreError(f"{e}. Fix the cause, then empty and delete bucket {bucket} in the COS console (a "
+                             "destroyed stack no longer names it to destroy again)") from None
 
     def registry_url(self, spec: ClusterSpec) -> str:
         return repository_url(*registry_names(spec.tags.project, spec.stack))
