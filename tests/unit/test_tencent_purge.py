@@ -227,3 +227,16 @@ def test_a_purge_that_fails_exits_1_naming_the_bucket_and_what_is_left(dev, cos)
             in flat)
     assert "the bucket is still there" in flat and f"empty and delete bucket {BUCKET} in the COS console" in flat
     assert "purged bucket" not in flat and BUCKET in cos.buckets
+
+
+def test_a_destroy_that_fails_part_way_still_purges_the_bucket_as_asked(dev, cos):
+    def fails(on_output=None, run_program=None):
+        raise RuntimeError("code: 255\n stderr: error: InvalidParameter.VpcHasResources")
+
+    dev.destroy = fails
+    dev.export_stack = lambda: SimpleNamespace(deployment={"resources": []})
+    result = CliRunner().invoke(app, ["destroy", "-s", "tencent-gn7-dev", "--purge-data"])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"--purge-data deleted the retained stores all the same, as asked: {BUCKET}" in flat
+    assert BUCKET not in cos.buckets
