@@ -82,7 +82,8 @@ def _api(ready: int, cost: str | None):
             rows = [] if cost is None else [{"TagValue": "dev", "RealTotalCost": cost}]
             return {"Ready": ready, "SummaryOverview": rows}
         if action == "DescribeInstances":
-            return {"TotalCount": 1, "InstanceSet": [{"InstanceId": "ins-1", "InstanceState": "RUNNING"}]}
+            state = "STOPPED" if "StopInstances" in calls else "RUNNING"  # the accepted stop has finished
+            return {"TotalCount": 1, "InstanceSet": [{"InstanceId": "ins-1", "InstanceState": state}]}
         return {}
     return api, calls
 

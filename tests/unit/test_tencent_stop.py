@@ -210,3 +210,80 @@ def test_a_stop_function_told_another_lifecycle_is_caught(tmp_path, key, value):
                for r in found.resources]
     chain = [f for f in shipped.guardrail_findings(found, changed) if f.rule == guardrails.BUDGET_STOP_CHAIN]
     assert chain and chain[0].urn == function.urn and key in chain[0].message, chain
+
+
+# ---------------------------------------------------------------- StopInstances is asynchronous
+
+def _hard_stop_world(count: int, refuse=()):
+    from stopfakes.tencent import TencentAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    world = TencentAdapter([FleetNode(f"dev-node-{k}") for k in range(count)], Faults(refuse=frozenset(refuse)))
+    return world, [world.named(f"dev-node-{k}") for k in range(count)]
+
+
+def test_a_stop_tencent_accepts_and_then_fails_is_named_with_its_message_and_fails_the_run():
+    """StopInstances accepts the whole batch; dev-node-1's stop ends FAILED (RUNNING again) on a later look."""
+    world, (first, failing, third) = _hard_stop_world(3, refuse={"dev-node-1"})
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed, "a stop Tencent failed went unnoticed"
+    assert failing in outcome.message and "could not be shut down" in outcome.message, outcome.message
+    assert first not in outcome.message and third not in outcome.message, outcome.message
+    assert _running(world) == {failing}
+
+
+def test_the_next_run_stops_a_node_whose_stop_failed_once():
+    world, (node,) = _hard_stop_world(1, refuse={"dev-node-0"})
+    assert world.invoke("hard-stop").failed
+    world.api.faults = dataclasses.replace(world.api.faults, refuse=frozenset())
+    assert not world.invoke("hard-stop").failed
+    assert _running(world) == set()
+
+
+def test_a_stop_that_takes_several_looks_to_finish_passes():
+    world, nodes = _hard_stop_world(2)
+    world.api.stop_looks = 4
+    outcome = world.invoke("hard-stop")
+    assert not outcome.failed, outcome.message
+    assert _running(world) == set()
+
+
+def test_a_stop_not_finished_when_the_time_runs_out_is_named_and_fails_the_run():
+    """Tencent still shows the stop OPERATING after all of the invocation's time: unknown is not stopped."""
+    world, (slow,) = _hard_stop_world(1)
+    world.api.stop_looks = 10_000
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed and slow in outcome.message and "had not finished" in outcome.message, outcome.message
+    assert "OPERATING" in outcome.message, outcome.message
+
+
+def test_each_accepted_stop_is_looked_at_again_by_id():
+    from stopfakes.tencent import ENV, NOW
+
+    from goldenenv.clouds.tencent import stop
+    from stopfakes import simulated_clock
+
+    world, nodes = _hard_stop_world(2)
+    calls = []
+
+    def api(service, version, action, params):
+        calls.append((action, tuple(params.get("InstanceIds") or ())))
+        return world.api(service, version, action, params)
+
+    stop.handler({}, None, env=ENV, api=api, clock=simulated_clock(570), now=NOW)
+    after = calls[[a for a, _ in calls].index("StopInstances") + 1:]
+    assert ("DescribeInstances", tuple(nodes)) in after, calls
+
+
+@pytest.mark.parametrize("state,code", [("STOPPING", "UnsupportedOperation.InstanceStateStopping"),
+                                        ("STOPPED", "UnsupportedOperation.InstanceStateStopped"),
+                                        ("PENDING", "UnsupportedOperation.InstanceStatePending")])
+def test_the_fake_refuses_at_the_call_what_tencent_refuses_there(state, code):
+    """Only a RUNNING instance can be stopped (StopInstances' page); the error codes are the SDK's errorcodes.py."""
+    from goldenenv.clouds.tencent import stop
+
+    world, (node,) = _hard_stop_world(1)
+    world.api.instances[node]["InstanceState"] = state
+    with pytest.raises(stop.ApiError) as refused:
+        world.api("cvm", "2017-03-12", "StopInstances", {"InstanceIds": [node], "StoppedMode": "STOP_CHARGING"})
+    assert refused.value.code == code

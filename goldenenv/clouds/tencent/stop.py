@@ -16,11 +16,24 @@ missing or too few points are not idleness and a node up for less than the idle 
 cannot be read, or whose start cannot be read, is named and fails the invocation after the rest is done (the
 function's failure alarm tells the budget's addresses), so it is never stopped as idle and never silently kept.
 
+StopInstances is asynchronous: the call only accepts the batch (each instance goes STOPPING), and each instance's
+outcome is read afterwards from DescribeInstances, its LatestOperation (StopInstances) and LatestOperationState
+(OPERATING, SUCCESS or FAILED) beside its InstanceState ("This API is async... If the latest operation status
+(LatestOperationState) of the instance is SUCCESS, the operation is successful": the CvmClient.StopInstances
+docstring of tencentcloud-sdk-python-cvm 3.1.178, and Lighthouse's StopInstances page, which says the same of the
+same call shape: https://www.tencentcloud.com/document/product/1103/42487; CVM's own English page
+https://www.tencentcloud.com/document/api/213/15743 says STOPPING then STOPPED). So every accepted stop is looked at
+again within the invocation's time (CONFIRM_SECONDS of it are kept for that): a node whose stop Tencent FAILED (it
+is RUNNING again) is named with Tencent's LatestOperationErrorMsg, and so is one whose stop had not finished when
+the time ran out; either fails the invocation after the rest is done, so the failure alarm tells the budget's
+addresses at once rather than the next hourly run finding the node running. The next run stops it again.
+
 Standard library only, shipped beside stopcore.py: the calls are signed here (TC3-HMAC-SHA256) with the credentials
 SCF gives a function whose role it assumes (TENCENTCLOUD_SECRETID, TENCENTCLOUD_SECRETKEY,
 TENCENTCLOUD_SESSIONTOKEN in its environment: unverified, read on no Tencent page here).
 """
 
+import copy
 import hashlib
 import hmac
 import json
@@ -56,6 +69,10 @@ NOT_YET = ("UnsupportedOperation.InstanceStatePending", "UnsupportedOperation.In
 stopped once it runs."""
 STOP_BATCH = 100
 """StopInstances takes at most 100 ids a call."""
+CONFIRM_SECONDS = 60
+"""Of the invocation's time, what the watch of nodes still starting leaves for reading each accepted stop's outcome
+(a few looks, stopcore.POLL_SECONDS apart; how long a CVM takes to stop is unverified)."""
+STOP_OPERATION = "StopInstances"
 
 
 class ApiError(RuntimeError):
@@ -138,15 +155,67 @@ def _stop_plan(tags, api, clock):
         not_yet=lambda error: isinstance(error, ApiError) and error.code in NOT_YET)
 
 
+def _reserving(clock, seconds):
+    """A view of ``clock`` (the same time and jitter) whose deadline comes ``seconds`` earlier."""
+    view = copy.copy(clock)
+    view.deadline = max(clock.started, clock.deadline - seconds)
+    return view
+
+
+def _described(instance):
+    return (f"InstanceState {instance.get('InstanceState')}, LatestOperation {instance.get('LatestOperation')} "
+            f"{instance.get('LatestOperationState')}")
+
+
+def confirm(ids, tags, api, clock, prefix):
+    """Read the outcome of each accepted stop (DescribeInstances by id, every stopcore.POLL_SECONDS while the
+    invocation's time allows). Returns the problems: each node whose StopInstances ended FAILED, and each whose
+    stop had not finished when the time ran out. A node stopped, or gone, is done."""
+    pending, last, problems = list(ids), {}, []
+    while pending and clock.left() > stopcore.POLL_SECONDS:
+        clock.sleep(stopcore.POLL_SECONDS)
+        try:
+            seen = {i["InstanceId"]: i for i in instances(tags, api, clock, pending)}
+        except (ApiError, OSError, stopcore.OutOfTime) as error:
+            problems += [f"{i}: its stop was accepted, but its outcome could not be read ({error})" for i in pending]
+            for line in problems:
+                print(f"ERROR {prefix} UNCONFIRMED {line}")
+            return problems
+        still = []
+        for instance_id in pending:
+            instance = seen.get(instance_id)
+            if instance is None or STATES.get(instance.get("InstanceState")) == stopcore.STOPPED:
+                continue
+            if (instance.get("LatestOperation"), instance.get("LatestOperationState")) == (STOP_OPERATION, "FAILED"):
+                problem = (f"{instance_id}: Tencent accepted its stop and then failed it "
+                           f"({instance.get('LatestOperationErrorMsg') or 'no message'}; {_described(instance)})")
+                print(f"ERROR {prefix} FAILED to stop {problem}")
+                problems.append(problem)
+                continue
+            last[instance_id] = instance
+            still.append(instance_id)
+        pending = still
+    for instance_id in pending:
+        seen = f" ({_described(last[instance_id])})" if instance_id in last else ""
+        problem = (f"{instance_id}: its stop was accepted but had not finished after {clock.elapsed():.0f} s of "
+                   f"this invocation{seen}; the next run looks again")
+        print(f"ERROR {prefix} UNCONFIRMED {problem}")
+        problems.append(problem)
+    return problems
+
+
 def _stop(nodes, reason, tags, api, clock, prefix, problems=()):
-    """Stop ``nodes``; raise naming every node left (and every earlier problem) once the rest is done."""
-    report = stopcore.stop_every(nodes, _stop_plan(tags, api, clock), clock, reason)
+    """Stop ``nodes`` and confirm each accepted stop; raise naming every node left (and every earlier problem)
+    once the rest is done."""
+    report = stopcore.stop_every(nodes, _stop_plan(tags, api, clock), _reserving(clock, CONFIRM_SECONDS), reason)
     for line in report.lines(prefix):
         print(line)
-    left = list(problems) + report.problems()
+    accepted = [o.node for o in report.stopped]
+    unconfirmed = confirm(accepted, tags, api, clock, prefix)
+    left = list(problems) + report.problems() + unconfirmed
     if left:
         raise RuntimeError("; ".join(left))
-    return [o.node for o in report.stopped]
+    return accepted
 
 
 def created(instance):

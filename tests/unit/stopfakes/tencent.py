@@ -8,11 +8,19 @@ tag:<key> Filters, Offset and Limit (at most 100), or by InstanceIds (never both
 other), GetMonitorData (QCE/CVM BaseCpuUsage, at most 10 instances a call, a period of 10, 60, 300, 3600 or 86400 s,
 times with their offset; DataPoints[] of Dimensions, Timestamps and Values, a node with no data answered with empty
 ones: https://tencentcloud.com/document/api/248/33881), StopInstances with at most 100
-InstanceIds, all or nothing: a batch holding an instance that cannot be stopped is refused whole (the fake's
-reading; the real API's batch semantics are unverified). Faults come as the function's ApiError: throttling as
-RequestLimitExceeded, every fifth one InternalError (Tencent's common error codes), a node still starting refused
-with UnsupportedOperation.InstanceStatePending (tencentcloud-sdk-python-cvm errorcodes.py), a refused node with the
-fake's own code.
+InstanceIds. StopInstances is asynchronous, as Tencent documents it ("This API is async... The result of the
+instance operation can be queried by calling the DescribeInstances API. If the latest operation status
+(LatestOperationState) of the instance is SUCCESS, the operation is successful":
+https://www.tencentcloud.com/document/product/1103/42487 and the CvmClient.StopInstances docstring of
+tencentcloud-sdk-python-cvm 3.1.178): the call accepts the batch and each instance goes STOPPING with LatestOperation
+StopInstances and LatestOperationState OPERATING (Instance.LatestOperationState: SUCCESS, OPERATING, FAILED); the
+DescribeInstances after the one that first shows it so finds it STOPPED + SUCCESS, or, for a node the fault table
+makes unstoppable, RUNNING again + FAILED with a LatestOperationErrorMsg. Every operation the fake accepted is
+finished before the next timer run. The refusals Tencent makes at the call stay synchronous and refuse the batch
+whole (the fake's reading; the real API's batch semantics are unverified): a node still starting with
+UnsupportedOperation.InstanceStatePending, one stopping or stopped with UnsupportedOperation.InstanceStateStopping /
+InstanceStateStopped (tencentcloud-sdk-python-cvm errorcodes.py). Faults come as the function's ApiError: throttling
+as RequestLimitExceeded, every fifth one InternalError (Tencent's common error codes).
 """
 
 from __future__ import annotations
@@ -56,6 +64,10 @@ class FakeTencent:
         self.monitor_refuses = False
         """GetMonitorData answers an error that is not throttling (the metric cannot be read)."""
         self.run = 0
+        self.stop_looks = 1
+        """How many DescribeInstances show an accepted stop still OPERATING before it finishes."""
+        self.operating: dict[str, int] = {}
+        """Instance id -> looks left before its accepted stop finishes."""
         for n, node in enumerate(fleet):
             instance_id = f"ins-{n:08x}"
             tags = [{"Key": "owner", "Value": "ml-infra"}]
@@ -64,7 +76,8 @@ class FakeTencent:
             self.instances[instance_id] = {"InstanceId": instance_id, "InstanceType": "HCCPNV4ane.58XLARGE1929",
                                            "InstanceState": "PENDING" if node.starting_polls else "RUNNING",
                                            "CPU": 232, "CreatedTime": CREATED.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                           "Tags": tags}
+                                           "Tags": tags, "LatestOperation": "RunInstances",
+                                           "LatestOperationState": "OPERATING" if node.starting_polls else "SUCCESS"}
             self.names[node.name] = instance_id
             self.polls_left[instance_id] = node.starting_polls
 
@@ -104,8 +117,31 @@ class FakeTencent:
             if instance["InstanceState"] == "PENDING":
                 self.polls_left[instance["InstanceId"]] -= 1
                 if self.polls_left[instance["InstanceId"]] <= 0:
-                    instance["InstanceState"] = "RUNNING"
-        return {"TotalCount": len(matching), "InstanceSet": [json.loads(json.dumps(i)) for i in page]}
+                    instance.update(InstanceState="RUNNING", LatestOperationState="SUCCESS")
+        for instance in page:
+            if self.operating.get(instance["InstanceId"]) == 0:
+                self._finish(instance["InstanceId"])
+        shown = [json.loads(json.dumps(i)) for i in page]
+        for instance in page:
+            if instance["InstanceId"] in self.operating:
+                self.operating[instance["InstanceId"]] -= 1
+        return {"TotalCount": len(matching), "InstanceSet": shown}
+
+    def _finish(self, instance_id: str) -> None:
+        """The accepted stop's outcome: STOPPED + SUCCESS, or RUNNING + FAILED for a node the table refuses."""
+        del self.operating[instance_id]
+        instance = self.instances[instance_id]
+        if instance_id in {self.names[n] for n in self.faults.refuse}:
+            instance.update(InstanceState="RUNNING", LatestOperationState="FAILED",
+                            LatestOperationErrorMsg="the fake's locked instance could not be shut down")
+        else:
+            instance.update(InstanceState="STOPPED", LatestOperationState="SUCCESS")
+            instance.pop("LatestOperationErrorMsg", None)
+
+    def settle(self) -> None:
+        """Finish every accepted stop, as Tencent does long before the next hourly run."""
+        for instance_id in list(self.operating):
+            self._finish(instance_id)
 
     def _monitor(self, params: dict[str, Any]) -> dict[str, Any]:
         if (params.get("Namespace"), params.get("MetricName")) != ("QCE/CVM", "BaseCpuUsage") \
@@ -128,16 +164,16 @@ class FakeTencent:
         ids = params["InstanceIds"]
         if not 1 <= len(ids) <= 100 or params.get("StoppedMode") != "STOP_CHARGING":
             raise stop.ApiError("InvalidParameter", "1 to 100 ids, STOP_CHARGING")
-        refused = {self.names[n] for n in self.faults.refuse}
         self.stop_calls += ids
         for instance_id in ids:
-            if instance_id in refused:
-                raise stop.ApiError("OperationDenied.FakeLock", f"{instance_id} is locked")
-            if self.instances[instance_id]["InstanceState"] == "PENDING":
-                raise stop.ApiError("UnsupportedOperation.InstanceStatePending", f"{instance_id} is pending")
+            state = self.instances[instance_id]["InstanceState"]
+            if state != "RUNNING":
+                raise stop.ApiError("UnsupportedOperation.InstanceState" + state.title().replace("_", ""),
+                                    f"{instance_id} is {state}, not RUNNING")
         for instance_id in ids:
-            if self.instances[instance_id]["InstanceState"] == "RUNNING":
-                self.instances[instance_id]["InstanceState"] = "STOPPED"
+            self.instances[instance_id].update(InstanceState="STOPPING", LatestOperation="StopInstances",
+                                               LatestOperationState="OPERATING")
+            self.operating[instance_id] = self.stop_looks
         return {"RequestId": "stop"}
 
 
@@ -161,6 +197,8 @@ class TencentAdapter:
             stop.handler({}, None, env=settings, api=self.api, clock=clock, now=NOW)
         except Exception as error:  # the invocation fails: SCF retries or counts it as an error
             return Invocation(True, str(error))
+        finally:
+            self.api.settle()
         return Invocation(False)
 
     def running(self) -> set[str]:
@@ -171,7 +209,8 @@ class TencentAdapter:
         return {n for n, i in self.api.names.items() if i in called}
 
     def restart(self, name: str) -> None:
-        self.api.instances[self.api.names[name]]["InstanceState"] = "RUNNING"
+        self.api.instances[self.api.names[name]].update(InstanceState="RUNNING", LatestOperation="StartInstances",
+                                                        LatestOperationState="SUCCESS")
 
     def named(self, name: str) -> str:
         return self.api.names[name]
