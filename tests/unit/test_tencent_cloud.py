@@ -122,7 +122,8 @@ def test_a_failed_export_stops_destroy_before_anything_is_deleted():
 
 
 def test_the_programs_cam_documents_are_exactly_the_table():
-    node = privilege.as_iam(privilege.node_document("ap-guangzhou", "125", "b-125", "s"))
+    node = privilege.as_iam(privilege.node_document("ap-guangzhou", "125", "b-125", "s",
+                                                            registry=("tcr-1", "ns", "repo")))
     actions = {a for s in node["Statement"] for a in s["Action"]}
     assert actions == set(privilege.NEEDS["node"].actions)
     stop_doc = json.loads(privilege.stop_document("goldenenv:stack", "dev"))

@@ -147,7 +147,8 @@ def repository_addresses(repo: PlannedResource) -> list[str]:
 
 def pull_gap(host: PlannedResource, repo: PlannedResource, ctx: Context) -> str | None:
     """A host logs in to TCR with a token its CAM role asks for: its boot must make the call, and the role's policy
-    (the stack names a role's policy as the role) must allow name/tcr:CreateInstanceToken."""
+    (the stack names a role's policy as the role) must allow name/tcr:CreateInstanceToken, and pulling from the
+    repository (privilege.PULL_ACTIONS: the token's pulls are checked against the role's CAM policy)."""
     if TCR_LOGIN not in (boot_script(host) or ""):
         return "pulls from the stack's TCR registry without logging in (no CreateInstanceToken step in its boot)"
     role = host.props.get("camRoleName")
@@ -155,8 +156,12 @@ def pull_gap(host: PlannedResource, repo: PlannedResource, ctx: Context) -> str 
         return "has no CAM role to ask TCR for a login token with (cam_role_name)"
     granted = [p for p in ctx.of_type(privilege.POLICY) if p.props.get("name") == role
                and "name/tcr:" + TCR_LOGIN in str(p.props.get("document") or "")]
-    return None if granted else (f"its CAM role {role} holds no policy allowing name/tcr:{TCR_LOGIN}, so its boot "
-                                 "cannot log in to TCR")
+    if not granted:
+        return f"its CAM role {role} holds no policy allowing name/tcr:{TCR_LOGIN}, so its boot cannot log in to TCR"
+    if not any(privilege.grants_pull(p.props.get("document"), repo) for p in granted):
+        return (f"its CAM role {role} holds no policy allowing {privilege.PULL_ACTION} on the stack's repository, so "
+                "TCR refuses its pull")
+    return None
 
 
 DATA_FLOW = "pulumi-python:dynamic:Resource"

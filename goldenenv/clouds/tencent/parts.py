@@ -71,9 +71,19 @@ class TencentParts(recipe.Parts):
 
     def repository(self) -> recipe.Repository:
         instance, namespace, repo = registry_names(self.spec.tags.project, self.spec.stack)
-        return recipe.Repository(ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
+        images = ImageRepository(f"{self.name}-images", ImageRepositoryArgs(
             instance=instance, namespace=namespace, repository=repo, vpc_id=self.net.vpc_id,
-            subnet_id=self.net.subnet_id, tags=self.tags), self.child).url)
+            subnet_id=self.net.subnet_id, tags=self.tags), self.child)
+        self.registry = (images.registry_id, namespace, repo)
+        return recipe.Repository(images.url)
+
+    def _policy(self, secret: str, head: bool = False) -> pulumi.Output[str]:
+        """A host's CAM policy (privilege.node_document); its pull grant names the stack's repository under the TCR
+        instance's id, known once TCR has made the instance."""
+        registry_id, namespace, repo = self.registry
+        region, appid, bucket = self.spec.region, self.appid, self.bucket
+        return pulumi.Output.from_input(registry_id).apply(lambda found: privilege.node_document(
+            region, appid, bucket, secret, head=head, registry=(found, namespace, repo)))
 
     def secret_store(self) -> recipe.SecretStore:
         self.secret = secret_name(self.spec.tags.project, self.spec.stack)
@@ -93,8 +103,7 @@ class TencentParts(recipe.Parts):
             image_id=host_image_id(spec, spec.nodes[0], hostlayer.head_layer(spec)),
             vpc_id=self.net.vpc_id, subnet_id=self.net.subnet_id,
             security_group_id=self.net.head_security_group_id, system_disk_gib=shape.root_volume_gib,
-            user_data=boot.head(), policy=privilege.node_document(spec.region, self.appid, self.bucket, self.secret,
-                                                                  head=True),
+            user_data=boot.head(), policy=self._policy(self.secret, head=True),
             role_name=role_name(spec.tags.project, spec.stack, slurm.HEAD_HOSTNAME),
             key_id=self._key(head_key(spec), slurm.HEAD_HOSTNAME), tags=self.tags), self.child)
         return recipe.Head(head.private_ip, head.instance_id)
@@ -110,8 +119,7 @@ class TencentParts(recipe.Parts):
             hpc_cluster=hcc_pool(pool, it), spot_max_price=spot_price(pool, spec.region),
             system_disk_gib=pool.root_volume_gib,
             user_data=boot.node(pool.name, FABRIC if rdma else "none", it.local_nvme_count > 0),
-            policy=privilege.node_document(spec.region, self.appid, self.bucket,
-                                           getattr(self, "secret", "") or secret_name(spec.tags.project, spec.stack)),
+            policy=self._policy(getattr(self, "secret", "") or secret_name(spec.tags.project, spec.stack)),
             role_name=role_name(spec.tags.project, spec.stack, pool.name),
             key_id=self._key(node_key(spec, pool), pool.name), tags=self.tags, rolled=self.rolled(pool),
         ), self.child)

@@ -30,9 +30,19 @@ NODE_BUCKET_ACTIONS = ("name/cos:GetObject", "name/cos:PutObject", "name/cos:Hea
 <bucket>/*, tencentcloud-iac-pulumi 0.2.3 cos.BucketPolicy docstring)."""
 NODE_SECRET_ACTIONS = ("name/ssm:GetSecretValue",)
 HEAD_SECRET_ACTIONS = ("name/ssm:GetSecretValue", "name/ssm:PutSecretValue", "name/ssm:ListSecretVersionIds")
-PULL_ACTIONS = ("name/tcr:DescribeInstances", "name/tcr:CreateInstanceToken")
-"""A node's registry login: the registry's id by its name, then a one-hour token
-(https://cloud.tencent.com/document/api/1141/41571)."""
+PULL_ACTION = "name/tcr:PullRepository"
+PULL_ACTIONS = ("name/tcr:DescribeInstances", "name/tcr:CreateInstanceToken", PULL_ACTION)
+"""A node's registry login and pull: the registry's id by its name, then a one-hour token
+(https://cloud.tencent.com/document/api/1141/41571), then the pull itself. The token is a TCR "user account": "The
+permission of the user account is controlled by the CAM permission of the associated Tencent Cloud account"
+(https://www.tencentcloud.com/document/product/1051/54627), and pulling is tcr:PullRepository on the repository,
+qcs::tcr:<region>:<account>:repository/<instance id>/<namespace>/<repository> (Tencent's read-only example grants it
+on that path and on path/*, "the sub-account can only pull the images in the image repository":
+https://www.tencentcloud.com/document/product/1051/37248; https://cloud.tencent.com/document/product/1141/40720).
+Those pages speak of sub-accounts; that a CAM role's token (a CVM instance role) is checked the same way is
+unverified, and what a real account proves: a node whose role lacks PullRepository is refused the pull."""
+PULL_SOURCES = ("https://www.tencentcloud.com/document/product/1051/54627",
+                "https://www.tencentcloud.com/document/product/1051/37248")
 STOP_UNSCOPED = ("name/cvm:DescribeInstances", "name/billing:DescribeBillSummaryByTag")
 IDLE_ACTIONS = ("name/monitor:GetMonitorData",)
 """The idle stop reads each node's CPU (GetMonitorData, https://tencentcloud.com/document/api/248/33881); which
@@ -45,10 +55,12 @@ STOP_CHARGING), the stop only on instances carrying the stack's tag; with the id
 NEEDS: dict[str, Need] = {
     "node": Need("the GPU nodes' CAM role", frozenset(NODE_BUCKET_ACTIONS + NODE_SECRET_ACTIONS + PULL_ACTIONS),
                  unscoped=frozenset(("name/tcr:DescribeInstances",)),
-                 scope="the stack's bucket, munge secret and registry", sources=(CAM_POLICY_SYNTAX,)),
+                 scope="the stack's bucket, munge secret and registry (pull: its one repository)",
+                 sources=(CAM_POLICY_SYNTAX,) + PULL_SOURCES),
     "head": Need("the Slurm head's CAM role", frozenset(HEAD_SECRET_ACTIONS + PULL_ACTIONS),
                  unscoped=frozenset(("name/tcr:DescribeInstances",)),
-                 scope="the stack's munge secret and registry", sources=(CAM_POLICY_SYNTAX,)),
+                 scope="the stack's munge secret and registry (pull: its one repository)",
+                 sources=(CAM_POLICY_SYNTAX,) + PULL_SOURCES),
     "stop": Need("the stop function's CAM role", frozenset(STOP_ACTIONS + IDLE_ACTIONS),
                  unscoped=frozenset(STOP_UNSCOPED + IDLE_ACTIONS),
                  scope="the stack's tagged instances", sources=(CAM_POLICY_SYNTAX, CAM_TAG_CONDITION)),
@@ -81,14 +93,24 @@ def tag_condition(key: str, value: str) -> dict[str, Any]:
     return {"for_any_value:string_equal": {"qcs:resource_tag": [f"{key}&{value}"]}}
 
 
-def node_document(region: str, appid: str, bucket: str, secret: str, head: bool = False) -> str:
+def repository_resources(region: str, registry_id: str, namespace: str, repository: str) -> list[str]:
+    """The one repository a pull grant names: its path, and what lies under it (Tencent's example's form)."""
+    path = f"qcs::tcr:{region}:uin/*:repository/{registry_id}/{namespace}/{repository}"
+    return [path, f"{path}/*"]
+
+
+def node_document(region: str, appid: str, bucket: str, secret: str, head: bool = False, *,
+                  registry: tuple[str, str, str]) -> str:
     """The node's (or, head True, the head's) policy: its bucket (nodes only), the munge secret, the registry
-    login. The uin in resource strings is written `*` (one's own account: the role cannot be assumed outside it)."""
+    login and the pull from the stack's one repository (``registry``: the TCR instance's id, the namespace, the
+    repository). The uin in resource strings is written `*` (one's own account: the role cannot be assumed outside
+    it)."""
     statements = [
         _statement(HEAD_SECRET_ACTIONS if head else NODE_SECRET_ACTIONS,
                    [f"qcs::ssm:{region}:uin/*:secret/{secret}"]),
         _statement(("name/tcr:CreateInstanceToken",), [f"qcs::tcr:{region}:uin/*:instance/*"]),
         _statement(("name/tcr:DescribeInstances",), ["*"]),
+        _statement((PULL_ACTION,), repository_resources(region, *registry)),
     ]
     if not head:
         statements.insert(0, _statement(NODE_BUCKET_ACTIONS, [f"qcs::cos:{region}:uid/{appid}:{bucket}/*",
@@ -186,6 +208,47 @@ def _receiver(resource: Any, ctx: Any) -> Iterator[str]:
                "and holds nothing.")
 
 
+TCR_REPOSITORY = "tencentcloud:Tcr/repository:Repository"
+
+
+def _pull_grants(document: Any) -> Iterator[str]:
+    """The resources each Allow of PULL_ACTION in ``document`` names."""
+    for statement in as_iam(document)["Statement"]:
+        actions = statement.get("Action")
+        actions = [actions] if isinstance(actions, str) else list(actions or [])
+        if str(statement.get("Effect", "")).lower() != "allow" or PULL_ACTION not in actions:
+            continue
+        resources = statement.get("Resource")
+        yield from ([resources] if isinstance(resources, str) else list(resources or []))
+
+
+def _in_repository(granted: Any, instance_id: str, namespace: str, name: str) -> bool:
+    tail = str(granted).split(":", 5)[-1] if str(granted).startswith("qcs::tcr:") else None
+    return tail in (f"repository/{instance_id}/{namespace}/{name}", f"repository/{instance_id}/{namespace}/{name}/*")
+
+
+def grants_pull(document: Any, repository: Any) -> bool:
+    """Whether ``document`` allows pulling from the planned TCR ``repository`` (by its instance id, namespace and
+    name; any pull grant while the instance id is not known yet, as in a preview)."""
+    instance_id, namespace, name = (repository.props.get(k) for k in ("instanceId", "namespaceName", "name"))
+    granted = list(_pull_grants(document))
+    if not isinstance(instance_id, str) or not instance_id:
+        return bool(granted)
+    return any(_in_repository(g, instance_id, namespace, name) for g in granted)
+
+
+def _pull_problems(document: Any, ctx: Any) -> Iterator[str]:
+    """A pull grant names only the stack's planned repositories (each by its instance id, namespace and name, or
+    what lies under it); one whose instance id is not known yet (a preview) is not judged."""
+    repos = [r for r in ctx.resources if r.type == TCR_REPOSITORY]
+    known = [(r.props.get("instanceId"), r.props.get("namespaceName"), r.props.get("name")) for r in repos]
+    if not known or not all(isinstance(part, str) and part for parts in known for part in parts):
+        return
+    for granted in _pull_grants(document):
+        if not any(_in_repository(granted, *parts) for parts in known):
+            yield f"{PULL_ACTION} on {granted!r}, beyond the stack's repository"
+
+
 def judge(resource: Any, ctx: Any) -> Iterator[str]:
     """grant-broader-than-needed on Tencent Cloud: the stack's CAM roles' trust documents and every policy
     attached to them; its alarm receivers (CAM users) hold nothing."""
@@ -207,7 +270,8 @@ def judge(resource: Any, ctx: Any) -> Iterator[str]:
         yield (f"{_label(resource)} grants to an identity with no row in the least-privilege table "
                "(goldenenv/clouds/tencent/privilege.py NEEDS): say what it needs there.")
         return
-    problems = first(statement_problems(as_iam(resource.props.get("document")), need))
+    problems = first(list(statement_problems(as_iam(resource.props.get("document")), need))
+                     + list(_pull_problems(resource.props.get("document"), ctx)))
     if problems:
         yield f"{_label(resource)} gives {need.identity} {'; '.join(problems)}: more than it needs, which is " \
               f"{need.describe()}."

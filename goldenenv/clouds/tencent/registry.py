@@ -40,6 +40,8 @@ class ImageRepositoryArgs:
 
 class ImageRepository(pulumi.ComponentResource):
     url: pulumi.Output[str]
+    registry_id: pulumi.Output[str]
+    """The TCR instance's id (tcr-...): the hosts' pull grant names the repository under it."""
 
     def __init__(self, name: str, args: ImageRepositoryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("goldenenv:tencent:ImageRepository", name, None, opts)
@@ -55,4 +57,5 @@ class ImageRepository(pulumi.ComponentResource):
         tencentcloud.tcr.VpcAttachment(f"{name}-vpc", instance_id=registry.id, vpc_id=args.vpc_id,
                                        subnet_id=args.subnet_id, enable_vpc_domain_dns=True, opts=child)
         self.url = pulumi.Output.from_input(repository_url(args.instance, args.namespace, args.repository))
-        self.register_outputs({"url": self.url})
+        self.registry_id = registry.id
+        self.register_outputs({"url": self.url, "registryId": self.registry_id})
