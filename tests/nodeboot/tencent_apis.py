@@ -257,6 +257,12 @@ def secret_versions(folder, region: str, name: str) -> dict[str, dict]:
     return _read(str(folder), STATE_FILE)["secrets"][f"{region}/{name}"]["versions"]
 
 
+def policies_of(folder, role: str) -> list[str]:
+    """The policy documents of every credential issued for ``role`` (what its instance's metadata server hands out)."""
+    return [d for entry in _read(str(folder), "credentials.json").values() if entry.get("role") == role
+            for d in entry.get("policies") or []]
+
+
 def tokens_of(folder) -> dict[str, dict]:
     """Token -> {registry, username, role, expires} of every temporary login issued."""
     return _read(str(folder), STATE_FILE).get("tokens", {})

@@ -65,14 +65,17 @@ MUNGE_KEY_BYTES = 1024
 class TcrRegistry:
     """TCR's registry, <name>.tencentcloudcr.com, as registry_stand_in's Identity: the login is the temporary token
     CreateInstanceToken issued for this instance (user: the token's Username) while it lasts (one hour), and a token
-    is good for its own instance only. TCR's CAM resource-level control (https://cloud.tencent.com/document/product/
-    1141/40720, https://www.tencentcloud.com/document/product/1051/37248) can also limit a sub-account's pulls to
-    repositories (qcs::tcr:$region:$account:repository/<instance>/<namespace>/<repo>): whether a role's temporary
-    token is held to that, and by which action, is unverified, so this stand-in checks the token only."""
+    is good for its own instance only. A pull is then held to the CAM policy of the identity that asked for the
+    token: a TCR user account's "permission ... is controlled by the CAM permission of the associated Tencent Cloud
+    account" (https://www.tencentcloud.com/document/product/1051/54627), and pulling is tcr:PullRepository on
+    qcs::tcr:$region:$account:repository/<instance id>/<namespace>/<repo>
+    (https://www.tencentcloud.com/document/product/1051/37248). Those pages speak of sub-accounts; that a CVM role's
+    token is held the same way is unverified (goldenenv/clouds/tencent/privilege.py PULL_ACTIONS)."""
 
     registry_id: str
     registry_name: str
     folder: Path
+    region: str
     token_flow: bool = True
 
     @property
@@ -86,7 +89,10 @@ class TcrRegistry:
         return token["role"] if token["registry"] == self.registry_id else None
 
     def authorize(self, caller: str, repository: str) -> None:
-        return None
+        resource = f"qcs::tcr:{self.region}:uin/{tencent_apis.UIN}:repository/{self.registry_id}/{repository}"
+        if not tencent_apis.cam_allows(tencent_apis.policies_of(self.folder, caller), "name/tcr:PullRepository",
+                                       resource):
+            raise registry_stand_in.Denied(403, "DENIED", f"CAM denied name/tcr:PullRepository on {resource}")
 
 
 @dataclass
@@ -174,7 +180,7 @@ def tencent(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_fact
         cloud_apis.attach(network.name, [f"{service}{tencent_apis.SUFFIX}" for service in tencent_apis.SERVICES])
         server = metadata_server(client, host_image, network, state)
         upstream, _, upstream_repo = unseen.split("@", 1)[0].partition("/")
-        identity = TcrRegistry(tcr.id, tcr.props["name"], cloud_apis.folder)
+        identity = TcrRegistry(tcr.id, tcr.props["name"], cloud_apis.folder, spec.region)
         with registry_stand_in.serve(identity, upstream, {ref.split("@")[0].split("/", 1)[1]: upstream_repo},
                                      cloud_apis.authority) as registry:
             it = catalog.instance_type(spec.cloud, spec.nodes[0].instance_type)
@@ -329,6 +335,20 @@ def test_each_host_logs_in_to_tcr_with_a_temporary_token_of_its_own_role_and_pul
         f"export DOCKER_CONFIG=$(mktemp -d) && printf %s not-a-token | docker login --username "
         f"{tencent_apis.UIN} --password-stdin {name} 2>&1; rc=$?; rm -rf \"$DOCKER_CONFIG\"; exit $rc")
     assert rc != 0 and "unauthorized" in out.lower(), "a token TCR never issued does not log in"
+
+
+def test_a_pull_is_held_to_the_cam_policy_of_the_role_that_asked_for_the_token(tencent):
+    """The stand-in refuses a pull the role's planned policy does not allow (tcr:PullRepository on the repository):
+    the stack's repository is allowed to each host's role; another repository, or a role with no policy, is not."""
+    registry = next(r for r in tencent.resources if r.type == REGISTRY)
+    identity = TcrRegistry(registry.id, registry.props["name"], tencent.apis, tencent.spec.region)
+    repository = tencent.ref.split("@", 1)[0].split("/", 1)[1]
+    for role in tencent.roles.values():
+        identity.authorize(role, repository)
+        with pytest.raises(registry_stand_in.Denied):
+            identity.authorize(role, "another-project/another-golden")
+    with pytest.raises(registry_stand_in.Denied):
+        identity.authorize("a-role-the-stack-never-made", repository)
 
 
 def test_the_metadata_server_and_the_apis_refuse_what_tencent_refuses(tencent):
