@@ -71,7 +71,7 @@ class TencentCloud(PulumiCloud):
     placeholder_account = storage.PLACEHOLDER_APPID
     node_updates = NODE_UPDATES
     ssh_user = "ubuntu"
-    """Tencent's public Ubuntu images log in as ubuntu (unverified)."""
+    """Tencent's public Ubuntu images log in as ubuntu, not root (https://www.tencentcloud.com/document/product/213/5436)."""
     head_instance_type = "S5.LARGE8"
     user_data_limit = limits.USER_DATA
     host_image_form = HOST_IMAGE_FORM
@@ -206,9 +206,12 @@ class TencentCloud(PulumiCloud):
         return None, {}
 
     def plan_notes(self, spec: ClusterSpec, costs: list) -> list[str]:
-        notes = ["Tencent Cloud: which zones sell an HCC type, its GPUs and its price are known only to an account "
-                 "(DescribeZoneInstanceConfigInfos, InquiryPriceRunInstances): the catalog's Tencent rows are "
-                 "unverified and carry no prices, so the cost lines say unpriced"]
+        types = sorted({pool.instance_type for pool in spec.nodes} | {self.head_instance_type})
+        placeholders = [t for t in types if (p := catalog.price(CLOUD, t, spec.region)) and "unverified" in p.source]
+        notes = [f"Tencent Cloud: the catalog's price for {', '.join(placeholders)} in {spec.region} is unverified "
+                 "(a placeholder or a currency conversion: the source column of clouds/tencent/catalog/prices.csv "
+                 "says which; InquiryPriceRunInstances with an account gives the real one), so the cost lines are "
+                 "estimates"] if placeholders else []
         if spec.budget:
             notes.append("budget alerts go to the account's own billing notification recipients (Tencent's budget "
                          "takes no address: goldenenv:budget.emails is not where they go)")

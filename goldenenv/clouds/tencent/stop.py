@@ -30,7 +30,8 @@ addresses at once rather than the next hourly run finding the node running. The 
 
 Standard library only, shipped beside stopcore.py: the calls are signed here (TC3-HMAC-SHA256) with the credentials
 SCF gives a function whose role it assumes (TENCENTCLOUD_SECRETID, TENCENTCLOUD_SECRETKEY,
-TENCENTCLOUD_SESSIONTOKEN in its environment: unverified, read on no Tencent page here).
+TENCENTCLOUD_SESSIONTOKEN in its environment, the TENCENTCLOUD_ prefix reserved:
+https://intl.cloud.tencent.com/document/product/583/32748).
 """
 
 import copy
