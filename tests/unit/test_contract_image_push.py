@@ -38,6 +38,9 @@ ACR_ANSWER = {"data": {"authorizationToken": "recorded-acr-temporary-password", 
 """GetAuthorizationToken's answer (ACR personal edition API 2016-06-07, GET /tokens), as Alibaba's acr-login
 action reads it: data.tempUserName and data.authorizationToken."""
 GCP_PROJECT = "team-project-123"
+TCR_TOKEN = {"Username": "tcr-temp-user", "Token": "recorded-tcr-temporary-token", "ExpTime": 1767225600000}
+"""CreateInstanceToken's answer (tcr 2019-09-24, TokenType temp: https://cloud.tencent.com/document/api/1141/41571):
+Username and Token."""
 
 
 def cloud_of(path: Path) -> str:
@@ -65,6 +68,8 @@ def expected(cloud: str, region: str) -> dict:
                   "password": AZURE_TOKEN},
         "alicloud": {"prefix": f"registry.{region}.aliyuncs.com/", "username": "cr_temp_user",
                      "password": "recorded-acr-temporary-password"},
+        "tencentcloud": {"prefix": ".tencentcloudcr.com/", "username": "tcr-temp-user",
+                         "password": "recorded-tcr-temporary-token"},
     }
     rows["azure-native"] = rows.pop("azure")
     if provider not in rows:
@@ -140,9 +145,21 @@ def cloud_answers(tmp_path, monkeypatch, aws_env):
         asked.append((url, headers))
         return ACR_ANSWER
 
-    for cloud in WITH_REGISTRY:  # ACR's token call, in every cloud folder built on Alibaba Cloud
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKID-recorded")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "recorded-secret")
+
+    def tcr(credentials, region, timeout=30):
+        def call(service, version, action, params):
+            asked.append((f"{service}:{action}", params))
+            return {"DescribeInstances": {"Registries": [{"RegistryId": "tcr-recorded"}]},
+                    "CreateInstanceToken": TCR_TOKEN}[action]
+        return call
+
+    for cloud in WITH_REGISTRY:  # the registry's token call, in every cloud folder built on Alibaba's or Tencent's
         if cloudfolder.provider(cloud) == "alicloud":
             monkeypatch.setattr(cloudfolder.module(cloud, "registry"), "_https_get", acr, raising=False)
+        if cloudfolder.provider(cloud) == "tencentcloud":
+            monkeypatch.setattr(cloudfolder.module(cloud, "api"), "client", tcr)
     return asked
 
 

@@ -510,8 +510,10 @@ def test_the_cloud_facts_keep_aws_alibaba_and_google_as_they_were_and_add_azure(
 
 
 METADATA_ADDRESSES = {"aws": "http://169.254.169.254", "alicloud": "http://100.100.100.200",
-                      "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254"}
-"""Each cloud's metadata address as its metadata docs give it (literal anchors: a new cloud adds its row)."""
+                      "gcp": "http://metadata.google.internal", "azure": "http://169.254.169.254",
+                      "tencent": "http://metadata.tencentyun.com"}
+"""Each cloud's metadata address as its metadata docs give it (literal anchors: a new cloud adds its row;
+Tencent's: https://www.tencentcloud.com/document/product/213/4934)."""
 
 
 def test_each_cloud_is_watched_at_its_own_metadata_address():
