@@ -25,13 +25,5 @@ LOOPBACK = None
 
 def judge(j, core):
     """Findings on the ACTIVE RDMA bond devices, added to the node's judgement `j`."""
-    text = j.text("hcc_links")
-    if text is None:
-        return
-    links, problems = core.parse_rdma_link(text)
-    j.unreadable("hcc_links", problems)
-    active = [link.device for link in links if link.device.startswith("mlx5_bond") and link.state.upper() == "ACTIVE"]
-    expected = j.expect["fabric_devices"]
-    if core.readable(links, problems) and j.exceeds("hcc_bonds_below_expected", expected - len(active)):
-        j.add("hcc_bonds_below_expected", "HCC RDMA", f"rdma link show lists {len(active)} ACTIVE RDMA bond devices "
-              f"({', '.join(active) or 'none'})", f"{expected} ACTIVE RDMA bond devices")
+    core.judge_active_rdma_links(j, "hcc_links", "mlx5_bond", "hcc_bonds_below_expected", "HCC RDMA",
+                                 "RDMA bond devices")
