@@ -1,7 +1,8 @@
-"""How the four stop functions fare under throttling: one run of each, on the fault table's fakes.
+"""How every cloud's stop function fares under throttling: one run of each, on the fault table's fakes.
 
-Each cloud's own stop function (AWS's reaper, Alibaba's guard, Google Cloud's and Azure's stop functions, all on
-goldenenv/clouds/stopcore.py) runs the budget's hard stop against tests/unit/stopfakes/<cloud>.py, a fake of that
+Each cloud's own stop function (AWS's reaper, Alibaba's guard, Google Cloud's, Azure's and Tencent's stop functions,
+all on goldenenv/clouds/stopcore.py; every cloud of the registry with the hard stop, found as the contract tests find
+it: stopfakes.found) runs the budget's hard stop against tests/unit/stopfakes/<cloud>.py, a fake of that
 cloud's API in its own shapes, with a fleet of the stack's nodes (some still starting) beside decoy stacks. Time
 is simulated (the functions' backoffs and waits move a clock, nothing sleeps), so the figures are the functions'
 own: how many invocations stop every node, how many API calls that takes, and what share of an invocation's time
@@ -28,11 +29,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 import stopfakes  # noqa: E402
-from stopfakes import alicloud, aws, azure, gcp, world  # noqa: E402
+from stopfakes import found, world  # noqa: E402
 from stopfakes.world import Faults, FleetNode  # noqa: E402
 
-ADAPTERS = {"aws": aws.AwsAdapter, "alicloud": alicloud.AlibabaAdapter, "gcp": gcp.GcpAdapter,
-            "azure": azure.AzureAdapter}
+from goldenenv import clouds  # noqa: E402
+from goldenenv.clouds.base import Capability  # noqa: E402
+
+ADAPTERS = {cloud: found.adapter(cloud) for cloud in clouds.names()
+            if Capability.HARD_STOP in clouds.get(cloud).capabilities}
 FAULTS = {"calm": Faults(), "every second call throttled": Faults(throttle="every-second"),
           "half throttled at random": Faults(throttle="random-half", seed=50)}
 DECOYS = [FleetNode("dev2-node-0", stack="dev2"), FleetNode("other-project-dev-0", project="other-team"),
@@ -108,8 +112,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # the functions' own log lines, one per node
     world.Throttle.now = counting_now(world.Throttle.now)
-    for module in (aws, alicloud, gcp, azure):
-        module.simulated_clock = recording_clock
+    for adapter in ADAPTERS.values():
+        sys.modules[adapter.__module__].simulated_clock = recording_clock
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; simulated time, fakes in each cloud's API shapes")
     print(f"fleet: {args.nodes} nodes of the stack ({args.starting} still starting), {len(DECOYS)} decoys, "

@@ -707,6 +707,21 @@ def readable(parsed: object, problems: List[str]) -> bool:
     return bool(parsed) or not problems
 
 
+def judge_active_rdma_links(j: _Judgement, key: str, prefix: str, rule: str, label: str, noun: str) -> None:
+    """A fabric whose devices `rdma link show` lists (eRDMA's erdma_*, HCC's mlx5_bond_*): a finding under `rule`
+    when fewer of those starting with `prefix` are ACTIVE than the node's expected fabric_devices."""
+    text = j.text(key)
+    if text is None:
+        return
+    links, problems = parse_rdma_link(text)
+    j.unreadable(key, problems)
+    active = [link.device for link in links if link.device.startswith(prefix) and link.state.upper() == "ACTIVE"]
+    expected = j.expect["fabric_devices"]
+    if readable(links, problems) and j.exceeds(rule, expected - len(active)):
+        j.add(rule, label, f"rdma link show lists {len(active)} ACTIVE {noun} ({', '.join(active) or 'none'})",
+              f"{expected} ACTIVE {noun}")
+
+
 def _gpu_label(bus: Optional[str], by_bus: Dict[str, int]) -> Tuple[str, str]:
     """Short device name and the long one for messages."""
     if bus in by_bus:

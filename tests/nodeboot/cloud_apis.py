@@ -16,6 +16,9 @@ tests/nodeboot/emulated_cloud.py with the venv's Python:
 - Google Cloud: Secret Manager's REST API (v1) at https://secretmanager.googleapis.com, bearer tokens the
   metadata server handed out and IAM on the secret (tests/nodeboot/gcp_apis.py; what the tests register:
   STATE_FOLDER/gcp.json).
+- Tencent Cloud, API 3.0: SSM's secrets and TCR's temporary login at <service>.tencentcloudapi.com, signed with
+  TC3-HMAC-SHA256 by the credentials the emulated STS issued and checked against the role's CAM policies
+  (tests/nodeboot/tencent_apis.py; STATE_FOLDER/tencent.json).
 
 TLS: a certificate for the name the client asks for (SNI), made at the handshake and signed by the run's CA
 (STATE_FOLDER/ca.pem, ca.key), which the hosts trust. What the tests register is read from STATE_FOLDER on each
@@ -44,6 +47,7 @@ from werkzeug.wrappers import Request, Response
 
 import certificates
 import gcp_apis
+import tencent_apis
 
 STATE = sys.argv[1] if len(sys.argv) > 1 else "/state"
 TLS_PORT = 443
@@ -285,7 +289,7 @@ def server_contexts(authority: certificates.Authority) -> ssl.SSLContext:
         return made[name]
 
     def by_name(connection, name, _context):
-        if name and name.endswith((".amazonaws.com", ".aliyuncs.com", ".googleapis.com")):
+        if name and name.endswith((".amazonaws.com", ".aliyuncs.com", ".googleapis.com", tencent_apis.SUFFIX)):
             connection.context = context_for(name)
 
     default = context_for("cloud-apis.emulated")
@@ -298,12 +302,15 @@ def main() -> None:
 
     aws = DomainDispatcherApplication(create_backend_app)
     google = gcp_apis.app(STATE)
+    tencent = tencent_apis.app(STATE)
 
     def cloud(environ, start_response):
         if environ.get("HTTP_HOST", "").split(":")[0].endswith(".aliyuncs.com"):
             return alibaba(environ, start_response)
         if environ.get("HTTP_HOST", "").split(":")[0] == gcp_apis.HOST:
             return google(environ, start_response)
+        if environ.get("HTTP_HOST", "").split(":")[0].endswith(tencent_apis.SUFFIX):
+            return tencent(environ, start_response)
         return aws(environ, start_response)
 
     with open(os.path.join(STATE, "ca.pem")) as cert, open(os.path.join(STATE, "ca.key")) as key:

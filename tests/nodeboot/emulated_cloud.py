@@ -6,7 +6,8 @@
   APIs check; a host's metadata server hands them to it.
 - CloudAnswers: the stack's cloud for the Pulumi program, as `pulumi up` meets it. The plan's mocks answer, except
   for what the cloud computes at creation and a boot reads: the head's private address, and the munge key's secret
-  (AWS: the KMS key and the secret, created in moto, their ARNs; Alibaba: the secret, created through KMS's API).
+  (AWS: the KMS key and the secret, created in moto, their ARNs; Alibaba: the secret, created through KMS's API;
+  Tencent: the SSM secret, with no version, in tests/nodeboot/tencent_apis.py's state).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import pulumi
 
 import certificates
 import emulated_host
+import tencent_apis
 from goldenenv import plan, program
 
 HERE = Path(__file__).resolve().parent
@@ -202,6 +204,9 @@ class CloudAnswers:
             if status != 200:
                 raise RuntimeError(f"CreateSecret: {made}")
             return inputs["secretName"], {"arn": made["Arn"]}
+        if args.typ == "tencentcloud:Ssm/secret:Secret":  # no version: the head's first boot writes it
+            tencent_apis.add_secret(self._apis.folder, self._region, inputs["secretName"])
+            return inputs["secretName"], {}
         return None
 
 

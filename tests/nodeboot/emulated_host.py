@@ -225,10 +225,12 @@ class Host:
         self.container.remove(force=True)
 
 
-HEAD_TYPES = {"aws": "aws:ec2/instance:Instance", "alicloud": "alicloud:ecs/instance:Instance"}
-NODE_TYPES = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance"}
+HEAD_TYPES = {"aws": "aws:ec2/instance:Instance", "alicloud": "alicloud:ecs/instance:Instance",
+              "tencent": "tencentcloud:Instance/instance:Instance"}
+NODE_TYPES = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance",
+              "tencent": "tencentcloud:Instance/instance:Instance"}
 USER_DATA = {"aws:ec2/instance:Instance": "userDataBase64", "aws:ec2/launchTemplate:LaunchTemplate": "userData",
-             "alicloud:ecs/instance:Instance": "userData"}
+             "alicloud:ecs/instance:Instance": "userData", "tencentcloud:Instance/instance:Instance": "userData"}
 
 
 def is_head(kind: str, name: str) -> bool:
@@ -248,8 +250,10 @@ def node_resource(resources, cloud: str):
 
 
 def user_data_of(resource) -> str:
-    """The user data as the plan renders it for that instance or launch template."""
-    return base64.b64decode(resource.props[USER_DATA[resource.type]]).decode()
+    """The user data as the plan renders it for that instance or launch template (gzip unpacked, as cloud-init
+    unpacks it: Tencent's is gzipped to fit its 16 KB)."""
+    data = base64.b64decode(resource.props[USER_DATA[resource.type]])
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
 
 
 HTTP_GET = ("import json, sys, urllib.request, urllib.error\n"

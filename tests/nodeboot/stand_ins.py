@@ -489,7 +489,8 @@ exec cat %(config)s/nvidia-smi.csv
 def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]:
     """The evidence a healthy node with these expectations (catalog.health.pool_expectations) gives its health
     check, file by file, in the formats the tools print: every GPU listed without ECC errors or remaps, no XID, every
-    NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device, eRDMA link and InfiniBand port there."""
+    NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device, eRDMA link, HCC RDMA
+    bond and InfiniBand port there."""
     buses = [f"00000000:{0x53 + 0x11 * i:02X}:00.0" for i in range(expect["gpus"])]
     files = {
         "nvidia_smi_gpus.csv": "".join(f"{i}, {bus}, {gpu_name}, {driver}, 0\n" for i, bus in enumerate(buses)),
@@ -517,6 +518,9 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
                                               f"    retrans_timeout_events 0 \n" for d in devices)
     if expect["fabric"] == "erdma":
         files["rdma_link.txt"] = "".join(f"link erdma_{d}/1 state ACTIVE physical_state LINK_UP netdev eth{d}\n"
+                                         for d in devices)
+    if expect["fabric"] == "hcc":  # Tencent's RDMA bonds as rdma-agent leaves them: mlx5 bonds over the RoCE ports
+        files["rdma_link.txt"] = "".join(f"link mlx5_bond_{d}/1 state ACTIVE physical_state LINK_UP netdev bond{d}\n"
                                          for d in devices)
     if expect["fabric"] == "ib":
         # `ibstat` on an ND VM: one CA per GPU (Azure's persistent names mlx5_ib0..), port 1 Active/LinkUp at the

@@ -125,6 +125,10 @@ def delete_everything(provider: str, days: float) -> Callable[[Plan], None]:
             bucket = plan.one("gcp:storage/bucket:Bucket", "-data-bucket")
             plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
                                              {"action": {"type": "Delete"}, "condition": {"age": days}}])
+        elif provider == "tencent":
+            bucket = plan.one("tencentcloud:Cos/bucket:Bucket", "-data-bucket")
+            plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
+                                             {"id": "purge", "filterPrefix": "", "expiration": {"days": days}}])
         elif provider == "alicloud":
             bucket = plan.one("alicloud:oss/bucket:Bucket", "-data-bucket")
             plan.set(bucket, lifecycleRules=[*(bucket.props.get("lifecycleRules") or ()),
@@ -164,8 +168,9 @@ def _plans_lustre(plan: Plan) -> bool:
     return any(r.type.startswith("azure-native:storagecache:AmlFilesystem") for r in plan.resources)
 
 
-ALL = ("aws", "alicloud", "gcp", "azure", "huawei")
-ROWS_OF = {"aws": "aws", "alicloud": "alicloud", "gcp": "gcp", "azure-native": "azure", "huaweicloud": "huawei"}
+ALL = ("aws", "alicloud", "gcp", "azure", "tencent", "huawei")
+ROWS_OF = {"aws": "aws", "alicloud": "alicloud", "gcp": "gcp", "azure-native": "azure", "tencentcloud": "tencent",
+           "huaweicloud": "huawei"}
 """Provider (cloudfolder.provider) -> the name TABLE's rows give it: a row weakens the provider's resources, so it
 runs on every cloud built on that provider (a cloud started from a copy of another's folder included)."""
 
@@ -195,6 +200,8 @@ TABLE: tuple[Row, ...] = (
         lambda plan: plan.set(plan.nodes("huaweicloud:Ecs/instance:Instance")[0], adminPass="Correct-Horse-1")),
     Row("alicloud-node-login-password", ("alicloud",), HOST,
         lambda plan: plan.set(plan.nodes("alicloud:ecs/instance:Instance")[0], password="Correct-Horse-1")),
+    Row("tencent-node-login-password", ("tencent",), HOST,
+        lambda plan: plan.set(plan.nodes("tencentcloud:Instance/instance:Instance")[0], password="Correct-Horse-1")),
     Row("alicloud-head-inherits-the-image-password", ("alicloud",), HOST,
         lambda plan: plan.set(next(r for r in plan.of("alicloud:ecs/instance:Instance") if _in_head(r)),
                               passwordInherit=True)),

@@ -60,10 +60,11 @@ BAD_HEADS = [
     ("gcp", "scheduling", {"automaticRestart": False, "onHostMaintenance": "MIGRATE", "provisioningModel": "STANDARD"}),
     ("gcp", "scheduling", {"automaticRestart": True, "onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT"}),
     ("azure", "priority", "Spot"),
+    ("tencent", "instanceChargeType", "SPOTPAID"),
 ]
 """Inputs that take a head out of its cloud's recovery, as each provider's SDK spells them (pulumi_aws
 maintenance_options.auto_recovery and instance_market_options; pulumi_alicloud maintenance_action and spot_strategy;
-pulumi_gcp scheduling; pulumi_azure_native priority)."""
+pulumi_gcp scheduling; pulumi_azure_native priority; tencentcloud-iac-pulumi instance_charge_type)."""
 
 
 @pytest.mark.parametrize(("cloud", "key", "value"), BAD_HEADS)

@@ -28,7 +28,9 @@ from goldenenv.spec import HostImageOverride
 
 STACKS = [pytest.param(cloud, stack, id=stack) for cloud, stack in shipped.pulumi_stacks()]
 NO_PINNABLE_SOURCE = {"module:erdma": "Alibaba's eRDMA driver comes as an installer script with no signed "
-                                      "repository or checksum to pin, and the stock images lack it"}
+                                      "repository or checksum to pin, and the stock images lack it",
+                      "fs:cfs-turbo": "Tencent's CFS Turbo client comes from Tencent's own download, with no signed "
+                                      "repository or checksum found to pin"}
 """Needs no host lock can pin yet, and why. A shipped stack whose pools have one is refused by `up` as shipped,
 naming it (test below), whichever cloud's folder it is planned by; a need leaves this list the day a component
 provides it."""

@@ -42,6 +42,9 @@ SWR_LOGIN = {"auths": {"swr.cn-north-4.myhuaweicloud.com": {
     "auth": "Y24tbm9ydGgtNEBBS1JFQ09SREVEOnJlY29yZGVkLXN3ci1sb2dpbi1rZXk="}}}
 """CreateSecret's answer (SWR POST /v2/manage/utils/secret: auths.<registry>.auth, base64 of user:password,
 https://support.huaweicloud.com/api-swr/swr_02_0052.html): cn-north-4@AKRECORDED : recorded-swr-login-key."""
+TCR_TOKEN = {"Username": "tcr-temp-user", "Token": "recorded-tcr-temporary-token", "ExpTime": 1767225600000}
+"""CreateInstanceToken's answer (tcr 2019-09-24, TokenType temp: https://cloud.tencent.com/document/api/1141/41571):
+Username and Token."""
 
 
 def cloud_of(path: Path) -> str:
@@ -71,6 +74,8 @@ def expected(cloud: str, region: str) -> dict:
                      "password": "recorded-acr-temporary-password"},
         "huaweicloud": {"prefix": f"swr.{region}.myhuaweicloud.com/", "username": "cn-north-4@AKRECORDED",
                         "password": "recorded-swr-login-key"},
+        "tencentcloud": {"prefix": ".tencentcloudcr.com/", "username": "tcr-temp-user",
+                         "password": "recorded-tcr-temporary-token"},
     }
     rows["azure-native"] = rows.pop("azure")
     if provider not in rows:
@@ -146,6 +151,16 @@ def cloud_answers(tmp_path, monkeypatch, aws_env):
         asked.append((url, headers))
         return ACR_ANSWER
 
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKID-recorded")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "recorded-secret")
+
+    def tcr(credentials, region, timeout=30):
+        def call(service, version, action, params):
+            asked.append((f"{service}:{action}", params))
+            return {"DescribeInstances": {"Registries": [{"RegistryId": "tcr-recorded"}]},
+                    "CreateInstanceToken": TCR_TOKEN}[action]
+        return call
+
     monkeypatch.setenv("HW_ACCESS_KEY", "AKRECORDED")
     monkeypatch.setenv("HW_SECRET_KEY", "recorded-secret")
 
@@ -155,9 +170,12 @@ def cloud_answers(tmp_path, monkeypatch, aws_env):
             return SWR_LOGIN
         return call
 
-    for cloud in WITH_REGISTRY:  # the registry's token call, in every cloud folder built on Alibaba's or Huawei's
+    # the registry's token call, in every cloud folder built on Alibaba's, Tencent's or Huawei's provider
+    for cloud in WITH_REGISTRY:
         if cloudfolder.provider(cloud) == "alicloud":
             monkeypatch.setattr(cloudfolder.module(cloud, "registry"), "_https_get", acr, raising=False)
+        if cloudfolder.provider(cloud) == "tencentcloud":
+            monkeypatch.setattr(cloudfolder.module(cloud, "api"), "client", tcr)
         if cloudfolder.provider(cloud) == "huaweicloud":
             monkeypatch.setattr(cloudfolder.module(cloud, "api"), "client", swr)
     return asked

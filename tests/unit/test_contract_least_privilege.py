@@ -152,6 +152,48 @@ class Alicloud(Cloud):
         self.wider_scope(plan)
 
 
+class Tencent(Cloud):
+    """CAM roles: a preset policy attached, or a statement added to the role's custom policy; everyone is a trust
+    document any principal may assume."""
+
+    name, provider = "tencent", "tencentcloud"
+    admin = {"owner": "AdministratorAccess", "editor": "QcloudCVMFullAccess", "access-admin": "QcloudCamFullAccess"}
+
+    def _privilege(self) -> Any:
+        return cloudfolder.module(self.cloud, "privilege")
+
+    def role(self, plan: Plan, who: str) -> PlannedResource:
+        component = {"node": f"goldenenv:{self.cloud}:GpuNodePool", "function": f"goldenenv:{self.cloud}:BudgetGuard"}[who]
+        return next(r for r in plan.of(self._privilege().ROLE) if _in(r, component))
+
+    def grant(self, plan, who, role):
+        plan.add(self._privilege().ATTACHMENT, "widened-attachment", {
+            "roleId": self.role(plan, who).id, "policyId": self.admin[role]})
+
+    def _node_policy(self, plan: Plan) -> PlannedResource:
+        return next(r for r in plan.of(self._privilege().POLICY) if _in(r, f"goldenenv:{self.cloud}:GpuNodePool"))
+
+    def custom_action(self, plan, action):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["document"])
+        document["statement"].append({"effect": "allow", "action": [action], "resource": ["*"]})
+        plan.set(policy, document=json.dumps(document))
+
+    def to_everyone(self, plan):
+        plan.set(self.role(plan, "node"), document=json.dumps({"version": "2.0", "statement": [
+            {"effect": "allow", "action": "name/sts:AssumeRole", "principal": {"qcs": ["*"]}}]}))
+
+    def wider_scope(self, plan):
+        policy = self._node_policy(plan)
+        document = json.loads(policy.props["document"])
+        for statement in document["statement"]:
+            statement["resource"] = ["*"]
+        plan.set(policy, document=json.dumps(document))
+
+    def unscoped_resource(self, plan):
+        self.wider_scope(plan)
+
+
 class Huawei(Cloud):
     """IAM agencies: a system role added to the agency's project roles, or a statement added to the agency's custom
     policy (iam.Role); everyone is the agency delegated to another account (delegated_domain_name)."""
@@ -275,7 +317,7 @@ class Azure(Cloud):
         plan.set(grant, scope="/subscriptions/00000000-0000-0000-0000-000000000000")
 
 
-ADAPTERS: dict[str, type[Cloud]] = {a.provider: a for a in (Aws, Alicloud, Gcp, Azure, Huawei)}
+ADAPTERS: dict[str, type[Cloud]] = {a.provider: a for a in (Aws, Alicloud, Gcp, Azure, Tencent, Huawei)}
 """Provider -> how its grants look (its adapter), for every cloud that builds on it."""
 CLOUDS = sorted({c for c, _ in CASES})
 """The clouds with shipped Pulumi stacks: each is held to its own least-privilege table (clouds/<cloud>/privilege.py)."""
@@ -304,7 +346,7 @@ class Row:
     mutate: Callable[[Plan, Cloud], None]
     names: str
     """Words the message must carry (the grant, as the user would recognise it); "" for none."""
-    clouds: tuple[str, ...] = ("aws", "alicloud", "gcp", "azure", "huawei")
+    clouds: tuple[str, ...] = ("aws", "alicloud", "gcp", "azure", "tencent", "huawei")
     """The adapters (Cloud.name) the row runs on: every cloud that builds on their providers."""
     identity: str | None = None
     """The table's row the mutation widens ("node", "stop"): the message names it as the table does. The stop's
@@ -381,9 +423,9 @@ TABLE: tuple[Row, ...] = (
 
 
 def _has_function(cloud: str, stack: str) -> bool:
-    """Stacks that plan a stop function: AWS plans one with budget.hardStop; the other clouds' budget always runs
-    one (Alibaba's guard, Google Cloud's and Azure's stop)."""
-    if cloud != "aws":
+    """Stacks that plan a stop function: AWS and Tencent plan one with budget.hardStop; the other clouds' budget
+    always runs one (Alibaba's guard, Google Cloud's and Azure's stop)."""
+    if cloudfolder.provider(cloud) not in ("aws", "tencentcloud"):
         return True
     budget = (yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config", {}).get(
         "goldenenv:budget")

@@ -40,7 +40,7 @@ CALLERS = {"gcp": "alice_example_com", "azure": "alice@example.com"}
 `@` and `.` made `_`: Google's OS Login docs, `gcloud compute os-login describe-profile`), Entra ID's UPN."""
 CALLER_COMMANDS = {"gcp": ("gcloud", "compute", "os-login", "describe-profile"), "azure": ("az", "account", "show")}
 """How the CLIs name the signed-in caller (anchors: gcloud's OS Login profile; `az account show`'s user.name)."""
-KEY_USERS = {"aws": "ubuntu", "alicloud": "root", "gcp": "ubuntu", "azure": "azureuser", "huawei": "root"}
+KEY_USERS = {"aws": "ubuntu", "alicloud": "root", "gcp": "ubuntu", "azure": "azureuser", "tencent": "ubuntu", "huawei": "root"}
 """Literal anchors: the user that takes nodes.sshPublicKey: the Ubuntu AMI's default user, Alibaba's root, the
 ssh-keys metadata's user goldenenv writes, Azure's administrator user."""
 DOCKER_WITHOUT_SUDO = {"root"}

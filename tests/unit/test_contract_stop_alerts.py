@@ -160,11 +160,37 @@ def huawei(resources: list[PlannedResource]) -> dict[str, set[str]]:
                                                                            "huaweicloud:Smn/subscription:Subscription")
                                           if s.props.get("protocol") == "email" and topic
                                           and s.props.get("topicUrn") == topic}
+# ---------------------------------------------------------------- Tencent Cloud: an alarm policy on SCF's Error metric
+#                                                                   -> an alarm notice -> CAM users' email addresses
+
+def tencent(resources: list[PlannedResource]) -> dict[str, set[str]]:
+    """The function's Error metric (QCE/SCF_V2) alarmed by a policy bound to it by its functionName dimension; the
+    policy's notices e-mail CAM users (receiver type USER, channel EMAIL), each user's address its email."""
+    users = {u.outputs.get("uid"): u.props.get("email") for u in of(resources, "tencentcloud:Cam/user:User")}
+    notices = {ident(n): n for n in of(resources, "tencentcloud:Monitor/alarmNotice:AlarmNotice")}
+    bindings = of(resources, "tencentcloud:Monitor/policyBindingObject:PolicyBindingObject")
+    emails: dict[str, set[str]] = {}
+    for function in of(resources, "tencentcloud:Scf/function:Function"):
+        if function.props.get("handler") != "stop.handler":
+            continue
+        name = function.props["name"]
+        bound = {b.props.get("policyId") for b in bindings
+                 if any(json.loads(d.get("dimensionsJson") or "{}").get("functionName") == name
+                        for d in b.props.get("dimensions") or [])}
+        watching = [p for p in of(resources, "tencentcloud:Monitor/alarmPolicy:AlarmPolicy")
+                    if ident(p) in bound and p.props.get("monitorType") == "MT_QCE" and p.props.get("enable") != 0
+                    and any(r.get("metricName") == "Error" and r.get("operator") == "gt" and float(r.get("value")) == 0
+                            for r in (p.props.get("conditions") or {}).get("rules") or [])]
+        emails[name] = {users.get(uid) for p in watching for n in p.props.get("noticeIds") or []
+                        for notice in [notices.get(n)] if notice is not None
+                        for u in notice.props.get("userNotices") or []
+                        if u.get("receiverType") == "USER" and "EMAIL" in (u.get("noticeWays") or [])
+                        for uid in u.get("userIds") or []} - {None}
     return emails
 
 
 READERS: dict[str, Callable[[list[PlannedResource]], dict[str, set[str]]]] = {
-    "aws": aws, "gcp": gcp, "azure-native": azure, "alicloud": alicloud, "huaweicloud": huawei}
+    "aws": aws, "gcp": gcp, "azure-native": azure, "alicloud": alicloud, "tencentcloud": tencent, "huaweicloud": huawei}
 """Provider -> the stop functions in a plan of its resources, and the addresses an alert on each one's failures
 reaches."""
 

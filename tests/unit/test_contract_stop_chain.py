@@ -346,6 +346,59 @@ class Alicloud(Chain):
 
 
 
+class Tencent(Chain):
+    name = "tencent"
+    BUDGET = "tencentcloud:Billing/budget:Budget"
+    FUNCTION = "tencentcloud:Scf/function:Function"
+
+    def budget(self, plan):
+        return plan.one(self.BUDGET)
+
+    def _function(self, plan):
+        return plan.one(self.FUNCTION)
+
+    def _env(self, plan, **change):
+        function = self._function(plan)
+        return plan.set(function, environment={**function.props["environment"], **change})
+
+    def other_stack_filter(self, plan):
+        budget = self.budget(plan)
+        dimensions = json.loads(json.dumps(budget.props["dimensionsRange"]))
+        dimensions["tags"][0]["tagValues"] = ["another-stack"]
+        return plan.set(budget, dimensionsRange=dimensions)
+
+    def amount_times_100(self, plan):
+        budget = self.budget(plan)
+        return plan.set(budget, budgetQuota=f"{float(budget.props['budgetQuota']) * 100:.2f}")
+
+    def other_currency(self, plan):
+        return self._env(plan, GOLDENENV_CURRENCY="USD" if "CNY" in str(self._function(plan).props) else "CNY")
+
+    def no_100_percent_alert(self, plan):
+        budget = self.budget(plan)
+        return plan.set(budget, warnJsons=[w for w in budget.props["warnJsons"]
+                                           if str(w["thresholdValue"]) not in ("100", "100.0")])
+
+    def hard_stop_off(self, plan):
+        return self._env(plan, GOLDENENV_HARD_STOP="false")
+
+    def stop_permission_removed(self, plan):
+        policy = next(p for p in plan.resources if p.type == "tencentcloud:Cam/policy:Policy"
+                      and "goldenenv:tencent:BudgetGuard" in p.urn)
+        document = json.loads(policy.props["document"])
+        document["statement"] = [s for s in document["statement"] if "name/cvm:StopInstances" not in s["action"]]
+        plan.set(policy, document=json.dumps(document))
+        return self._function(plan)
+
+    def identity_grant_removed(self, plan):
+        plan.drop(next(a for a in plan.resources if a.type == "tencentcloud:Cam/rolePolicyAttachment:RolePolicyAttachment"
+                       and "goldenenv:tencent:BudgetGuard" in a.urn))
+        return self._function(plan)
+
+    def route_disabled(self, plan):
+        return plan.set(self._function(plan), triggers=[])
+
+
 class Huawei(Chain):
     """Huawei's budget is its stop function: the settings are its user_data (JSON), its agency holds the stop."""
 
@@ -393,7 +446,7 @@ class Huawei(Chain):
         return self.budget(plan)
 
 
-CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud(), Huawei())}
+CHAINS: dict[str, Chain] = {c.name: c for c in (Aws(), Gcp(), Azure(), Alicloud(), Tencent(), Huawei())}
 
 
 # ---------------------------------------------------------------- the table

@@ -108,6 +108,26 @@ def azure(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[s
             if fake.scale_sets[n]["instances"]["0"]["power"] != "deallocating"}
 
 
+# ---------------------------------------------------------------- Tencent: stop.py on a fake billing and CVM
+
+def tencent(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
+    from stopfakes.tencent import TencentAdapter
+    from stopfakes.world import Faults, FleetNode
+
+    fleet = [FleetNode(f"node-{k}") for k in range(len(types))]
+    world = TencentAdapter(fleet, Faults())
+    for k, t in enumerate(types):
+        instance = world.api.instances[world.api.names[f"node-{k}"]]
+        instance["InstanceType"] = t
+        if path == "idle":
+            world.api.cpu[instance["InstanceId"]] = [0.0] * 6
+    outcome = world.invoke({"budget": "hard-stop"}.get(path, path),
+                           **({"GOLDENENV_TTL_HOURS": str(TTL_HOURS)} if path == "ttl" else
+                              {"GOLDENENV_IDLE_MINUTES": str(IDLE_MINUTES)} if path == "idle" else {}))
+    return {world.api.instances[world.api.names[n]]["InstanceType"]: f"still running ({outcome.message})"
+            for n in world.running()}
+
+
 # ---------------------------------------------------------------- Alibaba Cloud: guard.py on fake BSS and ECS
 
 def alicloud(cloud: str) -> Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]:
@@ -207,7 +227,7 @@ def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:
 
 Driver = Callable[[str, list[str], pytest.FixtureRequest], dict[str, str]]
 """A cloud's stop paths driven through its own code: (path, catalog types, request) -> {type: why it runs}."""
-DRIVERS: dict[str, Driver] = {"aws": aws, "gcp": gcp, "azure": azure, "huawei": huawei}
+DRIVERS: dict[str, Driver] = {"aws": aws, "gcp": gcp, "azure": azure, "tencent": tencent, "huawei": huawei}
 """Cloud -> the driver of its own stop code."""
 BY_PROVIDER: dict[str, Callable[[str], Driver]] = {"alicloud": alicloud}
 """Provider -> the driver of the stop code of a cloud's folder built on it (cloudfolder.provider)."""

@@ -34,6 +34,8 @@ ANCHORS: dict[str, dict[str, Any]] = {
     "alicloud": dict(key_max=128, value_max=128, key_prefixes=("aliyun", "acs:"), value_prefixes=("acs:",),
                      refused="", taken="Team Ü%&-_.:/=+@1", key_bytes=64, value_bytes=128),
     "gcp": dict(key_max=63, value_max=63, key_prefixes=(), value_prefixes=(), refused="", taken="équipe_チ-1"),
+    "tencent": dict(key_max=127, value_max=255, key_prefixes=("qcs:", "project", "项目"), value_prefixes=(), refused="%&#",
+                    taken="Team Ü+-=._:/@1"),
     "huawei": dict(key_max=36, value_max=43, key_prefixes=(), value_prefixes=(), refused=":/=+@ .", taken="Team_团队-1"),
 }
 """Literal anchors from each cloud's page: AWS https://docs.aws.amazon.com/batch/latest/userguide/tag-restrictions.html
@@ -43,7 +45,10 @@ no < > % & \\ ? / in a name; microsoft, azure, windows reserved); Alibaba Cloud'
 no aliyun or acs: key, no acs: value, no http:// or https://; on its OSS bucket keys of 64 bytes and values of 128,
 https://www.alibabacloud.com/help/en/oss/support/0010-00000219); Google Cloud labels
 https://cloud.google.com/resource-manager/docs/labels-overview#requirements (63 characters, lower-case letters of any
-alphabet, digits, _ and -; a key starts with a letter); Huawei Cloud's TMS
+alphabet, digits, _ and -; a key starts with a letter); Tencent Cloud
+https://www.tencentcloud.com/document/product/651/13354 (keys 127, values 255, letters, digits, spaces and
++ - = . _ : / @ ( ) [ ] , ; > <; keys starting with qcs:, project or 项目 reserved, so the stack's own `project`
+tag is written as goldenenv-project on Tencent); Huawei Cloud's TMS
 https://support.huaweicloud.com/intl/en-us/usermanual-tms/en-us_topic_0056266269.html (keys of 36 characters: letters,
 digits, _ and -, Chinese included; values of 43: the same and .; so goldenenv:stack is written goldenenv-stack)."""
 

@@ -27,12 +27,13 @@ REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
 GOLDEN_REF = "registry.example.com/team/golden@sha256:" + "ab" * 32
 """A pushed golden image, as `up` gives the program (`up` refuses a stack without one)."""
-PUBLISHED_LIMITS = {"aws": 16 * 1024, "alicloud": 32 * 1024, "gcp": 256 * 1024, "azure": 65535, "huawei": 32 * 1024}
+PUBLISHED_LIMITS = {"aws": 16 * 1024, "alicloud": 32 * 1024, "gcp": 256 * 1024, "azure": 65535, "tencent": 12 * 1024, "huawei": 32 * 1024}
 """Anchors from each cloud's documentation: AWS "User data is limited to 16 KB, in raw form, before it is
 base64-encoded"; Alibaba "Before user data is encoded in Base64, the user data can only be up to 32 KB"; Compute
 Engine: a metadata value is limited to 256 KB; Azure OSProfile.customData: "The maximum length of the binary array
-is 65535 bytes"; Huawei ECS user_data: "the user data is at most 32 KB before base64 encoding" (huaweicloudsdkecs
-3.1.219 PrePaidServer.user_data, the CreateServers body)."""
+is 65535 bytes"; Tencent CVM RunInstances UserData: 16 KB after base64 (tencentcloud-iac-pulumi's user_data_raw: "Up to
+16 KB after base64 encoded"), 12 KB before it; Huawei ECS user_data: "the user data is at most 32 KB before
+base64 encoding" (huaweicloudsdkecs 3.1.219 PrePaidServer.user_data, the CreateServers body)."""
 
 
 def cloud_of(path: Path) -> str:

@@ -408,6 +408,67 @@ class Azure(Cloud):
         plan.drop(lambda r: r.type == "azure-native:web:WebApp")
 
 
+class Tencent(Cloud):
+    """Tencent Cloud: a security group's rules are a rule set; a public address is an EIP association; the bucket's
+    own ACL is its public access block (COS has no block resource); a root disk is judged through a data disk
+    (the provider takes `encrypt` on data disks only). CVM's metadata service has no token mode: nothing to catch."""
+
+    name = "tencent"
+    instance = "tencentcloud:Instance/instance:Instance"
+    group = "tencentcloud:Security/group:Group"
+    bucket_type = "tencentcloud:Cos/bucket:Bucket"
+    budget_component = "goldenenv:tencent:BudgetGuard"
+    action = "name/cos:GetObject"
+    not_applicable = frozenset({"imdsv1-allowed"})
+
+    def node_group(self, plan):
+        return plan.one(self.group, "-nodes-sg")
+
+    def head_group(self, plan):
+        return plan.one(self.group, "-head-sg")
+
+    def ssh_rule(self, plan, group, cidr, name, *, all_ports=False):
+        family = "ipv6CidrBlock" if ":" in cidr else "cidrBlock"
+        ports = {"protocol": "ALL", "port": "ALL"} if all_ports else {"protocol": "TCP", "port": "22"}
+        plan.add("tencentcloud:Security/groupRuleSet:GroupRuleSet", name, {
+            "securityGroupId": group.id, "ingresses": [{"action": "ACCEPT", **ports, family: cidr}]})
+
+    def eip_on(self, plan, node):
+        self.eip_association_on(plan, node)
+
+    def eip_association_on(self, plan, node):
+        eip = plan.add("tencentcloud:Eip/instance:Instance", "gpu-eip", {})
+        plan.add("tencentcloud:Eip/association:Association", "gpu-eip-assoc", {"eipId": eip.id,
+                                                                                "instanceId": node.id})
+
+    def ipv6_on_node(self, plan):
+        plan.set(plan.nodes(self.instance)[0], ipv6AddressCount=1.0)
+
+    def root_disk_plain(self, plan):
+        plan.set(plan.nodes(self.instance)[0], dataDisks=[{"dataDiskType": "CLOUD_BSSD", "dataDiskSize": 100.0,
+                                                           "encrypt": False}])
+
+    def bucket_encryption_dropped(self, plan):
+        plan.set(self.bucket(plan), encryptionAlgorithm=None)
+
+    def bucket_policy(self, plan, statement):
+        plan.add("tencentcloud:Cos/bucketPolicy:BucketPolicy", "data-policy", {
+            "bucket": self.bucket(plan).props["bucket"],
+            "policy": json.dumps({"version": "2.0", "Statement": [statement]})})
+
+    def acl_resource(self, plan, acl):
+        plan.set(self.bucket(plan), acl=acl)
+
+    def block_off(self, plan):
+        plan.set(self.bucket(plan), acl="public-read")
+
+    def block_dropped(self, plan):
+        plan.set(self.bucket(plan), acl=None)
+
+    def stop_dropped(self, plan):
+        plan.drop(lambda r: r.type == "tencentcloud:Scf/function:Function" and self.budget_component in r.urn)
+
+
 class Huawei(Cloud):
     """Huawei Cloud: a security group's rules are SecgroupRule resources; a public address is an ECS instance's own
     EIP (eip_type + bandwidth) or an EIP associated with its port; OBS has no public access block resource, so the
@@ -476,7 +537,8 @@ class Huawei(Cloud):
                                                 "GOLDENENV_HARD_STOP": "false"}))
 
 
-CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure(), "huawei": Huawei()}
+CLOUDS: dict[str, Cloud] = {"aws": Aws(), "alicloud": Alicloud(), "gcp": Gcp(), "azure": Azure(),
+                           "tencent": Tencent(), "huawei": Huawei()}
 ALL = tuple(CLOUDS)
 
 
@@ -587,6 +649,7 @@ TABLE: tuple[Row, ...] = (
         BUCKET),
     Row("x-policy-canonicaluser-star", ALL, policy({"Principal": {"CanonicalUser": "*"}}), BUCKET),
     Row("x-policy-principal-star", ALL, policy({"Principal": "*"}), BUCKET),
+    Row("tencent-policy-anyone", ("tencent",), policy({"Principal": {"qcs": ["qcs::cam::anyone:anyone"]}}), BUCKET),
     Row("x-acl-public-read", ALL, call("acl_resource", "public-read"), BUCKET),
     Row("x-inline-public-read-write-acl", ALL, call("inline_acl", "public-read-write"), BUCKET),
     Row("x-public-access-block-off", ALL, call("block_off"), BUCKET),

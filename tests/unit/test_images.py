@@ -24,7 +24,7 @@ FABRIC_LAYER_MARKS = {"efa": "efa_installer.sh", "erdma": "ibverbs-providers",
                       "tcpx": "gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v",
                       "tcpxo": "gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v",
                       "gib": "--no-install-recommends nccl-gib=",
-                      "ib": "ibverbs-providers infiniband-diags"}
+                      "ib": "ibverbs-providers infiniband-diags", "hcc": "ibverbs-providers libibverbs1 librdmacm1"}
 """A line of each fabric's image layer: what shows the layer is in a rendered Dockerfile."""
 
 

@@ -21,7 +21,7 @@ from goldenenv.clouds import base
 from goldenenv.clouds.base import Capability
 
 REPO = Path(__file__).resolve().parents[2]
-README_NAMES = {"aws": "AWS", "alicloud": "Alibaba", "gcp": "Google Cloud", "azure": "Azure", "huawei": "Huawei"}
+README_NAMES = {"aws": "AWS", "alicloud": "Alibaba", "gcp": "Google Cloud", "azure": "Azure", "tencent": "Tencent", "huawei": "Huawei"}
 """How the README names each cloud (a new cloud adds its name here)."""
 runner = CliRunner()
 

@@ -49,6 +49,13 @@ def aws() -> dict[str, bytes]:
     return _archive_files(teardown.reaper_archive())
 
 
+def tencent() -> dict[str, bytes]:
+    from goldenenv.clouds.tencent import budget
+
+    with zipfile.ZipFile(budget.package()) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
 def alicloud() -> dict[str, bytes]:
     from goldenenv.clouds.alicloud import budget
 
@@ -68,6 +75,7 @@ PACKAGES: dict[str, tuple[Callable[[], dict[str, bytes]], str]] = {
     "azure": (azure, "function_app"),
     "aws": (aws, "reaper"),
     "alicloud": (alicloud, "guard"),
+    "tencent": (tencent, "stop"),
     "huawei": (huawei, "stop"),
 }
 """cloud -> (its stop function's package as shipped: file name -> bytes, the entry module)."""

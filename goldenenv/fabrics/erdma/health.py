@@ -23,13 +23,4 @@ LOOPBACK = None
 
 def judge(j, core):
     """Findings on the ACTIVE eRDMA devices, added to the node's judgement `j`."""
-    text = j.text("erdma_links")
-    if text is None:
-        return
-    links, problems = core.parse_rdma_link(text)
-    j.unreadable("erdma_links", problems)
-    active = [link.device for link in links if link.device.startswith("erdma") and link.state.upper() == "ACTIVE"]
-    expected = j.expect["fabric_devices"]
-    if core.readable(links, problems) and j.exceeds("erdma_devices_below_expected", expected - len(active)):
-        j.add("erdma_devices_below_expected", "eRDMA", f"rdma link show lists {len(active)} ACTIVE eRDMA devices "
-              f"({', '.join(active) or 'none'})", f"{expected} ACTIVE eRDMA devices")
+    core.judge_active_rdma_links(j, "erdma_links", "erdma", "erdma_devices_below_expected", "eRDMA", "eRDMA devices")
