@@ -27,12 +27,17 @@ NOT_CLOUDS = ("test", "all")
 """Extras that are not one cloud's provider: the test suite's dependencies (with every cloud), and every cloud."""
 DISK_MB = {"": 250, "test": 40, "pulumi-aws": 120, "boto3": 30, "pulumi-alicloud": 70, "pulumi-gcp": 135,
            "pulumi-azure-native": 155, "tencentcloud-iac-pulumi": 66, "tencentcloud-sdk-python-common": 1,
-           "tencentcloud-sdk-python-cfs": 1, "cos-python-sdk-v5": 13}
+           "tencentcloud-sdk-python-cfs": 1, "cos-python-sdk-v5": 13, "pulumi-huaweicloud": 22,
+           "huaweicloudsdkcore": 7, "huaweicloudsdksfsturbo": 2, "huaweicloudsdkbss": 4, "huaweicloudsdkecs": 4,
+           "huaweicloudsdkmodelarts": 14, "setuptools": 5}
 """Megabytes on disk as uv installs them (not byte-compiled), measured with du in a fresh .venv (scripts/bench_setup.py,
 December 2026): goldenenv's own dependencies (""), the test extra's, and each cloud's provider; boto3 (with botocore,
 s3transfer and jmespath: 32 MB by du) left the main install for the aws extra, so it moved from "" to its own entry;
 Tencent's provider by du without __pycache__ in a pip-installed .venv (66 MB; 146 MB byte-compiled); Tencent's COS SDK
-the same way with what it adds to the tencent extra (qcloud_cos 0.7 MB, pycryptodome 12 MB, crcmod 0.1 MB)."""
+the same way with what it adds to the tencent extra (qcloud_cos 0.7 MB, pycryptodome 12 MB, crcmod 0.1 MB); Huawei's the same way (du -k without __pycache__ in this branch's .venv, 2026-12-07):
+pulumi_huaweicloud 21.6 MB, huaweicloudsdkcore 7.4 MB with what it adds (pymongo + bson + gridfs 4.1, dnspython 1.5,
+simplejson 0.8, pyasn1 0.5, requests-toolbelt 0.2, defusedxml 0.1), the ModelArts SDK 13.6 MB, BSS 4.2, ECS 4.0,
+SFS Turbo 1.5, and setuptools (the huawei extra caps it below 81) 5.2."""
 SELF = re.compile(r"^goldenenv\[(?P<extras>[^\]]+)\]$")
 """An extra that names others of goldenenv's own (all = goldenenv[aws,gcp,...])."""
 
