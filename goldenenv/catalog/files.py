@@ -98,19 +98,18 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
             if owner is not None and owner[0] in header:
                 raise ValueError(f"{_where(owner, table)} has a {owner[0]} column: its folder names the "
                                  f"{owner[0]}, so drop the column")
-            blank: dict[str, str] = {}
-            if owner is None:
-                blank = {column: "" for column in filled if column not in header}
-                header = [*blank, *header]
-            else:
-                header = [owner[0], *header]
+            # Every owner column the table has (a fabric's and an accelerator family's rules share health_thresholds),
+            # blank in the shared file and in another kind of owner's file, the owner's name in its own.
+            blank = {column: "" for column in filled if column not in header}
+            if owner is not None:
+                blank[owner[0]] = owner[1]
+            header = [*blank, *header]
             if columns is None:
                 columns = (_where(owner, table), header)
             elif header != columns[1]:
                 raise ValueError(f"{_where(owner, table)} has the columns {', '.join(header)}; {columns[0]} has "
                                  f"{', '.join(columns[1])}: every file of a table has the same columns")
-            found.extend({owner[0]: owner[1], **row} if owner is not None else {**blank, **row}
-                         for row in reader)
+            found.extend({**blank, **row} for row in reader)
     return tuple(found)
 
 

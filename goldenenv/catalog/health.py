@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from goldenenv import catalog
 from goldenenv.catalog import rows
+from goldenenv.health import judge
 from goldenenv.health.judge import ACTIONS
 
 
@@ -118,9 +119,10 @@ NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0
 
 
 JUDGED_DEVICES = "nvidia-smi"
-"""The device family the node judge (goldenenv.health.judge) reads: nvidia-smi and the kernel's XIDs. A node whose
-accelerator family's health is another (Ascend's npu-smi) expects no GPUs, so the judge does not drain it for a
-missing nvidia-smi; its devices are not judged until the judge reads its family (docs/research/accelerators-status.md)."""
+"""The device family the node judge (goldenenv.health.judge) reads itself: nvidia-smi and the kernel's XIDs. A node
+whose accelerator family's health is another (Ascend's npu-smi) expects no GPUs, so the judge does not drain it for
+a missing nvidia-smi; it expects its devices under the count its family's judge names (judge.ACCELERATOR_JUDGES:
+Ascend's `npus`), which only such a node carries."""
 
 
 def pool_expectations(cloud: str, instance_type: str, rdma: bool | None) -> dict:
@@ -154,6 +156,9 @@ def expectations(cloud: str, instance_type: str) -> dict:
               "nvlinks_per_gpu": links.nvlinks_per_gpu, "nvswitch": links.nvswitch}
     if links.fabric_rate_gbps and judged != "none":
         expect["fabric_rate_gbps"] = links.fabric_rate_gbps
+    own = judge.ACCELERATOR_JUDGES.get(family.name) if family and family.health != JUDGED_DEVICES else None
+    if own is not None:
+        expect[own.COUNT] = it.gpu_count
     return expect
 
 

@@ -9,7 +9,10 @@ row sourced in the catalog). Nothing here knows a GPU count, an XID's action or 
 
 Each fabric's checks are its own: goldenenv/fabrics/<name>/health.py (its evidence commands and its judge, standard
 library only too), found by discovery beside this file in the package, or bundled into this file when the image's
-build copies it (goldenenv.images.bundle). A fabric without one (Google's GPU NICs) is judged as `none`.
+build copies it (goldenenv.images.bundle). A fabric without one (Google's GPU NICs) is judged as `none`. An
+accelerator family whose devices nvidia-smi does not list brings its judge the same way:
+goldenenv/accelerators/<family>/health.py (Ascend's reads npu-smi), run on a node that expects its devices (the
+expectation its COUNT names, `npus`). NVIDIA's GPUs (nvidia-smi, XIDs, NVLinks, DCGM) are judged here.
 
 Evidence is the stdout of fixed commands (EVIDENCE), one file each; `<file>.error` says why a command did not
 produce it. Parsers never raise on odd output: what they cannot read becomes a finding.
@@ -59,7 +62,8 @@ class Evidence:
     timeout_s: int
     level: str
     applies: str
-    """gpus (GPUs expected) | fabric=<a fabric of FABRIC_JUDGES> | nvlinks (NVLinks expected) | nvswitch (NVSwitch
+    """gpus (GPUs expected) | accelerator=<a family of ACCELERATOR_JUDGES> (its COUNT expected) | fabric=<a fabric
+    of FABRIC_JUDGES> | nvlinks (NVLinks expected) | nvswitch (NVSwitch
     board)"""
     required: bool
     """The node must show it: missing is a finding. Optional evidence (DCGM, loopback) counts when present."""
@@ -70,7 +74,10 @@ class Evidence:
 BUNDLED_FABRICS: Dict[str, str] = {}
 """The fabric judges' sources by fabric name where the image's build bundled them into this file; empty in the
 package, where each is read from goldenenv/fabrics/<name>/health.py."""
+BUNDLED_ACCELERATORS: Dict[str, str] = {}
+"""The accelerator families' judges, bundled the same way (goldenenv/accelerators/<family>/health.py)."""
 FABRICS_FOLDER = Path(__file__).resolve().parents[1] / "fabrics"
+ACCELERATORS_FOLDER = Path(__file__).resolve().parents[1] / "accelerators"
 
 
 def fabric_judge_files(folder: Path = FABRICS_FOLDER) -> Dict[str, Path]:
@@ -78,20 +85,24 @@ def fabric_judge_files(folder: Path = FABRICS_FOLDER) -> Dict[str, Path]:
     return {path.parent.name: path for path in sorted(folder.glob("*/health.py"))}
 
 
-def _load_fabric_judges() -> Dict[str, ModuleType]:
-    """The fabric judges (bundled, or found in FABRICS_FOLDER) as modules, in their ORDER."""
-    sources = dict(BUNDLED_FABRICS) or {name: path.read_text(encoding="utf-8")
-                                         for name, path in fabric_judge_files().items()}
+def accelerator_judge_files(folder: Path = ACCELERATORS_FOLDER) -> Dict[str, Path]:
+    """Each accelerator family's health judge by family name: <folder>/<name>/health.py."""
+    return {path.parent.name: path for path in sorted(folder.glob("*/health.py"))}
+
+
+def _load_judges(bundled: Dict[str, str], files: Dict[str, Path], package: str) -> Dict[str, ModuleType]:
+    """The judges of a package's folders (bundled, or read from `files`) as modules, in their ORDER."""
+    sources = dict(bundled) or {name: path.read_text(encoding="utf-8") for name, path in files.items()}
     modules = []
     for name, source in sources.items():
-        module = ModuleType(f"goldenenv_fabric_health_{name}")
+        module = ModuleType(f"goldenenv_{package}_health_{name}")
         module.NAME = name
-        exec(compile(source, f"goldenenv/fabrics/{name}/health.py", "exec", dont_inherit=True), module.__dict__)
+        exec(compile(source, f"goldenenv/{package}/{name}/health.py", "exec", dont_inherit=True), module.__dict__)
         modules.append(module)
     return {module.NAME: module for module in sorted(modules, key=lambda m: (m.ORDER, m.NAME))}
 
 
-FABRIC_JUDGES = _load_fabric_judges()
+FABRIC_JUDGES = _load_judges(BUNDLED_FABRICS, fabric_judge_files(), "fabrics")
 """fabric name -> its health module: EVIDENCE (the commands its nodes run), LOOPBACK (the one of them whose failed
 run is a finding, or None), judge(judgement, core) and ORDER."""
 FABRICS = (*FABRIC_JUDGES, "none")
@@ -101,6 +112,10 @@ its name may be gone from sys.modules by the time a node is judged."""
 FABRIC_NAMES = {name: getattr(module, name) for module in FABRIC_JUDGES.values() for name in module.__all__}
 """What the fabric judges offer under this module's name (each one's __all__: EFA's fi_info path ...)."""
 globals().update(FABRIC_NAMES)
+ACCELERATOR_JUDGES = _load_judges(BUNDLED_ACCELERATORS, accelerator_judge_files(), "accelerators")
+"""accelerator family -> its health module: COUNT (the expectation holding how many devices the node has),
+EVIDENCE, LOOPBACK (None), judge(judgement, core) and ORDER."""
+DEVICE_COUNTS = tuple(module.COUNT for module in ACCELERATOR_JUDGES.values())
 
 _NODE_EVIDENCE: Dict[str, Evidence] = {
     "gpus": Evidence("nvidia_smi_gpus.csv", ("nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS),
@@ -123,16 +138,19 @@ _DCGM: Dict[str, Evidence] = {
 
 
 def _evidence_table() -> Dict[str, Evidence]:
-    """The node's and DCGM's evidence with each fabric's, level by level: a level's fabric evidence before DCGM's at
-    quick (DCGM level 1 runs last: Slurm kills a slow HealthCheckProgram), after it at the longer levels."""
+    """The node's evidence (NVIDIA's, then each other accelerator family's), and DCGM's with each fabric's, level
+    by level: a level's fabric evidence before DCGM's at quick (DCGM level 1 runs last: Slurm kills a slow HealthCheckProgram), after it at the longer levels."""
     fabric: Dict[str, Evidence] = {}
-    for fabric_name, module in FABRIC_JUDGES.items():
-        for name, spec in module.EVIDENCE.items():
-            if name in fabric or name in _NODE_EVIDENCE or name in _DCGM:
-                raise RuntimeError(f"goldenenv/fabrics/{fabric_name}/health.py names its evidence {name!r}, which "
-                                   "another judge names too: give it a name of its own")
-            fabric[name] = Evidence(applies=f"fabric={fabric_name}", **{"fallback": (), **spec})
-    table = dict(_NODE_EVIDENCE)
+    devices: Dict[str, Evidence] = {}
+    for kind, folder, judges, target in (("accelerator", "accelerators", ACCELERATOR_JUDGES, devices),
+                                         ("fabric", "fabrics", FABRIC_JUDGES, fabric)):
+        for owner, module in judges.items():
+            for name, spec in module.EVIDENCE.items():
+                if name in fabric or name in devices or name in _NODE_EVIDENCE or name in _DCGM:
+                    raise RuntimeError(f"goldenenv/{folder}/{owner}/health.py names its evidence "
+                                       f"{name!r}, which another judge names too: give it a name of its own")
+                target[name] = Evidence(applies=f"{kind}={owner}", **{"fallback": (), **spec})
+    table = {**_NODE_EVIDENCE, **devices}
     for level in LEVELS:
         dcgm = {name: spec for name, spec in _DCGM.items() if spec.level == level}
         own = {name: spec for name, spec in fabric.items() if spec.level == level}
@@ -608,6 +626,8 @@ def applies(spec: Evidence, expect: dict) -> bool:
     kind, _, value = spec.applies.partition("=")
     if kind == "fabric":
         return expect.get("fabric") == value
+    if kind == "accelerator":
+        return int(expect.get(ACCELERATOR_JUDGES[value].COUNT, 0)) > 0
     if kind == "nvlinks":
         return int(expect.get("nvlinks_per_gpu", 0)) > 0
     if kind == "nvswitch":
@@ -631,6 +651,9 @@ def check_expectations(expect: object) -> dict:
     for key in ("gpus", "fabric_devices", "nvlinks_per_gpu"):
         if not isinstance(expect.get(key), int) or isinstance(expect.get(key), bool) or expect[key] < 0:
             raise ValueError(f"expectations: {key} must be a whole number >= 0, got {expect.get(key)!r}")
+    for key in DEVICE_COUNTS:
+        if key in expect and (not isinstance(expect[key], int) or isinstance(expect[key], bool) or expect[key] < 0):
+            raise ValueError(f"expectations: {key} must be a whole number >= 0, got {expect[key]!r}")
     if expect.get("fabric") not in FABRICS:
         raise ValueError(f"expectations: fabric must be one of {', '.join(FABRICS)}, got {expect.get('fabric')!r}")
     if not isinstance(expect.get("nvswitch"), bool):
@@ -881,6 +904,9 @@ def judge(evidence: Dict[str, str], expect: dict, rules: dict, node: str) -> Lis
         _judge_nvlinks(j, by_bus)
     if applies(EVIDENCE["fabric_manager"], expect):
         _judge_fabric_manager(j)
+    for module in ACCELERATOR_JUDGES.values():
+        if int(expect.get(module.COUNT, 0)) > 0:
+            module.judge(j, _CORE)
     if expect["fabric"] in FABRIC_JUDGES:
         FABRIC_JUDGES[expect["fabric"]].judge(j, _CORE)
     _judge_dcgm(j)

@@ -1,5 +1,6 @@
 """The node tools a golden image carries as one file each, with what they find by discovery bundled in:
-goldenenv-health with every fabric's health judge (goldenenv/fabrics/<name>/health.py), goldenenv-spotwatch with
+goldenenv-health with every fabric's and accelerator family's health judge (goldenenv/fabrics/<name>/health.py,
+goldenenv/accelerators/<family>/health.py), goldenenv-spotwatch with
 every cloud's spot notice module (goldenenv/clouds/<cloud>/spot_notice.py).
 
 In the package each script reads those modules from their folders; an image has no package, so the build writes
@@ -16,9 +17,11 @@ from goldenenv import spotwatch
 from goldenenv.health import judge
 
 
-def bundle(script: Path, table: str, parts: dict[str, Path]) -> bytes:
-    """The script's text with its `table` line (`TABLE: ... = {}`) holding each part's source by name."""
-    lines = script.read_text(encoding="utf-8").splitlines(keepends=True)
+def bundle(script: Path | str, table: str, parts: dict[str, Path]) -> bytes:
+    """The script's text (a file, or the text itself) with its `table` line (`TABLE: ... = {}`) holding each
+    part's source by name."""
+    text = script.read_text(encoding="utf-8") if isinstance(script, Path) else script
+    lines = text.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.startswith(f"{table}: ") and line.rstrip().endswith("= {}")]
     if len(at) != 1:
         raise RuntimeError(f"{script}: found {len(at)} lines `{table}: ... = {{}}` to bundle into; it needs one")
@@ -28,8 +31,9 @@ def bundle(script: Path, table: str, parts: dict[str, Path]) -> bytes:
 
 
 def health_judge() -> bytes:
-    """goldenenv-health: the node health judge with every fabric's judge."""
-    return bundle(Path(judge.__file__), "BUNDLED_FABRICS", judge.fabric_judge_files())
+    """goldenenv-health: the node health judge with every fabric's and accelerator family's judge."""
+    with_fabrics = bundle(Path(judge.__file__), "BUNDLED_FABRICS", judge.fabric_judge_files())
+    return bundle(with_fabrics.decode(), "BUNDLED_ACCELERATORS", judge.accelerator_judge_files())
 
 
 def spot_watcher() -> bytes:

@@ -89,14 +89,17 @@ def test_nvswitch_boards_have_nvlinks():
 
 @pytest.mark.parametrize("row", catalog.rows("instance_types"), ids=lambda r: r["instance_type"])
 def test_expectations_agree_with_instance_types(row):
-    """The type's fabric as the judge counts it: Google's GPU NICs are proven by their boot check, not counted."""
+    """The type's fabric as the judge counts it: Google's GPU NICs are proven by their boot check, not counted. An
+    Ascend type's devices are NPUs, counted from npu-smi (`npus`), not GPUs nvidia-smi must list."""
     fabric = fabrics.get(row["rdma"])
     judged = fabric.health_fabric if fabric else "none"
     assert judged in judge.FABRICS
     links = health.link_facts()[(row["cloud"], row["instance_type"])]
     rate = {"fabric_rate_gbps": links.fabric_rate_gbps} if links.fabric_rate_gbps and judged != "none" else {}
+    vendor = {r["gpu"]: r["vendor"] for r in catalog.rows("gpus")}.get(row["gpu"])
+    devices = {"gpus": 0, "npus": int(row["gpu_count"])} if vendor == "huawei" else {"gpus": int(row["gpu_count"])}
     assert health.expectations(row["cloud"], row["instance_type"]) == {
-        "gpus": int(row["gpu_count"]),
+        **devices,
         "fabric": judged,
         "fabric_devices": int(row["rdma_interfaces"]) if judged != "none" else 0,
         "nvlinks_per_gpu": links.nvlinks_per_gpu,

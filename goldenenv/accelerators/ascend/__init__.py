@@ -6,8 +6,8 @@ image is linux/arm64 (Huawei's Snt9B servers are aarch64). The rules (rules.py) 
 (catalog ascend_torch_npu, from Ascend/pytorch COMPATIBILITY.en.md), to Huawei's driver pairs (ascend_driver, from
 the ModelArts release table) and to the platform of every wheel whose hash the family's table knows (ascend_wheels,
 from PyPI). The golden container gets the NPUs as device nodes and the driver's libraries and npu-smi read-only,
-as Ascend's container guides run it; the node health judge's Ascend family (npu-smi health) is not written yet
-(docs/research/accelerators-status.md).
+as Ascend's container guides run it; the node health judge reads npu-smi's NPU count, health words and error codes
+with health.py beside this file, by the rules of catalog/health_thresholds.csv here.
 """
 
 from __future__ import annotations

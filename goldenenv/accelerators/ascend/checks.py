@@ -5,31 +5,19 @@ the host has.
 Two sets: the image's (CANN in the base is the lock's release), which hold wherever the image runs, and the node's
 (the NPU driver the lock names, npu-smi listing healthy NPUs, torch_npu seeing them and the CANN it was built for),
 which need the driver's mounts and the NPUs and so only a real Ascend host proves. Health words are npu-smi's five:
-OK, Warning, Alarm, Critical, UNKNOWN (Ascend's npu-smi reference, docs/research/huawei.md §4.2).
+OK, Warning, Alarm, Critical, UNKNOWN (Ascend's npu-smi reference, docs/research/huawei.md §4.2); npu-smi's table is
+read by the node health judge's reader (health.py beside this file), so the check and the judge read it alike.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+
+from goldenenv.accelerators.ascend.health import parse_npu_smi_info
 
 Probe = dict[str, Any]
 Check = tuple[str, Callable[[Probe], str | None]]
-NPU_ROW = re.compile(r"^\|\s*(\d+)\s+([0-9A-Za-z]+)\s*\|\s*([A-Za-z]+)\s*\|", re.MULTILINE)
-"""The first line of an NPU's two in `npu-smi info`: | <NPU id> <name> | <health> | power, temperature ... (the
-second line starts with the chip id and the bus id, the process table's lines with numbers where health is)."""
-
-
-class Npu(NamedTuple):
-    id: int
-    name: str
-    health: str
-
-
-def npus(text: str) -> list[Npu]:
-    """The NPUs `npu-smi info` lists, with their health."""
-    return [Npu(int(i), name, health) for i, name, health in NPU_ROW.findall(text)]
 
 
 def _ascend(probe: Probe) -> dict[str, Any]:
@@ -65,10 +53,10 @@ def _npu_health(probe: Probe) -> str | None:
         return "npu-smi: not on PATH (the driver's npu-smi is mounted into the container on an Ascend node)"
     if ran["rc"] != 0:
         return f"npu-smi info: exit {ran['rc']}: {ran['out'].strip()[-300:]}"
-    listed = npus(ran["out"])
+    listed, _ = parse_npu_smi_info(ran["out"])
     if not listed:
         return "npu-smi info: lists no NPU"
-    unhealthy = [f"NPU {n.id} ({n.name}) {n.health}" for n in listed if n.health != "OK"]
+    unhealthy = [f"NPU {n.index} ({n.name}) {n.health}" for n in listed if n.health != "OK"]
     return f"npu-smi info: health not OK: {', '.join(unhealthy)}" if unhealthy else None
 
 
