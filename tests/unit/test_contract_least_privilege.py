@@ -55,6 +55,9 @@ class Cloud:
     """The provider the adapter knows the grants of (cloudfolder.provider)."""
     admin: dict[str, str]
     """"owner", "editor", "access-admin" -> the cloud's broad role of that kind."""
+    stop_needs_hard_stop = False
+    """True where the provider's budget alerts by itself, so a stop function is planned only with budget.hardStop
+    (AWS Budgets, Tencent's billing budget); otherwise the budget is the stop function and every stack plans one."""
 
     def __init__(self, cloud: str):
         self.cloud = cloud
@@ -77,6 +80,7 @@ class Aws(Cloud):
     policy any AWS principal may assume."""
 
     name, provider = "aws", "aws"
+    stop_needs_hard_stop = True
     admin = {"owner": "arn:aws:iam::aws:policy/AdministratorAccess",
              "editor": "arn:aws:iam::aws:policy/PowerUserAccess",
              "access-admin": "arn:aws:iam::aws:policy/IAMFullAccess"}
@@ -157,6 +161,7 @@ class Tencent(Cloud):
     document any principal may assume."""
 
     name, provider = "tencent", "tencentcloud"
+    stop_needs_hard_stop = True
     admin = {"owner": "AdministratorAccess", "editor": "QcloudCVMFullAccess", "access-admin": "QcloudCamFullAccess"}
 
     def _privilege(self) -> Any:
@@ -423,9 +428,9 @@ TABLE: tuple[Row, ...] = (
 
 
 def _has_function(cloud: str, stack: str) -> bool:
-    """Stacks that plan a stop function: AWS and Tencent plan one with budget.hardStop; the other clouds' budget
-    always runs one (Alibaba's guard, Google Cloud's and Azure's stop)."""
-    if cloudfolder.provider(cloud) not in ("aws", "tencentcloud"):
+    """Stacks that plan a stop function: with budget.hardStop where the cloud's budget alerts by itself
+    (Cloud.stop_needs_hard_stop), always elsewhere (Alibaba's guard, Google Cloud's, Azure's and Huawei's stop)."""
+    if not ADAPTERS[cloudfolder.provider(cloud)].stop_needs_hard_stop:
         return True
     budget = (yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config", {}).get(
         "goldenenv:budget")
@@ -435,7 +440,8 @@ def _has_function(cloud: str, stack: str) -> bool:
 def _cases() -> list[Any]:
     return [pytest.param(row, cloud, stack, id=f"{row.id}-{stack}")
             for row in TABLE for cloud, stack in CASES
-            if getattr(ADAPTERS.get(cloudfolder.provider(cloud)), "name", None) in row.clouds and (row.identity != "stop" or _has_function(cloud, stack))]
+            if getattr(ADAPTERS.get(cloudfolder.provider(cloud)), "name", None) in row.clouds
+            and (row.identity != "stop" or _has_function(cloud, stack))]
 
 
 # ---------------------------------------------------------------- the runs
