@@ -43,6 +43,11 @@ class Collective(NamedTuple):
     """The benchmark that measures its all-reduce bus bandwidth (nccl-tests' all_reduce_perf, CANN's hccl_test)."""
     busbw_table: str
     """The catalog table of reference bus bandwidths a measured all-reduce is compared with."""
+    command: Callable[..., tuple[str, ...]] | None = None
+    """The benchmark's argv for (nodes, devices per node), where the family gives one (Ascend's hccl_test); None:
+    the cluster check's torch all-reduce (goldenenv/checks/allreduce_nodes.py) is the measure."""
+    parse: Callable[[str, int], list[Any]] | None = None
+    """Reads the benchmark's output for a number of ranks into rows with their bus bandwidth (busbw_gbytes)."""
 
 
 @dataclass(frozen=True)

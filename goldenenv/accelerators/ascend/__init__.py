@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from goldenenv import catalog
-from goldenenv.accelerators.ascend import checks
+from goldenenv.accelerators.ascend import checks, collective
 from goldenenv.accelerators.ascend.rules import check_driver, rules
 from goldenenv.accelerators.ascend.section import Ascend
 from goldenenv.accelerators.model import Accelerator, Collective
@@ -54,7 +54,8 @@ def _target_labels(lock: Any) -> dict[str, str]:
 ACCELERATOR = Accelerator(
     name="ascend", label="Huawei Ascend", vendor="huawei", device_word="NPU",
     uses=lambda lock: lock.ascend is not None,
-    collective=Collective("HCCL", "CANN hccl_test all_reduce_test", "busbw_refs"),
+    collective=Collective("HCCL", "CANN hccl_test all_reduce_test", "busbw_refs", collective.command,
+                          collective.parse),
     lock_section="ascend", section=Ascend,
     tables=("ascend_torch_npu", "ascend_driver", "ascend_wheels", "ascend_cann_paths"),
     requirements=lambda lock: {"torch": [f"torch-npu=={lock.ascend.torch_npu}"]},
