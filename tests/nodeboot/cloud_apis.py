@@ -19,6 +19,9 @@ tests/nodeboot/emulated_cloud.py with the venv's Python:
 - Tencent Cloud, API 3.0: SSM's secrets and TCR's temporary login at <service>.tencentcloudapi.com, signed with
   TC3-HMAC-SHA256 by the credentials the emulated STS issued and checked against the role's CAM policies
   (tests/nodeboot/tencent_apis.py; STATE_FOLDER/tencent.json).
+- Huawei Cloud: DEW's CSMS secrets and SWR's temporary login at <service>.<region>.myhuaweicloud.com, signed with
+  SDK-HMAC-SHA256 by the agency credentials the emulated STS issued and checked against the agency's IAM policies
+  (tests/nodeboot/huawei_apis.py; STATE_FOLDER/huawei.json).
 
 TLS: a certificate for the name the client asks for (SNI), made at the handshake and signed by the run's CA
 (STATE_FOLDER/ca.pem, ca.key), which the hosts trust. What the tests register is read from STATE_FOLDER on each
@@ -47,6 +50,7 @@ from werkzeug.wrappers import Request, Response
 
 import certificates
 import gcp_apis
+import huawei_apis
 import tencent_apis
 
 STATE = sys.argv[1] if len(sys.argv) > 1 else "/state"
@@ -289,7 +293,8 @@ def server_contexts(authority: certificates.Authority) -> ssl.SSLContext:
         return made[name]
 
     def by_name(connection, name, _context):
-        if name and name.endswith((".amazonaws.com", ".aliyuncs.com", ".googleapis.com", tencent_apis.SUFFIX)):
+        if name and name.endswith((".amazonaws.com", ".aliyuncs.com", ".googleapis.com", tencent_apis.SUFFIX,
+                                   huawei_apis.SUFFIX)):
             connection.context = context_for(name)
 
     default = context_for("cloud-apis.emulated")
@@ -303,6 +308,7 @@ def main() -> None:
     aws = DomainDispatcherApplication(create_backend_app)
     google = gcp_apis.app(STATE)
     tencent = tencent_apis.app(STATE)
+    huawei = huawei_apis.app(STATE)
 
     def cloud(environ, start_response):
         if environ.get("HTTP_HOST", "").split(":")[0].endswith(".aliyuncs.com"):
@@ -311,6 +317,8 @@ def main() -> None:
             return google(environ, start_response)
         if environ.get("HTTP_HOST", "").split(":")[0].endswith(tencent_apis.SUFFIX):
             return tencent(environ, start_response)
+        if environ.get("HTTP_HOST", "").split(":")[0].endswith(huawei_apis.SUFFIX):
+            return huawei(environ, start_response)
         return aws(environ, start_response)
 
     with open(os.path.join(STATE, "ca.pem")) as cert, open(os.path.join(STATE, "ca.key")) as key:

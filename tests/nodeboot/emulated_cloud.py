@@ -42,6 +42,8 @@ STAND_INS = "/stand-ins"
 TLS_PORT, PLAIN_PORT = 443, 5000
 DEPLOYER = "LTAI-emulated-account"
 """The Alibaba account's own access key (the deployer's, the Pulumi provider's): every action on every resource."""
+HEAD_ADDRESS = {"huaweicloud:Ecs/instance:Instance": "accessIpV4"}
+"""The output holding an instance's private address where it is not privateIp (the head's, which the nodes use)."""
 MOTO_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
@@ -186,7 +188,7 @@ class CloudAnswers:
     def _create(self, args) -> tuple[str | None, dict] | None:
         inputs = {k: _plain(v) for k, v in args.inputs.items()}
         if emulated_host.is_head(args.typ, args.name):
-            return None, {"privateIp": self.head_address}
+            return None, {HEAD_ADDRESS.get(args.typ, "privateIp"): self.head_address}
         if args.typ == "aws:kms/key:Key":
             key = self._apis.aws("kms", self._region).create_key(Description=inputs.get("description", ""))
             return key["KeyMetadata"]["KeyId"], {"arn": key["KeyMetadata"]["Arn"], "keyId": key["KeyMetadata"]["KeyId"]}

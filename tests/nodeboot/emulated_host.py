@@ -226,7 +226,7 @@ class Host:
 
 
 HEAD_TYPES = {"aws": "aws:ec2/instance:Instance", "alicloud": "alicloud:ecs/instance:Instance",
-              "tencent": "tencentcloud:Instance/instance:Instance"}
+              "tencent": "tencentcloud:Instance/instance:Instance", "huawei": "huaweicloud:Ecs/instance:Instance"}
 NODE_TYPES = {"aws": "aws:ec2/launchTemplate:LaunchTemplate", "alicloud": "alicloud:ecs/instance:Instance",
               "tencent": "tencentcloud:Instance/instance:Instance"}
 USER_DATA = {"aws:ec2/instance:Instance": "userDataBase64", "aws:ec2/launchTemplate:LaunchTemplate": "userData",
