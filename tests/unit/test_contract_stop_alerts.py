@@ -160,6 +160,9 @@ def huawei(resources: list[PlannedResource]) -> dict[str, set[str]]:
                                                                            "huaweicloud:Smn/subscription:Subscription")
                                           if s.props.get("protocol") == "email" and topic
                                           and s.props.get("topicUrn") == topic}
+    return emails
+
+
 # ---------------------------------------------------------------- Tencent Cloud: an alarm policy on SCF's Error metric
 #                                                                   -> an alarm notice -> CAM users' email addresses
 

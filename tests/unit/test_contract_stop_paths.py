@@ -38,8 +38,6 @@ NOT_A_STOP_CALL = {
     ("alicloud", "ttl"): "Alibaba releases the node itself at its auto_release_time (clouds/alicloud/nodes.py): "
                          "the cloud deletes it, no stop call is made",
     ("alicloud", "idle"): "Alibaba stacks have no idle stop: the cloud's check refuses lifecycle.idleMinutes",
-    ("huawei", "ttl"): "Huawei stacks have no time to live yet: the cloud's check refuses lifecycle.ttlHours",
-    ("huawei", "idle"): "Huawei stacks have no idle stop yet: the cloud's check refuses lifecycle.idleMinutes",
 }
 """Paths served without a stop call of goldenenv's (or not at all), each with why, by the driver's key (a cloud, or
 for BY_PROVIDER's drivers the provider): the stop code they drive serves no other."""
@@ -191,15 +189,19 @@ def aws(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str
 # ---------------------------------------------------------------- Huawei Cloud: stop.py on a fake BSS and ECS
 
 def huawei(path: str, types: list[str], request: pytest.FixtureRequest) -> dict[str, str]:
+    """Each type on an ECS server or, where the catalog type is a Lite Server's, a ModelArts DevServer. The idle
+    path runs over the types whose pool the cloud's check takes lifecycle.idleMinutes for."""
     from stopfakes.huawei import HuaweiAdapter
-    from stopfakes.world import Faults, FleetNode
 
-    world = HuaweiAdapter([FleetNode(f"node-{k}") for k in range(len(types))], Faults())
-    for k, t in enumerate(types):
-        world.api.servers[world.api.names[f"node-{k}"]]["flavor"] = {"id": t}
+    from goldenenv.clouds.huawei.liteservers import is_lite_server
+
+    if path == "idle":
+        types = [t for t in types if not is_lite_server(t)]
+    world, names = HuaweiAdapter.typed(types)
+    if path == "idle":
+        world.api.cpu = {i: [0.0] * 6 for i in world.api.servers}
     outcome = world.invoke({"budget": "hard-stop"}.get(path, path))
-    return {world.api.servers[world.api.names[n]]["flavor"]["id"]: f"still running ({outcome.message})"
-            for n in world.running()}
+    return {names[n]: f"{world.api.status(n)} ({outcome.message})" for n in world.running()}
 
 
 def idle_alarm_actions(instance_ids: list[str]) -> dict[str, str]:

@@ -1,15 +1,19 @@
-"""Huawei Cloud's stop function (goldenenv/clouds/huawei/stop.py) on the fake of BSS and ECS (stopfakes/huawei.py):
-the month it reads is Beijing's, every page of the bill counts, an unreadable bill or another currency stops the
-nodes (fail closed), and only the stack's own servers are stopped."""
+"""Huawei Cloud's stop function (goldenenv/clouds/huawei/stop.py, stop_lite.py) on the fake of BSS, ECS, Cloud Eye and
+ModelArts (stopfakes/huawei.py): the month it reads is Beijing's, every page of the bill counts, an unreadable bill or
+another currency stops the nodes (fail closed), only the stack's own servers and Lite Servers are stopped, each Lite
+Server's stop is read back, the time to live counts from creation, and a server is idle only when Cloud Eye shows
+it so for the whole window."""
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pytest
 from stopfakes import simulated_clock
 from stopfakes.huawei import ENV, NOW, FakeHuawei, HuaweiAdapter
-from stopfakes.world import Faults, FleetNode
+from stopfakes.world import Faults, FleetNode, Invocation
 
-from goldenenv.clouds.huawei import stop
+from goldenenv.clouds.huawei import privilege, stop, stop_lite
 
 
 def fleet() -> list[FleetNode]:
@@ -107,3 +111,167 @@ def test_the_signature_is_huaweis_sdk_hmac_sha256():
                          body="")
     theirs = Signer(BasicCredentials("AK", "SK")).sign(request).header_params["Authorization"]
     assert ours["Authorization"] == theirs
+
+
+# ---------------------------------------------------------------- the time to live, the idle stop, Lite Servers
+
+def lite_fleet() -> tuple[list[FleetNode], set[str]]:
+    """Two ECS servers and two Lite Servers of the stack; a Lite Server of stack dev2 (prefix goldenenv-dev2-) and
+    one with no goldenenv name; ECS decoys of another stack and another project."""
+    fleet = [FleetNode("dev-0"), FleetNode("dev-1"), FleetNode("lite-0"), FleetNode("lite-1"),
+             FleetNode("lite-dev2", stack="dev2"), FleetNode("notebook", stack=None),
+             FleetNode("other-0", stack="dev-old"), FleetNode("theirs-0", project="another-project")]
+    return fleet, {"lite-0", "lite-1", "lite-dev2", "notebook"}
+
+
+def lite_world(**faults) -> HuaweiAdapter:
+    fleet, lite = lite_fleet()
+    return HuaweiAdapter(fleet, Faults(**faults), lite)
+
+
+def test_the_lite_servers_are_named_by_the_stacks_prefix():
+    """Anchor: the lead's naming, goldenenv-<stack>-<pool>-<n>; the function is told goldenenv-dev-."""
+    world = lite_world()
+    assert stop_lite.prefix("dev") == "goldenenv-dev-"
+    assert {s["name"] for s in world.api.devservers.values()} == {
+        "goldenenv-dev-pool-2", "goldenenv-dev-pool-3", "goldenenv-dev2-pool-4", "notebook-5"}
+
+
+def test_over_the_limit_the_stacks_lite_servers_stop_too_over_every_page():
+    world = lite_world(page_size=1)
+    outcome = world.invoke("hard-stop")
+    assert not outcome.failed, outcome.message
+    assert world.touched() == {"dev-0", "dev-1", "lite-0", "lite-1"}
+    assert world.running() == {"lite-dev2", "notebook", "other-0", "theirs-0"}
+    assert {world.api.status(n) for n in ("lite-0", "lite-1")} == {"STOPPED"}
+
+
+def test_a_lite_server_whose_stop_fails_is_named_and_the_budgets_topic_told():
+    world = lite_world(refuse=frozenset({"lite-1"}))
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed and world.named("lite-1") in outcome.message and "STOP_FAILED" in outcome.message
+    assert world.named("lite-1") in world.api.published[-1][1]
+    assert world.running() & {"dev-0", "dev-1", "lite-0", "lite-1"} == {"lite-1"}
+
+
+def test_a_lite_server_still_stopping_when_the_time_runs_out_is_named_for_the_next_run():
+    world = lite_world()
+    world.api._finish = lambda server_id: None  # ModelArts never finishes the stop within the invocation
+    original = world.api._stop_lite
+
+    def stop_slowly(body):
+        answer = original(body)
+        for server in body["servers"]:
+            world.api.operating[server["id"]] = 10_000
+        return answer
+
+    world.api._stop_lite = stop_slowly
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed and "had not finished" in outcome.message
+    assert world.named("lite-0") in outcome.message and world.named("lite-1") in outcome.message
+
+
+@pytest.mark.parametrize("value", [1785470400000, 1785470400])
+def test_a_lite_servers_creation_is_read_in_milliseconds_or_seconds(value):
+    """1785470400 s since the epoch is 2026-07-31T04:00:00Z."""
+    assert stop_lite.created({"create_at": value}) == datetime(2026, 7, 31, 4, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("ttl, stopped", [("24", {"dev-0", "dev-1", "lite-0", "lite-1"}), ("48", set())])
+def test_the_time_to_live_counts_from_creation_on_ecs_and_lite_servers(ttl, stopped):
+    """Every server was created 30 h before the run."""
+    world = lite_world()
+    outcome = world.invoke("ttl", **{stop.TTL_HOURS_ENV: ttl})
+    assert not outcome.failed, outcome.message
+    assert world.touched() == stopped
+
+
+def test_a_server_whose_creation_cannot_be_read_is_named_and_the_others_still_expire():
+    world = lite_world()
+    world.api.servers[world.named("dev-1")]["created"] = "2026-07-30 14:00"
+    outcome = world.invoke("ttl")
+    assert outcome.failed and world.named("dev-1") in outcome.message and "carries no time zone" in outcome.message
+    assert world.touched() == {"dev-0", "lite-0", "lite-1"}
+
+
+def idle_world(points: list, **env) -> tuple[HuaweiAdapter, Invocation]:
+    world = lite_world()
+    world.api.cpu = {world.named("dev-0"): points, world.named("dev-1"): [50.0] * 6}
+    return world, world.invoke("idle", **env)
+
+
+@pytest.mark.parametrize("points, idle", [
+    ([0.0] * 6, True),
+    ([4.9] * 6, True),          # 8 vCPUs: min(5 %, half a core = 6.25 %) is 5 %
+    ([4.9] * 5 + [5.1], False),
+    ([0.0] * 4, False),         # 20 minutes of points do not cover a 30-minute window
+    ([], False),                # no data is not idleness
+])
+def test_a_server_is_idle_when_every_five_minute_cpu_mean_is_under_the_threshold(points, idle):
+    world, outcome = idle_world(points)
+    assert not outcome.failed, outcome.message
+    assert world.touched() == ({"dev-0"} if idle else set())
+
+
+def test_the_idle_stop_reads_cloud_eye_only_with_its_grant():
+    """The stack grants Cloud Eye's read only with an idle time; a function without it is refused by name."""
+    assert "ces:metricData:list" not in privilege.stop_policy("goldenenv-stack", "dev")
+    assert "ces:metricData:list" in privilege.stop_policy("goldenenv-stack", "dev", idle=True)
+    world, outcome = idle_world([0.0] * 6)
+    assert world.api.refused_calls == []
+    world = lite_world()
+    world.api.cpu = {world.named("dev-0"): [0.0] * 6}
+    world.api.grant = lambda idle: None  # the policy stays the one without Cloud Eye
+    outcome = world.invoke("idle")
+    assert outcome.failed and "ces:metricData:list" in outcome.message and world.touched() == set()
+
+
+def test_a_server_whose_cpu_cannot_be_read_is_named_never_stopped_as_idle():
+    world = lite_world()
+    world.api.cpu = {world.named("dev-0"): [0.0] * 6}
+    world.api.metric_refused = True
+    outcome = world.invoke("idle")
+    assert outcome.failed and world.named("dev-0") in outcome.message and "CPU cannot be read" in outcome.message
+    assert world.touched() == set()
+
+
+def test_a_server_younger_than_the_idle_time_is_kept():
+    world = lite_world()
+    world.api.cpu = {world.named("dev-0"): [0.0] * 6}
+    world.api.servers[world.named("dev-0")]["created"] = "2026-07-31T19:45:00Z"
+    assert not world.invoke("idle").failed and world.touched() == set()
+
+
+def test_the_stop_functions_settings_name_the_stacks_lite_servers_and_its_lifecycle():
+    from goldenenv.clouds.huawei import budget
+
+    args = budget.BudgetGuardArgs(name="fgs", monthly_limit=1000, currency="CNY", hard_stop=True,
+                                  region="cn-north-4", tag_key="goldenenv-stack", tag_value="dev",
+                                  project_key="project", project_value="llm", agency_name="a", tags={}, ttl_hours=24, idle_minutes=30)
+    env = budget.environment(args)
+    assert (env["GOLDENENV_DEVSERVER_PREFIX"], env["GOLDENENV_TTL_HOURS"], env["GOLDENENV_IDLE_MINUTES"]) == (
+        "goldenenv-dev-", "24", "30")
+    plain = budget.environment(budget.BudgetGuardArgs(**{**args.__dict__, "ttl_hours": None, "idle_minutes": None}))
+    assert "GOLDENENV_TTL_HOURS" not in plain and "GOLDENENV_IDLE_MINUTES" not in plain
+
+
+def test_the_chain_finds_a_function_not_told_the_stacks_time_to_live_or_lite_server_prefix():
+    from types import SimpleNamespace
+
+    from goldenenv.clouds.huawei import stop_chain
+
+    env = {stop.TAG_VALUE_ENV: "dev", stop.DEVSERVER_PREFIX_ENV: "goldenenv-dev-"}
+    assert stop_chain._lifecycle_gaps(env, SimpleNamespace(ttl_hours=None, idle_minutes=None)) == []
+    [gap] = stop_chain._lifecycle_gaps(env, SimpleNamespace(ttl_hours=24, idle_minutes=None))
+    assert "GOLDENENV_TTL_HOURS unset" in gap and "lifecycle.ttlHours is 24" in gap
+    assert stop_chain._prefix_gap(env) is None
+    assert "set it to goldenenv-dev-" in stop_chain._prefix_gap({**env, stop.DEVSERVER_PREFIX_ENV: "goldenenv-"})
+
+
+def test_lite_servers_that_cannot_be_listed_hold_back_no_ecs_stop_and_fail_the_invocation():
+    world = lite_world()
+    world.api.policy = privilege.stop_policy("goldenenv-stack", "dev").replace("modelarts:devserver:list", "x:y:z")
+    world.api.grant = lambda idle: None
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed and "Lite Servers could not be listed" in outcome.message
+    assert "modelarts:devserver:list" in outcome.message and world.touched() == {"dev-0", "dev-1"}

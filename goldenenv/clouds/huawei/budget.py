@@ -1,8 +1,10 @@
 """The stack's budget on Huawei Cloud: BSS has no budget that acts and pulumi-huaweicloud 0.0.12 no budget resource
 (docs/research/huawei.md §1.2, §2.3), so the budget is the stop function itself: stop.py on FunctionGraph, on a
-timer every SCHEDULE, under an agency that may read the bill, list the servers and stop only the stack's tagged ones.
-A stack with a budget always gets it; with budget.hardStop false it only reads the month's spend and, at the limit,
-tells the budget's addresses (stop.py).
+timer every SCHEDULE, under an agency that may read the bill, list the servers and stop only the stack's tagged ones
+(and the stack's Lite Servers, found by the name prefix GOLDENENV_DEVSERVER_PREFIX, `goldenenv-<stack>-`). A stack
+with a budget always gets it; with budget.hardStop false it only reads the month's spend and, at the limit, tells the
+budget's addresses (stop.py). The same timer runs the stack's time to live and idle stop (lifecycle.ttlHours,
+idleMinutes): Cloud.check refuses either on a stack with no budget, which has no function to run them.
 
 A stop function that fails (a server left running, a bill or listing it could not read) tells the budget's
 addresses before it raises: it publishes to an SMN topic the stack makes, with an email subscription per address
@@ -28,7 +30,7 @@ import pulumi
 import pulumi_huaweicloud as huaweicloud
 
 from goldenenv.clouds.base import STOP_CORE, FunctionSource
-from goldenenv.clouds.huawei import privilege, stop
+from goldenenv.clouds.huawei import privilege, stop, stop_lite
 from goldenenv.clouds.huawei.nodes import HostAgencyArgs, host_agency
 
 RUNTIME = "Python3.9"
@@ -36,7 +38,7 @@ RUNTIME = "Python3.9"
 HANDLER = "stop.handler"
 SCHEDULE = "@every 1h"
 MEMORY_MB = 128
-SOURCE = FunctionSource(Path(__file__).parent, ("stop.py",), STOP_CORE)
+SOURCE = FunctionSource(Path(__file__).parent, ("stop.py", "stop_lite.py"), STOP_CORE)
 
 
 def package(source: FunctionSource = SOURCE) -> bytes:
@@ -64,6 +66,21 @@ class BudgetGuardArgs:
     agency_name: str
     tags: dict[str, str]
     emails: tuple[str, ...] = ()
+    ttl_hours: float | None = None
+    idle_minutes: int | None = None
+
+
+def stops(args: BudgetGuardArgs) -> list[str]:
+    """What the function stops servers for, in words."""
+    return [what for what, on in (("when the month's spend reaches the limit", args.hard_stop),
+                                  (f"{args.ttl_hours:g} h after creation" if args.ttl_hours else "", args.ttl_hours),
+                                  (f"after {args.idle_minutes} idle minutes", args.idle_minutes)) if on]
+
+
+def description(args: BudgetGuardArgs) -> str:
+    if not args.ttl_hours and not args.idle_minutes:
+        return "goldenenv: stops the stack's servers when the month's spend reaches the limit"
+    return f"goldenenv: stops the stack's servers ({', '.join(stops(args))})"
 
 
 def environment(args: BudgetGuardArgs, topic_urn: str | None = None) -> dict[str, str]:
@@ -71,7 +88,10 @@ def environment(args: BudgetGuardArgs, topic_urn: str | None = None) -> dict[str
     return {**alert, stop.LIMIT_ENV: f"{args.monthly_limit:g}", stop.CURRENCY_ENV: args.currency,
             stop.HARD_STOP_ENV: "true" if args.hard_stop else "false", stop.DRY_RUN_ENV: "false",
             stop.TAG_KEY_ENV: args.tag_key, stop.TAG_VALUE_ENV: args.tag_value, stop.REGION_ENV: args.region,
-            stop.PROJECT_KEY_ENV: args.project_key, stop.PROJECT_VALUE_ENV: args.project_value}
+            stop.PROJECT_KEY_ENV: args.project_key, stop.PROJECT_VALUE_ENV: args.project_value,
+            stop.DEVSERVER_PREFIX_ENV: stop_lite.prefix(args.tag_value),
+            **({stop.TTL_HOURS_ENV: f"{args.ttl_hours:.10g}"} if args.ttl_hours else {}),
+            **({stop.IDLE_MINUTES_ENV: str(int(args.idle_minutes))} if args.idle_minutes else {})}
 
 
 def alert_topic_name(guard: str) -> str:
@@ -95,7 +115,8 @@ class BudgetGuard(pulumi.ComponentResource):
                                              opts=child)
         agency = host_agency(f"{name}-identity", HostAgencyArgs(
             name=args.agency_name, kind="stop", policy=privilege.stop_policy(
-                args.tag_key, args.tag_value, alert_topic_name(args.name) if args.emails else None),
+                args.tag_key, args.tag_value, alert_topic_name(args.name) if args.emails else None,
+                idle=bool(args.idle_minutes)),
             region=args.region), child)
         settings = (topic.topic_urn.apply(lambda urn: json.dumps(environment(args, urn), sort_keys=True))
                     if topic is not None else json.dumps(environment(args), sort_keys=True))
@@ -103,7 +124,7 @@ class BudgetGuard(pulumi.ComponentResource):
             f"{name}-stop", name=args.name, runtime=RUNTIME, handler=HANDLER, code_type="zip",
             code_filename="stop.zip", func_code=base64.b64encode(package()).decode(), memory_size=MEMORY_MB,
             timeout=stop.TIMEOUT_SECONDS, agency=agency, functiongraph_version="v2",
-            description="goldenenv: stops the stack's servers when the month's spend reaches the limit",
+            description=description(args),
             user_data=settings, tags=args.tags, opts=child)
         huaweicloud.functiongraph.Trigger(
             f"{name}-timer", function_urn=function.urn, type="TIMER", status="ACTIVE",

@@ -13,7 +13,12 @@ listServersDetails, swr::createLoginSecret (SWR CreateSecret's identity-policy a
 https://support.huaweicloud.com/api-swr/swr_02_0052.html). Unverified, and to be checked on an account before the
 first up: the CSMS actions (csms:secretVersion:get/create/list), ecs:cloudServers:stop, the BSS bill read
 (bss:bill:view), the resource strings for CSMS secrets and the ECS tag condition key (g:ResourceTag/<key>), and
-smn:topic:publish and its topic resource string, the agencies' delegated service names (op_svc_ecs for ECS, op_svc_cff for FunctionGraph).
+smn:topic:publish and its topic resource string, the agencies' delegated service names (op_svc_ecs for ECS, op_svc_cff for FunctionGraph),
+the ModelArts Lite Server actions (modelarts:devserver:list / :stop, named after ModelArts' documented
+modelarts:notebook:list / :stop:
+https://support.huaweicloud.com/intl/en-us/bestpractice-modelarts/modelarts_24_0081.html)
+and Cloud Eye's ces:metricData:list (the role/policy name Cloud Eye's ShowMetricData page gives as the alias of
+ces:metricData:get: https://support.huaweicloud.com/intl/en-us/api-ces/ces_03_0033.html).
 """
 
 from __future__ import annotations
@@ -35,12 +40,17 @@ NODE_SECRET_ACTIONS = ("csms:secretVersion:get",)
 HEAD_SECRET_ACTIONS = ("csms:secretVersion:get", "csms:secretVersion:create", "csms:secretVersion:list")
 PULL_ACTIONS = ("swr::createLoginSecret",)
 """A host's registry login: a temporary docker login (SWR CreateSecret), which takes no resource."""
-STOP_UNSCOPED = ("ecs:cloudServers:listServersDetails", "bss:bill:view")
+LITE_ACTIONS = ("modelarts:devserver:list", "modelarts:devserver:stop")
+"""The stack's Lite Servers: found by name and stopped. A DevServer takes no tags, so no tag condition can narrow
+these (unscoped; unverified names)."""
+IDLE_ACTIONS = ("ces:metricData:list",)
+"""The idle stop reads each server's CPU from Cloud Eye (only a stack with lifecycle.idleMinutes gets it)."""
+STOP_UNSCOPED = ("ecs:cloudServers:listServersDetails", "bss:bill:view") + LITE_ACTIONS
 ALERT_ACTIONS = ("smn:topic:publish",)
 """The stop function tells the budget's addresses of its failures through the stack's SMN topic (unverified name)."""
-STOP_ACTIONS = STOP_UNSCOPED + ("ecs:cloudServers:stop",) + ALERT_ACTIONS
-"""The stop function: find the stack's servers by tag, read the month's bill, stop the servers carrying the
-stack's tag."""
+STOP_ACTIONS = STOP_UNSCOPED + ("ecs:cloudServers:stop",) + ALERT_ACTIONS + IDLE_ACTIONS
+"""The stop function: find the stack's servers by tag and its Lite Servers by name, read the month's bill (and,
+for the idle stop, the servers' CPU), stop the servers carrying the stack's tag and the stack's Lite Servers."""
 
 NEEDS: dict[str, Need] = {
     "node": Need("the GPU nodes' agency", frozenset(NODE_BUCKET_ACTIONS + NODE_SECRET_ACTIONS + PULL_ACTIONS),
@@ -49,8 +59,9 @@ NEEDS: dict[str, Need] = {
     "head": Need("the Slurm head's agency", frozenset(HEAD_SECRET_ACTIONS + PULL_ACTIONS),
                  unscoped=frozenset(PULL_ACTIONS), scope="the stack's munge secret and registry login",
                  sources=(IAM_POLICY_SYNTAX, SWR_LOGIN)),
-    "stop": Need("the stop function's agency", frozenset(STOP_ACTIONS), unscoped=frozenset(STOP_UNSCOPED),
-                 scope="the stack's tagged servers", sources=(IAM_POLICY_SYNTAX, FGS_AGENCY)),
+    "stop": Need("the stop function's agency", frozenset(STOP_ACTIONS),
+                 unscoped=frozenset(STOP_UNSCOPED + IDLE_ACTIONS),
+                 scope="the stack's tagged servers and its Lite Servers", sources=(IAM_POLICY_SYNTAX, FGS_AGENCY)),
 }
 
 AGENCY = "huaweicloud:Iam/agency:Agency"
@@ -86,9 +97,10 @@ def tag_condition(key: str, value: str) -> dict[str, Any]:
     return {"StringEquals": {f"g:ResourceTag/{key}": [value]}}
 
 
-def stop_policy(tag_key: str, tag_value: str, alert_topic: str | None = None) -> str:
-    """The stop function's policy; with ``alert_topic``, it may publish its failures there."""
-    statements = [_statement(STOP_UNSCOPED, ["*"]),
+def stop_policy(tag_key: str, tag_value: str, alert_topic: str | None = None, idle: bool = False) -> str:
+    """The stop function's policy; with ``alert_topic``, it may publish its failures there; with ``idle``, it may
+    read the servers' CPU."""
+    statements = [_statement(STOP_UNSCOPED + (IDLE_ACTIONS if idle else ()), ["*"]),
                   _statement(("ecs:cloudServers:stop",), ["ecs:*:*:instance:*"], tag_condition(tag_key, tag_value))]
     if alert_topic:
         statements.append(_statement(ALERT_ACTIONS, [f"smn:*:*:topic:{alert_topic}"]))

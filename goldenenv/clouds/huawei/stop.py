@@ -16,8 +16,21 @@ another stack's server; stopped with BatchStopServers (os-stop, type SOFT, up to
 
 The month's spend reaching the limit (or a bill that cannot be read) is published to the budget's SMN topic on
 every run while it lasts, with the hard stop on or off: Huawei's own budgets only alert, so this is the stack's
-alert at 100 %. The time to live and the idle stop are not run here yet: ECS's own auto_terminate_time is not used (it deletes, and
-the system disk with it); Cloud.check refuses them on Huawei until this function runs them.
+alert at 100 %. With the hard stop the stack's Ascend Lite Servers are stopped too (stop_lite.py: found by name,
+each outcome read back).
+
+The same timer runs the time to live and the idle stop, as Tencent's and Google Cloud's stop functions do; ECS's own
+auto_terminate_time is not used (it deletes, and the system disk with it). A server expires GOLDENENV_TTL_HOURS after
+its `created` (ServerDetail.created, "2019-05-22T03:19:19Z": huaweicloudsdkecs 3.1.219; ECS keeps no last start time
+there, so a server started again by hand after its time to live is stopped again by the next run; raise ttlHours and
+`up` to keep it), a Lite Server after its create_at (stop_lite.py). A server is idle when Cloud Eye's cpu_util
+(namespace SYS.ECS, dimension instance_id, measured by the host with no agent on the node: unverified) stayed under
+min(5 %, half a core) in every 5-minute mean of the last GOLDENENV_IDLE_MINUTES (ShowMetricData, GET
+/V1.0/{project_id}/metric-data with namespace, metric_name, dim.0=instance_id,<id>, from and to in ms, period 300,
+filter average: https://support.huaweicloud.com/intl/en-us/api-ces/ces_03_0033.html; the answer's datapoints[] of
+average and timestamp: unverified, the response section was not read). Missing or too few points are not idleness,
+a server up for less than the idle time is kept; one whose metric or creation cannot be read is named and fails the
+invocation after the rest is done, so it is never stopped as idle and never silently kept.
 
 Standard library only, shipped beside stopcore.py. The calls are signed SDK-HMAC-SHA256 with the temporary
 credentials FunctionGraph gives a function with an agency (context.getSecurityAccessKey, getSecuritySecretKey,
@@ -31,12 +44,14 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 try:
     import stopcore
+    import stop_lite
 except ImportError:  # in the repository
     from goldenenv.clouds import stopcore
+    from goldenenv.clouds.huawei import stop_lite
 
 LIMIT_ENV, CURRENCY_ENV, HARD_STOP_ENV, DRY_RUN_ENV = ("GOLDENENV_LIMIT", "GOLDENENV_CURRENCY", "GOLDENENV_HARD_STOP",
                                                        "GOLDENENV_DRY_RUN")
@@ -46,6 +61,11 @@ PROJECT_KEY_ENV, PROJECT_VALUE_ENV = "GOLDENENV_PROJECT_KEY", "GOLDENENV_PROJECT
 not this one)."""
 ALERT_TOPIC_ENV = "GOLDENENV_ALERT_TOPIC"
 """The SMN topic (its URN) a failed run is published to: the budget's addresses subscribe to it (budget.py)."""
+TTL_HOURS_ENV, IDLE_MINUTES_ENV = "GOLDENENV_TTL_HOURS", "GOLDENENV_IDLE_MINUTES"
+DEVSERVER_PREFIX_ENV = stop_lite.PREFIX_ENV
+CPU_NAMESPACE, CPU_METRIC, IDLE_PERIOD_SECONDS = "SYS.ECS", "cpu_util", 300
+LITE_SECONDS = 120
+"""Of the invocation's time, what the watch of ECS servers still starting leaves for the Lite Servers."""
 TIMEOUT_SECONDS = 600
 BSS_HOST = "bss.myhuaweicloud.com"
 BILL_PAGE = 100
@@ -196,8 +216,8 @@ def alert(api, region, topic, text):
 
 
 def handler(event, context, env=os.environ, api=None, clock=None, now=None):
-    """One timer run: the budget's hard stop (with it on). A failed run is published to the alert topic, then
-    raised (FunctionGraph counts it as a failed invocation)."""
+    """One timer run: the budget's hard stop (with it on), else the time to live and idle stop (with either set).
+    A failed run is published to the alert topic, then raised (FunctionGraph counts it as a failed invocation)."""
     region = env[REGION_ENV]
     if api is None:
         credentials, project = _credentials(context, env)
@@ -210,6 +230,121 @@ def handler(event, context, env=os.environ, api=None, clock=None, now=None):
         if env.get(ALERT_TOPIC_ENV):
             alert(api, region, env[ALERT_TOPIC_ENV], f"the stop function of {env.get(TAG_VALUE_ENV)} failed: {error}")
         raise
+
+
+def created(server):
+    """The server's `created` (ISO 8601, UTC) as an aware datetime; Unjudgeable when it cannot be read."""
+    text = server.get("created")
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise stopcore.Unjudgeable(f"its created {text!r} is not a time") from None
+    if moment.tzinfo is None:
+        raise stopcore.Unjudgeable(f"its created {text!r} carries no time zone")
+    return moment
+
+
+def cpu_means(server_id, minutes, now, api, clock, region):
+    """The server's 5-minute mean cpu_util (percent) over the last ``minutes``, oldest first."""
+    end = int(now.timestamp() * 1000)
+    answer = stopcore.retry(lambda: api("GET", f"ces.{region}.myhuaweicloud.com", "/V1.0/{project}/metric-data?" +
+                                        urllib.parse.urlencode({
+                                            "namespace": CPU_NAMESPACE, "metric_name": CPU_METRIC,
+                                            "dim.0": f"instance_id,{server_id}", "from": end - int(minutes * 60000),
+                                            "to": end, "period": IDLE_PERIOD_SECONDS, "filter": "average"}), None),
+                            transient, clock)
+    points = sorted(answer.get("datapoints") or [], key=lambda p: p.get("timestamp") or 0)
+    return [p.get("average") for p in points]
+
+
+def idle_reason(server, minutes, now, api, clock, region):
+    """Why a server is idle; None when it is not, or cannot be known yet (up for less than the idle time, too few
+    points). An unreadable metric raises."""
+    if now - created(server) < timedelta(minutes=minutes):
+        return None
+    vcpus = str((server.get("flavor") or {}).get("vcpus") or "1")
+    threshold = stopcore.idle_cpu_percent(int(vcpus) if vcpus.isdigit() else 1)
+    reason = stopcore.idle_due(cpu_means(server["id"], minutes, now, api, clock, region), minutes,
+                               IDLE_PERIOD_SECONDS / 60, threshold, " %")
+    return f"{reason} ({vcpus} vCPUs)" if reason else None
+
+
+def _judge(name, judge, problems, log):
+    """(``judge()``'s reason, whether it could be judged); one that cannot is named in ``problems``, kept this run."""
+    try:
+        return judge(), True
+    except stopcore.Unjudgeable as problem:
+        problems.append(f"{name}: cannot be judged ({problem})")
+    except (ApiError, OSError, stopcore.OutOfTime) as error:
+        problems.append(f"{name}: its CPU cannot be read, so it is neither idle nor busy ({error})")
+    log(f"ERROR lifecycle: SKIPPED {problems[-1]}")
+    return None, False
+
+
+def lifecycle(env, tags, api, clock, now, region, log=print):
+    """The time to live and the idle stop over the stack's ECS servers and Lite Servers: every live server past its
+    time or idle is stopped; one that cannot be judged is named and fails the invocation after the rest is done."""
+    ttl, idle = stopcore.positive(env.get(TTL_HOURS_ENV)), stopcore.positive(env.get(IDLE_MINUTES_ENV))
+    prefix = env.get(DEVSERVER_PREFIX_ENV)
+    due, lite_due, problems = {}, {}, []
+    ecs, lite = _listed(tags, prefix, api, clock, region, problems)
+    for server in ecs:
+        if STATES.get(server.get("status"), stopcore.STARTING) in (stopcore.STOPPING, stopcore.STOPPED):
+            continue
+        reason, judged = _judge(server["id"], lambda: (
+            (stopcore.ttl_due(created(server), ttl, now, "its creation") if ttl else None)
+            or (idle_reason(server, idle, now, api, clock, region) if idle else None)), problems, log)
+        if reason:
+            due[server["id"]] = (server, reason)
+        elif judged:
+            log(f"lifecycle: keep {server['id']}")
+    for server in lite:
+        if stop_lite.STATES.get(server.get("status"), stopcore.STARTING) in (stopcore.STOPPING, stopcore.STOPPED):
+            continue
+        name = stop_lite.described(server)
+        reason, judged = _judge(name, lambda: stopcore.ttl_due(stop_lite.created(server), ttl, now, "its creation")
+                                if ttl else None, problems, log)
+        if reason:
+            lite_due[server["id"]] = (server, reason)
+        elif judged:
+            log(f"lifecycle: keep {name}" + (" (a Lite Server is not judged idle: no metric of it is read)"
+                                             if idle else ""))
+    stopped = _stop_both([s for s, _ in due.values()], lambda s: due[s["id"]][1],
+                         [s for s, _ in lite_due.values()], lambda s: lite_due[s["id"]][1],
+                         tags, prefix, api, clock, region, problems, log)
+    return {"stop": bool(stopped), "reason": f"{len(due) + len(lite_due)} due by time to live or idleness",
+            "stopped": stopped}
+
+
+def _listed(tags, prefix, api, clock, region, problems):
+    """(the stack's ECS servers, its Lite Servers): a listing that cannot be completed is named in ``problems`` and
+    holds back no stop of the other kind."""
+    found = []
+    for what, listing in (("servers", lambda: servers(tags, api, clock, region)),
+                          ("Lite Servers", lambda: stop_lite.servers(prefix, api, clock, region, transient)
+                           if prefix else [])):
+        try:
+            found.append(listing())
+        except (stopcore.ListingIncomplete, stopcore.OutOfTime) as error:
+            problems.append(f"the stack's {what} could not be listed, so none of them is judged or stopped ({error})")
+            print(f"ERROR {problems[-1]}")
+            found.append([])
+    return found[0], found[1]
+
+
+def _stop_both(ecs, ecs_reason, lite, lite_reason, tags, prefix, api, clock, region, problems, log):
+    """Stop the ECS servers, then the Lite Servers (their outcomes read back); raise naming every server left and
+    every earlier problem once the rest is done."""
+    report = stopcore.stop_every(ecs, _stop_plan(tags, api, clock, region),
+                                 stop_lite.reserving(clock, LITE_SECONDS if lite else 0), ecs_reason)
+    for line in report.lines("ecs:"):
+        log(line)
+    accepted, lite_problems = (stop_lite.stop(lite, lite_reason, prefix, api, clock, region, transient, log)
+                               if lite else ([], []))
+    left = list(problems) + report.problems() + lite_problems
+    if left:
+        raise RuntimeError("the stop left servers running: " + "; ".join(left))
+    return [o.node for o in report.stopped] + accepted
 
 
 def _run(env, api, clock, now, region):
@@ -228,12 +363,13 @@ def _run(env, api, clock, now, region):
     if verdict.stop and env.get(ALERT_TOPIC_ENV):
         alert(api, region, env[ALERT_TOPIC_ENV], f"{what}: {verdict.reason}" + (
             "; the hard stop stops the stack's servers" if stopcore.flag(env.get(HARD_STOP_ENV)) else ""))
-    if not verdict.stop or not stopcore.flag(env.get(HARD_STOP_ENV)) or stopcore.flag(env.get(DRY_RUN_ENV)):
-        return {"stop": False, "reason": verdict.reason}
-    report = stopcore.stop_every(servers(tags, api, clock, region), _stop_plan(tags, api, clock, region), clock,
-                                 verdict.reason)
-    for line in report.lines("budget:"):
-        print(line)
-    if not report.complete:
-        raise RuntimeError("the stop left servers running: " + "; ".join(report.problems()))
-    return {"stop": True, "reason": verdict.reason, "stopped": [o.node for o in report.stopped]}
+    if verdict.stop and stopcore.flag(env.get(HARD_STOP_ENV)) and not stopcore.flag(env.get(DRY_RUN_ENV)):
+        prefix, problems = env.get(DEVSERVER_PREFIX_ENV), []
+        ecs, lite = _listed(tags, prefix, api, clock, region, problems)
+        stopped = _stop_both(ecs, verdict.reason, lite, verdict.reason, tags, prefix, api, clock, region, problems,
+                             print)
+        return {"stop": True, "reason": verdict.reason, "stopped": stopped}
+    if stopcore.positive(env.get(TTL_HOURS_ENV)) or stopcore.positive(env.get(IDLE_MINUTES_ENV)):
+        found = lifecycle(env, tags, api, clock, now, region)
+        return {**found, "reason": f"{verdict.reason}; {found['reason']}"}
+    return {"stop": False, "reason": verdict.reason}
