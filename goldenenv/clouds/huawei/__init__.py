@@ -28,7 +28,7 @@ from goldenenv.clouds.base import (
     BuildContext, Capability, DockerReach, HostImageForm, NodeLogin, PulumiCloud, head_shape, host_image_problems,
     mock_address, stable_number, zone_problems,
 )
-from goldenenv.clouds.huawei import api, limits, obslink, storage, tags
+from goldenenv.clouds.huawei import api, limits, liteservers, obslink, storage, tags
 from goldenenv.clouds.huawei.basics import CLOUD, UUID, bucket_name, registry_names, secret_name
 from goldenenv.clouds.huawei.nodes import NODE_UPDATES
 from goldenenv.clouds.huawei.parts import GpuCluster
@@ -58,7 +58,7 @@ def _credentials() -> api.Credentials:
 
 class HuaweiCloud(PulumiCloud):
     name = CLOUD
-    capabilities = frozenset({Capability.PARALLEL_FS, Capability.BUDGET, Capability.HARD_STOP})
+    capabilities = frozenset({Capability.RDMA, Capability.PARALLEL_FS, Capability.BUDGET, Capability.HARD_STOP})
     registry_types = ("huaweicloud:Swr/",)
     key_props = {
         "huaweicloud:Vpc/vpc:Vpc": ("cidr",),
@@ -98,10 +98,14 @@ class HuaweiCloud(PulumiCloud):
             if catalog.instance_types(CLOUD).get(pool.instance_type) is None:
                 continue
             problems += host_image_problems(CLOUD, spec, pool, f"{at}.hostImage", HOST_IMAGE_FORM)
+            if liteservers.is_lite_server(pool.instance_type):
+                problems += liteservers.pool_problems(spec, pool, at)
+                continue
             if pool.rdma:
                 problems.append(Problem(f"{at}.{pool.rdma_key}", f"{pool.instance_type} has no RDMA on Huawei's "
                                         "GPU ECS flavors goldenenv knows; set rdma: false (RoCE comes with the "
-                                        "Ascend Lite Server pools, not built yet)"))
+                                        "Ascend Lite Server flavors: "
+                                        f"{', '.join(liteservers.lite_server_types()) or 'none in the catalog'})"))
             if Capacity.SPOT in pool.capacities:
                 problems.append(Problem(f"{at}.capacity", "goldenenv offers no spot on Huawei Cloud yet: whether "
                                         "Huawei sells its GPU flavors as spot, and where a spot ECS reads its "
@@ -157,6 +161,9 @@ class HuaweiCloud(PulumiCloud):
         uuid = f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}"
         if args.typ == limits.INSTANCE:
             return uuid, {"accessIpV4": mock_address(args.name), "status": "ACTIVE"}
+        if args.typ == "pulumi-python:dynamic:Resource" and "flavor" in args.inputs:
+            return uuid, {**args.inputs, "serverId": uuid, "status": "RUNNING",
+                          "privateIp": mock_address(args.name)}
         if args.typ == "pulumi-python:dynamic:Resource":
             return uuid, {"targetId": uuid}
         if args.typ == "huaweicloud:Sfs/turbo:Turbo":
@@ -180,6 +187,7 @@ class HuaweiCloud(PulumiCloud):
         notes = ["Huawei Cloud: which zones sell a GPU flavor and its price are known only to an account "
                  "(ECS ListFlavorSellPolicies; the price calculator): the catalog's Huawei prices are placeholders "
                  "(prices.csv, unverified)"]
+        notes += liteservers.plan_notes(spec)
         if spec.budget:
             notes.append("Huawei's budgets only alert (BSS has no budget that acts): the stack's stop function reads "
                          f"the month's bill by the tag {tags.STACK_KEY} every hour (BSS resource records, Beijing "

@@ -18,6 +18,8 @@ from goldenenv.clouds.huawei.basics import CLOUD, bucket_name, host_image, iam_n
     short_name
 from goldenenv.clouds.huawei.budget import BudgetGuard, BudgetGuardArgs
 from goldenenv.clouds.huawei.head import MungeSecret, SlurmHead, SlurmHeadArgs, munge_key
+from goldenenv.clouds.huawei.liteservers import LITE_ROOT_MIN_GIB, LiteServerPool, LiteServerPoolArgs, \
+    is_lite_server, lite_server_image
 from goldenenv.clouds.huawei.network import GpuNetwork, GpuNetworkArgs
 from goldenenv.clouds.huawei.nodes import GpuNodePool, GpuNodePoolArgs
 from goldenenv.clouds.huawei.registry import ImageRepository, ImageRepositoryArgs
@@ -86,6 +88,8 @@ class HuaweiParts(recipe.Parts):
     def node_pool(self, pool: Any, boot: recipe.Boot) -> recipe.NodePool:
         spec = self.spec
         it = catalog.instance_type(CLOUD, pool.instance_type)
+        if is_lite_server(it.name):
+            return self._lite_server_pool(pool, it, boot)
         nodes = GpuNodePool(f"{self.name}-{pool.name}", GpuNodePoolArgs(
             pool=pool.name, flavor=it.name, count=pool.count, zone=self.zone,
             image=host_image(spec, pool, hostlayer.layer(spec, pool)), subnet_id=self.net.subnet_id,
@@ -95,6 +99,19 @@ class HuaweiParts(recipe.Parts):
             agency_name=iam_name(spec.tags.project, spec.stack, pool.name), region=spec.region,
             key_pair=self._key(node_key(spec, pool), pool.name), tags=self.tags, rolled=self.rolled(pool),
         ), self.child)
+        return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
+
+    def _lite_server_pool(self, pool: Any, it: Any, boot: recipe.Boot) -> recipe.NodePool:
+        """An Ascend pool: ModelArts Lite Servers on the node security group, with the pool's key pair (Cloud.check
+        has made sure it has one) and the image the catalog names for Lite Servers unless the pool pins its own."""
+        spec = self.spec
+        fabric = it.rdma if it.has_rdma and pool.rdma is not False else "none"
+        nodes = LiteServerPool(f"{self.name}-{pool.name}", LiteServerPoolArgs(
+            stack=spec.stack, pool=pool.name, flavor=it.name, count=pool.count, region=spec.region, zone=self.zone,
+            image=lite_server_image(spec, pool), vpc_id=self.net.vpc_id, subnet_id=self.net.subnet_id,
+            security_group_id=self.net.security_group_id, key_pair=self._key(node_key(spec, pool), pool.name),
+            user_data=boot.node(pool.name, fabric, it.local_nvme_count > 0),
+            root_volume_gib=max(pool.root_volume_gib, LITE_ROOT_MIN_GIB)), self.child)
         return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
 
     def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
