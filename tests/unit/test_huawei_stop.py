@@ -275,3 +275,46 @@ def test_lite_servers_that_cannot_be_listed_hold_back_no_ecs_stop_and_fail_the_i
     outcome = world.invoke("hard-stop")
     assert outcome.failed and "Lite Servers could not be listed" in outcome.message
     assert "modelarts:devserver:list" in outcome.message and world.touched() == {"dev-0", "dev-1"}
+
+
+def checked(stack: str, lifecycle: dict, budget: bool = True) -> list:
+    """The problems Cloud.check finds in a shipped stack with ``lifecycle`` (and without its budget)."""
+    import shipped
+
+    from goldenenv import clouds, stackconfig
+    from goldenenv.spec import ConfigError
+
+    values, unknown = stackconfig.namespaced(stackconfig.read_stack_file(shipped.STACKS / f"Pulumi.{stack}.yaml"))
+    values["lifecycle"] = {**(values.get("lifecycle") or {}), **lifecycle}
+    if not budget:
+        values.pop("budget", None)
+    try:
+        clouds.validate(stackconfig.load(stack, values, unknown))
+    except ConfigError as refused:
+        return [(p.key, p.message) for p in refused.problems]
+    return []
+
+
+def test_a_stack_with_a_budget_takes_a_time_to_live_and_an_idle_time():
+    assert checked("huawei-gpu-dev", {"ttlHours": 24, "idleMinutes": 30}) == []
+
+
+def test_without_a_budget_there_is_no_function_to_run_them():
+    problems = checked("huawei-gpu-dev", {"ttlHours": 24}, budget=False)
+    assert [k for k, _ in problems] == ["goldenenv:lifecycle.ttlHours"]
+    assert "no budget" in problems[0][1]
+
+
+def test_the_idle_stop_is_refused_where_lite_servers_cannot_be_judged_idle():
+    assert checked("huawei-snt9b-2node", {"ttlHours": 24}) == []
+    [(key, message)] = checked("huawei-snt9b-2node", {"idleMinutes": 30})
+    assert key == "goldenenv:lifecycle.idleMinutes" and "Lite Server" in message
+
+
+def test_the_lite_servers_names_and_the_stop_functions_prefix_agree():
+    """devserver.py names the servers, stop_lite.py finds them: the same prefix for any stack."""
+    from goldenenv.clouds.huawei import devserver
+
+    for stack in ("dev", "huawei-snt9b-2node"):
+        assert devserver.server_name(stack, "npu", 0).startswith(stop_lite.prefix(stack))
+        assert devserver.name_prefix(stack) == stop_lite.prefix(stack)

@@ -141,11 +141,20 @@ class HuaweiCloud(PulumiCloud):
 
     @staticmethod
     def _lifecycle(spec: ClusterSpec) -> list[Problem]:
-        """The time to live and the idle stop are not run on Huawei yet (stop.py runs the budget only)."""
-        return [Problem(f"goldenenv:lifecycle.{key}", f"{CLOUD} runs no {what} yet (its stop function runs the "
-                        f"budget only); drop {key}")
-                for key, what, value in (("ttlHours", "time-to-live stop", spec.lifecycle.ttl_hours),
-                                         ("idleMinutes", "idle stop", spec.lifecycle.idle_minutes))
+        """The time to live and the idle stop run in the budget's stop function (budget.py, stop.py): a stack with
+        no budget has none to run them."""
+        if spec.budget:
+            lite = [p.name for p in spec.nodes if liteservers.is_lite_server(p.instance_type)]
+            if spec.lifecycle.idle_minutes is None or not lite:
+                return []
+            return [Problem("goldenenv:lifecycle.idleMinutes", f"the idle stop judges a server by Cloud Eye's ECS "
+                            f"CPU, and no metric of an Ascend Lite Server (pool {', '.join(lite)}) is read, so it "
+                            "would never stop them; drop idleMinutes (ttlHours and the budget stop them)")]
+        return [Problem(f"goldenenv:lifecycle.{key}", f"{CLOUD} runs {what} in the budget's stop function, and this "
+                        "stack has no budget: add goldenenv:budget (monthlyLimit, currency, emails), or drop "
+                        f"{key}")
+                for key, what, value in (("ttlHours", "the time-to-live stop", spec.lifecycle.ttl_hours),
+                                         ("idleMinutes", "the idle stop", spec.lifecycle.idle_minutes))
                 if value is not None]
 
     def offline_lookup(self, spec: ClusterSpec) -> storage.OfflineLookup:
