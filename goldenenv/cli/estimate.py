@@ -354,6 +354,7 @@ def _print_options(result, req) -> None:
         console.print(f"[bold]cheapest ({currency})[/]: {o.cloud} {o.instance_type} x{o.nodes} {o.capacity}, "
                       f"{o.hours:,.1f} h at {o.scaling_efficiency:.2f} efficiency, {o.cost:,.0f} {currency}",
                       highlight=False)
+    _print_families(result)
     if result.hours_basis:
         console.print(f"[dim]hours: {escape(result.hours_basis)}[/]", highlight=False)
     if result.no_recommendation:
@@ -361,3 +362,26 @@ def _print_options(result, req) -> None:
     if any(o.tcp_zero3 and o.fits for o in result.options) and not req.allow_tcp:
         console.print("[yellow]multi-node ZeRO-3 without RDMA is not recommended: it gathers every weight over TCP "
                       "each step; --allow-tcp to consider it[/]")
+
+
+def _print_families(result) -> None:
+    """NVIDIA and Ascend side by side (goldenenv.estimate.families), when the options hold more than one family."""
+    rows = result.families
+    if len({row.family for row in rows}) < 2:
+        return
+    t = Table(title="accelerator families side by side: each one's cheapest offer that fits, per currency",
+              title_justify="left")
+    for col in ("family", "offer", "memory/device", "memory/node", "run needs/device", "nodes", "hours", "cost"):
+        t.add_column(col)
+    for row in rows:
+        o = row.offer
+        if o is None:
+            t.add_row(row.family, f"[yellow]none of {row.offers}[/]: {escape(row.why_none or '')}", *["-"] * 6)
+            continue
+        mark = " * (unverified price)" if o.price_verified is False else ""
+        t.add_row(row.family, f"{o.cloud} {o.instance_type} ({o.gpus_per_node} x {o.gpu} {row.device_word}, "
+                  f"{o.capacity})", _gib(o.usable_gib_per_device * 2**30), _gib(o.usable_gib_per_node * 2**30),
+                  _gib(o.needed_gib_per_device * 2**30) if o.needed_gib_per_device is not None else "-",
+                  str(o.nodes), f"{o.hours:,.1f} at {o.scaling_efficiency:.2f}",
+                  f"{o.cost:,.0f} {o.currency}{mark}")
+    console.print(t)

@@ -20,7 +20,7 @@ from typing import Any
 
 from goldenenv import catalog, costs
 from goldenenv.estimate import footprint as mem
-from goldenenv.estimate import lora, network, timing
+from goldenenv.estimate import families, lora, network, timing
 from goldenenv.estimate.figure import figure
 from goldenenv.estimate.footprint import GiB, OVERHEAD_BYTES
 from goldenenv.estimate.inputs import SPEC_KEYS, flag, request_from, spec_problems
@@ -134,6 +134,13 @@ class Option:
     price_region: str | None
     price_as_of: str | None
     price_verified: bool | None
+    accelerator: str | None = None
+    """The device's family as people write it (NVIDIA CUDA, Huawei Ascend); None for a device no family claims."""
+    usable_gib_per_device: float | None = None
+    """What each device offers (catalog gpu_usable_memory: nvidia-smi's memory.total, npu-smi's HBM total)."""
+    usable_gib_per_node: float | None = None
+    needed_gib_per_device: float | None = None
+    """What the run needs per device on the fleet chosen (or the largest tried when nothing fits)."""
 
 
 def _catalog_region(cloud: str, instance_type: str) -> str:
@@ -162,6 +169,8 @@ def options(req: Request) -> list[Option]:
                                         stored_gb=req.dataset_gb + req.checkpoint_gb, egress_gb=req.egress_gb,
                                         idle_hours=req.idle_hours)
             amounts = {part.kind: part.amount for part in parts} if parts else {}
+            family = families.family_of(it.gpu.name)
+            usable = gpu_usable_bytes(it.gpu.name) / GiB
             found.append(Option(
                 it.cloud, it.name, it.gpu.name, it.gpu_count, capacity, fleet.nodes, fleet.fits, fleet.gpu_memory,
                 fleet.host_memory, fleet.meets, fleet.efficiency, fleet.network, fleet.tcp_zero3, fleet.hours,
@@ -171,6 +180,8 @@ def options(req: Request) -> list[Option]:
                 costs.total(parts, "run") if parts else None,
                 p.region if p else None, p.as_of if p else None,
                 all(part.verified for part in parts) if parts else (p.verified if p else None),
+                family.label if family else None, usable, usable * it.gpu_count,
+                fleet.needed_bytes / GiB if fleet.needed_bytes is not None else None,
             ))
     return found
 
@@ -186,6 +197,8 @@ class Fleet:
     efficiency: float | None
     network: str
     tcp_zero3: bool
+    needed_bytes: float | None = None
+    """Bytes per device the run needs on this fleet."""
 
 
 def _smallest_fleet(req: Request, it: catalog.InstanceType, mfu: float) -> Fleet:
@@ -199,7 +212,7 @@ def _smallest_fleet(req: Request, it: catalog.InstanceType, mfu: float) -> Fleet
         m = memory(req, it.gpu_count, nodes)
         gpu_fit = verdict(m.total, usable, req.headroom)
         host_fit = verdict(m.host_per_node, host_capacity, req.headroom)
-        last = Fleet(None, None, False, gpu_fit, host_fit, None, None, "", False)
+        last = Fleet(None, None, False, gpu_fit, host_fit, None, None, "", False, m.total)
         if gpu_fit != "fits" or host_fit != "fits":
             continue
         s = step_scaling(req, it.gpu.name, it.gpu_count, nodes, link, mfu)
@@ -209,7 +222,7 @@ def _smallest_fleet(req: Request, it: catalog.InstanceType, mfu: float) -> Fleet
             hours = costs.billed_hours(ideal, s.efficiency)
         tcp_zero3 = nodes > 1 and req.zero == 3 and not link.rdma
         fleet = Fleet(nodes, hours, True, gpu_fit, host_fit, None, s.efficiency,
-                      link.inter if nodes > 1 else link.intra, tcp_zero3)
+                      link.inter if nodes > 1 else link.intra, tcp_zero3, m.total)
         first = first or fleet
         if req.deadline_hours is None or hours is None:
             return fleet
@@ -300,6 +313,11 @@ class Estimate:
         return self.own.gpus
 
     @property
+    def families(self) -> list[families.FamilyOffer]:
+        """NVIDIA's and Ascend's (each family's) recommended offer per currency, side by side."""
+        return families.side_by_side(self.options, lambda o: recommendable(o, self.request))
+
+    @property
     def hours_basis(self) -> str | None:
         """How the options' hours come from --hours; None when they come from --tokens (or are not known)."""
         req = self.request
@@ -355,6 +373,7 @@ class Estimate:
             "cost": own.cost, "cost_lines": [line.to_json() for line in own.parts],
             "options": [asdict(o) for o in self.options],
             "cheapest": {cur: asdict(o) for cur, o in self.cheapest.items()},
+            "side_by_side": [row.to_json() for row in self.families],
             "hours_basis": self.hours_basis, "no_recommendation": self.no_recommendation,
             "assumptions": assumptions(req),
         })
