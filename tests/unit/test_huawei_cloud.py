@@ -66,12 +66,6 @@ def test_sfs_turbo_hpc_below_its_minimum_or_off_its_step_is_refused(size, words)
     assert refusals(DEV, storage={"parallelFs": {"enabled": True, "sizeGib": 4915}}) == []
 
 
-@pytest.mark.parametrize("key", ["ttlHours", "idleMinutes"])
-def test_a_time_to_live_or_idle_stop_is_refused_until_the_stop_function_runs_it(key):
-    found = refusals(DEV, lifecycle={key: 12 if key == "ttlHours" else 60})
-    assert any(p.startswith(f"goldenenv:lifecycle.{key}") for p in found), found
-
-
 @pytest.mark.parametrize("key, value", [("team:a", "x"), ("team", "a/b")])
 def test_a_tag_huawei_refuses_is_named_at_its_key(key, value):
     """TMS: keys of letters, digits, _ and - (36 at most), values of the same and . (43 at most)."""
