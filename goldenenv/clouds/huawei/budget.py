@@ -38,7 +38,7 @@ RUNTIME = "Python3.9"
 HANDLER = "stop.handler"
 SCHEDULE = "@every 1h"
 MEMORY_MB = 128
-SOURCE = FunctionSource(Path(__file__).parent, ("stop.py", "stop_lite.py"), STOP_CORE)
+SOURCE = FunctionSource(Path(__file__).parent, ("stop.py", "stop_idle.py", "stop_lite.py"), STOP_CORE)
 
 
 def package(source: FunctionSource = SOURCE) -> bytes:

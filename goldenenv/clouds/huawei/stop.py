@@ -23,18 +23,15 @@ The same timer runs the time to live and the idle stop, as Tencent's and Google 
 auto_terminate_time is not used (it deletes, and the system disk with it). A server expires GOLDENENV_TTL_HOURS after
 its `created` (ServerDetail.created, "2019-05-22T03:19:19Z": huaweicloudsdkecs 3.1.219; ECS keeps no last start time
 there, so a server started again by hand after its time to live is stopped again by the next run; raise ttlHours and
-`up` to keep it), a Lite Server after its create_at (stop_lite.py). A server is idle when Cloud Eye's cpu_util
-(namespace SYS.ECS, dimension instance_id, measured by the host with no agent on the node: unverified) stayed under
-min(5 %, half a core) in every 5-minute mean of the last GOLDENENV_IDLE_MINUTES (ShowMetricData, GET
-/V1.0/{project_id}/metric-data with namespace, metric_name, dim.0=instance_id,<id>, from and to in ms, period 300,
-filter average: https://support.huaweicloud.com/intl/en-us/api-ces/ces_03_0033.html; the answer's datapoints[] of
-average and timestamp: unverified, the response section was not read). Missing or too few points are not idleness,
-a server up for less than the idle time is kept; one whose metric or creation cannot be read is named and fails the
-invocation after the rest is done, so it is never stopped as idle and never silently kept.
+`up` to keep it), a Lite Server after its create_at (stop_lite.py). An ECS server is idle when Cloud Eye's CPU
+stayed low for the whole window (stop_idle.py); Lite Servers are not judged idle (no metric of them is read). A
+server whose creation or metric cannot be read is named and fails the invocation after the rest is done, so it is
+never stopped as idle and never silently kept.
 
-Standard library only, shipped beside stopcore.py. The calls are signed SDK-HMAC-SHA256 with the temporary
-credentials FunctionGraph gives a function with an agency (context.getSecurityAccessKey, getSecuritySecretKey,
-getSecurityToken, and getProjectID: unverified, read on no Huawei page here).
+Standard library only, shipped beside stopcore.py, stop_lite.py and stop_idle.py. The calls are signed
+SDK-HMAC-SHA256 with the temporary credentials FunctionGraph gives a function with an agency
+(context.getSecurityAccessKey, getSecuritySecretKey, getSecurityToken, and getProjectID: unverified, read on no
+Huawei page here).
 """
 
 import hashlib
@@ -44,14 +41,15 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 try:
-    import stopcore
+    import stop_idle
     import stop_lite
+    import stopcore
 except ImportError:  # in the repository
     from goldenenv.clouds import stopcore
-    from goldenenv.clouds.huawei import stop_lite
+    from goldenenv.clouds.huawei import stop_idle, stop_lite
 
 LIMIT_ENV, CURRENCY_ENV, HARD_STOP_ENV, DRY_RUN_ENV = ("GOLDENENV_LIMIT", "GOLDENENV_CURRENCY", "GOLDENENV_HARD_STOP",
                                                        "GOLDENENV_DRY_RUN")
@@ -63,7 +61,6 @@ ALERT_TOPIC_ENV = "GOLDENENV_ALERT_TOPIC"
 """The SMN topic (its URN) a failed run is published to: the budget's addresses subscribe to it (budget.py)."""
 TTL_HOURS_ENV, IDLE_MINUTES_ENV = "GOLDENENV_TTL_HOURS", "GOLDENENV_IDLE_MINUTES"
 DEVSERVER_PREFIX_ENV = stop_lite.PREFIX_ENV
-CPU_NAMESPACE, CPU_METRIC, IDLE_PERIOD_SECONDS = "SYS.ECS", "cpu_util", 300
 LITE_SECONDS = 120
 """Of the invocation's time, what the watch of ECS servers still starting leaves for the Lite Servers."""
 TIMEOUT_SECONDS = 600
@@ -244,31 +241,6 @@ def created(server):
     return moment
 
 
-def cpu_means(server_id, minutes, now, api, clock, region):
-    """The server's 5-minute mean cpu_util (percent) over the last ``minutes``, oldest first."""
-    end = int(now.timestamp() * 1000)
-    answer = stopcore.retry(lambda: api("GET", f"ces.{region}.myhuaweicloud.com", "/V1.0/{project}/metric-data?" +
-                                        urllib.parse.urlencode({
-                                            "namespace": CPU_NAMESPACE, "metric_name": CPU_METRIC,
-                                            "dim.0": f"instance_id,{server_id}", "from": end - int(minutes * 60000),
-                                            "to": end, "period": IDLE_PERIOD_SECONDS, "filter": "average"}), None),
-                            transient, clock)
-    points = sorted(answer.get("datapoints") or [], key=lambda p: p.get("timestamp") or 0)
-    return [p.get("average") for p in points]
-
-
-def idle_reason(server, minutes, now, api, clock, region):
-    """Why a server is idle; None when it is not, or cannot be known yet (up for less than the idle time, too few
-    points). An unreadable metric raises."""
-    if now - created(server) < timedelta(minutes=minutes):
-        return None
-    vcpus = str((server.get("flavor") or {}).get("vcpus") or "1")
-    threshold = stopcore.idle_cpu_percent(int(vcpus) if vcpus.isdigit() else 1)
-    reason = stopcore.idle_due(cpu_means(server["id"], minutes, now, api, clock, region), minutes,
-                               IDLE_PERIOD_SECONDS / 60, threshold, " %")
-    return f"{reason} ({vcpus} vCPUs)" if reason else None
-
-
 def _judge(name, judge, problems, log):
     """(``judge()``'s reason, whether it could be judged); one that cannot is named in ``problems``, kept this run."""
     try:
@@ -293,7 +265,8 @@ def lifecycle(env, tags, api, clock, now, region, log=print):
             continue
         reason, judged = _judge(server["id"], lambda: (
             (stopcore.ttl_due(created(server), ttl, now, "its creation") if ttl else None)
-            or (idle_reason(server, idle, now, api, clock, region) if idle else None)), problems, log)
+            or (stop_idle.idle_reason(server, created(server), idle, now, api, clock, region, transient)
+                if idle else None)), problems, log)
         if reason:
             due[server["id"]] = (server, reason)
         elif judged:
