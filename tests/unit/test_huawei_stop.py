@@ -318,3 +318,25 @@ def test_the_lite_servers_names_and_the_stop_functions_prefix_agree():
     for stack in ("dev", "huawei-snt9b-2node"):
         assert devserver.server_name(stack, "npu", 0).startswith(stop_lite.prefix(stack))
         assert devserver.name_prefix(stack) == stop_lite.prefix(stack)
+
+
+@pytest.mark.parametrize("removed", ["modelarts:devserver:stop", "ecs:cloudServers:stop"])
+def test_a_stop_agency_that_cannot_stop_lite_servers_or_ecs_servers_is_an_error_naming_the_function(removed):
+    """huawei-snt9b-2node's Lite Servers are stopped by the function only if its agency's policy allows it."""
+    import dataclasses
+    import json
+
+    import shipped
+
+    plan, found = shipped.planned("huawei-snt9b-2node")
+    assert [f for f in found if f.rule == "budget-stop-chain"] == []
+    resources = []
+    for r in plan.resources:
+        if r.type == privilege.ROLE and r.name.endswith("-budget-identity-policy"):
+            document = json.loads(r.props["policy"])
+            for statement in document["Statement"]:
+                statement["Action"] = [a for a in statement["Action"] if a != removed]
+            r = dataclasses.replace(r, props={**r.props, "policy": json.dumps(document)})
+        resources.append(r)
+    findings = [f for f in shipped.guardrail_findings(plan, resources) if f.rule == "budget-stop-chain"]
+    assert findings and all(removed in f.message and "-budget-stop" in f.message for f in findings), findings
