@@ -3,7 +3,9 @@
 One case per pinned thing, each with an id that names it (`engine-docker-ce`, `module-nvidia_peermem`): every
 package the layer installs (or the host image carries at the host lock's version) at exactly the locked version and
 held there, the engine answering at its version, on GPU pools every GPU of the instance type reachable through the
-toolkit and the driver the layer expects loaded, each kernel module loaded and each fabric device present. The cases
+toolkit and the driver the layer expects loaded (on a pool of another accelerator family, whose devices no NVIDIA
+toolkit lists, every device file its family names: Ascend's /dev/davinci<n>), each kernel module loaded and each
+fabric device present. The cases
 are data computed here from the layer; the suite (test_host.py) runs them on docker://, ssh:// or local:// targets,
 the same way on a baked image's build instance and on every live node (`goldenenv validate`).
 """
@@ -19,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from goldenenv import catalog, fabrics
+from goldenenv import accelerators, catalog, fabrics
 from goldenenv.images.host import DRIVER, ENGINE, IMAGE, INSTALL, BAKED, HostLayer
 
 SUITE = Path(__file__).with_name("test_host.py")
@@ -29,8 +31,10 @@ UNREACHABLE = "host-reached"
 GOLDEN_CONTAINER = "goldenenv"
 """golden_ref on a live node: the image its golden container (named so by the boot) runs."""
 
-REACHED, PACKAGE, KERNEL_PACKAGE, ENGINE_ANSWERS, GPUS, DRIVER_LOADED, MODULE, DEVICE = (
-    "reached", "package", "kernel-package", "engine", "gpus", "driver", "module", "device")
+REACHED, PACKAGE, KERNEL_PACKAGE, ENGINE_ANSWERS, GPUS, DRIVER_LOADED, MODULE, DEVICE, DEVICE_FILES = (
+    "reached", "package", "kernel-package", "engine", "gpus", "driver", "module", "device", "device-files")
+TOOLKIT_DEVICES = "nvidia-smi"
+"""The accelerator family whose devices the NVIDIA toolkit lists (its health word): the gpus-all and driver cases."""
 PACKAGE_STATUS = "dpkg-query -W -f '${db:Status-Status}|${Version}|${db:Status-Want}' "
 """One query for a package: installed (ii), its version, and whether it is held (apt-mark hold sets want=hold)."""
 
@@ -88,7 +92,11 @@ def host_cases(layer: HostLayer, *, cloud: str, instance_type: str | None = None
                               root=True))
     node = catalog.instance_types(cloud).get(instance_type) if instance_type else None
     driver = next((p for p in layer.provided if p.need == DRIVER), None)
-    if node and node.gpu_count and driver is not None:
+    family = accelerators.of_device(node.gpu.name) if node and node.gpu_count else None
+    if family is not None and family.health != TOOLKIT_DEVICES:
+        cases.append(HostCase(f"{family.name}-devices", DEVICE_FILES, f"{family.device_word}s {family.gres_devices}<n>",
+                              family.gres_devices, str(node.gpu_count)))
+    elif node and node.gpu_count and driver is not None:
         if driver.version:
             cases.append(HostCase("driver-loaded", DRIVER_LOADED, "driver nvidia", "/sys/module/nvidia/version",
                                   driver.version))
@@ -139,6 +147,8 @@ def command(case: HostCase, sudo: bool) -> str:
         return f"test -d /sys/module/{shlex.quote(case.subject)}"
     if case.kind == DEVICE:
         return f"test -e {shlex.quote(case.subject)}"
+    if case.kind == DEVICE_FILES:
+        return f"ls -1d {shlex.quote(case.subject)}[0-9]* 2>/dev/null"
     raise ValueError(f"unknown host case kind {case.kind!r}")
 
 
@@ -180,6 +190,10 @@ def judge(case: HostCase, rc: int, out: str) -> str | None:
         return None if rc == 0 else f"{case.label}: not loaded (no /sys/module/{case.subject})"
     if case.kind == DEVICE:
         return None if rc == 0 else f"{case.label}: missing"
+    if case.kind == DEVICE_FILES:
+        found = [line for line in text.splitlines() if line.strip()]
+        return None if str(len(found)) == case.expected else \
+            f"{case.label}: {len(found)} present ({', '.join(found) or 'none'}), the instance type has {case.expected}"
     raise ValueError(f"unknown host case kind {case.kind!r}")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import clouds
+from goldenenv import accelerators, clouds
 from goldenenv.checks import expectations
 from goldenenv.images.lock import Lock, load
 
@@ -20,7 +20,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lock", required=True, help="images/<name>/lock.yaml the host must match")
     group.addoption("--python", default="python3", help="the image's Python on the host")
     group.addoption("--exec-prefix", default="", help="run probes through this, e.g. 'docker exec goldenenv' on a node")
-    group.addoption("--gpu", action="store_true", help="also run the GPU-host checks (driver, GPUs, all-reduce)")
+    group.addoption("--gpu", action="store_true", help="also run the accelerator-host checks (driver, devices, "
+                    "all-reduce; an NPU lock's family checks)")
     group.addoption("--cloud", default=None, choices=clouds.names(),
                     help="the cloud whose catalog lists --instance-type; needed with it (no cloud is assumed)")
     group.addoption("--instance-type", default=None, help="catalog instance type the GPU checks compare with")
@@ -47,6 +48,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "expectation" in metafunc.fixturenames:
         found = expectations.expectations(lock_from(metafunc.config))
         metafunc.parametrize("expectation", found, ids=[e.id for e in found])
+    if "node_check" in metafunc.fixturenames:
+        checks = node_checks(lock_from(metafunc.config)) if metafunc.config.getoption("--gpu") else []
+        metafunc.parametrize("node_check", checks, ids=[ident for ident, _ in checks])
+
+
+def node_checks(lock: Lock) -> list:
+    """The checks the lock's accelerator family gives for a node with its devices (Ascend: the NPU driver, npu-smi's
+    NPUs healthy, torch_npu seeing them), as (id, verify(probe))."""
+    return [check for family in accelerators.used_by(lock) for check in family.node_checks(lock)]
 
 
 def run_python(host, config: pytest.Config, source: str, *args: str):

@@ -1,7 +1,8 @@
 """The golden-image suite: run by `goldenenv image check` on docker://IMAGE, and on nodes with ssh://.
 
 One case per pinned component of the lock (see expectations.py), and a GPU-host part with --gpu
-(driver, GPU model and count, torch on every GPU, target archs, an all-reduce, a DeepSpeed FusedAdam step);
+(driver, GPU model and count, torch on every GPU, target archs, an all-reduce, a DeepSpeed FusedAdam step; on a
+lock of another accelerator family, that family's node checks instead: test_node);
 with --host-driver, every GPU must report the driver the node's host image pins.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from goldenenv import compat
+from goldenenv import accelerators, compat
 from goldenenv.checks import gpu
 from goldenenv.checks.plugin import lock_from, run_python
 
@@ -19,11 +20,22 @@ def test_pin(probe, expectation):
     assert problem is None, problem
 
 
+def test_node(probe, node_check):
+    """The lock's accelerator family's own checks of a node with its devices (with --gpu)."""
+    _, verify = node_check
+    problem = verify(probe)
+    assert problem is None, problem
+
+
 @pytest.fixture
 def gpu_host(request):
     if not request.config.getoption("--gpu"):
         pytest.skip("GPU-host checks run with --gpu")
-    return lock_from(request.config)
+    lock = lock_from(request.config)
+    family = accelerators.of_lock(lock)
+    if family is not None and family.health != "nvidia-smi":
+        pytest.skip(f"{family.label}: no nvidia-smi on its nodes; test_node runs its family's checks")
+    return lock
 
 
 def _assert_findings(findings):

@@ -78,7 +78,12 @@ def test_gpu_module_and_device_cases_follow_the_catalog_and_the_fabric(cloud, st
     engine = _raw_lock(layer.host_lock)["components"]["engine"] if layer.host_lock else None
     if any(p.need == host.ENGINE and p.component == "engine" for p in layer.provided):
         assert cases["engine-answers"].expected == engine["version"]
-    if node.gpu_count:
+    vendor = {r["gpu"]: r["vendor"] for r in catalog.rows("gpus")}.get(node.gpu.name)
+    if node.gpu_count and vendor == "huawei":  # NPUs: their /dev/davinci<n> files, no NVIDIA toolkit to ask
+        assert (cases["ascend-devices"].subject, cases["ascend-devices"].expected) == ("/dev/davinci",
+                                                                                     str(node.gpu_count))
+        assert "gpus-all" not in cases
+    elif node.gpu_count:
         assert cases["gpus-all"].expected == str(node.gpu_count)
         assert host_checks.command(cases["gpus-all"], sudo=True) == "sudo -n nvidia-container-cli info"
     fabric = fabrics.get(node.rdma) if node.has_rdma and pool.rdma is not False else None
