@@ -8,7 +8,9 @@ service), with the host image's Python:
 What it answers, and its sources (docs/research/huawei.md §7 and §2.5):
 
 - OpenStack paths ("Obtaining Metadata", ECS and BMS user guides: /openstack/latest/...): GET /openstack lists the
-  versions (cloud-init selects a metadata URL by a 200 there); /openstack/<version>/meta_data.json (uuid,
+  versions (cloud-init selects a metadata URL by a 200 there, then reads the newest version it knows the listing to
+  have: 2018-08-27 here; the list is OpenStack's, which versions Huawei's service lists is unverified);
+  /openstack/<version>/meta_data.json (uuid,
   availability_zone, hostname, name, launch_index, project_id, region_id, instance_type, public_keys, meta),
   user_data (as the instance was given it; 404 without), network_data.json, vendor_data.json ({}),
   /openstack/latest/securitykey: the temporary AK/SK and security token of the instance's agency, {"credential":
