@@ -116,12 +116,14 @@ def test_the_signature_is_huaweis_sdk_hmac_sha256():
 # ---------------------------------------------------------------- the time to live, the idle stop, Lite Servers
 
 def lite_fleet() -> tuple[list[FleetNode], set[str]]:
-    """Two ECS servers and two Lite Servers of the stack; a Lite Server of stack dev2 (prefix goldenenv-dev2-) and
-    one with no goldenenv name; ECS decoys of another stack and another project."""
+    """Two ECS servers and two Lite Servers of the stack; Lite Server decoys: one of stack dev2 (prefix
+    goldenenv-dev2-), one with no goldenenv name, and one of another project's stack dev (the same prefix, its own
+    VPC); ECS decoys of another stack and another project."""
     fleet = [FleetNode("dev-0"), FleetNode("dev-1"), FleetNode("lite-0"), FleetNode("lite-1"),
              FleetNode("lite-dev2", stack="dev2"), FleetNode("notebook", stack=None),
-             FleetNode("other-0", stack="dev-old"), FleetNode("theirs-0", project="another-project")]
-    return fleet, {"lite-0", "lite-1", "lite-dev2", "notebook"}
+             FleetNode("other-0", stack="dev-old"), FleetNode("theirs-0", project="another-project"),
+             FleetNode("lite-theirs", project="another-project")]
+    return fleet, {"lite-0", "lite-1", "lite-dev2", "notebook", "lite-theirs"}
 
 
 def lite_world(**faults) -> HuaweiAdapter:
@@ -134,7 +136,7 @@ def test_the_lite_servers_are_named_by_the_stacks_prefix():
     world = lite_world()
     assert stop_lite.prefix("dev") == "goldenenv-dev-"
     assert {s["name"] for s in world.api.devservers.values()} == {
-        "goldenenv-dev-pool-2", "goldenenv-dev-pool-3", "goldenenv-dev2-pool-4", "notebook-5"}
+        "goldenenv-dev-pool-2", "goldenenv-dev-pool-3", "goldenenv-dev2-pool-4", "notebook-5", "goldenenv-dev-pool-8"}
 
 
 def test_over_the_limit_the_stacks_lite_servers_stop_too_over_every_page():
@@ -142,7 +144,7 @@ def test_over_the_limit_the_stacks_lite_servers_stop_too_over_every_page():
     outcome = world.invoke("hard-stop")
     assert not outcome.failed, outcome.message
     assert world.touched() == {"dev-0", "dev-1", "lite-0", "lite-1"}
-    assert world.running() == {"lite-dev2", "notebook", "other-0", "theirs-0"}
+    assert world.running() == {"lite-dev2", "notebook", "other-0", "theirs-0", "lite-theirs"}
     assert {world.api.status(n) for n in ("lite-0", "lite-1")} == {"STOPPED"}
 
 
@@ -247,7 +249,8 @@ def test_the_stop_functions_settings_name_the_stacks_lite_servers_and_its_lifecy
 
     args = budget.BudgetGuardArgs(name="fgs", monthly_limit=1000, currency="CNY", hard_stop=True,
                                   region="cn-north-4", tag_key="goldenenv-stack", tag_value="dev",
-                                  project_key="project", project_value="llm", agency_name="a", tags={}, ttl_hours=24, idle_minutes=30)
+                                  project_key="project", project_value="llm", agency_name="a", tags={},
+                                  ttl_hours=24, idle_minutes=30)
     env = budget.environment(args)
     assert (env["GOLDENENV_DEVSERVER_PREFIX"], env["GOLDENENV_TTL_HOURS"], env["GOLDENENV_IDLE_MINUTES"]) == (
         "goldenenv-dev-", "24", "30")
@@ -340,3 +343,20 @@ def test_a_stop_agency_that_cannot_stop_lite_servers_or_ecs_servers_is_an_error_
         resources.append(r)
     findings = [f for f in shipped.guardrail_findings(plan, resources) if f.rule == "budget-stop-chain"]
     assert findings and all(removed in f.message and "-budget-stop" in f.message for f in findings), findings
+
+
+def test_a_lite_server_of_another_projects_same_named_stack_is_told_apart_by_its_vpc():
+    """Its name has the stack's prefix (goldenenv-dev-); its VPC is not the one the stack's ECS servers sit in."""
+    world = lite_world()
+    assert world.api.devservers[world.named("lite-theirs")]["name"].startswith(stop_lite.prefix("dev"))
+    assert not world.invoke("hard-stop").failed
+    assert "lite-theirs" not in world.touched() and "lite-theirs" in world.running()
+
+
+def test_without_an_ecs_server_to_tell_the_stacks_vpc_no_lite_server_is_stopped_and_the_run_says_so():
+    world = lite_world()
+    for server in world.api.servers.values():
+        server.pop("metadata")
+    outcome = world.invoke("hard-stop")
+    assert outcome.failed and "tells its VPC" in outcome.message and world.named("lite-0") in outcome.message
+    assert world.touched() == {"dev-0", "dev-1"}

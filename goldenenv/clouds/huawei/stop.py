@@ -294,8 +294,7 @@ def _listed(tags, prefix, api, clock, region, problems):
     holds back no stop of the other kind."""
     found = []
     for what, listing in (("servers", lambda: servers(tags, api, clock, region)),
-                          ("Lite Servers", lambda: stop_lite.servers(prefix, api, clock, region, transient)
-                           if prefix else [])):
+                          ("Lite Servers", lambda: _lite_servers(prefix, found[0], api, clock, region, problems))):
         try:
             found.append(listing())
         except (stopcore.ListingIncomplete, stopcore.OutOfTime) as error:
@@ -303,6 +302,23 @@ def _listed(tags, prefix, api, clock, region, problems):
             print(f"ERROR {problems[-1]}")
             found.append([])
     return found[0], found[1]
+
+
+def _lite_servers(prefix, ecs, api, clock, region, problems):
+    """The stack's Lite Servers: named with its prefix and in its VPC (stop_lite.py); none without a prefix."""
+    if not prefix:
+        return []
+    vpcs = stop_lite.vpcs_of(ecs)
+    named = stop_lite.servers(prefix, api, clock, region, transient)
+    others = [s for s in named if s.get("vpc_id") not in vpcs]
+    if others and not vpcs:
+        names = ", ".join(stop_lite.described(s) for s in others)
+        problems.append(f"no ECS server of the stack tells its VPC, so its Lite Servers ({names}) cannot be told "
+                        "from another project's stack of the same name: none of them is stopped")
+        print(f"ERROR {problems[-1]}")
+    for server in others if vpcs else []:
+        print(f"lite server: leave {stop_lite.described(server)}: in VPC {server.get('vpc_id')}, not the stack's")
+    return [s for s in named if s.get("vpc_id") in vpcs]
 
 
 def _stop_both(ecs, ecs_reason, lite, lite_reason, tags, prefix, api, clock, region, problems, log):

@@ -3,8 +3,11 @@
 A DevServer takes no tags (terraform-provider-huaweicloud docs/resources/modelarts_devserver.md@a0345b8: no tags
 argument; docs/research/huawei.md §1.4), so the stack's DevServers are those whose name starts with the prefix in
 the function's setting GOLDENENV_DEVSERVER_PREFIX (`goldenenv-<stack>-`; the servers are named
-`goldenenv-<stack>-<pool>-<n>`). The name carries no project: another project's stack of the same name shares the
-prefix (the ECS servers are told apart by their project tag; a DevServer cannot be).
+`goldenenv-<stack>-<pool>-<n>`) and that sit in the stack's VPC. The name carries no project, so another project's
+stack of the same name shares the prefix; its servers sit in its own VPC. The stack's VPC is read from the stack's
+own ECS servers, found by its stack and project tags (the Slurm head is always one): each ECS server's metadata
+carries its vpc_id (ServerDetail.metadata, huaweicloudsdkecs 3.1.219), each DevServer its vpc_id (ServerResponse).
+With no ECS server of the stack to read it from, no DevServer is judged or stopped, and the run fails saying so.
 
 The calls, as huaweicloudsdkmodelarts 3.1.219 (v1/modelarts_client.py) makes them:
 - ListDevServers, GET /v1/{project_id}/dev-servers?limit&offset: `offset` counts records from 0, `limit` 0 to 1024
@@ -64,8 +67,9 @@ def host(region):
     return f"modelarts.{region}.{domain}"
 
 
-def servers(prefix, api, clock, region, transient, ids=None):
-    """The DevServers whose name starts with ``prefix``, every page read; with ``ids``, those only."""
+def servers(prefix, api, clock, region, transient, ids=None, vpcs=None):
+    """The DevServers whose name starts with ``prefix``, every page read; with ``ids``, those only; with ``vpcs``,
+    those in one of these VPCs only."""
     def page(offset):
         answer = api("GET", host(region), "/v1/{project}/dev-servers?" + urllib.parse.urlencode(
             {"limit": PAGE, "offset": offset or 0}), None)
@@ -75,7 +79,13 @@ def servers(prefix, api, clock, region, transient, ids=None):
 
     found = [s for s in stopcore.all_pages(page, clock, transient, "the listing of the stack's Lite Servers")
              if str(s.get("name") or "").startswith(prefix)]
+    found = [s for s in found if s.get("vpc_id") in vpcs] if vpcs is not None else found
     return [s for s in found if s.get("id") in ids] if ids is not None else found
+
+
+def vpcs_of(ecs_servers):
+    """The VPCs the stack's ECS servers sit in (metadata.vpc_id)."""
+    return {(s.get("metadata") or {}).get("vpc_id") for s in ecs_servers} - {None, ""}
 
 
 def created(server):

@@ -28,10 +28,10 @@ lacks the policy's tag condition too. Faults come as the function's ApiError: th
 at the ECS call with 400 Ecs.0100 (the fake's code), or fails its stop as above on ModelArts.
 
 Which fleet node is what: a node whose catalog type is a Lite Server's (liteservers.is_lite_server) is one
-(``typed``); otherwise every second node of the stack's project is a Lite Server named
-`goldenenv-<stack>-pool-<n>` (its stack's name prefix; the untagged decoy's has none), the rest ECS servers. A DevServer takes no tags and its name no project,
-so the fault table's decoy of another project's same-named stack stays an ECS server: a Lite Server of that stack
-would share the prefix (named as a limit in stop_lite.py).
+(``typed``); otherwise every second node is a Lite Server named `goldenenv-<stack>-pool-<n>` (its stack's name
+prefix; the untagged decoy's has none), the rest ECS servers. Each (stack, project) has its own VPC, which its ECS
+servers' metadata.vpc_id and its DevServers' vpc_id name, and a Slurm head (an ECS server with the stack's tags,
+not a fleet node): so another project's same-named stack's Lite Server shares the prefix but not the VPC.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ PERIODS, FILTERS = (1, 300, 1200, 3600, 14400, 86400), ("average", "max", "min",
 ECS_HOST, CES_HOST, SMN_HOST = (f"{s}.{REGION}.myhuaweicloud.com" for s in ("ecs", "ces", "smn"))
 
 
+def vpc_of(stack: str | None, project: str) -> str:
+    """Each stack's own VPC (the untagged decoy sits in the account's default one)."""
+    return f"vpc-{stack}-{project}" if stack is not None else "vpc-default"
+
+
 def allowed(policy: str) -> list[tuple[str, dict[str, Any]]]:
     """(action pattern, condition) of every Allow statement of a policy document."""
     return [(a, s.get("Condition") or {}) for s in json.loads(policy)["Statement"] if s.get("Effect") == "Allow"
@@ -101,8 +106,9 @@ class FakeHuawei:
         self.refused_calls: list[str] = []
         self.published: list[tuple[str, str]] = []
         """(topic urn, message) of each failure the function published."""
-        lite = lite if lite is not None else {n.name for k, n in enumerate(fleet)
-                                              if n.project == PROJECT and k % 2 == 1}
+        lite = lite if lite is not None else {n.name for k, n in enumerate(fleet) if k % 2 == 1}
+        for k, (stack, project) in enumerate(dict.fromkeys((n.stack, n.project) for n in fleet if n.stack)):
+            self._ecs(f"head-{k:06x}-0000-4000-a000-000000000000", f"{stack}-head", stack, project, 0)
         for n, node in enumerate(fleet):
             tags = ["owner=ml-infra"] + ([f"{STACK_KEY}={node.stack}", f"project={node.project}"]
                                          if node.stack is not None else [])
@@ -111,17 +117,22 @@ class FakeHuawei:
                 name = f"goldenenv-{node.stack}-pool-{n}" if node.stack is not None else f"notebook-{n}"
                 self.devservers[server_id] = {"id": server_id, "name": name, "flavor": "ascend-snt9b",
                                               "status": "CREATING" if node.starting_polls else "RUNNING",
-                                              "create_at": int(CREATED.timestamp() * 1000)}
+                                              "create_at": int(CREATED.timestamp() * 1000),
+                                              "vpc_id": vpc_of(node.stack, node.project)}
             else:
                 server_id = f"{n:08x}-0000-4000-8000-000000000000"
-                self.servers[server_id] = {"id": server_id, "name": node.name,
-                                           "flavor": {"id": "pi2.2xlarge.4", "vcpus": "8"},
-                                           "status": "BUILD" if node.starting_polls else "ACTIVE", "tags": tags,
-                                           "created": CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                self._ecs(server_id, node.name, node.stack, node.project, node.starting_polls)
             self.names[node.name] = server_id
             self.polls_left[server_id] = node.starting_polls
             self.records.append({"resource_id": server_id, "resource_tag": ";".join(tags),
                                  "amount": 1200.0 if node.ours else 5000.0})
+
+    def _ecs(self, server_id: str, name: str, stack: str | None, project: str, starting_polls: int) -> None:
+        tags = ["owner=ml-infra"] + ([f"{STACK_KEY}={stack}", f"project={project}"] if stack is not None else [])
+        self.servers[server_id] = {"id": server_id, "name": name, "flavor": {"id": "pi2.2xlarge.4", "vcpus": "8"},
+                                   "status": "BUILD" if starting_polls else "ACTIVE", "tags": tags,
+                                   "created": CREATED.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                   "metadata": {"vpc_id": vpc_of(stack, project), "charging_mode": "0"}}
 
     def grant(self, idle: bool) -> None:
         """The policy the stack gives the function: with the idle stop, Cloud Eye's read too."""
