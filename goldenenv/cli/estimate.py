@@ -145,9 +145,6 @@ def _spec_file(path: Path, problems: list[str]) -> tuple[dict, dict]:
 
 def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
     """The stack's first GPU pool (instance type, nodes), its lock (DeepSpeed's pin) and goldenenv:run."""
-    from goldenenv import catalog
-    from goldenenv import estimate as est
-
     from goldenenv import project
 
     try:  # estimate runs outside a project too: -s needs the one here
@@ -155,8 +152,14 @@ def _stack_values(stack: str, problems: list[str]) -> tuple[dict, dict]:
     except project.NoProject as e:
         problems.append(f"--stack: {e}")
         return {}, {}
-    spec = _stack_spec(stack)
-    where = f"Pulumi.{stack}.yaml"
+    return _spec_values(_stack_spec(stack), f"Pulumi.{stack}.yaml", problems)
+
+
+def _spec_values(spec, where: str, problems: list[str]) -> tuple[dict, dict]:
+    """A stack spec's first GPU pool, lock and goldenenv:run as estimate values, each named by `where` it is set."""
+    from goldenenv import catalog
+    from goldenenv import estimate as est
+
     values: dict = {"lock": spec.image.lock}
     names = {"lock": f"{where}: goldenenv:image.lock"}
     pool = next((p for p in spec.nodes if (spec.cloud, p.instance_type) in
@@ -385,3 +388,21 @@ def _print_families(result) -> None:
                   str(o.nodes), f"{o.hours:,.1f} at {o.scaling_efficiency:.2f}",
                   f"{o.cost:,.0f} {o.currency}{mark}")
     console.print(t)
+
+
+def print_stack_families(spec, stack: str) -> None:
+    """plan's view of the same: NVIDIA and Ascend side by side for the run the stack describes
+    (goldenenv:run.estimate: its model and its tokens or hours), at the stack's pool's scaling. Nothing when the stack
+    describes no model to size; one line saying why when its run cannot be sized (a lock without DeepSpeed's pin)."""
+    from goldenenv import estimate as est
+
+    problems: list[str] = []
+    values, names = _spec_values(spec, f"Pulumi.{stack}.yaml", problems)
+    if problems or not {"params", "model", "config", "layers"} & set(values):
+        return
+    request, invalid = est.request_from(values, named=names, partial=False)
+    if invalid:
+        console.print(f"[yellow]accelerator families side by side: not sized[/]: {escape('; '.join(invalid))}",
+                      highlight=False)
+        return
+    _print_families(est.estimate(request))

@@ -69,6 +69,10 @@ def show_plan(p: Plan) -> None:
                   f"{len([r for r in p.resources if r.custom])} resources")
     console.print(_tree(p))
     console.print(_cost_table(p))
+    if p.spec.run is not None and p.spec.run.estimate:  # the stack sizes a run: its offers, NVIDIA and Ascend
+        from goldenenv.cli.estimate import print_stack_families
+
+        print_stack_families(p.spec, p.stack)
     if p.outputs.get("hostfile"):
         console.print("[bold]hostfile[/] (placeholder addresses until up)")
         console.print(p.outputs["hostfile"].rstrip(), highlight=False)

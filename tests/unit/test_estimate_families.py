@@ -80,3 +80,19 @@ def test_a_family_that_cannot_hold_the_run_says_why():
     rows = {row["family"]: (row["cloud"], row["why_none"]) for row in json.loads(out)["side_by_side"]}
     assert rows["NVIDIA CUDA"] == (None, "the run does not fit its devices and hosts at any node count tried")
     assert all(row == rows["NVIDIA CUDA"] for row in rows.values())
+
+
+def test_plan_shows_the_families_for_a_stack_that_sizes_its_run(tmp_path):
+    """A stack whose goldenenv:run.estimate names a model: plan prints the same side-by-side table after its cost
+    (the shipped stacks size no run, so their plans print as before)."""
+    import yaml
+
+    from goldenenv.plan import STACKS
+
+    doc = yaml.safe_load((STACKS / "Pulumi.aws-p5-2node.yaml").read_text())
+    doc["config"]["goldenenv:run"] = {"hours": 10, "estimate": {"model": "llama-3.1-8b", "tokens": 1e9, "zero": 3}}
+    (tmp_path / "Pulumi.sized.yaml").write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, ["plan", "-s", "sized", "--stacks-dir", str(tmp_path)], env={"COLUMNS": "250"})
+    assert "accelerator families side by side" in result.output, result.output[-2000:]
+    table = result.output[result.output.index("accelerator families side by side"):]
+    assert "NVIDIA CUDA" in table and ("Huawei Ascend" in table) == bool(ascend_types())
