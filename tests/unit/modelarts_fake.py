@@ -21,6 +21,21 @@ def _refuse(status: int, code: str, message: str) -> ClientRequestException:
     return ClientRequestException(status, SdkError(request_id="stand-in", error_code=code, error_msg=message))
 
 
+class StandInEcs:
+    """EcsClient's UpdateServerMetadata, which gives a server its agency (metadata agency_name); a server ModelArts
+    did not make is 404 (Ecs.0114, the stand-in's code)."""
+
+    def __init__(self, modelarts: "StandInModelArts"):
+        self.modelarts, self.metadata = modelarts, {}
+
+    def update_server_metadata(self, request):
+        known = {f"bms-{server_id[-4:]}" for server_id in self.modelarts.servers}
+        if request.server_id not in known:
+            raise _refuse(404, "Ecs.0114", f"server {request.server_id} not found")
+        self.metadata.setdefault(request.server_id, {}).update(request.body.metadata)
+        return None
+
+
 class StandInModelArts:
     """flavors: {flavor: (arch, zone, sold out)}; images: [(name, id, arch)]."""
 
@@ -86,6 +101,7 @@ class StandInModelArts:
             server["status"] = self.comes_up_as
         return m.ShowDevServerResponse(
             id=request.id, name=server["name"], status=server["status"], flavor=server["flavor"],
+            cloud_server=m.CloudServer(id=f"bms-{request.id[-4:]}", type="BMS"),
             endpoints=[m.EndpointsRes(uri=server["ip"])] if server["status"] == "RUNNING" else [])
 
     def update_dev_server(self, request: m.UpdateDevServerRequest) -> m.UpdateDevServerResponse:

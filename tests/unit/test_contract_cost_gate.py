@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from goldenenv import automation, catalog, clouds, costgate, costs, stackconfig
 from goldenenv.cli import app
-from goldenenv.clouds.base import head_shape
+from goldenenv.clouds.base import Capability, head_shape
 from goldenenv.guardrails import Severity
 from goldenenv.plan import OVER_BUDGET, UNPRICED, cost_findings
 
@@ -91,6 +91,12 @@ def _spot_then_on_demand(config: dict, fallback: bool) -> tuple[str, float, floa
     return name, spot, on_demand
 
 
+def _needs_spot(cloud: str) -> None:
+    """A fallback from spot is only there to judge on a cloud that sells spot (Capability.SPOT)."""
+    if Capability.SPOT not in clouds.get(cloud).capabilities:
+        pytest.skip(f"{cloud} sells no spot (no Capability.SPOT): no fallback from spot to judge")
+
+
 def _errors(findings, rule: str) -> list[str]:
     return [f.message for f in findings if f.rule == rule and f.severity is Severity.ERROR]
 
@@ -101,6 +107,7 @@ def test_every_cloud_of_the_registry_has_a_shipped_stack_for_the_gate():
 
 @pytest.mark.parametrize("cloud,stack", SHIPPED)
 def test_an_on_demand_fallback_the_budget_cannot_pay_is_refused_naming_it(cloud, stack):
+    _needs_spot(cloud)
     config = _config(stack)
     name, spot, on_demand = _spot_then_on_demand(config, fallback=False)
     alone = _gate(stack, config)
@@ -118,6 +125,7 @@ def test_an_on_demand_fallback_the_budget_cannot_pay_is_refused_naming_it(cloud,
 
 @pytest.mark.parametrize("cloud,stack", SHIPPED)
 def test_allow_over_budget_goes_ahead_and_says_the_fallback_is_over(cloud, stack):
+    _needs_spot(cloud)
     config = _config(stack)
     _spot_then_on_demand(config, fallback=True)
     findings = _gate(stack, config, allow_over_budget=True)

@@ -197,7 +197,8 @@ TABLE: tuple[Row, ...] = (
     Row("azure-head-password-login", ("azure",), HOST, azure_password("head")),
     Row("azure-head-admin-password", ("azure",), HOST, azure_password("password")),
     Row("huawei-node-admin-password", ("huawei",), HOST,
-        lambda plan: plan.set(plan.nodes("huaweicloud:Ecs/instance:Instance")[0], adminPass="Correct-Horse-1")),
+        lambda plan: plan.set((plan.nodes("huaweicloud:Ecs/instance:Instance")
+                               or plan.nodes("pulumi-python:dynamic/huawei:DevServer"))[0], adminPass="Correct-Horse-1")),
     Row("alicloud-node-login-password", ("alicloud",), HOST,
         lambda plan: plan.set(plan.nodes("alicloud:ecs/instance:Instance")[0], password="Correct-Horse-1")),
     Row("tencent-node-login-password", ("tencent",), HOST,

@@ -18,7 +18,7 @@ from goldenenv.clouds.huawei import devserver
 from goldenenv.spec import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from modelarts_fake import StandInModelArts  # noqa: E402
+from modelarts_fake import StandInEcs, StandInModelArts  # noqa: E402
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 STACK = "huawei-snt9b-2node"
@@ -29,7 +29,7 @@ X86_IMAGE = ("Ubuntu 22.04 server 64bit", "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 PROPS = {"region": "cn-north-4", "name": "goldenenv-huawei-snt9b-2node-npu-0", "flavor": FLAVOR,
          "imageId": ARM_IMAGE[0], "zone": "cn-north-4a", "vpcId": "vpc-1", "subnetId": "subnet-1",
          "securityGroupId": "sg-1", "keyPair": "goldenenv-key", "userData": "#cloud-config\n",
-         "rootVolumeGib": 100}
+         "rootVolumeGib": 100, "agencyName": "goldenenv-llm-pretrain-huawei-snt9b-2node-npu"}
 
 
 @pytest.fixture
@@ -37,6 +37,8 @@ def modelarts(monkeypatch):
     def make(**kwargs):
         fake = StandInModelArts({FLAVOR: ("ARM", "cn-north-4a", False)}, [ARM_IMAGE, X86_IMAGE], **kwargs)
         monkeypatch.setattr(devserver, "_client", lambda region: fake)
+        fake.ecs = StandInEcs(fake)
+        monkeypatch.setattr(devserver, "_ecs_client", lambda region: fake.ecs)
         monkeypatch.setattr(devserver, "SLEEP", lambda seconds: None)
         return fake
     return make
@@ -55,6 +57,7 @@ def test_a_lite_server_is_created_as_modelarts_takes_it_and_waited_for_until_run
     assert fake.servers[created.id]["status"] == "RUNNING"
     assert created.outs["status"] == "RUNNING" and created.outs["privateIp"] == "10.44.0.10"
     assert "adminPass" not in created.outs
+    assert fake.ecs.metadata == {f"bms-{created.id[-4:]}": {"agency_name": PROPS["agencyName"]}}
 
 
 def test_a_sold_out_flavor_stops_up_naming_the_flavor_and_zone_and_buys_nothing(modelarts):
@@ -168,8 +171,8 @@ def test_the_stack_plans_strict_with_its_lite_servers_cost_and_guardrails():
     result = CliRunner().invoke(app, ["plan", "-s", STACK, "--strict"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "huawei-snt9b-2node-npu goldenenv:huawei:LiteServerPool" in text
-    assert "huawei-snt9b-2node-npu-1 pulumi-python:dynamic:Resource" in text
+    assert "huawei-snt9b-2node-npu goldenenv:huawei:GpuNodePool" in text
+    assert "huawei-snt9b-2node-npu-1 pulumi-python:dynamic/huawei:DevServer" in text
     assert "ListDevServerFlavors is_sold_out" in text and "CNY/hour" in text
 
 
@@ -179,9 +182,11 @@ def test_each_planned_lite_server_has_the_shared_name_the_node_group_and_no_secr
     config = stackconfig.read_stack_file(STACKS / f"Pulumi.{STACK}.yaml")
     spec = stackconfig.load(STACK, _values())
     resources, _ = plan.run_program(STACK, config, plan.offline_context(spec))
-    servers = [r for r in resources
-               if r.type == "pulumi-python:dynamic:Resource" and "flavor" in r.props]
-    assert [s.props["name"] for s in servers] == ["goldenenv-huawei-snt9b-2node-npu-0",
+    servers = [r for r in resources if r.type == "pulumi-python:dynamic/huawei:DevServer"]
+    assert sorted(s.props["name"] for s in servers) == ["goldenenv-huawei-snt9b-2node-npu-0",
                                                    "goldenenv-huawei-snt9b-2node-npu-1"]
     assert all(s.props["flavor"] == FLAVOR and s.props["keyPair"] and s.props["userData"] for s in servers)
     assert all("adminPass" not in s.props and "password" not in str(s.props).lower() for s in servers)
+    groups = [r for r in resources if r.type == "huaweicloud:Vpc/secgroup:Secgroup" and r.name.endswith("-nodes-sg")]
+    assert {s.props["securityGroupId"] for s in servers} == {groups[0].id}
+    assert {s.props["agencyName"] for s in servers} == {"goldenenv-llm-pretrain-huawei-snt9b-2node-npu"}

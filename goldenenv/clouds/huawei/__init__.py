@@ -65,11 +65,12 @@ class HuaweiCloud(PulumiCloud):
         "huaweicloud:Vpc/subnet:Subnet": ("cidr", "availabilityZone"),
         "huaweicloud:Nat/gateway:Gateway": ("spec",),
         limits.INSTANCE: ("flavorId", "imageId", "imageName", "chargingMode"),
+        limits.DEVSERVER: ("flavor", "imageId"),
         "huaweicloud:Sfs/turbo:Turbo": ("shareType", "hpcBandwidth", "size"),
         "huaweicloud:Iam/agency:Agency": ("name", "delegatedServiceName"),
         "huaweicloud:Dew/secret:Secret": ("name",),
     }
-    data_bearing = {"Instance": "system disk erased", "Turbo": "SFS Turbo after its export to the bucket"}
+    data_bearing = {"Instance": "system disk erased", "DevServer": "root volume erased", "Turbo": "SFS Turbo after its export to the bucket"}
     store_kinds = ("Bucket",)
     node_updates = NODE_UPDATES
     ssh_user = "root"
@@ -170,7 +171,7 @@ class HuaweiCloud(PulumiCloud):
         uuid = f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}"
         if args.typ == limits.INSTANCE:
             return uuid, {"accessIpV4": mock_address(args.name), "status": "ACTIVE"}
-        if args.typ == "pulumi-python:dynamic:Resource" and "flavor" in args.inputs:
+        if args.typ == limits.DEVSERVER:
             return uuid, {**args.inputs, "serverId": uuid, "status": "RUNNING",
                           "privateIp": mock_address(args.name)}
         if args.typ == "pulumi-python:dynamic:Resource":

@@ -14,6 +14,8 @@ The calls (docs/research/huawei.md §2.1, the SDK's request and response models 
 - update: UpdateDevServer renames only (its body is UpdateServerRequest(name)); every other input replaces the server
   (diff says so), deleting the old one first: a bare-metal server with 8 NPUs is not bought twice for a moment.
 - delete: DeleteDevServer, then ShowDevServer until it is gone.
+- the pool's IAM agency: CreateDevServer has no field for it, so create sets it on the server ModelArts made with
+  ECS UpdateServerMetadata agency_name (_set_agency; unverified for a Lite Server's bare-metal server).
 
 Names: goldenenv-<stack>-<pool>-<n> (n from 0), the prefix the stop function lists DevServers by (ListDevServers has
 no tag filter and CreateDevServer no tags field). The user data is sent base64 as `user_data` (the SDK's field; the
@@ -48,7 +50,7 @@ ROOT_VOLUME_TYPE = "GPSSD"
 """A general purpose SSD (EvsVolume type: ESSD, GPSSD, SAS, SATA, SSD); size 100 to 1024 GB."""
 CREATE_TIMEOUT_S, DELETE_TIMEOUT_S, POLL_S = 60 * 60, 30 * 60, 30
 REPLACING = ("region", "flavor", "imageId", "zone", "vpcId", "subnetId", "securityGroupId", "keyPair", "userData",
-             "rootVolumeGib")
+             "rootVolumeGib", "agencyName")
 """Inputs CreateDevServer takes and no call changes afterwards: a change replaces the server."""
 SLEEP: Callable[[float], None] = time.sleep
 """How the provider waits between polls (a test's stand-in does not wait)."""
@@ -141,6 +143,35 @@ def _wait(client: Any, server_id: str, name: str, until: Callable[[str | None], 
         waited += POLL_S
 
 
+def _ecs_client(region: str) -> Any:
+    from huaweicloudsdkcore.auth.credentials import BasicCredentials
+    from huaweicloudsdkecs.v2 import EcsClient
+    from huaweicloudsdkecs.v2.region.ecs_region import EcsRegion
+
+    from goldenenv.clouds.huawei import api
+
+    found = api.credentials_from_env()
+    credentials = BasicCredentials(found.access_key, found.secret_key)
+    if found.token:
+        credentials = credentials.with_security_token(found.token)
+    return EcsClient.new_builder().with_credentials(credentials).with_region(EcsRegion.value_of(region)).build()
+
+
+def _set_agency(region: str, shown: Any, agency: str) -> None:
+    """Give the server the pool's IAM agency, which CreateDevServer has no field for: the agency of a server is its
+    metadata key agency_name, set with ECS UpdateServerMetadata (huaweicloudsdkecs 3.1.219 PostPaidServer.metadata:
+    'agency_name: the agency's name ... update it with the update-server-metadata API'), on the server ModelArts
+    made (ShowDevServer cloud_server.id). That the call takes a Lite Server's bare-metal server is unverified."""
+    from huaweicloudsdkecs.v2 import model as ecs
+
+    server = getattr(getattr(shown, "cloud_server", None), "id", None)
+    if not server:
+        raise DevServerError(f"Lite Server {shown.name} ({shown.id}) names no cloud server, so its agency {agency} "
+                             "cannot be set: its boot could not log in to SWR nor read the munge key")
+    _ecs_client(region).update_server_metadata(ecs.UpdateServerMetadataRequest(
+        server_id=server, body=ecs.UpdateServerMetadataRequestBody(metadata={"agency_name": agency})))
+
+
 def _outputs(answer: Any) -> dict[str, Any]:
     endpoints = answer.endpoints or []
     return {"serverId": answer.id, "status": answer.status,
@@ -175,6 +206,7 @@ class DevServerProvider(pulumi.dynamic.ResourceProvider):
         answer = client.create_dev_server(m.CreateDevServerRequest(body=body))
         _wait(client, answer.id, props["name"], lambda s: s == RUNNING, "being created", CREATE_TIMEOUT_S)
         shown = client.show_dev_server(m.ShowDevServerRequest(id=answer.id))
+        _set_agency(props["region"], shown, props["agencyName"])
         return pulumi.dynamic.CreateResult(answer.id, {**props, **_outputs(shown)})
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
@@ -210,8 +242,8 @@ class DevServerProvider(pulumi.dynamic.ResourceProvider):
         _wait(client, id_, props["name"], lambda s: s is None, "being deleted", DELETE_TIMEOUT_S)
 
 
-class DevServer(pulumi.dynamic.Resource):
-    """One Lite Server (type pulumi-python:dynamic:Resource); its id is ModelArts' server ID, privateIp its address
+class DevServer(pulumi.dynamic.Resource, module="huawei", name="DevServer"):
+    """One Lite Server (type pulumi-python:dynamic/huawei:DevServer, limits.DEVSERVER); its id is ModelArts' server ID, privateIp its address
     on the stack's subnet."""
 
     private_ip: pulumi.Output[str]
@@ -219,11 +251,11 @@ class DevServer(pulumi.dynamic.Resource):
     def __init__(self, name: str, *, region: str, server: str, flavor: str, image: str, zone: str,
                  vpc_id: pulumi.Input[str], subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str],
                  key_pair: pulumi.Input[str], user_data: pulumi.Input[str], root_volume_gib: int,
-                 opts: pulumi.ResourceOptions | None = None):
+                 agency_name: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None):
         super().__init__(DevServerProvider(), name, {
             "region": region, "name": server, "flavor": flavor, "imageId": image, "zone": zone, "vpcId": vpc_id,
             "subnetId": subnet_id, "securityGroupId": security_group_id, "keyPair": key_pair,
-            "userData": user_data, "rootVolumeGib": root_volume_gib, "serverId": None, "status": None,
+            "userData": user_data, "rootVolumeGib": root_volume_gib, "agencyName": agency_name, "serverId": None, "status": None,
             "privateIp": None}, opts)
 
 

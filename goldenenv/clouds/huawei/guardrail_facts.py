@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from goldenenv.clouds.huawei import hardening, privilege, stop, stop_chain, tags
-from goldenenv.clouds.huawei.limits import INSTANCE
+from goldenenv.clouds.huawei.limits import DEVSERVER, INSTANCE
 from goldenenv.guardrails import (
     BudgetWatch, Context, Ingress, PlannedResource, ProviderFacts, _is_true, _items, _label, _mapping, _port,
     _protocol, boot_text,
@@ -59,6 +59,14 @@ def ingress(resource: PlannedResource) -> list[Ingress]:
 
 
 def public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    if resource.type == DEVSERVER:
+        props = resource.props
+        if props.get("eipId") or props.get("eipType") or props.get("bandwidth"):
+            yield (f"{_label(resource)} asks for a public IP, which a Lite Server has no input for; egress through the "
+                   "NAT gateway instead.")
+        if _is_true(props.get("ipv6Enable")):
+            yield (f"{_label(resource)} takes an IPv6 address (ServerNetwork ipv6_enable), reachable from the "
+                   "internet; drop it.")
     if resource.type != INSTANCE:
         return
     props = resource.props
@@ -70,8 +78,12 @@ def public_ip(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 
 
 def says_private(resource: PlannedResource) -> bool:
-    """An ECS instance with no EIP argument gets no public address (there is no other way to give it one)."""
+    """An ECS instance with no EIP argument gets no public address (there is no other way to give it one); a Lite
+    Server has no address argument at all (CreateDevServer's ServerNetwork: vpc, subnet, security group, RoCE)."""
     props = resource.props
+    if resource.type == DEVSERVER:
+        return not (_is_true(props.get("ipv6Enable")) or props.get("eipId") or props.get("eipType")
+                    or props.get("bandwidth"))
     return resource.type == INSTANCE and not (props.get("eipId") or props.get("eipType") or props.get("bandwidth"))
 
 
@@ -86,7 +98,7 @@ def storage_encryption(resource: PlannedResource, ctx: Context) -> Iterator[str]
     if resource.type == BUCKET and not (_is_true(resource.props.get("encryption"))
                                         and resource.props.get("sseAlgorithm")):
         yield f"{_label(resource)} has no server-side encryption; set encryption=True and sse_algorithm (AES256 or kms)."
-    if resource.type == INSTANCE:
+    if resource.type in (INSTANCE, DEVSERVER):
         for index, disk in enumerate(_mapping(d) for d in _items(resource.props.get("dataDisks"))):
             if not disk.get("kmsKeyId"):
                 yield f"{_label(resource)} data disk {index} is not encrypted; give it a DEW key (kms_key_id)."
@@ -128,7 +140,7 @@ def budgets(ctx: Context) -> list[BudgetWatch]:
 
 
 def boot_script(resource: PlannedResource) -> str | None:
-    return boot_text(resource.props.get("userData")) if resource.type == INSTANCE else None
+    return boot_text(resource.props.get("userData")) if resource.type in (INSTANCE, DEVSERVER) else None
 
 
 def repository_addresses(repo: PlannedResource) -> list[str]:
@@ -174,7 +186,7 @@ FACTS = ProviderFacts(
     storage_encryption=storage_encryption,
     public_ip=public_ip,
     data_stores=(BUCKET,),
-    instances=(INSTANCE,),
+    instances=(INSTANCE, DEVSERVER),
     says_private=says_private,
     address_targets=address_targets,
     buckets=(BUCKET,),

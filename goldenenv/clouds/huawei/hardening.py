@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from goldenenv.clouds.huawei.limits import INSTANCE
+from goldenenv.clouds.huawei.limits import DEVSERVER, INSTANCE
 from goldenenv.hardening import deletes_within_a_day
 
 NOT_JUDGED = {
@@ -27,7 +27,7 @@ def _label(resource: Any) -> str:
 
 
 def host(resource: Any, ctx: Any) -> Iterator[str]:
-    if resource.type == INSTANCE and resource.props.get("adminPass"):
+    if resource.type in (INSTANCE, DEVSERVER) and resource.props.get("adminPass"):
         yield (f"{_label(resource)} sets a login password (admin_pass): a password can be guessed and travels with "
                "every copy of the plan; log in with the pool's key pair (nodes.sshPublicKey).")
 

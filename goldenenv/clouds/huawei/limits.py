@@ -16,14 +16,18 @@ class Limit:
 
 INSTANCE = "huaweicloud:Ecs/instance:Instance"
 """The type token of an ECS instance in pulumi-huaweicloud 0.0.12 (nodes and head)."""
+DEVSERVER = "pulumi-python:dynamic/huawei:DevServer"
+"""The type token of a ModelArts Lite Server (clouds/huawei/devserver.py: a dynamic resource of its own type)."""
 
 USER_DATA = UserDataLimit(
-    32 * 1024, {INSTANCE: "userData"}, base64=False,
+    32 * 1024, {INSTANCE: "userData", DEVSERVER: "userData"}, base64=False,
     source="https://support.huaweicloud.com/intl/en-us/api-ecs/ecs_02_0101.html (ECS CreateServers; its text read in "
            "huaweicloudsdkecs 3.1.219 PrePaidServer.user_data): at most 32 KB before base64 encoding; text, scripts "
            "and gzip are taken")
 """Every node and the head are ECS instances carrying cloud-init's user data; pulumi-huaweicloud's user_data takes
-plain text or base64 and encodes it itself, so the program passes the cloud-config as it is."""
+plain text or base64 and encodes it itself, so the program passes the cloud-config as it is. A Lite Server's
+(CreateDevServer user_data, base64 by the resource) is held to the same 32 KB: ModelArts states no limit of its own
+in the SDK's text (unverified)."""
 
 SFS_TURBO_HPC_MIN_GIB = {"20M": Limit(3686, "terraform-provider-huaweicloud docs/resources/sfs_turbo.md@a0345b8: "
                                             "HPC with hpc_bandwidth 20M is 3,686 to 1,048,576 GB"),

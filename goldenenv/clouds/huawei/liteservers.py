@@ -4,13 +4,16 @@ stack's subnet in the node security group (members only), no public address (Cre
 asked), the stack's key pair to log in (no password is ever set), the boot's cloud-config as user data, paid by use.
 
 What a Lite Server does not take, unlike an ECS node: tags (CreateDevServer has no tags field: the stop function finds
-the servers by their name prefix), an IAM agency (no field either: the node's calls to Huawei's APIs, the SWR login
-and the munge key read, have no identity on it yet: docs/research/lite-status.md), spot (ChargingInfo has no spot
-mode), and a server group (RoCE locality comes with the flavor's RoCE network).
+the servers by their name prefix), spot (ChargingInfo has no spot mode), and a server group (RoCE locality comes
+with the flavor's RoCE network). Its IAM agency (the pool's, as an ECS pool's: SWR login, munge key, bucket) is set
+by the server resource after creation (devserver._set_agency). The pool is the same component type as an ECS pool
+(goldenenv:huawei:GpuNodePool, with its wantedUserData), so rolling and the node-update report treat both alike: a
+changed boot script replaces a server only when `goldenenv up --roll-nodes` rolls it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import pulumi
@@ -18,6 +21,7 @@ import pulumi
 from goldenenv import accelerators, catalog
 from goldenenv.clouds.huawei.basics import CLOUD, host_image
 from goldenenv.clouds.huawei.devserver import DevServer, server_name
+from goldenenv.clouds.huawei.nodes import HostAgencyArgs, host_agency
 from goldenenv.spec import Capacity, ClusterSpec, Problem
 
 LITE_IMAGE = "hce2-snt9b"
@@ -105,6 +109,9 @@ class LiteServerPoolArgs:
     key_pair: pulumi.Input[str]
     user_data: pulumi.Input[str]
     root_volume_gib: int
+    policy: pulumi.Input[str]
+    agency_name: str
+    rolled: frozenset[int] = frozenset()
 
 
 class LiteServerPool(pulumi.ComponentResource):
@@ -114,13 +121,22 @@ class LiteServerPool(pulumi.ComponentResource):
     instance_ids: pulumi.Output[list[str]]
 
     def __init__(self, name: str, args: LiteServerPoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("goldenenv:huawei:LiteServerPool", name, None, opts)
+        super().__init__("goldenenv:huawei:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        agency = host_agency(f"{name}-identity", HostAgencyArgs(name=args.agency_name, kind="node",
+                                                                policy=args.policy, region=args.region), child)
+        data = pulumi.Output.from_input(args.user_data)
         servers = [DevServer(
             f"{name}-{i}", region=args.region, server=server_name(args.stack, args.pool, i), flavor=args.flavor,
             image=args.image, zone=args.zone, vpc_id=args.vpc_id, subnet_id=args.subnet_id,
-            security_group_id=args.security_group_id, key_pair=args.key_pair, user_data=args.user_data,
-            root_volume_gib=args.root_volume_gib, opts=pulumi.ResourceOptions(parent=self))
+            security_group_id=args.security_group_id, key_pair=args.key_pair, user_data=data,
+            root_volume_gib=args.root_volume_gib, agency_name=agency,
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["userData"] if i in args.rolled else None,
+                                        ignore_changes=None if i in args.rolled else ["userData"]))
             for i in range(args.count)]
         self.private_ips = pulumi.Output.all(*[s.privateIp for s in servers])  # type: ignore[attr-defined]
         self.instance_ids = pulumi.Output.all(*[s.id for s in servers])
-        self.register_outputs({"private_ips": self.private_ips, "instance_ids": self.instance_ids})
+        wanted = data.apply(lambda d: {f"{name}-{i}": hashlib.sha256(d.encode()).hexdigest()
+                                       for i in range(args.count)})
+        self.register_outputs({"private_ips": self.private_ips, "instance_ids": self.instance_ids,
+                               "wantedUserData": wanted})

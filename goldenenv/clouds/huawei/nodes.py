@@ -15,23 +15,26 @@ import pulumi_huaweicloud as huaweicloud
 from goldenenv.clouds.base import NodeScript, NodeUpdates
 from goldenenv.clouds.huawei import privilege
 from goldenenv.clouds.huawei.basics import image_args
-from goldenenv.clouds.huawei.limits import INSTANCE
+from goldenenv.clouds.huawei.limits import DEVSERVER, INSTANCE
 
 ON_DEMAND = "postPaid"
 SYSTEM_DISK = "GPSSD"
 """A general purpose SSD (ecs.Instance system_disk_type's default); whether every GPU flavor takes it is unverified."""
 
 NODE_UPDATES = NodeUpdates(
-    node_types=(INSTANCE,),
+    node_types=(INSTANCE, DEVSERVER),
     script=NodeScript("userData", "goldenenv:huawei:GpuNodePool", "wantedUserData"),
-    replacing=frozenset({"availabilityZone", "imageId", "imageName", "chargingMode", "userData", "networks"}),
+    replacing=frozenset({"availabilityZone", "imageId", "imageName", "chargingMode", "userData", "networks",
+                         "flavor", "zone", "vpcId", "subnetId", "securityGroupId", "rootVolumeGib", "agencyName"}),
     restarting={"flavorId": "a stop, a resize and a start (the node's disks stay)"},
     meaning={"userData": "userData (boot script)"},
     erased="its system disk",
     note="the nodes keep the boot script they were created with; `goldenenv up --roll-nodes` replaces them onto the "
          "current one (user_data is ForceNew in the provider)")
 """Which node inputs replace an ECS instance (ForceNew in terraform-provider-huaweicloud's compute_instance schema
-as 0.0.12 carries it: image and user data per its docstrings; the rest unverified input by input)."""
+as 0.0.12 carries it: image and user data per its docstrings; the rest unverified input by input), and which replace a
+Lite Server (flavor, zone, network, root volume, agency; devserver.REPLACING also replaces on its key pair, which
+this report leaves to the ECS rule)."""
 
 
 @dataclass(frozen=True, kw_only=True)

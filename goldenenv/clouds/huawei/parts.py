@@ -111,7 +111,9 @@ class HuaweiParts(recipe.Parts):
             image=lite_server_image(spec, pool), vpc_id=self.net.vpc_id, subnet_id=self.net.subnet_id,
             security_group_id=self.net.security_group_id, key_pair=self._key(node_key(spec, pool), pool.name),
             user_data=boot.node(pool.name, fabric, it.local_nvme_count > 0),
-            root_volume_gib=max(pool.root_volume_gib, LITE_ROOT_MIN_GIB)), self.child)
+            root_volume_gib=max(pool.root_volume_gib, LITE_ROOT_MIN_GIB),
+            policy=privilege.node_policy(self.bucket, self.secret),
+            agency_name=iam_name(spec.tags.project, spec.stack, pool.name), rolled=self.rolled(pool)), self.child)
         return recipe.NodePool(pool, it, nodes.private_ips, nodes.instance_ids, nodes)
 
     def budget_guard(self, pools: list[recipe.NodePool]) -> recipe.BudgetGuard:
