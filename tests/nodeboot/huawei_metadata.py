@@ -182,12 +182,20 @@ def openstack(record: dict, version: str, leaf: str) -> tuple[int, str, str]:
 
 
 def ec2(record: dict, path: str) -> str | None:
+    """The text at `path` under latest/meta-data/, or None (404): a folder (a path ending in /, or the root) lists
+    its entries one a line, folders with a trailing /."""
     meta = record["meta"]
-    tree = {"hostname": meta["hostname"], "instance-type": meta["instance_type"], "local-ipv4": record["address"],
-            "placement/availability-zone": meta["availability_zone"]}
-    if path in ("", "/"):
-        return "hostname\ninstance-type\nlocal-ipv4\nplacement/"
-    return tree.get(path.strip("/"))
+    node = {"hostname": meta["hostname"], "instance-type": meta["instance_type"], "local-ipv4": record["address"],
+            "placement": {"availability-zone": meta["availability_zone"]}}
+    for part in [p for p in path.split("/") if p]:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, dict):
+        if path and not path.endswith("/"):
+            return None
+        return "\n".join(k + "/" if isinstance(v, dict) else k for k, v in node.items())
+    return None if path.endswith("/") else node
 
 
 class Metadata(BaseHTTPRequestHandler):
@@ -227,7 +235,7 @@ class Metadata(BaseHTTPRequestHandler):
             status, kind, body = openstack(record, parts[1], "/".join(parts[2:]))
             return self.reply(status, body, kind)
         if parts[0] == "latest" and len(parts) > 1 and parts[1] == "meta-data":
-            found = ec2(record, "/".join(parts[2:]))
+            found = ec2(record, path.split("/meta-data", 1)[1].removeprefix("/"))
             return self.reply(404, "Not Found") if found is None else self.reply(200, found)
         self.reply(404, "Not Found")
 
