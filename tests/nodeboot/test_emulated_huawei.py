@@ -16,10 +16,13 @@ the golden image by digest from swr.<region>.myhuaweicloud.com (tests/nodeboot/r
 serving this run's golden image under a digest the engine has not pulled). The golden image is the shared stand-in
 the other boot tests use (conftest.golden_ref): an Ascend lock's image needs CANN's base, which only Huawei serves.
 
-The node is the stack's first node with its hardware stood in: an NPU node (an Ascend pool) gets eight NPUs from
-tests/nodeboot/ascend_host.py (/dev/davinci0..7 and the management devices, the driver's version.info, the stand-in
-npu-smi) and registers in the head's Slurm IDLE with Gres=npu:8; a GPU node gets its GPUs as the other clouds'.
-Then every goldenenv unit is active on both.
+The node is the stack's first node with its hardware stood in: on huawei-gpu-dev a T4 GPU node, its GPU given as
+the other clouds' are, registering in the head's Slurm IDLE with Gres=gpu:1. For an Ascend pool the node gets its
+NPUs from tests/nodeboot/ascend_host.py (/dev/davinci0..7 and the management devices, the driver's version.info,
+npu-smi, hccn_tool), the Slurm test expects Gres=npu:<n> and the NPU test runs; no shipped stack boots that way
+yet: huawei-snt9b-2node has no Slurm queue (its lock's Slurm 21.08.5 is too old) and its Lite Servers take no IAM
+agency, so their boot has no keys for the SWR login (docs/research/huawei-boot-status.md). Then every goldenenv unit
+is active on both.
 
 What only a real Huawei host proves: the NPUs themselves, HCCL over RoCE, SFS Turbo, and the IAM action names
 (goldenenv/clouds/huawei/privilege.py marks them unverified)."""
