@@ -15,7 +15,7 @@ What it answers, and its sources (docs/research/huawei.md §7 and §2.5):
   user_data (as the instance was given it; 404 without), network_data.json, vendor_data.json ({}),
   /openstack/latest/securitykey: the temporary AK/SK and security token of the instance's agency, {"credential":
   {"access", "secret", "securitytoken", "expires_at"}} (the shape huaweicloudsdkcore 3.1.219 auth/internal.py
-  MetadataAccessor reads); an instance with no agency: 404 (its text unverified).
+  MetadataAccessor reads); an instance with no agency: 401 "Please configure Cloud Service Agency first" (NO_AGENCY).
 - EC2-compatible paths (latest/meta-data/: hostname, instance-type, local-ipv4, placement/availability-zone).
 - Session tokens (MetadataAccessor): PUT /meta-data/latest/api/token with X-Metadata-Token-Ttl-Seconds gives a
   token; a request carrying X-Metadata-Token must carry one this server gave (else 401). Requests without one are
@@ -52,6 +52,9 @@ CHASSIS_ASSET_TAG = "HUAWEICLOUD"
 DATASOURCE_PACKAGE = "/usr/local/lib/python3.11/dist-packages/goldenenv_emulated"
 """Where cloud-init finds the emulated hosts' datasources (datasource_pkg_list; the Azure and GCE ones too)."""
 DMI = "/etc/goldenenv-emulated/dmi"
+NO_AGENCY = "Please configure Cloud Service Agency first"
+"""What securitykey answers (401) an instance with no agency: the words huaweicloudsdkcore 3.1.219's
+MetadataAccessor tells that case by (auth/internal.py _CONFIG_AGENCY_ERROR); the rest of the body is unverified."""
 _WRITE = threading.Lock()
 _TOKENS: set[str] = set()
 
@@ -174,7 +177,9 @@ def openstack(record: dict, version: str, leaf: str) -> tuple[int, str, str]:
         return 200, "application/json", json.dumps({"links": [], "networks": [], "services": []})
     if leaf in ("vendor_data.json", "vendor_data2.json"):
         return 200, "application/json", "{}"
-    if leaf == "securitykey" and version == "latest" and record["agency"]:
+    if leaf == "securitykey" and version == "latest":
+        if not record["agency"]:
+            return 401, "text/plain", NO_AGENCY
         return 200, "application/json", json.dumps(security_key(record))
     if leaf == "":
         return 200, "text/plain", "\n".join(["meta_data.json", "network_data.json", "user_data", "vendor_data.json"])

@@ -114,7 +114,7 @@ def test_the_metadata_service_answers_each_instance_its_own_record(tmp_path):
                                                                method=method)) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
-            return e.code, ""
+            return e.code, e.read().decode()
 
     try:
         assert json.loads(get("/openstack/latest/meta_data.json")[1])["uuid"] == "uuid-1"
@@ -126,7 +126,7 @@ def test_the_metadata_service_answers_each_instance_its_own_record(tmp_path):
         assert get("/openstack/latest/meta_data.json", {"X-Metadata-Token": "never-given"})[0] == 401
         assert get("/latest/meta-data/placement/availability-zone") == (200, "cn-north-4a")
         huawei_metadata.write(tmp_path, {"127.0.0.1": {**mine, "agency": None}})
-        assert get("/openstack/latest/securitykey")[0] == 404, "no agency, no keys"
+        assert get("/openstack/latest/securitykey") == (401, huawei_metadata.NO_AGENCY), "no agency, no keys"
         huawei_metadata.write(tmp_path, {"10.0.0.9": mine})
         assert get("/openstack/latest/meta_data.json")[0] == 404, "another address's record is not served"
     finally:
