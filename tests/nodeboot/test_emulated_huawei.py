@@ -1,31 +1,35 @@
-"""A Huawei Cloud stack boots for real: its Slurm head and first node created on the emulated cloud and booted on
-emulated hosts the way ECS boots an instance of Huawei's images: cloud-init's own OpenStack datasource reads the
-instance's meta_data.json and user data over HTTP from the metadata service at 169.254.169.254
-(tests/nodeboot/huawei_metadata.py, in a container on the stack's network that holds that address; each host
-routes it there, as the VPC does). HTTP metadata rather than a config drive because that is what Huawei ECS serves
-and what its images read (docs/research/huawei.md §7: /openstack/latest/..., the chassis asset tag HUAWEICLOUD that
-cloud-init's OpenStack detection accepts) and the emulated hosts can reach a server holding the address; no NoCloud
-seed, no config drive.
+"""A Huawei Cloud stack boots for real: huawei-snt9b-2node's Slurm head (an ECS) and first node (a ModelArts Lite
+Server, Snt9B: 8 Ascend NPUs) created on the emulated cloud and booted on emulated hosts the way Huawei boots its
+images: cloud-init's own OpenStack datasource reads the instance's meta_data.json (its key pair among them) and
+user data over HTTP from the metadata service at 169.254.169.254 (tests/nodeboot/huawei_metadata.py, in a container
+on the stack's network that holds that address; each host routes it there, as the VPC does). HTTP metadata rather
+than a config drive because that is what Huawei's ECS and bare-metal servers serve and their images read
+(docs/research/huawei.md §7: /openstack/latest/..., the chassis asset tag HUAWEICLOUD that cloud-init's OpenStack
+detection accepts on x86; on the Lite Server's arm64 it accepts any host) and the emulated hosts can reach a server
+holding the address; no NoCloud seed, no config drive.
+
+One change to the shipped stack (QUEUE): a Slurm queue. The stack leaves it out because its Ascend lock's base ships
+Slurm 21.08.5, below the 22.05 self-registering nodes need, and plan refuses the pair; the hosts here run the shared
+stand-in golden image of the other boot tests (conftest.golden_ref: an Ascend image needs CANN's base, which only
+Huawei serves), whose Slurm is new enough. So this proves the boot and Slurm's NPU GRES, not the Ascend lock's Slurm.
 
 The boot scripts call Huawei's APIs as <service>.<region>.myhuaweicloud.com (tests/nodeboot/huawei_apis.py, in the
 cloud-APIs container) with the agency's temporary keys the metadata service hands out (/openstack/latest/
-securitykey), each call signed SDK-HMAC-SHA256 and allowed by the agency's planned IAM policy only: the head's
-munge step finds the stack's CSMS secret holding the plan's placeholder and writes a version (CreateSecretVersion),
-the node's reads it (ShowSecretVersion). Each host logs in to SWR with a temporary login (CreateSecret) and pulls
-the golden image by digest from swr.<region>.myhuaweicloud.com (tests/nodeboot/registry_stand_in.py under that name,
-serving this run's golden image under a digest the engine has not pulled). The golden image is the shared stand-in
-the other boot tests use (conftest.golden_ref): an Ascend lock's image needs CANN's base, which only Huawei serves.
+securitykey), each call signed SDK-HMAC-SHA256 and allowed by the agency's planned IAM policy only: the head's munge
+step finds the stack's CSMS secret holding the plan's placeholder and writes a version (CreateSecretVersion), the
+node's reads it (ShowSecretVersion). Each host logs in to SWR with a temporary login (CreateSecret) and pulls the
+golden image by digest from swr.<region>.myhuaweicloud.com (tests/nodeboot/registry_stand_in.py under that name,
+serving this run's golden image under a digest the engine has not pulled). The Lite Server's agency is the plan's
+(set after creation, unverified for a Lite Server: goldenenv/clouds/huawei/liteservers.py).
 
-The node is the stack's first node with its hardware stood in: on huawei-gpu-dev a T4 GPU node, its GPU given as
-the other clouds' are, registering in the head's Slurm IDLE with Gres=gpu:1. For an Ascend pool the node gets its
-NPUs from tests/nodeboot/ascend_host.py (/dev/davinci0..7 and the management devices, the driver's version.info,
-npu-smi, hccn_tool), the Slurm test expects Gres=npu:<n> and the NPU test runs; no shipped stack boots that way
-yet: huawei-snt9b-2node has no Slurm queue (its lock's Slurm 21.08.5 is too old) and its Lite Servers take no IAM
-agency, so their boot has no keys for the SWR login (docs/research/huawei-boot-status.md). Then every goldenenv unit
-is active on both.
+The node's hardware is stood in by tests/nodeboot/ascend_host.py: /dev/davinci0..7 and the management devices, the
+driver's version.info, npu-smi and hccn_tool (the hccn fabric's boot check: each NPU's RoCE port UP); the SFS Turbo
+share both hosts mount over NFS is a folder of this machine (stand_ins.py's `mount -t nfs`). Then every goldenenv
+unit is active on both, the golden container has the NPUs' devices, npu-smi and the driver's files, and the node
+registers in the head's Slurm IDLE with Gres=npu:8.
 
-What only a real Huawei host proves: the NPUs themselves, HCCL over RoCE, SFS Turbo, and the IAM action names
-(goldenenv/clouds/huawei/privilege.py marks them unverified)."""
+What only a real Huawei host proves: the NPUs themselves, HCCL over RoCE, SFS Turbo, the Lite Server's agency, and
+the IAM action names (goldenenv/clouds/huawei/privilege.py marks them unverified)."""
 
 from __future__ import annotations
 
@@ -55,9 +59,16 @@ from goldenenv.images.lock import load
 
 pytestmark = pytest.mark.node_boot
 
-STACK = "huawei-gpu-dev"
+STACK = "huawei-snt9b-2node"
+QUEUE = {"goldenenv:scheduler": "slurm"}
+"""The test's one change to the shipped stack: a Slurm queue, which the stack leaves out because its Ascend lock's
+base ships Slurm 21.08.5 (below the 22.05 self-registering nodes need; plan refuses the pair). The hosts here run
+the shared stand-in golden image, whose Slurm is new enough: what this proves is the boot and Slurm's NPU GRES,
+not the Ascend lock's Slurm."""
 HERE = Path(__file__).resolve().parent
 INSTANCE = "huaweicloud:Ecs/instance:Instance"
+LITE_SERVER = "pulumi-python:dynamic/huawei:DevServer"
+KEY_PAIR = "huaweicloud:Ecs/keypair:Keypair"
 AGENCY = "huaweicloud:Iam/agency:Agency"
 POLICY = "huaweicloud:Iam/role:Role"
 SECRET = "huaweicloud:Dew/secret:Secret"
@@ -126,9 +137,25 @@ def policies_of(resources, agency_name: str) -> list[str]:
     return [p.props["policy"] for p in resources if p.type == POLICY and p.props["name"] in roles]
 
 
+def hostname_of(instance) -> str:
+    """An ECS instance's hostname; a Lite Server's: its name (CreateDevServer takes no hostname; that the server's
+    hostname is its name is unverified)."""
+    return instance.props.get("hostname") or instance.props["name"]
+
+
+def zone_of(instance) -> str:
+    return instance.props.get("availabilityZone") or instance.props["zone"]
+
+
+def keys_of(resources, instance) -> dict[str, str]:
+    """meta_data.json's public_keys: the instance's key pair, as the plan made it."""
+    pair = instance.props.get("keyPair")
+    return {k.props["name"]: k.props["publicKey"] for k in resources if k.type == KEY_PAIR and k.props["name"] == pair}
+
+
 def planned_ref(golden_ref: str, public_key: str) -> str:
     """The golden image's digest under the stack's own SWR repository (a first plan gives the repository)."""
-    config = emulated_stack.stack_config(STACK, golden_ref, public_key)
+    config = {**emulated_stack.stack_config(STACK, golden_ref, public_key), **QUEUE}
     spec = stackconfig.load(STACK, *stackconfig.namespaced(config))
     _, outputs = plan.run_program(STACK, config, plan.offline_context(spec))
     return f"{outputs['imageRepository']}@{golden_ref.split('@', 1)[1]}"
@@ -161,7 +188,7 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
     """The stack created on the emulated cloud, its head and first node booting from the metadata service."""
     unseen = emulated_stack.unseen_golden(client, golden_ref)
     ref = planned_ref(unseen, stack_key["public"])
-    config = emulated_stack.stack_config(STACK, ref, stack_key["public"])
+    config = {**emulated_stack.stack_config(STACK, ref, stack_key["public"]), **QUEUE}
     spec = stackconfig.load(STACK, *stackconfig.namespaced(config))
     name = f"ge-{STACK}-{uuid.uuid4().hex[:4]}"
     network, head_address = emulated_stack.stack_network(client, f"{name}-net0", str(spec.network.cidr))
@@ -172,7 +199,8 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
         answers = emulated_cloud.CloudAnswers(clouds.get(spec.cloud), cloud_apis, spec.region, head_address)
         resources, _ = emulated_cloud.run_program(STACK, config, spec, answers)
         head = emulated_host.head_resource(resources, spec.cloud)
-        instances = {"head": head, "node": next(r for r in resources if r.type == INSTANCE and r is not head)}
+        instances = {"head": head, "node": next(r for r in resources if r.type in (INSTANCE, LITE_SERVER)
+                                                 and r is not head)}
         secret = next(r for r in resources if r.type == SECRET)
         huawei_apis.add_secret(cloud_apis.folder, spec.region, secret.props["name"], secret.props["secretText"])
         organization = next(r for r in resources if r.type == ORGANIZATION).props["name"]
@@ -181,9 +209,10 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
         for role, instance in instances.items():
             agencies[role] = instance.props["agencyName"]
             records[addresses[role]] = huawei_metadata.instance(
-                uuid=instance.id, name=instance.props["name"], hostname=instance.props["hostname"],
-                zone=instance.props["availabilityZone"], region=spec.region, project_id=PROJECT_ID,
-                flavor=instance.props["flavorId"], address=addresses[role], public_keys={},
+                uuid=instance.id, name=instance.props["name"], hostname=hostname_of(instance),
+                zone=zone_of(instance), region=spec.region, project_id=PROJECT_ID,
+                flavor=instance.props.get("flavorId") or instance.props["flavor"], address=addresses[role],
+                public_keys=keys_of(resources, instance),
                 user_data=instance.props["userData"].encode(), agency=agencies[role],
                 credentials=cloud_apis.issue(agencies[role], policies_of(resources, agencies[role])))
         huawei_metadata.write(state, records)
@@ -198,6 +227,7 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
             npus, driver = npus_of(spec, it)
             capture = emulated_stack.CAPTURES / f"nvidia_smi_{it.name}.csv"
             booted = {}
+            sharedfs = tmp_path_factory.mktemp("sfs-turbo")  # the SFS Turbo share both hosts mount over NFS
             for role, instance in instances.items():
                 node = role == "node"
                 extra = huawei_metadata.host_files(server_address=server_address)
@@ -207,10 +237,10 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
                 hosts.append(emulated_host.Host.create(
                     client, host_image, name=name if node else f"{name}-head", networks=[network.name],
                     user_data="", public_key="", login=clouds.get(spec.cloud).ssh_user, key=stack_key["key"],
-                    shares=[], sharedfs=None, nvme=None, erdma=0, gpus=gpus,
+                    shares=[str(sharedfs)], sharedfs=str(sharedfs), nvme=None, erdma=0, gpus=gpus,
                     nvidia_smi=capture.read_text() if gpus and capture.exists() else "",
                     health=emulated_stack.healthy_hardware(spec, it) if gpus else None, extra_files=extra,
-                    hostname=instance.props["hostname"], address=addresses[role],
+                    hostname=hostname_of(instance), address=addresses[role],
                     trusted_ca=cloud_apis.authority.cert_pem, seed=False))
                 booted[role] = emulated_stack.Booted(role, hosts[-1], instance.props["userData"], spec, {}, {})
             for host in hosts:
@@ -255,8 +285,8 @@ def test_each_host_boots_through_cloud_inits_openstack_datasource_from_the_metad
         assert host.sh("ls /var/lib/cloud/seed/nocloud /var/lib/cloud/seed/config_drive")[0] != 0, "no seed"
         data = json.loads(host.sh("cat /run/cloud-init/instance-data.json")[1])["v1"]
         assert data["instance_id"] == instance.id
-        assert data["availability_zone"] == instance.props["availabilityZone"]
-        assert data["local_hostname"] == instance.props["hostname"]
+        assert data["availability_zone"] == zone_of(instance)
+        assert data["local_hostname"] == hostname_of(instance)
         for entry in yaml.safe_load(booted.user_data)["write_files"]:
             rc, content = host.sh(f"cat {shlex.quote(entry['path'])}")
             assert rc == 0 and content == emulated_host.written(entry), (role, entry["path"])
@@ -280,7 +310,7 @@ def test_every_unit_is_active_and_the_golden_container_runs_the_swr_digest(huawe
 def test_the_node_registers_with_the_heads_slurmctld_with_its_accelerators(huawei):
     huawei.head.up(timeout=240)
     huawei.node.up(timeout=240)
-    node = huawei.instances["node"].props["hostname"]
+    node = hostname_of(huawei.instances["node"])
 
     def record() -> dict[str, str]:
         rc, out = head_exec(huawei, f"scontrol show node -o {node}")
