@@ -174,6 +174,8 @@ def test_the_stack_plans_strict_with_its_lite_servers_cost_and_guardrails():
     assert "huawei-snt9b-2node-npu goldenenv:huawei:GpuNodePool" in text
     assert "huawei-snt9b-2node-npu-1 pulumi-python:dynamic/huawei:DevServer" in text
     assert "ListDevServerFlavors is_sold_out" in text and "CNY/hour" in text
+    assert ("warning strict:huawei-lite-capacity huawei-snt9b-2node-npu-0: 2 x Lite Server "
+            f"{FLAVOR} in cn-north-4a") in text
 
 
 def test_each_planned_lite_server_has_the_shared_name_the_node_group_and_no_secret():

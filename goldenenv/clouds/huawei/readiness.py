@@ -4,7 +4,8 @@ pulumi-huaweicloud 0.0.12 documents for what the stack sends, an SFS Turbo HPC s
 account can answer before `up` (strict:huawei-capacity, a warning): whether the zone sells the flavor and whether the
 account's quota holds the nodes (ECS ListFlavorSellPolicies sell_status available/sellout; the account's ECS quota:
 a new account's GPU quota is often nothing, and the first `up` would fail at the nodes (Ecs.0319, Ecs.0001) after
-the network and storage are made).
+the network and storage are made); the same for a Lite Server flavor (strict:huawei-lite-capacity: ModelArts
+ListDevServerFlavors is_sold_out, and the service ticket that enables a flavor).
 """
 
 from __future__ import annotations
@@ -73,6 +74,21 @@ def _check_capacity(resource: PlannedResource, ctx: Context) -> Iterator[str]:
            "the account's ECS quota holds it (Huawei's console: My Quotas)")
 
 
+def _check_lite_capacity(resource: PlannedResource, ctx: Context) -> Iterator[str]:
+    """A Lite Server flavor is sold per zone and only with a service ticket: said once per zone and flavor."""
+    if resource.type != limits.DEVSERVER:
+        return
+    key = (str(resource.props.get("zone") or "?"), str(resource.props.get("flavor") or "?"))
+    servers = [r for r in ctx.of_type(limits.DEVSERVER)
+               if (str(r.props.get("zone") or "?"), str(r.props.get("flavor") or "?")) == key]
+    if servers[0] is not resource:
+        return
+    zone, flavor = key
+    yield (f"{len(servers)} x Lite Server {flavor} in {zone}: before up, check that ModelArts offers the flavor to "
+           f"the account (a service ticket enables it) and that it is not sold out (ListDevServerFlavors "
+           "is_sold_out); up checks it first and stops, naming the flavor and zone, before buying anything")
+
+
 RULES = (
     user_data_rule(limits.USER_DATA),
     Rule("strict:huawei-enum", "Enum strings are values the provider documents.", Severity.ERROR, _check_enums),
@@ -81,6 +97,9 @@ RULES = (
     Rule("strict:huawei-capacity", "The zone sells each flavor and the account's quota holds the nodes: said per "
          "zone, flavor and charging mode, with the calls that read them, to check before up.", Severity.WARNING,
          _check_capacity),
+    Rule("strict:huawei-lite-capacity", "ModelArts offers each Lite Server flavor to the account and has it in the "
+         "zone: said per zone and flavor, with the call that reads it, to check before up.", Severity.WARNING,
+         _check_lite_capacity),
 )
 
 
