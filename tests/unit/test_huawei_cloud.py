@@ -223,3 +223,16 @@ def test_the_backend_target_is_created_read_updated_and_deleted_through_the_sdk(
     provider.delete("t-1", props)
     assert client.calls[-1][1].delete_data_in_file_system is False
     assert provider.read("t-1", props).id is None
+
+
+def test_a_time_to_live_and_an_idle_time_reach_the_stop_function(tmp_path):
+    """lifecycle.ttlHours and idleMinutes are the stop function's to run: the plan hands them to it, or the stop
+    chain's guardrail fails plan --strict naming the setting the function was not told."""
+    import yaml
+
+    config = stackconfig.read_stack_file(STACKS / f"Pulumi.{DEV}.yaml")
+    config["goldenenv:lifecycle"] = {**config.get("goldenenv:lifecycle", {}), "ttlHours": 24, "idleMinutes": 30}
+    (tmp_path / "Pulumi.huawei-ttl.yaml").write_text(yaml.safe_dump({"config": config}))
+    result = CliRunner().invoke(app, ["plan", "-s", "huawei-ttl", "--stacks-dir", str(tmp_path), "--strict"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output

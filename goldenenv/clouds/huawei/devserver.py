@@ -37,6 +37,8 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+from goldenenv.clouds.huawei.stop_lite import prefix as name_prefix
+
 RUNNING = "RUNNING"
 FAILED = re.compile(r"(_FAILED|^ERROR)$")
 """CREATE_FAILED, ERROR, DELETE_FAILED, START_FAILED, ... (terraform-provider-huaweicloud's list, a0345b8)."""
@@ -65,9 +67,6 @@ def server_name(stack: str, pool: str, index: int) -> str:
     goldenenv-<stack>-, its setting GOLDENENV_DEVSERVER_PREFIX)."""
     return f"{name_prefix(stack)}{pool}-{index}"
 
-
-def name_prefix(stack: str) -> str:
-    return f"goldenenv-{stack}-"
 
 
 def _client(region: str) -> Any:

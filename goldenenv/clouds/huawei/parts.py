@@ -124,7 +124,8 @@ class HuaweiParts(recipe.Parts):
             hard_stop=spec.budget.hard_stop, region=spec.region, tag_key=tags.STACK_KEY, tag_value=spec.stack,
             project_key="project", project_value=spec.tags.project,
             agency_name=iam_name(spec.tags.project, spec.stack, "stop"), tags=self.tags,
-            emails=tuple(spec.budget.emails)), self.child)
+            emails=tuple(spec.budget.emails), ttl_hours=spec.lifecycle.ttl_hours,
+            idle_minutes=spec.lifecycle.idle_minutes), self.child)
         return recipe.BudgetGuard({"budgetGuard": guard.function_name})
 
 
