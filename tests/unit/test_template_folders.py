@@ -1,5 +1,6 @@
-"""A cloud's templates live in its folder, a fabric's in its own: goldenenv/clouds/<cloud>/templates/ and
-goldenenv/fabrics/<fabric>/templates/, found by listing those folders; the top-level templates/ holds only the ones
+"""A cloud's templates live in its folder, a fabric's and an accelerator family's in their own:
+goldenenv/clouds/<cloud>/templates/, goldenenv/fabrics/<fabric>/templates/ and
+goldenenv/accelerators/<family>/templates/, found by listing those folders; the top-level templates/ holds only the ones
 shared by several clouds or fabrics, or by the code every cloud runs. A template belongs to one cloud or fabric when
 its file name names it (munge-key-aws.sh.j2, layer-efa.j2), when only that one declares it (a fabric's image layer,
 boot check and sidecar units; a cloud's registry login), or when only that one's code or templates use it by name
@@ -18,7 +19,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from goldenenv import clouds, fabrics, nodeboot, project, render
+from goldenenv import accelerators, clouds, fabrics, nodeboot, project, render
 from goldenenv.clouds import recipe
 
 PACKAGE = project.PACKAGE
@@ -32,7 +33,8 @@ def owner_folder(owner: tuple[str, str]) -> Path:
 
 
 def owners() -> list[tuple[str, str]]:
-    return [("clouds", c) for c in clouds.names()] + [("fabrics", f) for f in fabrics.FABRICS]
+    return [("clouds", c) for c in clouds.names()] + [("fabrics", f) for f in fabrics.FABRICS] + [
+        ("accelerators", a) for a in accelerators.ACCELERATORS]
 
 
 @functools.cache
@@ -93,14 +95,18 @@ def parts_classes(cloud: str) -> list[type]:
 
 @functools.cache
 def declared() -> dict[str, set]:
-    """The templates each cloud or fabric declares by its record rather than by a name in its code: a fabric's image
-    layer, boot check (unit and script) and sidecar units, a cloud's registry login."""
+    """The templates each cloud, fabric or accelerator family declares by its record rather than by a name in its
+    code: a fabric's image layer, boot check (unit and script) and sidecar units, a cloud's registry login, a
+    family's image layer."""
     found: dict[str, set] = {}
     for name, fabric in fabrics.FABRICS.items():
         names = [fabric.image_layer, *(f"node/{unit}.j2" for unit in fabric.boot_check or ()),
                  *(f"node/{nodeboot.sidecar_unit_name(s)}.j2" for s in fabric.sidecars)]
         for template in names:
             found.setdefault(template, set()).add(("fabrics", name))
+    for name, family in accelerators.ACCELERATORS.items():
+        if family.image_layer:
+            found.setdefault(family.image_layer, set()).add(("accelerators", name))
     for cloud in clouds.names():
         for parts in parts_classes(cloud):
             if parts.registry_login:
@@ -152,6 +158,7 @@ def test_the_rule_knows_the_templates_it_is_about():
     assert belongs_to("node/erdma-check.sh.j2") == {("fabrics", "erdma")}
     assert belongs_to("node/goldenenv-rxdm.service.j2") == {("fabrics", "tcpxo")}
     assert belongs_to("node/golden-image.sh.j2") == {SHARED}
+    assert belongs_to("image/layer-ascend.j2") == {("accelerators", "ascend")}
     assert belongs_to("node/fabric-host.sh.j2") == {SHARED}, "two fabrics' checks include it: it is shared"
     assert shipped()["node/fsx-mount.sh.j2"] == PACKAGE / "clouds" / "aws" / "templates"
 
