@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 
 with warnings.catch_warnings():
-    # pulumi-huaweicloud 0.0.12 imports pkg_resources (setuptools < 81: the huawei extra pins it), which warns
+    # pulumi-huaweicloud 0.0.12 imports pkg_resources (setuptools 80.9.0: the huawei extra pins it), which warns
     warnings.simplefilter("ignore")
     import pulumi_huaweicloud as huaweicloud
 
