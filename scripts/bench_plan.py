@@ -27,7 +27,7 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import plan, stackconfig
+from goldenenv import guardrails, plan, stackconfig
 
 STACK = "aws-p5-2node"
 # Bare program shape: 1 explicit provider, 1 root component, 4 child components (network, storage,
@@ -111,6 +111,7 @@ def main() -> None:
     ap.add_argument("--stack", default=STACK, help="a shipped stack whose first pool grows (default: %(default)s)")
     args = ap.parse_args()
     stack = args.stack
+    instance_types = {t for facts in guardrails.provider_facts() for t in facts.instances}
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     base = stackconfig.read_stack_file(plan.stack_file(stack))
@@ -132,11 +133,12 @@ def main() -> None:
         plan_s, result = timed(lambda: plan.plan_config(stack, config), args.repeats)
         count = len(result.resources)
         pools = {r.urn for r in result.resources if r.type.endswith(":GpuNodePool")}
-        # the GPU nodes (the Slurm head is an instance too, outside the pools): one instance each, or an Azure scale
-        # set of sku.capacity VMs
+        # the GPU nodes (the Slurm head is an instance too, outside the pools): one instance each (what each cloud's
+        # guardrail facts call its instances: a Huawei Lite Server is a dynamic resource), or an Azure scale set of
+        # sku.capacity VMs
         node_resources = [r for r in result.resources if r.parent_urn in pools
-                          and (r.type.endswith("/instance:Instance") or r.type.endswith(":VirtualMachineScaleSet"))]
-        n_instances = sum(1 if r.type.endswith("/instance:Instance") else int(r.props["sku"]["capacity"])
+                          and (r.type in instance_types or r.type.endswith(":VirtualMachineScaleSet"))]
+        n_instances = sum(int(r.props["sku"]["capacity"]) if r.type.endswith(":VirtualMachineScaleSet") else 1
                           for r in node_resources)
         assert n_instances == nodes, (n_instances, nodes)
         # the bare program declares as many node resources (instances; one per Azure scale set) and as many in all
