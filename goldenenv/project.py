@@ -91,7 +91,7 @@ def shipped_template_folders() -> list[Path]:
 @functools.cache
 def owned_template_folders(package: Path = PACKAGE) -> tuple[Path, ...]:
     """Each cloud's goldenenv/clouds/<cloud>/templates/, then each fabric's goldenenv/fabrics/<fabric>/templates/,
-    in name order. Found by listing the folders, as the catalog finds their rows, so that a new cloud or fabric
+    then each accelerator family's goldenenv/accelerators/<family>/templates/, in name order. Found by listing the folders, as the catalog finds their rows, so that a new cloud or fabric
     brings its templates with no list to edit and rendering a template imports no cloud; listed once per process
     (every template of a plan is looked up through it)."""
     return tuple(entry / "templates" for owner in TEMPLATE_OWNERS if (package / owner).is_dir()

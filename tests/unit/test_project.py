@@ -54,7 +54,8 @@ def test_this_repository_is_a_project_with_its_own_folders():
     assert here.state == REPO / ".goldenenv" / "pulumi-state"
     assert here.image_folders() == [REPO / "images"]
     assert here.template_folders() == [REPO / "templates", *sorted(REPO.glob("goldenenv/clouds/*/templates")),
-                                       *sorted(REPO.glob("goldenenv/fabrics/*/templates"))]
+                                       *sorted(REPO.glob("goldenenv/fabrics/*/templates")),
+                                       *sorted(REPO.glob("goldenenv/accelerators/*/templates"))]
     assert here.examples_folder() == REPO / "examples"
 
 
