@@ -8,10 +8,11 @@ than a config drive because that is what Huawei's ECS and bare-metal servers ser
 detection accepts on x86; on the Lite Server's arm64 it accepts any host) and the emulated hosts can reach a server
 holding the address; no NoCloud seed, no config drive.
 
-One change to the shipped stack (QUEUE): a Slurm queue. The stack leaves it out because its Ascend lock's base ships
-Slurm 21.08.5, below the 22.05 self-registering nodes need, and plan refuses the pair; the hosts here run the shared
-stand-in golden image of the other boot tests (conftest.golden_ref: an Ascend image needs CANN's base, which only
-Huawei serves), whose Slurm is new enough. So this proves the boot and Slurm's NPU GRES, not the Ascend lock's Slurm.
+The stack boots as it ships, Slurm queue included: its lock (ascend-910b, CANN 9.1.0 on Ubuntu 24.04) has Slurm
+23.11, new enough for self-registering nodes, and its head is a Kunpeng ECS (kc1.large.2) that can run the arm64
+image. The hosts here run the shared stand-in golden image of the other boot tests (conftest.golden_ref: an Ascend
+image is arm64 and needs CANN's base, which only Huawei and quay.io serve), so this proves the boot and Slurm's NPU
+GRES on the shipped stack's user data, not the Ascend image's own Slurm.
 
 The boot scripts call Huawei's APIs as <service>.<region>.myhuaweicloud.com (tests/nodeboot/huawei_apis.py, in the
 cloud-APIs container) with the agency's temporary keys the metadata service hands out (/openstack/latest/
@@ -60,11 +61,10 @@ from goldenenv.images.lock import load
 pytestmark = pytest.mark.node_boot
 
 STACK = "huawei-snt9b-2node"
-QUEUE = {"goldenenv:scheduler": "slurm"}
-"""The test's one change to the shipped stack: a Slurm queue, which the stack leaves out because its Ascend lock's
-base ships Slurm 21.08.5 (below the 22.05 self-registering nodes need; plan refuses the pair). The hosts here run
-the shared stand-in golden image, whose Slurm is new enough: what this proves is the boot and Slurm's NPU GRES,
-not the Ascend lock's Slurm."""
+UNNAMED_DRIVER = "23.0.6"
+"""The NPU driver of the stand-in hardware when the lock names none (ascend-910b: no table pairs CANN 9.1.0 with a
+driver): the one the catalog's Lite Server image carries, by its published name
+(HCE2.0-Arm-64bit-for-Snt9B-BareMetal-with-23.0.6-..., goldenenv/clouds/huawei/catalog/host_images.csv hce2-snt9b)."""
 HERE = Path(__file__).resolve().parent
 INSTANCE = "huaweicloud:Ecs/instance:Instance"
 LITE_SERVER = "pulumi-python:dynamic/huawei:DevServer"
@@ -155,7 +155,7 @@ def keys_of(resources, instance) -> dict[str, str]:
 
 def planned_ref(golden_ref: str, public_key: str) -> str:
     """The golden image's digest under the stack's own SWR repository (a first plan gives the repository)."""
-    config = {**emulated_stack.stack_config(STACK, golden_ref, public_key), **QUEUE}
+    config = emulated_stack.stack_config(STACK, golden_ref, public_key)
     spec = stackconfig.load(STACK, *stackconfig.namespaced(config))
     _, outputs = plan.run_program(STACK, config, plan.offline_context(spec))
     return f"{outputs['imageRepository']}@{golden_ref.split('@', 1)[1]}"
@@ -176,11 +176,11 @@ def metadata_server(client, image: str, network, state: Path):
 
 
 def npus_of(spec, it) -> tuple[int, str | None]:
-    """The node's NPUs and its NPU driver (the lock's), or (0, None) for a GPU node."""
+    """The node's NPUs and its NPU driver (the lock's, else the Lite Server image's), or (0, None) for a GPU node."""
     lock = load(spec.image.lock)
     if getattr(accelerators.of_lock(lock), "name", None) != "ascend":
         return 0, None
-    return it.gpu_count, lock.ascend.driver
+    return it.gpu_count, lock.ascend.driver or UNNAMED_DRIVER
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +188,7 @@ def huawei(client, host_image, golden_ref, stack_key, cloud_apis, tmp_path_facto
     """The stack created on the emulated cloud, its head and first node booting from the metadata service."""
     unseen = emulated_stack.unseen_golden(client, golden_ref)
     ref = planned_ref(unseen, stack_key["public"])
-    config = {**emulated_stack.stack_config(STACK, ref, stack_key["public"]), **QUEUE}
+    config = emulated_stack.stack_config(STACK, ref, stack_key["public"])
     spec = stackconfig.load(STACK, *stackconfig.namespaced(config))
     name = f"ge-{STACK}-{uuid.uuid4().hex[:4]}"
     network, head_address = emulated_stack.stack_network(client, f"{name}-net0", str(spec.network.cidr))

@@ -77,6 +77,20 @@ def test_the_modelarts_lock_follows_huaweis_table():
     assert lock.packages["torch"].sha256 == ["ccbd0320411fe1a3b3fec7b4d3185aa7d0c52adac94480ab024b5c8f74a0bf1d"]
 
 
+def test_the_community_lock_builds_from_a_digest_whose_ubuntu_ships_a_slurm_for_dynamic_nodes():
+    """Ubuntu 24.04's Slurm 23.11 (images/huawei-t4/lock.yaml's noble reading) is past the 22.05 dynamic nodes need,
+    and the base is pinned by the digest a public Dockerfile names, so `image build` takes it."""
+    lock = load(COMMUNITY)
+    assert lock.base.unverified_image is None
+    assert lock.base.image == ("quay.io/ascend/triton:3.2.2-cann9.1.0-torch_npu2.7.1.post8-910b-ubuntu24.04-py3.11"
+                               "@sha256:b69d14f39d47ec8f66e635f16190788e3c2b2174d0994f63090afcdf885b06f1")
+    assert (lock.python, lock.slurm.version, lock.slurm.munge) == ("3.11", "23.11.4-1.2ubuntu5", "0.5.15-4ubuntu0.1")
+    assert lock.packages["torch"].sha256 == ["3282d9febd1e4e476630a099692b44fdc214ee9bf8ee5377732d9d9dfe5712e4"]
+    assert lock.packages["torch-npu"].sha256 == ["624ba08fb0259fcb8315a4b5bb5d7edd2d2ca927ba368c800b7f18771564e153"]
+    text = dockerfile.dockerfile(lock, lock.base.ref)
+    assert "UNVERIFIED" not in text and "slurmd=23.11.4-1.2ubuntu5" in text
+
+
 @pytest.mark.parametrize("name", [MODELARTS, COMMUNITY])
 def test_no_ascend_lock_pins_a_cuda_library(name):
     assert not [p for p in load(name).packages if p.startswith(("nvidia-", "cuda-", "triton"))]

@@ -28,7 +28,7 @@ from goldenenv.clouds.base import (
     BuildContext, Capability, DockerReach, HostImageForm, NodeLogin, PulumiCloud, head_shape, host_image_problems,
     mock_address, stable_number, zone_problems,
 )
-from goldenenv.clouds.huawei import api, limits, liteservers, obslink, storage, tags
+from goldenenv.clouds.huawei import api, headarch, limits, liteservers, obslink, storage, tags
 from goldenenv.clouds.huawei.basics import CLOUD, UUID, bucket_name, registry_names, secret_name
 from goldenenv.clouds.huawei.nodes import NODE_UPDATES
 from goldenenv.clouds.huawei.parts import GpuCluster
@@ -94,6 +94,7 @@ class HuaweiCloud(PulumiCloud):
             problems.append(Problem("goldenenv:region", f"'{spec.region}' is not a Huawei Cloud region name (e.g. "
                                     "cn-north-4, cn-east-3, ap-southeast-1)"))
         problems += zone_problems(CLOUD, spec) + self._currency(spec) + self._storage(spec) + self._lifecycle(spec)
+        problems += headarch.problems(spec, self)
         for i, pool in enumerate(spec.nodes):
             at = pool_key(i, len(spec.nodes))
             if catalog.instance_types(CLOUD).get(pool.instance_type) is None:

@@ -80,7 +80,36 @@ def plan_notes(spec: ClusterSpec) -> list[str]:
     return [f"ModelArts Lite Servers ({', '.join(flavors)}): flavors need a service ticket, and whether the zone "
             "sells one now is known only to the account (ListDevServerFlavors is_sold_out): up checks it before "
             "buying and stops with the flavor and zone named when it is sold out. A Lite Server takes no tags: the "
-            f"stop function finds this stack's by their names, {spec.stack and f'goldenenv-{spec.stack}-'}<pool>-<n>"]
+            f"stop function finds this stack's by their names, {spec.stack and f'goldenenv-{spec.stack}-'}<pool>-<n>"
+            ] + _driver_notes(spec)
+
+
+def _driver_notes(spec: ClusterSpec) -> list[str]:
+    """The NPU driver the lock's CANN needs against the Lite Server's host image: the catalog holds the driver a
+    Huawei image carries only in its source's words, so the plan cannot prove the pair and says what to check."""
+    from goldenenv.images.lock import load
+
+    ascend = getattr(load(spec.image.lock), "ascend", None)
+    if ascend is None:
+        return []
+    needs = (f"needs NPU driver {ascend.driver} (its table, accelerators/ascend/catalog/ascend_driver.csv)"
+             if ascend.driver else "needs an NPU driver that no table the catalog holds pairs with it "
+             "(accelerators/ascend/catalog/ascend_driver.csv)")
+    images = sorted({_image_label(p.host_image) for p in spec.nodes if is_lite_server(p.instance_type)})
+    named = catalog.host_images(CLOUD).get(LITE_IMAGE)
+    carried = f" ({LITE_IMAGE} is published as {named.ami_name})" if named and LITE_IMAGE in images else ""
+    return [f"NPU driver: lock {spec.image.lock} (CANN {ascend.cann}) {needs}; the Lite Servers boot "
+            f"{', '.join(images)}, whose driver the catalog gives only in its source's words{carried}: the pair is "
+            "unproven here. Check `npu-smi info` (or /usr/local/Ascend/driver/version.info) on a server, or pin an "
+            f"image with a driver CANN {ascend.cann} supports (nodes.hostImage {{id: <a Lite Server image UUID>}}, "
+            "ListDevServerImages)"]
+
+
+def _image_label(image: object) -> str:
+    """A pool's host image as the stack names it: the catalog's by name, the pool's own by id."""
+    if image is None:
+        return LITE_IMAGE
+    return image if isinstance(image, str) else f"{{id: {image.id}}}"
 
 
 def lite_server_image(spec: ClusterSpec, pool: object) -> str:

@@ -13,7 +13,7 @@ from goldenenv import catalog, slurm
 from goldenenv.clouds import recipe
 from goldenenv.clouds.access import head_key, node_key
 from goldenenv.clouds.base import HeadShape, head_shape
-from goldenenv.clouds.huawei import privilege, storage, tags
+from goldenenv.clouds.huawei import headarch, privilege, storage, tags
 from goldenenv.clouds.huawei.basics import CLOUD, bucket_name, host_image, iam_name, registry_names, secret_name, \
     short_name
 from goldenenv.clouds.huawei.budget import BudgetGuard, BudgetGuardArgs
@@ -77,7 +77,7 @@ class HuaweiParts(recipe.Parts):
         spec = self.spec
         head = SlurmHead(f"{self.name}-{slurm.HEAD_HOSTNAME}", SlurmHeadArgs(
             flavor=shape.instance_type, zone=self.zone,
-            image=host_image(spec, spec.nodes[0], hostlayer.head_layer(spec)),
+            image=headarch.head_image(spec, self.cloud, hostlayer.head_layer(spec)),
             subnet_id=self.net.subnet_id, security_group_id=self.net.head_security_group_id,
             system_disk_gib=shape.root_volume_gib, user_data=boot.head(),
             policy=privilege.node_policy(self.bucket, self.secret, head=True),

@@ -75,12 +75,14 @@ def _check_capacity(resource: PlannedResource, ctx: Context) -> Iterator[str]:
 
 
 def _check_lite_capacity(resource: PlannedResource, ctx: Context) -> Iterator[str]:
-    """A Lite Server flavor is sold per zone and only with a service ticket: said once per zone and flavor."""
+    """A Lite Server flavor is sold per zone and only with a service ticket: said once per zone and flavor, on the
+    first server by name (the servers are planned in the order their boot scripts resolve, which varies)."""
     if resource.type != limits.DEVSERVER:
         return
     key = (str(resource.props.get("zone") or "?"), str(resource.props.get("flavor") or "?"))
-    servers = [r for r in ctx.of_type(limits.DEVSERVER)
-               if (str(r.props.get("zone") or "?"), str(r.props.get("flavor") or "?")) == key]
+    servers = sorted((r for r in ctx.of_type(limits.DEVSERVER)
+                      if (str(r.props.get("zone") or "?"), str(r.props.get("flavor") or "?")) == key),
+                     key=lambda r: r.name)
     if servers[0] is not resource:
         return
     zone, flavor = key
