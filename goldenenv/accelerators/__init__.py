@@ -77,4 +77,5 @@ def of_vendor(vendor: str) -> Accelerator | None:
 
 
 __all__ = ["ACCELERATORS", "Accelerator", "Collective", "Refusal", "discover", "get", "of_device", "of_instance",
-           "of_lock", "of_vendor", "sections", "used_by", *(name for module in _MODULES.values() for name in module.__all__)]
+           "of_lock", "of_vendor", "sections", "used_by",
+           *(name for module in _MODULES.values() for name in module.__all__)]

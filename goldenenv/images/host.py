@@ -7,10 +7,10 @@ that repository's signing key by fingerprint, and every package at an exact vers
 
 For one pool, `layer()` says what its host needs (NEEDS: the engine; what the accelerator family of its devices asks
 of the host, goldenenv.accelerators' host_needs: NVIDIA's driver and container toolkit on a GPU node, Ascend's NPU
-driver on an NPU node; the fabric's kernel modules, the stack's file-system client) and who provides each: the host image (the catalog says it
-carries it, at the pinned version), or the install step (a component of the host lock for the image's OS family),
-which runs at first boot or once in `goldenenv host-image build` to bake an image. A need neither provides is
-`missing`: `up` refuses the pool before anything is rented.
+driver on an NPU node; the fabric's kernel modules, the stack's file-system client) and who provides each: the host
+image (the catalog says it carries it, at the pinned version), or the install step (a component of the host lock
+for the image's OS family), which runs at first boot or once in `goldenenv host-image build` to bake an image. A
+need neither provides is `missing`: `up` refuses the pool before anything is rented.
 """
 
 from __future__ import annotations
