@@ -525,9 +525,9 @@ def _check_requirements(found, host: NodeHost, driver: str | None, key: str) -> 
 
 
 def node_driver(found) -> str | None:
-    """The NVIDIA driver a pool's nodes will run: the image's, or the host lock's when its layer installs or bakes
-    it; None when no one provides one."""
-    return next((p.version for p in found.provided if p.need == host_layer.DRIVER and p.by != host_layer.MISSING),
+    """The driver a pool's nodes will run for their devices (NVIDIA's, Ascend's NPU driver): the image's, or the
+    host lock's when its layer installs or bakes it; None when no one provides one."""
+    return next((p.version for p in found.provided if host_layer.is_driver(p.need) and p.by != host_layer.MISSING),
                 None)
 
 
@@ -559,7 +559,8 @@ def check_pools(spec, lock: Lock, pools: list, pool_keys: list[str],
     provides, a component's driver or kernel requirement."""
     checked = []
     for key, pool in zip(pool_keys, pools, strict=True):
-        host = node_host(spec.cloud, spec.region, pool.host_image)
+        host = node_host(spec.cloud, spec.region, pool.host_image, accelerators.of_instance(spec.cloud,
+                                                                                              pool.instance_type))
         found = host_layer.layer(spec, pool, lock)
         driver = node_driver(found)
         conflicts = can_run(lock, spec.cloud, pool.instance_type, driver, wheelhouse=wheelhouse)

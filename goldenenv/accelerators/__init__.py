@@ -65,10 +65,17 @@ def of_device(device: str) -> Accelerator | None:
     return of_vendor(vendor) if vendor else None
 
 
+def of_instance(cloud: str, instance_type: str) -> Accelerator | None:
+    """The family of a catalog instance type's devices; None for a CPU type or one the catalog lacks."""
+    node = catalog.instance_types(cloud).get(instance_type)
+    return of_device(node.gpu.name) if node and node.gpu else None
+
+
 def of_vendor(vendor: str) -> Accelerator | None:
     """The family whose devices have this vendor (catalog gpus.csv's vendor column); None when no family has it."""
     return next((a for a in ACCELERATORS.values() if a.vendor == vendor), None)
 
 
-__all__ = ["ACCELERATORS", "Accelerator", "Collective", "Refusal", "discover", "get", "of_device", "of_lock", "of_vendor",
-           "sections", "used_by", *(name for module in _MODULES.values() for name in module.__all__)]
+__all__ = ["ACCELERATORS", "Accelerator", "Collective", "Refusal", "discover", "get", "of_device", "of_instance",
+           "of_lock", "of_vendor", "sections", "used_by",
+           *(name for module in _MODULES.values() for name in module.__all__)]

@@ -4,8 +4,9 @@ A family (NVIDIA CUDA, Huawei Ascend) brings what goldenenv must know to lock, b
 devices: which pins of a lock are its own, the Python distributions they ask for, the image's runtime environment
 and labels, the catalog tables its compatibility rules read (in its own catalog/ folder), the rules themselves,
 what the golden container needs from the host (devices, runtime options, read-only mounts), its collective library
-and where that library's bus-bandwidth reference is, and the device family the node health judge reads. Shared code
-asks the registry (goldenenv.accelerators) for these; it never asks `if cuda` or `if ascend`.
+and where that library's bus-bandwidth reference is, the device family the node health judge reads, and what a
+node's host needs beneath the container (its driver, the catalog column stating an image's, a container runtime).
+Shared code asks the registry (goldenenv.accelerators) for these; it never asks `if cuda` or `if ascend`.
 
 The rules return Refusal records rather than goldenenv.compat's Conflict, so that this module and the family folders
 sit below the lock model and the solver and import neither (the lock's model reads the families' sections).
@@ -96,6 +97,16 @@ class Accelerator:
     driver_rules: Callable[[Any, str], list[Refusal]] = lambda lock, driver: []
     """What is wrong between a lock of this family and a node's device driver (the version `check-lock --driver`
     names)."""
+    host_needs: tuple[str, ...] = ("driver", "toolkit")
+    """What a node's host needs beneath the golden container for the family's devices, as goldenenv.images.host
+    names needs: CUDA's NVIDIA driver and NVIDIA Container Toolkit (`driver`, `toolkit`); Ascend's NPU driver only
+    (`driver:ascend`: the container gets the NPUs as device nodes and read-only mounts, no container runtime). A
+    family's driver need is `driver` or `driver:<family>`, so that a host lock's NVIDIA driver never stands in for
+    another vendor's."""
+    host_driver: str = "nvidia_driver"
+    """The catalog host_images column stating the family's driver an image carries (nvidia_driver, npu_driver)."""
+    driver_label: str = "NVIDIA driver"
+    """The family's driver in messages: NVIDIA driver | Ascend NPU driver."""
     run_options: tuple[str, ...] = ()
     """`docker run` options that give the golden container the family's devices through its container runtime."""
     devices: tuple[str, ...] = ()

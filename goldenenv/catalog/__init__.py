@@ -299,6 +299,9 @@ class HostImage:
     kernel_modules: str
     """The kernel modules a fabric declares (goldenenv.fabrics kernel_modules) that the image carries, as lsmod names
     them, space-separated; a module not listed is one the image lacks, and a pool of that fabric is refused on it."""
+    npu_driver: str = ""
+    """The Ascend NPU driver the image carries (Huawei's Snt9B images: 23.0.6); empty: none, or the catalog does not
+    say. A column only Huawei's host_images.csv has: the other clouds' files read it as empty."""
 
     @property
     def modules(self) -> frozenset[str]:

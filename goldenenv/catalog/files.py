@@ -88,8 +88,7 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
         raise FileNotFoundError(f"the catalog has no table {table!r}: no goldenenv/catalog/data/{table}.csv and "
                                 f"no goldenenv/clouds/<cloud>/catalog/{table}.csv or "
                                 f"goldenenv/fabrics/<fabric>/catalog/{table}.csv")
-    found: list[dict[str, str]] = []
-    columns: tuple[str, list[str]] | None = None
+    read: list[tuple[str, list[str], list[dict[str, str]]]] = []
     filled = list(dict.fromkeys(owner[0] for owner, _ in parts if owner is not None))
     for owner, path in parts:
         with path.open(newline="", encoding="utf-8") as f:
@@ -103,14 +102,15 @@ def _read(table: str) -> tuple[dict[str, str], ...]:
             blank = {column: "" for column in filled if column not in header}
             if owner is not None:
                 blank[owner[0]] = owner[1]
-            header = [*blank, *header]
-            if columns is None:
-                columns = (_where(owner, table), header)
-            elif header != columns[1]:
-                raise ValueError(f"{_where(owner, table)} has the columns {', '.join(header)}; {columns[0]} has "
-                                 f"{', '.join(columns[1])}: every file of a table has the same columns")
-            found.extend({**blank, **row} for row in reader)
-    return tuple(found)
+            read.append((_where(owner, table), [*blank, *header], [{**blank, **row} for row in reader]))
+    # Every file of a table has the same columns in the same order, except that a file may add columns at the end
+    # that only its rows fill (Huawei's host images state an NPU driver): the other files read them as empty.
+    where, columns = max(((w, h) for w, h, _ in read), key=lambda item: len(item[1]), default=("", []))
+    for other, header, _ in read:
+        if header != columns[:len(header)]:
+            raise ValueError(f"{other} has the columns {', '.join(header)}; {where} has {', '.join(columns)}: every "
+                             "file of a table has the same columns (a file may only add columns at the end)")
+    return tuple({**dict.fromkeys(columns, ""), **row} for _, _, rows in read for row in rows)
 
 
 def tables() -> Iterator[str]:

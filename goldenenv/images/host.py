@@ -5,11 +5,12 @@ the container engine, NVIDIA's container toolkit, the NVIDIA driver (for host im
 host packages (kernel modules) and the file-system clients: each component with the apt repository it comes from,
 that repository's signing key by fingerprint, and every package at an exact version.
 
-For one pool, `layer()` says what its host needs (NEEDS: the engine and the toolkit on a GPU node, the driver, the
-fabric's kernel modules, the stack's file-system client) and who provides each: the host image (the catalog says it
-carries it, at the pinned version), or the install step (a component of the host lock for the image's OS family),
-which runs at first boot or once in `goldenenv host-image build` to bake an image. A need neither provides is
-`missing`: `up` refuses the pool before anything is rented.
+For one pool, `layer()` says what its host needs (NEEDS: the engine; what the accelerator family of its devices asks
+of the host, goldenenv.accelerators' host_needs: NVIDIA's driver and container toolkit on a GPU node, Ascend's NPU
+driver on an NPU node; the fabric's kernel modules, the stack's file-system client) and who provides each: the host
+image (the catalog says it carries it, at the pinned version), or the install step (a component of the host lock
+for the image's OS family), which runs at first boot or once in `goldenenv host-image build` to bake an image. A
+need neither provides is `missing`: `up` refuses the pool before anything is rented.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ Fingerprint = Annotated[str, Field(pattern=r"^[0-9A-F]{40}$")]
 """An OpenPGP v4 key fingerprint, 40 upper-case hex digits without spaces (as `gpg --with-colons` prints fpr)."""
 HttpsUrl = Annotated[str, Field(pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%+/-]*)?$", max_length=300,
                                 description="an https:// address such as https://download.docker.com/linux/ubuntu")]
-Need = Annotated[str, Field(pattern=r"^(engine|toolkit|driver|fs:[a-z0-9-]+|module:[a-z0-9_]+)$",
-                            description="engine, toolkit, driver, fs:NAME or module:NAME (fs:lustre, module:efa)")]
+Need = Annotated[str, Field(pattern=r"^(engine|toolkit|driver(:[a-z0-9-]+)?|fs:[a-z0-9-]+|module:[a-z0-9_]+)$",
+                            description="engine, toolkit, driver (NVIDIA's), driver:FAMILY (another accelerator "
+                                        "family's: driver:ascend), fs:NAME or module:NAME (fs:lustre, module:efa)")]
 
 ENGINE, TOOLKIT, DRIVER = "engine", "toolkit", "driver"
 
@@ -51,6 +53,11 @@ def fs_need(client: str) -> str:
 
 def module_need(module: str) -> str:
     return f"module:{module}"
+
+
+def is_driver(need: str) -> bool:
+    """Whether a need is an accelerator family's driver: NVIDIA's `driver`, or `driver:<family>` (driver:ascend)."""
+    return need == DRIVER or need.startswith(f"{DRIVER}:")
 
 
 class AptSource(Model):
@@ -250,14 +257,15 @@ def family_of(os_text: str) -> str | None:
     return f"{words[0]}-{words[1]}" if len(words) == 2 and words[0] in ("ubuntu", "debian") else None
 
 
-def pool_needs(spec, pool, *, gpu: bool, fabric=None) -> list[str]:
-    """What the pool's hosts need beneath the golden container: the engine; on GPU nodes the driver and the
-    toolkit; the fabric's kernel modules; the stack's file-system client (the cloud's file_system_client)."""
+def pool_needs(spec, pool, *, family=None, fabric=None) -> list[str]:
+    """What the pool's hosts need beneath the golden container: the engine; what the accelerator family of its
+    devices asks of the host (its host_needs: NVIDIA's driver and toolkit, Ascend's NPU driver); the fabric's kernel
+    modules; the stack's file-system client (the cloud's file_system_client)."""
     from goldenenv import clouds
 
     needs = [ENGINE]
-    if gpu:
-        needs += [DRIVER, TOOLKIT]
+    if family is not None:
+        needs += list(family.host_needs)
     if fabric is not None:
         needs += [module_need(m) for m in fabric.kernel_modules]
     client = clouds.get(spec.cloud).file_system_client(spec)
@@ -266,15 +274,16 @@ def pool_needs(spec, pool, *, gpu: bool, fabric=None) -> list[str]:
     return needs
 
 
-def _carried(image, need: str) -> str:
+def _carried(image, need: str, family=None) -> str:
     """What the catalog's host image row says of a need: a version, `installed` (present, version not stated),
-    `none` (absent) or '' (the catalog does not know)."""
+    `none` (absent) or '' (the catalog does not know). A driver is read from the family's column (nvidia_driver,
+    npu_driver)."""
     if need == ENGINE:
         return image.docker
     if need == TOOLKIT:
         return image.container_toolkit
-    if need == DRIVER:
-        return image.nvidia_driver or "none"
+    if is_driver(need):
+        return getattr(image, family.host_driver if family else "nvidia_driver") or "none"
     if need.startswith("module:"):
         return "installed" if need.split(":", 1)[1] in image.modules else "none"
     if need.startswith("fs:"):
@@ -292,7 +301,7 @@ def resolve(needs: list[str], host_lock: HostLock | None, family: str | None, ca
     for need in needs:
         have = carried(need)
         offer = host_lock.provider(need, family) if host_lock and family else None
-        if need == DRIVER and have not in ("", "none"):
+        if is_driver(need) and have not in ("", "none"):
             provided.append(Provided(need, IMAGE, version=have, why=f"the host image's driver {have}"))
         elif offer and have == offer[1].version:
             provided.append(Provided(need, IMAGE, offer[0], have, f"the host image carries {have}, the pinned one"))
@@ -347,7 +356,7 @@ def head_layer(spec, lock=None) -> HostLayer:
 
 
 def _layer(spec, pool, lock=None, head: bool = False) -> HostLayer:
-    from goldenenv import catalog, fabrics
+    from goldenenv import accelerators, catalog, fabrics
     from goldenenv.images.lock import load
     from goldenenv.nodehost import node_host
 
@@ -355,15 +364,15 @@ def _layer(spec, pool, lock=None, head: bool = False) -> HostLayer:
     node = catalog.instance_types(spec.cloud).get(pool.instance_type)
     fabric = fabrics.get(node.rdma) if node and node.has_rdma and pool.rdma is not False else None
     host_lock = load_host(lock.host) if getattr(lock, "host", None) else None
-    host = node_host(spec.cloud, spec.region, pool.host_image)
-    needs = pool_needs(spec, pool, gpu=False) if head else pool_needs(spec, pool, gpu=bool(node and node.gpu_count),
-                                                                       fabric=fabric)
+    devices = None if head else accelerators.of_instance(spec.cloud, pool.instance_type)
+    host = node_host(spec.cloud, spec.region, pool.host_image, devices)
+    needs = pool_needs(spec, pool) if head else pool_needs(spec, pool, family=devices, fabric=fabric)
     if host.override_id:
         declared = set(pool.host_image.kernel_modules)
         family = getattr(pool.host_image, "os", None)
 
         def carried(need: str) -> str:
-            if need == DRIVER:
+            if is_driver(need):
                 return pool.host_image.driver
             if need.startswith("module:"):
                 return "installed" if need.split(":", 1)[1] in declared else "none"
@@ -371,5 +380,5 @@ def _layer(spec, pool, lock=None, head: bool = False) -> HostLayer:
         return replace(resolve(needs, host_lock, family, carried), base=host.override_id)
     if host.image is None:
         return resolve(needs, host_lock, None, lambda need: "")
-    return replace(resolve(needs, host_lock, family_of(host.image.os), lambda need: _carried(host.image, need)),
-                   base=host.image.name)
+    return replace(resolve(needs, host_lock, family_of(host.image.os),
+                           lambda need: _carried(host.image, need, devices)), base=host.image.name)

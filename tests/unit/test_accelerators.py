@@ -163,7 +163,11 @@ def test_a_nodes_driver_is_held_to_the_pair(monkeypatch):
     npu_node(monkeypatch)
     found = [c for c in compat.can_run(load(MODELARTS), "huawei", "snt9b.test", "23.0.6") if c.severity == "error"]
     assert [c.rule for c in found] == ["ascend-driver"]
-    assert found[0].pins == ("ascend.cann=8.2.RC1", "driver=23.0.6 with firmware 7.5.0.5.220")
+    assert found[0].pins == ("ascend.driver=24.1.0.3", "driver=23.0.6")  # below the lock's own driver
+    assert "node's driver is 23.0.6, below it" in found[0].message
+    found = [c for c in compat.can_run(load(MODELARTS), "huawei", "snt9b.test", "25.2.1") if c.severity == "error"]
+    assert [c.rule for c in found] == ["ascend-driver"]
+    assert found[0].pins == ("ascend.cann=8.2.RC1", "driver=25.2.1 with firmware 7.5.0.5.220")  # not in the pairs
     assert compat.can_run(load(MODELARTS), "huawei", "snt9b.test", "24.1.0.3") == []
 
 

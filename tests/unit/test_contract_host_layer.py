@@ -19,7 +19,7 @@ import pytest
 import shipped
 import yaml
 
-from goldenenv import accelerators, automation, catalog, clouds, compat, program, stackconfig
+from goldenenv import automation, catalog, clouds, compat, program, stackconfig
 from goldenenv.images import host, hostfiles
 from goldenenv.images import lock as image_lock
 from goldenenv.lifecycle import load_spec
@@ -34,17 +34,6 @@ NO_PINNABLE_SOURCE = {"module:erdma": "Alibaba's eRDMA driver comes as an instal
 """Needs no host lock can pin yet, and why. A shipped stack whose pools have one is refused by `up` as shipped,
 naming it (test below), whichever cloud's folder it is planned by; a need leaves this list the day a component
 provides it."""
-
-
-def npu_host_gap(stack: str) -> None:
-    """The host layer models an NVIDIA node's needs (the engine, NVIDIA's driver and container toolkit: host.pool_needs)
-    and host locks for them; an NPU pool's (Ascend's driver and docker runtime, on Huawei's EulerOS Lite Server
-    image) are not modelled yet, so a stack of NPU pools is not held to these rules until they are
-    (docs/research/lite-status.md)."""
-    spec = load_spec(stack)
-    families = {accelerators.of_device(catalog.instance_type(spec.cloud, p.instance_type).gpu.name) for p in spec.nodes}
-    if any(f is not None and f.name != "cuda" for f in families):
-        pytest.xfail(f"{stack}: an NPU pool's host needs are not modelled by the host layer yet")
 
 
 def unpinnable(spec) -> list[str]:
@@ -99,7 +88,6 @@ def host_lock_without(images, name: str, component: str) -> None:
 
 @pytest.mark.parametrize("cloud, stack", STACKS)
 def test_every_shipped_stack_passes_ups_checks_with_the_install_at_first_boot(cloud, stack):
-    npu_host_gap(stack)
     spec = load_spec(stack)
     unpinned = unpinnable(spec)
     if unpinned:
@@ -108,7 +96,8 @@ def test_every_shipped_stack_passes_ups_checks_with_the_install_at_first_boot(cl
         return
     assert refusals(spec) == []
     for found in layers(spec):
-        assert found.host_lock and not found.missing, [p for p in found.missing]
+        assert not found.missing, [p for p in found.missing]
+        assert found.host_lock or not found.install  # an image that carries every need needs no host lock
         assert found.baked is None
         for p in found.provided:
             if p.by == host.INSTALL:  # at the host lock's version, from its component for the image's OS family
@@ -118,13 +107,13 @@ def test_every_shipped_stack_passes_ups_checks_with_the_install_at_first_boot(cl
 
 @pytest.mark.parametrize("cloud, stack", STACKS)
 def test_plan_says_per_pool_who_provides_each_need_and_counts_the_install(cloud, stack):
-    npu_host_gap(stack)
     result = plan(stack)
     shown = {pool["pool"]: pool["hostLayer"] for pool in result.to_json()["compat"]}
     for checked in result.compat:
         found = checked.layer
         line = host_layer_line(found)
-        assert line.startswith(f"host layer ({found.host_lock}, {found.family}): ")
+        assert line.startswith(f"host layer ({found.host_lock or 'no host lock'}, "
+                               f"{found.family or 'OS family unknown'}): ")
         for p in found.provided:
             assert shown[checked.pool]["byNeed"][p.need]["by"] == p.by
             if p.by == host.INSTALL:
@@ -178,19 +167,20 @@ def test_with_a_baked_image_recorded_the_nodes_boot_it_and_install_nothing(cloud
                                            ("the catalog does not say whether the host image has it", "")])
 @pytest.mark.parametrize("cloud, stack", STACKS)
 def test_a_need_no_one_provides_is_refused_at_up_naming_it(cloud, stack, said, carried, images, monkeypatch):
-    npu_host_gap(stack)
     """The engine: the catalog's image without it (or not saying), and a host lock without its component."""
     spec = load_spec(stack)
     name = host.layer(spec, spec.nodes[0]).host_lock
-    (engine,) = [n for n, c in host.load_host(name).components.items() if host.ENGINE in c.provides]
-    host_lock_without(images, name, engine)
-    original = catalog.host_image
-    monkeypatch.setattr(catalog, "host_image", lambda cloud, region, name=None: (
-        lambda image: image and dataclasses.replace(image, docker=carried))(original(cloud, region, name)))
+    if name:  # a lock that names no host lock (the Ascend image on Huawei's NPU image) has no component to remove
+        (engine,) = [n for n, c in host.load_host(name).components.items() if host.ENGINE in c.provides]
+        host_lock_without(images, name, engine)
+    original = catalog.host_images  # every image of the cloud, so whichever one the pool boots
+    monkeypatch.setattr(catalog, "host_images", lambda cloud: {
+        name: dataclasses.replace(image, docker=carried) for name, image in original(cloud).items()})
     refused = [r for r in refusals(spec) if r.startswith(f"compat:{compat.HOST_LAYER}: ")]
     assert refused, refusals(spec)
     assert "lacks engine" in refused[0] and said in refused[0]
-    assert f"images/hosts/{name}.yaml" in refused[0] and "hostImage to an image of yours" in refused[0]
+    assert (f"images/hosts/{name}.yaml" if name else "names no host lock") in refused[0]
+    assert "hostImage to an image of yours" in refused[0]
 
     class NeverCalled:
         def up(self, **kwargs):
@@ -207,10 +197,14 @@ def test_a_need_no_one_provides_is_refused_at_up_naming_it(cloud, stack, said, c
 
 @pytest.mark.parametrize("cloud, stack", STACKS)
 def test_a_driver_below_a_components_requirement_is_refused_naming_both(cloud, stack, monkeypatch):
-    npu_host_gap(stack)
+    """NVIDIA's container toolkit against the node's driver; a family whose host needs no toolkit (Ascend) holds the
+    node's driver to the lock's own driver pin instead."""
     spec = load_spec(stack)
     checked = compat.check_stack(spec)[0]
-    toolkit = next(p for p in checked.layer.provided if p.need == host.TOOLKIT)
+    toolkit = next((p for p in checked.layer.provided if p.need == host.TOOLKIT), None)
+    if toolkit is None:
+        driver_below_the_locks_is_refused(spec, checked, monkeypatch)
+        return
     major = int(checked.driver.split(".")[0])
     row = {"component": toolkit.component, "version": toolkit.version, "requires": "driver",
            "minimum": f"{major + 1}.0", "maximum": "", "source": "a test's row"}
@@ -222,6 +216,25 @@ def test_a_driver_below_a_components_requirement_is_refused_naming_both(cloud, s
     assert any(r.startswith(f"compat:{compat.HOST_LAYER_COMPAT}: ") for r in refusals(spec))
     row.update(minimum=f"{major}.0")
     assert not [c for c in compat.check_stack(spec)[0].conflicts if c.rule == compat.HOST_LAYER_COMPAT]
+
+
+def driver_below_the_locks_is_refused(spec, checked, monkeypatch):
+    """An NPU pool: the catalog's host images with an NPU driver one major release below the lock's ascend.driver
+    are refused naming both pins; at the lock's own driver they pass."""
+    pinned = image_lock.load(spec.image.lock).ascend.driver
+    assert checked.driver == pinned, f"as shipped, the pool's host image carries the lock's driver {pinned}"
+    below = f"{int(pinned.split('.')[0]) - 1}.0.6"
+    original = catalog.host_images
+    monkeypatch.setattr(catalog, "host_images", lambda cloud: {
+        name: dataclasses.replace(image, npu_driver=below) if image.npu_driver else image
+        for name, image in original(cloud).items()})
+    (conflict,) = [c for c in compat.check_stack(spec)[0].conflicts if c.rule == "ascend-driver"]
+    assert conflict.severity == compat.ERROR
+    assert conflict.pins == (f"ascend.driver={pinned}", f"driver={below}")
+    assert f"NPU driver {pinned}" in conflict.message and f"driver is {below}, below it" in conflict.message
+    assert any(r.startswith("compat:ascend-driver: ") for r in refusals(spec))
+    monkeypatch.setattr(catalog, "host_images", original)
+    assert not [c for c in compat.check_stack(spec)[0].conflicts if c.rule == "ascend-driver"]
 
 
 @pytest.mark.parametrize("cloud, stack", STACKS)

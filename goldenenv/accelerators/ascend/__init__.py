@@ -6,7 +6,8 @@ image is linux/arm64 (Huawei's Snt9B servers are aarch64). The rules (rules.py) 
 (catalog ascend_torch_npu, from Ascend/pytorch COMPATIBILITY.en.md), to Huawei's driver pairs (ascend_driver, from
 the ModelArts release table) and to the platform of every wheel whose hash the family's table knows (ascend_wheels,
 from PyPI). The golden container gets the NPUs as device nodes and the driver's libraries and npu-smi read-only,
-as Ascend's container guides run it; the node health judge reads npu-smi's NPU count, health words and error codes
+as Ascend's container guides run it, so the host needs the NPU driver (catalog host_images npu_driver) and no
+container runtime; the node health judge reads npu-smi's NPU count, health words and error codes
 with health.py beside this file, by the rules of catalog/health_thresholds.csv here.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from goldenenv import catalog
 from goldenenv.accelerators.ascend import checks, collective
-from goldenenv.accelerators.ascend.rules import check_driver, rules
+from goldenenv.accelerators.ascend.rules import check_node_driver, rules
 from goldenenv.accelerators.ascend.section import Ascend
 from goldenenv.accelerators.model import Accelerator, Collective
 
@@ -60,7 +61,9 @@ ACCELERATOR = Accelerator(
     tables=("ascend_torch_npu", "ascend_driver", "ascend_wheels", "ascend_cann_paths"),
     requirements=lambda lock: {"torch": [f"torch-npu=={lock.ascend.torch_npu}"]},
     pin_labels=_pin_labels, target_labels=_target_labels,
-    image_layer="image/layer-ascend.j2", layer_values=_layer, rules=rules, driver_rules=check_driver, owns_torch=True,
+    image_layer="image/layer-ascend.j2", layer_values=_layer, rules=rules, driver_rules=check_node_driver,
+    owns_torch=True,
+    host_needs=("driver:ascend",), host_driver="npu_driver", driver_label="Ascend NPU driver",
     devices=("/dev/davinci[0-9]*", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
     host_mounts=("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi"),
     health="npu-smi", gres="npu", gres_devices="/dev/davinci", platform=lambda lock: lock.ascend.platform,

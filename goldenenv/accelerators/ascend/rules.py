@@ -74,6 +74,20 @@ def check_driver(lock: Any, driver: str | None = None) -> list[Refusal]:
                       f"with driver {driver}")]
 
 
+def check_node_driver(lock: Any, driver: str) -> list[Refusal]:
+    """A node's NPU driver (its host image's, catalog host_images npu_driver, or the one `check-lock --driver`
+    names) against the lock: below the lock's ascend.driver it is refused naming both, as a CUDA lock's driver floor
+    is; otherwise against the pairs the vendor's table gives the lock's CANN (check_driver)."""
+    section = lock.ascend
+    if section.driver and version_tuple(driver) < version_tuple(section.driver):
+        return [Refusal("ascend-driver", (f"ascend.driver={section.driver}", f"driver={driver}"),
+                        f"the lock pins NPU driver {section.driver} (ascend.driver, paired with CANN {section.cann}) "
+                        f"but the node's driver is {driver}, below it: boot a host image with driver "
+                        f"{section.driver} (catalog host_images npu_driver, or hostImage {{id, driver}}), or lock a "
+                        f"CANN that catalog ascend_driver pairs with driver {driver}")]
+    return check_driver(lock, driver)
+
+
 def check_wheels(lock: Any) -> list[Refusal]:
     """Every pinned wheel the family's table knows is for the lock's platform, and no CUDA library is pinned."""
     section = lock.ascend

@@ -22,11 +22,9 @@ from goldenenv import accelerators, catalog
 from goldenenv.clouds.huawei.basics import CLOUD, host_image
 from goldenenv.clouds.huawei.devserver import DevServer, server_name
 from goldenenv.clouds.huawei.nodes import HostAgencyArgs, host_agency
+from goldenenv.nodehost import default_image
 from goldenenv.spec import Capacity, ClusterSpec, Problem
 
-LITE_IMAGE = "hce2-snt9b"
-"""The catalog's Lite Server host image (host_images.csv): Huawei's Snt9B bare-metal image with the NPU driver,
-Ascend's docker runtime and Docker. A pool boots it unless its hostImage pins another ({id: <UUID>})."""
 LITE_ROOT_MIN_GIB = 100
 """CreateDevServer's root volume takes 100 to 1024 GB (EvsVolume size, huaweicloudsdkmodelarts 3.1.219)."""
 
@@ -113,12 +111,15 @@ def _image_label(image: object) -> str:
 
 
 def lite_server_image(spec: ClusterSpec, pool: object) -> str:
-    """The pool's pinned {id}, else the catalog's Lite Server image by name (the server looks its ID up)."""
+    """The pool's pinned {id} or catalog image, else the catalog's image with the newest NPU driver for the region
+    (host_images.csv npu_driver: Huawei's Snt9B bare-metal images, the Ascend driver, Ascend's docker runtime and
+    Docker built in), the one the plan's host layer and compatibility checks judge (nodehost.default_image). A name
+    is looked up by the server (ListDevServerImages)."""
     if getattr(pool, "host_image", None) is not None:
         return host_image(spec, pool)
-    image = catalog.host_image(CLOUD, spec.region, LITE_IMAGE)
+    image = default_image(CLOUD, spec.region, accelerators.of_instance(CLOUD, pool.instance_type))
     if image is None:
-        raise ValueError(f"the catalog has no Lite Server image {LITE_IMAGE} for {spec.region}: set hostImage")
+        raise ValueError(f"the catalog has no Lite Server image for {spec.region}: set hostImage")
     return image.image_id
 
 
