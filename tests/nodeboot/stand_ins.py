@@ -47,7 +47,10 @@ Docker CLI, util-linux's mount, iproute2. The stand-ins:
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 CONFIG = "/etc/goldenenv-emulated"
 """Per-host facts the stand-ins read: name, rootfs, sharedfs, nvme, erdma."""
@@ -490,7 +493,7 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
     """The evidence a healthy node with these expectations (catalog.health.pool_expectations) gives its health
     check, file by file, in the formats the tools print: every GPU listed without ECC errors or remaps, no XID, every
     NVLink up without errors, the fabric manager active on an NVSwitch board, every EFA device, eRDMA link, HCC RDMA
-    bond and InfiniBand port there."""
+    bond and InfiniBand port there; on an Ascend node every NPU listed OK and every NPU's RoCE port up."""
     buses = [f"00000000:{0x53 + 0x11 * i:02X}:00.0" for i in range(expect["gpus"])]
     files = {
         "nvidia_smi_gpus.csv": "".join(f"{i}, {bus}, {gpu_name}, {driver}, 0\n" for i, bus in enumerate(buses)),
@@ -522,6 +525,10 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
     if expect["fabric"] == "hcc":  # Tencent's RDMA bonds as rdma-agent leaves them: mlx5 bonds over the RoCE ports
         files["rdma_link.txt"] = "".join(f"link mlx5_bond_{d}/1 state ACTIVE physical_state LINK_UP netdev bond{d}\n"
                                          for d in devices)
+    if expect.get("npus"):  # Ascend: npu-smi's table as the NPU stand-in prints it, every NPU OK
+        files["npu_smi_info.txt"] = npu_smi_info(range(expect["npus"]))
+    if expect["fabric"] == "hccn":  # the NPUs' RoCE ports as hccn_tool answers each (fabrics/hccn/health.py)
+        files["hccn_link.txt"] = "".join(f"npu {d} link status: UP\n" for d in devices)
     if expect["fabric"] == "ib":
         # `ibstat` on an ND VM: one CA per GPU (Azure's persistent names mlx5_ib0..), port 1 Active/LinkUp at the
         # catalog's rate, link layer InfiniBand
@@ -530,6 +537,16 @@ def healthy_evidence(expect: dict, gpu_name: str, driver: str) -> dict[str, str]
             f"CA 'mlx5_ib{d}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
             f"\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n\t\tLink layer: InfiniBand\n" for d in devices)
     return files
+
+
+NPU_SMI = Path(__file__).resolve().parent.parent / "images" / "ascend-standin" / "npu-smi"
+"""The NPU driver's npu-smi stood in (the emulated Ascend host's, nodeboot/ascend_host.py)."""
+
+
+def npu_smi_info(npus) -> str:
+    """`npu-smi info` as the stand-in prints it with these NPUs present, all healthy."""
+    env = {**os.environ, "STANDIN_NPUS": " ".join(str(n) for n in npus)}
+    return subprocess.run(["sh", str(NPU_SMI), "info"], capture_output=True, text=True, env=env, check=True).stdout
 
 
 def files(*, name: str, rootfs: str, sharedfs: str | None, nvme: str | None, erdma: int, gpus: int,

@@ -93,9 +93,10 @@ def _driver_notes(spec: ClusterSpec) -> list[str]:
     needs = (f"needs NPU driver {ascend.driver} (its table, accelerators/ascend/catalog/ascend_driver.csv)"
              if ascend.driver else "needs an NPU driver that no table the catalog holds pairs with it "
              "(accelerators/ascend/catalog/ascend_driver.csv)")
-    images = sorted({_image_label(p.host_image) for p in spec.nodes if is_lite_server(p.instance_type)})
-    named = catalog.host_images(CLOUD).get(LITE_IMAGE)
-    carried = f" ({LITE_IMAGE} is published as {named.ami_name})" if named and LITE_IMAGE in images else ""
+    pools = [p for p in spec.nodes if is_lite_server(p.instance_type)]
+    images = sorted({_image_label(spec, p) for p in pools})
+    carried = "".join(f" ({name} is published as {row.ami_name})" for name in images
+                      for row in [catalog.host_images(CLOUD).get(name)] if row is not None)
     return [f"NPU driver: lock {spec.image.lock} (CANN {ascend.cann}) {needs}; the Lite Servers boot "
             f"{', '.join(images)}, whose driver the catalog gives only in its source's words{carried}: the pair is "
             "unproven here. Check `npu-smi info` (or /usr/local/Ascend/driver/version.info) on a server, or pin an "
@@ -103,10 +104,13 @@ def _driver_notes(spec: ClusterSpec) -> list[str]:
             "ListDevServerImages)"]
 
 
-def _image_label(image: object) -> str:
-    """A pool's host image as the stack names it: the catalog's by name, the pool's own by id."""
+def _image_label(spec: ClusterSpec, pool: object) -> str:
+    """A pool's host image as the stack names it: the catalog's by name (the pool's, or the one it boots by
+    default), the pool's own by id."""
+    image = getattr(pool, "host_image", None)
     if image is None:
-        return LITE_IMAGE
+        found = default_image(CLOUD, spec.region, accelerators.of_instance(CLOUD, pool.instance_type))
+        return found.name if found is not None else "no catalog image"
     return image if isinstance(image, str) else f"{{id: {image.id}}}"
 
 
