@@ -351,3 +351,19 @@ def test_a_gpu_node_is_judged_by_nvidia_smi_as_before():
     from goldenenv.catalog import health
 
     assert health.expectations("aws", "p5.48xlarge")["gpus"] == 8
+
+
+def test_a_cann_no_driver_table_pairs_is_said_unproven_and_a_cann_it_pairs_otherwise_is_refused():
+    """The driver table holds ModelArts' pairs only: a CANN it has no row for (9.1.0) is a warning naming both sides,
+    a CANN it pairs with another driver (8.2.RC1 with 24.1.0.3) refuses any other driver."""
+    import importlib
+
+    from goldenenv.accelerators.model import ERROR, WARNING
+
+    rules = importlib.import_module("goldenenv.accelerators.ascend.rules")  # the package's `rules` is the record's
+
+    (unproven,) = rules.check_node_driver(load(COMMUNITY), "24.1.0.3")
+    assert unproven.severity == WARNING and unproven.pins == ("ascend.cann=9.1.0", "driver=24.1.0.3")
+    assert "unproven" in unproven.message
+    (refused,) = rules.check_driver(load(MODELARTS), "25.2.1")
+    assert refused.severity == ERROR and "driver 24.1.0.3 with firmware 7.5.0.5.220" in refused.message

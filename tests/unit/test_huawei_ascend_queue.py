@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from goldenenv import clouds, plan, stackconfig
+from goldenenv import catalog, clouds, plan, stackconfig
 from goldenenv.images.lock import load
 from goldenenv.spec import ConfigError
 
@@ -79,5 +79,5 @@ def test_plan_says_the_npu_driver_it_cannot_prove():
     spec = stackconfig.load(NPU_STACK, _values(NPU_STACK))
     notes = " ".join(clouds.get("huawei").plan_notes(spec, []))
     assert "NPU driver: lock ascend-910b (CANN 9.1.0) needs an NPU driver that no table" in notes
-    assert "the Lite Servers boot hce2-snt9b" in notes
-    assert "HCE2.0-Arm-64bit-for-Snt9B-BareMetal-with-23.0.6-7.1.0.9.220-CANN7.1.0.5" in notes
+    booted = catalog.host_images("huawei")["hce2-snt9b-24.1.0.3"]  # the newest image with an NPU driver
+    assert "the Lite Servers boot hce2-snt9b-24.1.0.3" in notes and booted.ami_name in notes

@@ -44,6 +44,8 @@ def test_a_gpu_pool_on_the_same_cloud_still_gets_nvidias_driver_and_toolkit():
 def test_an_image_whose_npu_driver_is_below_the_locks_fails_plan_strict_naming_both(tmp_path):
     doc = yaml.safe_load((shipped.STACKS / f"Pulumi.{NPU_STACK}.yaml").read_text())
     doc["config"]["goldenenv:nodes"]["hostImage"] = "hce2-snt9b"
+    # the lock that pins a driver (Huawei's table's), without the queue its Slurm cannot run
+    doc["config"].update({"goldenenv:image": {"lock": "ascend-910b-modelarts"}, "goldenenv:scheduler": "none"})
     (tmp_path / f"Pulumi.{NPU_STACK}.yaml").write_text(yaml.safe_dump(doc))
     (checked,) = compat.check_stack(load_spec(NPU_STACK, tmp_path))
     (conflict,) = [c for c in checked.conflicts if c.rule == "ascend-driver"]

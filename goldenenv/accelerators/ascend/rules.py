@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from goldenenv import catalog
-from goldenenv.accelerators.model import ERROR, Refusal
+from goldenenv.accelerators.model import ERROR, WARNING, Refusal
 from goldenenv.catalog import version_tuple
 
 CUDA_DISTRIBUTIONS = ("nvidia-", "cuda-", "triton")
@@ -64,6 +64,14 @@ def check_driver(lock: Any, driver: str | None = None) -> list[Refusal]:
     if driver is None:
         return []
     pairs = [r for r in catalog.rows("ascend_driver") if r["cann"] == section.cann]
+    if not pairs:
+        # The driver table holds the pairs one vendor table gives (ModelArts'), not Ascend's whole matrix: a CANN it
+        # has no row for is one nobody here has paired, not one refused, so the pair is said unproven, not refused.
+        return [Refusal("ascend-driver", (f"ascend.cann={section.cann}", f"driver={driver}"),
+                        f"no table the catalog holds (ascend_driver) pairs CANN {section.cann} with an NPU driver, so "
+                        f"driver {driver} is unproven for it: check Ascend's compatibility page for CANN "
+                        f"{section.cann} and `npu-smi info` on a node, or lock a CANN the table pairs with driver "
+                        f"{driver}", WARNING)]
     if any(r["driver"] == driver and (section.firmware in (None, r["firmware"])) for r in pairs):
         return []
     known = "; ".join(f"driver {r['driver']} with firmware {r['firmware']} ({r['product']})" for r in pairs)
