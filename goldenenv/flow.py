@@ -132,7 +132,9 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
     queued: dict = {}
 
     def submit(log):
-        head, job_id = lifecycle.submit_training(spec, examples, steps, 10, 0.0, client, log, name="flow")
+        # 0.05 s a step, as the drill's own runs: at full speed a quiet machine could finish the run before the
+        # drill sees its second checkpoint, and there would be nothing left to kill
+        head, job_id = lifecycle.submit_training(spec, examples, steps, 10, 0.05, client, log, name="flow")
         job = lifecycle.wait_job(head, spec, job_id, lambda j: j.state == "RUNNING", timeout=120)
         queued["job"] = (head, job_id)
         return True, f"job {job_id} {job.state.lower()} on {job.nodes} (goldenenv jobs, goldenenv logs {job_id})", job
