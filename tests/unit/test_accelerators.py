@@ -362,8 +362,13 @@ def test_a_cann_no_driver_table_pairs_is_said_unproven_and_a_cann_it_pairs_other
 
     rules = importlib.import_module("goldenenv.accelerators.ascend.rules")  # the package's `rules` is the record's
 
-    (unproven,) = rules.check_node_driver(load(COMMUNITY), "24.1.0.3")
-    assert unproven.severity == WARNING and unproven.pins == ("ascend.cann=9.1.0", "driver=24.1.0.3")
+    community, modelarts = load(COMMUNITY).ascend, load(MODELARTS).ascend
+    paired = next(r for r in rules.catalog.rows("ascend_driver") if r["cann"] == modelarts.cann)
+    assert not [r for r in rules.catalog.rows("ascend_driver") if r["cann"] == community.cann], "a row now pairs it"
+    (unproven,) = rules.check_node_driver(load(COMMUNITY), paired["driver"])
+    assert unproven.severity == WARNING
+    assert unproven.pins == (f"ascend.cann={community.cann}", f"driver={paired['driver']}")
     assert "unproven" in unproven.message
     (refused,) = rules.check_driver(load(MODELARTS), "25.2.1")
-    assert refused.severity == ERROR and "driver 24.1.0.3 with firmware 7.5.0.5.220" in refused.message
+    assert refused.severity == ERROR
+    assert f"driver {paired['driver']} with firmware {paired['firmware']}" in refused.message
