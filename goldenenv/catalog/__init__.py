@@ -489,6 +489,11 @@ class LocalShape:
     cpus: float
     memory_gib: float
     processes_per_node: int
+    standin_gpus: int
+    """GPUs the node offers Slurm: stand-ins (/dev/null at /dev/nvidia<n>) that compute nothing, so the scheduler's
+    GPU accounting, GPU-minute limits and job costs run on the local stack as they do on a cloud."""
+    notional_price_per_gpu_hour: float
+    """A made-up USD rate per stand-in GPU-hour, for showing what jobs cost (`goldenenv cost`); never a bill."""
     source: str
 
 
@@ -496,7 +501,8 @@ class LocalShape:
 def local_shapes() -> dict[str, LocalShape]:
     return {
         r["shape"]: LocalShape(r["shape"], float(r["cpus"]), float(r["memory_gib"]),
-                               int(r["processes_per_node"]), r["source"])
+                               int(r["processes_per_node"]), int(r["standin_gpus"]),
+                               float(r["notional_usd_per_gpu_hour"]), r["source"])
         for r in _read("local_shapes")
     }
 
@@ -516,10 +522,12 @@ class NodeSlots:
 
 
 def node_slots(cloud: str, name: str) -> NodeSlots:
-    """A container shape's own ranks (processes_per_node) and no GPU; else the instance type's GPUs, one rank per
-    GPU (one on a node without). KeyError when the catalog lists neither."""
+    """A container shape's own ranks (processes_per_node) and its stand-in GPUs (they compute nothing: the ranks are
+    the shape's); else the instance type's GPUs, one rank per GPU (one on a node without). KeyError when the catalog
+    lists neither."""
     if cloud in container_clouds():
-        return NodeSlots(0, local_shapes()[name].processes_per_node)
+        shape = local_shapes()[name]
+        return NodeSlots(shape.standin_gpus, shape.processes_per_node)
     gpus = instance_type(cloud, name).gpu_count
     return NodeSlots(gpus, gpus or 1)
 

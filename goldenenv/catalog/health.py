@@ -115,7 +115,8 @@ def thresholds() -> dict[str, Threshold]:
 
 
 NO_GPU = {"gpus": 0, "fabric": "none", "fabric_devices": 0, "nvlinks_per_gpu": 0, "nvswitch": False}
-"""A node with nothing to judge: a local cluster's containers (local_shapes.csv lists no GPU)."""
+"""A node with nothing to judge: a local cluster's containers (their GPUs in local_shapes.csv are stand-ins that
+compute nothing, offered to Slurm for its accounting only)."""
 
 
 JUDGED_DEVICES = "nvidia-smi"

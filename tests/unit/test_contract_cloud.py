@@ -194,7 +194,7 @@ def test_the_cloud_name_rule_sees_a_branch(tmp_path):
 
 
 def test_the_local_clouds_facts_answer_what_the_branches_did():
-    """The local cloud's nodes are containers here with one shared data folder; a container shape has no GPU and
+    """The local cloud's nodes are containers here with one shared data folder; a container shape has one stand-in GPU and
     its own ranks; a cloud reached over ssh keeps the stack's storage and its instance types' GPUs; an Alibaba
     type written without `ecs.` is still found."""
     from goldenenv import catalog
@@ -203,6 +203,6 @@ def test_the_local_clouds_facts_answer_what_the_branches_did():
     local = clouds.get("local")
     assert (local.reaches_nodes_by, local.shared_folder) == (NodeReach.DOCKER, "/data")
     assert (CloudDefaults.reaches_nodes_by, CloudDefaults.shared_folder) == (NodeReach.SSH, None)
-    assert catalog.node_slots("local", "container") == catalog.NodeSlots(0, 2)
+    assert catalog.node_slots("local", "container") == catalog.NodeSlots(1, 2)  # one stand-in GPU, two ranks
     assert catalog.node_slots("aws", "p5.48xlarge") == catalog.NodeSlots(8, 8)
     assert catalog.instance_type("alicloud", "ebmgn8v.48xlarge").name == "ecs.ebmgn8v.48xlarge"
