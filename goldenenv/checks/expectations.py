@@ -119,15 +119,16 @@ def expectations(lock: Lock) -> list[Expectation]:
 
 
 def _expect_slurm(lock: Lock, expect) -> None:
-    """Every Slurm and munge package at the lock's pin, and the daemons report that release. (That the image holds no
+    """Every Slurm, munge and MariaDB package at the lock's pin, and the daemons report that release. (That the image holds no
     munge key is the build test's to prove: the probe runs as the image's user, who cannot look in /etc/munge.)"""
-    from goldenenv.images.lock import MUNGE_PACKAGES, SLURM_PACKAGES
+    from goldenenv.images.lock import MARIADB_PACKAGES, MUNGE_PACKAGES, SLURM_PACKAGES
 
     slurm = lock.slurm
-    for name, pinned in [(n, slurm.version) for n in SLURM_PACKAGES] + [(n, slurm.munge) for n in MUNGE_PACKAGES]:
+    for name, pinned in ([(n, slurm.version) for n in SLURM_PACKAGES] + [(n, slurm.munge) for n in MUNGE_PACKAGES]
+                         + [(n, slurm.mariadb) for n in MARIADB_PACKAGES]):
         expect(f"deb-{name}", lambda p, name=name, pinned=pinned: _equal(
             f"OS package {name}", pinned, p["os_packages"].get(name, "not installed")))
-    for daemon in ("slurmd", "slurmctld"):  # Debian's build says "slurm-wlm 22.05.8", upstream's "slurm 22.05.8"
+    for daemon in ("slurmd", "slurmctld", "slurmdbd"):  # Debian's build says "slurm-wlm 22.05.8", upstream's "slurm 22.05.8"
         expect(f"{daemon}-version", lambda p, daemon=daemon: _reports(
             daemon, slurm.upstream, rf"slurm(-wlm)? {re.escape(slurm.upstream)}\b", p.get("scheduler", {}).get(daemon)))
     munge_upstream = slurm.munge.split(":")[-1].split("-")[0]

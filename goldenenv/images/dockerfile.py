@@ -33,8 +33,10 @@ NODE_TOOLS = {"spotwatch.py": (bundle.spot_watcher, SPOTWATCH), "health-judge.py
 """Build-context name → (its content, path in the image): stdlib-only scripts the nodes run, each one file with the
 cloud or fabric modules it finds by discovery bundled in (goldenenv.images.bundle)."""
 SLURM_TOOLS = {"goldenenv-slurm": (PACKAGE / "slurm" / "entry.sh", slurm.ENTRY),
-               "goldenenv-healthcheck": (PACKAGE / "slurm" / "healthcheck.sh", slurm.HEALTH_CHECK)}
-"""The scheduler daemons' entry point and Slurm's node health check, in images whose lock pins Slurm."""
+               "goldenenv-healthcheck": (PACKAGE / "slurm" / "healthcheck.sh", slurm.HEALTH_CHECK),
+               "goldenenv-team": (PACKAGE / "slurm" / "team.py", slurm.TEAM_TOOL)}
+"""The scheduler daemons' entry point, Slurm's node health check and the team's users and associations, in images
+whose lock pins Slurm."""
 
 
 @dataclass(frozen=True)

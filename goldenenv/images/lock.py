@@ -95,9 +95,13 @@ class Slurm(Model):
     slurmctld and the client commands are this image, so every part of the cluster runs one version."""
 
     version: DebianVersion
-    """slurmd, slurmctld and slurm-client (one source package, one version), e.g. 22.05.8-4+deb12u3."""
+    """slurmd, slurmctld, slurmdbd and slurm-client (one source package, one version), e.g. 22.05.8-4+deb12u3."""
     munge: DebianVersion
     """munge and libmunge2, e.g. 0.5.15-2+deb12u1."""
+    mariadb: DebianVersion
+    """mariadb-server from the same distribution, e.g. 1:10.11.18-0+deb12u1: the accounting database slurmdbd keeps
+    on the head (every job, user, GPU-minute and limit). The image carries it so the head needs nothing else: the
+    local stack runs it in a container of its own, a cloud head inside its golden container."""
 
     @property
     def upstream(self) -> str:
@@ -105,12 +109,14 @@ class Slurm(Model):
         return self.version.split(":")[-1].split("-")[0]
 
     def packages(self) -> list[str]:
-        return [f"{name}={self.version}" for name in SLURM_PACKAGES] + [f"{name}={self.munge}"
-                                                                        for name in MUNGE_PACKAGES]
+        return ([f"{name}={self.version}" for name in SLURM_PACKAGES]
+                + [f"{name}={self.munge}" for name in MUNGE_PACKAGES]
+                + [f"{name}={self.mariadb}" for name in MARIADB_PACKAGES])
 
 
-SLURM_PACKAGES = ("slurmd", "slurmctld", "slurm-client")
+SLURM_PACKAGES = ("slurmd", "slurmctld", "slurmdbd", "slurm-client")
 MUNGE_PACKAGES = ("munge", "libmunge2")
+MARIADB_PACKAGES = ("mariadb-server",)
 PACKAGE_SECRETS = ("/etc/munge/munge.key",)
 """Keys a package's install script makes (munge's postinst): removed in the same layer, never in the image; each
 cluster gets its own key from the cloud's secret store."""

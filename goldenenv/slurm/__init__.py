@@ -13,10 +13,20 @@ SLURMCTLD_PORT = 6817
 """slurmctld: the nodes' slurmd and every client command reach the head here (and fetch the config from it)."""
 SLURMD_PORT = 6818
 """slurmd on every node: the head and srun reach it here."""
+SLURMDBD_PORT = 6819
+"""slurmdbd on the head: slurmctld and sacctmgr/sacct reach the accounting daemon here."""
+DB_PORT = 3306
+"""MariaDB, for slurmdbd (the local stack's database container; a cloud head's own, on 127.0.0.1)."""
+DB_DIR = "/var/lib/goldenenv-db"
+"""Where a cloud head's golden container keeps the accounting database's files (a host folder bound there, beside
+slurmctld's state: on the shared file system when the stack has one, so it outlives a replaced head)."""
 SRUN_PORTS = (60001, 63000)
 """SrunPortRange: where an srun started on the head (a Slurm user's interactive step) listens for its tasks."""
 HEAD_HOSTNAME = "head"
 ENTRY = "/usr/local/bin/goldenenv-slurm"
+TEAM_TOOL = "/usr/local/bin/goldenenv-team"
+"""Keeps the team's Unix users (every container) and Slurm associations (the head) as the team file says
+(goldenenv/slurm/team.py)."""
 HEALTH_CHECK = "/usr/local/bin/goldenenv-healthcheck"
 """Slurm's HealthCheckProgram on every node: judges the node (goldenenv-health) and drains it, with the rule as the
 reason, when a rule fails."""
@@ -39,9 +49,25 @@ JOBS_FOLDER = "jobs"
 """On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
 
 
-def head_command() -> list[str]:
-    """What the head's golden container runs: munged, then slurmctld in the foreground."""
-    return [ENTRY, "head"]
+def head_command(db_dir: str | None = None, db_host: str | None = None) -> list[str]:
+    """What the head's golden container runs: munged, slurmdbd on the accounting database (one it runs itself on
+    `db_dir`, or the one at `db_host`), then slurmctld in the foreground."""
+    command = [ENTRY, "head"]
+    if db_dir:
+        command += ["--db-dir", db_dir]
+    if db_host:
+        command += ["--db-host", db_host]
+    return command
+
+
+def db_command(datadir: str = "/var/lib/mysql") -> list[str]:
+    """What the local stack's database container runs: MariaDB for the head's slurmdbd."""
+    return [ENTRY, "db", "--datadir", datadir]
+
+
+def export_command(path: str) -> list[str]:
+    """Dump the accounting database to `path` (gzipped SQL), run as root in the head's golden container."""
+    return [ENTRY, "export-accounting", path]
 
 
 DEFAULT_GRES = ("gpu", "/dev/nvidia")

@@ -32,7 +32,13 @@ def render_conf(spec: ClusterSpec, slurmd_timeout: int, state_dir: str = slurm.S
         state_dir=state_dir, max_nodes=max(MIN_MAX_NODE_COUNT, sum(p.count for p in spec.nodes)),
         slurmd_timeout=slurmd_timeout, min_job_age=MIN_JOB_AGE, partition=PARTITION, cred_expire=cred_expire,
         health_check=slurm.HEALTH_CHECK, health_interval=health_interval, gres_types=",".join(gres_types(spec)),
+        slurmdbd_port=slurm.SLURMDBD_PORT, accounting_tres=",".join(f"gres/{g}" for g in gres_types(spec)),
     )
+
+
+def accounting_tres(spec: ClusterSpec) -> str:
+    """The TRES the team's GPU-minute limits and job costs count: gres/gpu, or gres/npu on an Ascend stack."""
+    return f"gres/{gres_types(spec)[0]}"
 
 
 def gres_types(spec: ClusterSpec) -> list[str]:

@@ -1,6 +1,11 @@
 #!/bin/bash
 # goldenenv-slurm: the scheduler daemons of a goldenenv cluster, started in its golden container (as root).
-#   goldenenv-slurm head                                   munged, then slurmctld in the foreground
+#   goldenenv-slurm head [--db-host HOST | --db-dir DIR]   munged, the accounting (slurmdbd, on the MariaDB at HOST
+#                                                          or one it runs itself on DIR), then slurmctld in the
+#                                                          foreground
+#   goldenenv-slurm db [--datadir DIR]                     MariaDB for the head's slurmdbd, in the foreground (the
+#                                                          local stack's database container)
+#   goldenenv-slurm export-accounting FILE                 the accounting database, dumped and gzipped to FILE
 #   goldenenv-slurm node --conf-server HOST [--gpus N [--gres NAME --gres-devices PREFIX]] [--feature F]...
 #                        [--spot aws|alicloud] [--health K=V,...]
 #                                                          munged, then a dynamic slurmd (configless, -Z); --health
@@ -20,31 +25,194 @@ conf=/etc/goldenenv/slurm/slurm.conf
 # this file, which each node writes with the GPU devices its container has (the head's is empty).
 gres_devices=/etc/slurm/gres.devices.conf
 log() { echo "goldenenv-slurm: $*" >&2; }
+# Slurm's accounting: slurmdbd keeps every job, user, association and limit in MariaDB (database slurm_acct_db,
+# user slurm). The database password is derived from the stack's munge key, which the cloud's secret store holds,
+# so it is never in user data, state or a log, and a replaced head derives the same one.
+db_name=slurm_acct_db
+db_run=/run/goldenenv-db
+db_client=$db_run/client.cnf
+dbd_conf=/etc/slurm/slurmdbd.conf
+team_tool=/usr/local/bin/goldenenv-team
+# the image's own user (images/dockerfile.py UID): jobs submitted without a member's name run as it
+operator=$(getent passwd 1000 | cut -d: -f1 || true)
 
-start_munge() {
+wait_munge_key() {
   local waited=0
   until [ -s "$key_source" ]; do
     if [ $waited -ge 120 ]; then log "no munge key at $key_source after ${waited}s"; exit 1; fi
     sleep 1; waited=$((waited + 1))
   done
+}
+
+start_munge() {
+  wait_munge_key
   install -d -o munge -g munge -m 0700 /run/munge-key /var/lib/munge /var/log/munge
   install -d -o munge -g munge -m 0755 /run/munge
   install -o munge -g munge -m 0400 "$key_source" "$key"
   runuser -u munge -- /usr/sbin/munged --key-file="$key" --force
 }
 
+db_password() {
+  # 48 hex digits of SHA-256 over the munge key and this purpose: the same key, the same password
+  { cat "$key_source"; printf '\ngoldenenv slurmdbd accounting database\n'; } | sha256sum | cut -c1-48
+}
+
+start_mariadb() {
+  # MariaDB on DIR (made on first start), listening on BIND; the slurm user may reach slurm_acct_db from anywhere
+  # on the cluster's network with the derived password (SQL on stdin: never a command line)
+  local dir=$1 bind=$2 waited=0
+  install -d -o mysql -g mysql -m 0750 "$dir"
+  install -d -o mysql -g mysql -m 0755 /run/mysqld
+  if [ ! -d "$dir/mysql" ]; then
+    log "a new accounting database in $dir"
+    mariadb-install-db --user=mysql --datadir="$dir" --auth-root-authentication-method=socket \
+      --skip-test-db > /dev/null
+  fi
+  # the InnoDB settings slurmdbd checks at start: Slurm's accounting guide (slurm.schedmd.com/accounting.html, "MySQL Configuration")
+  mariadbd --user=mysql --datadir="$dir" --bind-address="$bind" --socket=/run/mysqld/mysqld.sock \
+    --skip-name-resolve --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+    --innodb-lock-wait-timeout=900 &
+  mariadb_pid=$!
+  until mariadb-admin --socket=/run/mysqld/mysqld.sock ping > /dev/null 2>&1; do
+    if ! kill -0 "$mariadb_pid" 2> /dev/null || [ $waited -ge 120 ]; then
+      log "MariaDB did not start on $dir"; exit 1
+    fi
+    sleep 1; waited=$((waited + 1))
+  done
+  mariadb --socket=/run/mysqld/mysqld.sock -u root <<SQL
+CREATE DATABASE IF NOT EXISTS $db_name;
+CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '$(db_password)';
+ALTER USER 'slurm'@'%' IDENTIFIED BY '$(db_password)';
+GRANT ALL ON $db_name.* TO 'slurm'@'%';
+SQL
+  log "MariaDB $(mariadbd --version | awk '{print $3}') on $dir, listening on $bind"
+}
+
+db_client_conf() {
+  # the slurm user's client settings for mariadb and mariadb-dump: a file only root reads, never a command line
+  install -d -m 0700 "$db_run"
+  (umask 077; printf '[client]\nuser=slurm\npassword=%s\nhost=%s\nport=3306\n' "$(db_password)" "$1" \
+    > "$db_client")
+}
+
+wait_db() {
+  local waited=0
+  until mariadb --defaults-extra-file="$db_client" -e 'SELECT 1' "$db_name" > /dev/null 2>&1; do
+    if [ $waited -ge 180 ]; then log "the accounting database is not reachable after ${waited}s"; exit 1; fi
+    sleep 1; waited=$((waited + 1))
+  done
+}
+
+restore_accounting() {
+  # an empty database and an export on the shared file system (a destroy's): the cluster's history comes back
+  local dump=${GOLDENENV_JOBS:-}/.goldenenv/accounting.sql.gz tables
+  [ -n "${GOLDENENV_JOBS:-}" ] && [ -s "$dump" ] || return 0
+  tables=$(mariadb --defaults-extra-file="$db_client" -N -e \
+    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='$db_name'")
+  if [ "$tables" = 0 ]; then
+    log "restoring the accounting history from $dump"
+    gunzip -c "$dump" | mariadb --defaults-extra-file="$db_client" "$db_name"
+  fi
+}
+
+start_slurmdbd() {
+  local host=$1 waited=0
+  install -d /etc/slurm
+  (umask 077; cat > "$dbd_conf" <<CONF
+# slurmdbd.conf, written by goldenenv-slurm at start: the password is derived from the munge key, never stored
+AuthType=auth/munge
+DbdHost=localhost
+DbdPort=6819
+SlurmUser=slurm
+PidFile=/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=$host
+StoragePort=3306
+StorageUser=slurm
+StoragePass=$(db_password)
+StorageLoc=$db_name
+CONF
+  )
+  chown slurm:slurm "$dbd_conf"
+  # supervised: slurmdbd stops when its database goes away for long; slurmctld keeps what it could not send
+  # meanwhile (in its state folder) and sends it when slurmdbd is back
+  ( while true; do slurmdbd -D; log "slurmdbd exited ($?): starting it again in 3 s"; sleep 3; done ) &
+  until sacctmgr -n show cluster > /dev/null 2>&1; do
+    if [ $waited -ge 120 ]; then log "slurmdbd did not answer within ${waited}s"; exit 1; fi
+    sleep 1; waited=$((waited + 1))
+  done
+  # the cluster in the database before slurmctld starts: slurmctld registers with slurmdbd at start, and only a
+  # registered controller hears of new associations and limits
+  local cluster
+  cluster=$(sed -n 's/^ClusterName=//p' "$conf")
+  if ! sacctmgr -n -P show cluster format=cluster | grep -qx "$cluster"; then
+    sacctmgr -i add cluster "$cluster" > /dev/null
+  fi
+  log "slurmdbd $(slurmdbd -V) on the database at $host"
+}
+
+start_team() {
+  # the team's members as Unix users (and, on the head, Slurm associations and limits), from the team file on the
+  # shared file system, applied again whenever `goldenenv team` changes it
+  local role=$1
+  if [ -x "$team_tool" ] && [ -n "${GOLDENENV_JOBS:-}" ]; then
+    "$team_tool" watch --role "$role" --file "$GOLDENENV_JOBS/.goldenenv/team.tsv" --operator "${operator:-}" &
+  fi
+}
+
 role=${1:-}
 shift || true
 case "$role" in
+  db)
+    datadir=/var/lib/mysql
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --datadir) datadir=$2; shift 2 ;;
+        *) log "unknown argument $1"; exit 2 ;;
+      esac
+    done
+    wait_munge_key
+    start_mariadb "$datadir" 0.0.0.0
+    trap 'kill -TERM "$mariadb_pid"; wait "$mariadb_pid"' TERM INT
+    wait "$mariadb_pid"
+    ;;
+  export-accounting)
+    out=${1:-}
+    [ -n "$out" ] || { log "usage: goldenenv-slurm export-accounting FILE"; exit 2; }
+    [ -r "$db_client" ] || { log "this head keeps no accounting database"; exit 1; }
+    install -d "$(dirname "$out")"
+    mariadb-dump --defaults-extra-file="$db_client" --single-transaction --routines "$db_name" | gzip > "$out.part"
+    mv -f "$out.part" "$out"
+    log "the accounting history is in $out ($(stat -c %s "$out") bytes)"
+    ;;
   head)
+    db_host="" db_dir=""
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --db-host) db_host=$2; shift 2 ;;
+        --db-dir) db_dir=$2; shift 2 ;;
+        *) log "unknown argument $1"; exit 2 ;;
+      esac
+    done
     [ -r "$conf" ] || { log "no slurm.conf at $conf"; exit 1; }
     start_munge
     install -d /etc/slurm
     cp "$conf" /etc/slurm/slurm.conf
     printf 'Include %s\n' "$gres_devices" > /etc/slurm/gres.conf
     : > "$gres_devices"
+    if [ -n "$db_dir" ]; then
+      start_mariadb "$db_dir" 127.0.0.1
+      db_host=127.0.0.1
+    fi
+    if [ -n "$db_host" ]; then
+      db_client_conf "$db_host"
+      wait_db
+      restore_accounting
+      start_slurmdbd "$db_host"
+    fi
     state=$(sed -n 's/^StateSaveLocation=//p' "$conf")
     install -d -o slurm -g slurm -m 0750 "${state:-/var/spool/slurmctld}"
+    start_team head
     log "slurmctld $(slurmctld -V)"
     exec slurmctld -D -i
     ;;
@@ -64,6 +232,7 @@ case "$role" in
     done
     [ -n "$server" ] || { log "node needs --conf-server HOST"; exit 2; }
     start_munge
+    start_team node
     node_conf=""
     if [ "$gpus" -gt 0 ]; then node_conf="Gres=$gres:$gpus"; fi
     if [ ${#features[@]} -gt 0 ]; then
@@ -104,7 +273,8 @@ case "$role" in
     exec slurmd -D -Z --conf-server "$server" ${node_conf:+--conf "$node_conf"}
     ;;
   *)
-    log "usage: goldenenv-slurm head | node --conf-server HOST [--gpus N] [--feature F]..."
+    log "usage: goldenenv-slurm head [--db-host HOST | --db-dir DIR] | db [--datadir DIR] | export-accounting FILE"
+    log "       | node --conf-server HOST [--gpus N] [--feature F]..."
     exit 2
     ;;
 esac

@@ -4,9 +4,12 @@ Everything carries the label `goldenenv.stack=<stack>` (the local form of the cl
 so `destroy` finds what belongs to a stack even after a half-finished `up`. The data volume holds
 datasets/ and checkpoints/ (and the Slurm jobs' output) and outlives `destroy` unless the data is purged by name.
 
-With `scheduler: slurm` the head container runs slurmctld and every node container a dynamic slurmd, all from the
-stack's golden image. The munge key is made inside a volume of the engine (mode 0400) and never passes through
-goldenenv; the recovery container plays the cloud's part when a node is lost (clouds/local/recovery.py).
+With `scheduler: slurm` the head container runs slurmctld and slurmdbd, a database container MariaDB on a volume of
+its own, and every node container a dynamic slurmd, all from the stack's golden image. The munge key is made inside a
+volume of the engine (mode 0400) and never passes through goldenenv (the database's password is derived from it in
+the containers); the recovery container plays the cloud's part when a node, the head or the database is lost
+(clouds/local/recovery.py). `destroy` exports the accounting history to the data volume before it removes anything,
+and the next `up` restores it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 import docker
 from docker.errors import NotFound
 
-from goldenenv import catalog, slurm
+from goldenenv import catalog, slurm, team
 from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV, run_on_nodes
 from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
@@ -43,6 +46,11 @@ RECOVERY_DELAY_S = 3
 """How long a lost node or head stays down before the recovery container starts it again (its "reboot")."""
 HEALTH_INTERVAL_S = 15
 """Seconds between two health checks of a node container: a node given a failing state is drained within them."""
+DB_HOSTNAME = "db"
+"""The database container's name on the cluster network: the head's slurmdbd reaches MariaDB there."""
+ACCOUNTING_EXPORT = f"{DATA}/{slurm.JOBS_FOLDER}/.goldenenv/accounting.sql.gz"
+"""Where destroy leaves the accounting history on the data volume, and the next up's head finds it."""
+TEAM_WAIT_S = 120
 ENGINE_SOCKET = "/var/run/docker.sock"
 RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
 
@@ -70,6 +78,11 @@ class Names:
     @property
     def head(self) -> str:
         return f"goldenenv-{self.stack}-head"
+
+    @property
+    def db(self) -> str:
+        """The accounting database's container, and its volume (the same name)."""
+        return f"goldenenv-{self.stack}-db"
 
     @property
     def recovery(self) -> str:
@@ -115,6 +128,7 @@ class LocalCluster:
             "GOLDENENV_STACK": self.spec.stack,
             "GOLDENENV_DATASETS": f"{DATA}/datasets",
             "GOLDENENV_CHECKPOINTS": f"{DATA}/checkpoints",
+            "GOLDENENV_JOBS": f"{DATA}/{slurm.JOBS_FOLDER}",
         }
 
     def up(self, image: str, log=print) -> dict:
@@ -123,12 +137,15 @@ class LocalCluster:
         self._volume(image)
         if self.slurm:
             self._munge_key(image)
+            self._team_file(image)
+            self._db(image, network, log)
             self._head(image, network, log)
         for i in range(self.count):
             self._node(i, image, network, log)
         if self.slurm:
             self._recovery(image, log)
             self.wait_registered(log)
+            self.wait_team(log)
         outputs = self.outputs()
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(json.dumps(outputs, indent=2))
@@ -169,6 +186,61 @@ class LocalCluster:
             volumes={self.names.munge: {"bind": str(key.parent), "mode": "rw"}},
         )
 
+    def _team_file(self, image: str) -> None:
+        """The team file on the data volume (goldenenv.team), which every container applies: written before the
+        containers start so they find it at once."""
+        self._write_volume(image, team.team_path(self.spec), team.team_file(self.spec).encode())
+
+    def _write_volume(self, image: str, path: str, data: bytes) -> None:
+        """A file onto the data volume, owned by the image's user, through a container that exits at once."""
+        container = self.client.containers.create(
+            image, ["sh", "-c", f'mkdir -p "$(dirname "$1")" && chown 1000:1000 "$(dirname "$1")"', "sh", path],
+            user="root", network_mode="none", volumes={self.names.volume: {"bind": DATA, "mode": "rw"}},
+        )
+        try:
+            container.start()
+            container.wait()
+            container.put_archive(str(Path(path).parent), _archive({Path(path).name: data}, uid=1000))
+        finally:
+            container.remove(force=True)
+
+    def wait_team(self, log, timeout: float = TEAM_WAIT_S) -> None:
+        """Until the head has applied the team file (users, associations, limits): a job submitted before would be
+        refused for want of an association."""
+        head = self.head()
+        marker = team.applied_path(self.spec)
+        want = team.digest(team.team_file(self.spec))
+        deadline = time.monotonic() + timeout
+        log("waiting for the head to apply the team (users, Slurm associations and limits)")
+        while time.monotonic() < deadline:
+            done = head.exec_run(["cat", marker]) if head else None
+            if done is not None and done.exit_code == 0:
+                digest, _, rest = done.output.decode(errors="replace").strip().partition("\t")
+                outcome, _, message = rest.partition("\t")
+                if digest == want and outcome == "ok":
+                    return
+                if digest == want:
+                    raise ConfigError([Problem("goldenenv:team", f"the head could not apply the team: {message}")])
+            time.sleep(1)
+        log(f"the head had not applied the team within {timeout:.0f} s (docker logs {self.names.head})")
+
+    def _db(self, image: str, network, log) -> None:
+        """MariaDB for the head's slurmdbd, in a container of its own on a volume of its own (the history)."""
+        if self._existing(self.names.db, log):
+            return
+        log(f"creating {self.names.db} (the accounting database) from {image}")
+        try:
+            self.client.volumes.get(self.names.db)
+        except NotFound:
+            self.client.volumes.create(self.names.db, labels=self.labels)
+        container = self.client.containers.create(
+            image, slurm.db_command(), name=self.names.db, hostname=DB_HOSTNAME, user="root",
+            labels={**self.labels, ROLE_LABEL: "db"}, volumes={**self._secrets(),
+                                                               self.names.db: {"bind": "/var/lib/mysql", "mode": "rw"}},
+            restart_policy={"Name": "unless-stopped"}, init=True, detach=True, **self._on_network(network, DB_HOSTNAME),
+        )
+        container.start()
+
     def _secrets(self) -> dict:
         return {self.names.munge: {"bind": str(Path(slurm.MUNGE_KEY_MOUNT).parent), "mode": "ro"}}
 
@@ -193,7 +265,8 @@ class LocalCluster:
         except NotFound:
             self.client.volumes.create(self.names.slurm_state, labels=self.labels)
         container = self.client.containers.create(
-            image, slurm.head_command(), name=self.names.head, hostname=slurm.HEAD_HOSTNAME, user="root",
+            image, slurm.head_command(db_host=DB_HOSTNAME), name=self.names.head, hostname=slurm.HEAD_HOSTNAME,
+            user="root",
             labels={**self.labels, ROLE_LABEL: "head"}, environment={**self.env(), **NODE_ENV},
             volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **self._secrets(),
                      self.names.slurm_state: {"bind": slurm.STATE_DIR, "mode": "rw"}},
@@ -217,19 +290,21 @@ class LocalCluster:
             return
         log(f"creating {name} from {image}")
         hostname = self.names.hostname(index)
-        command, user, extra = ["sleep", "infinity"], None, {}
+        command, user, extra, devices = ["sleep", "infinity"], None, {}, []
         if self.slurm:
-            command = slurm.node_command(slurm.HEAD_HOSTNAME, 0, [self.spec.nodes[0].name],
+            command = slurm.node_command(slurm.HEAD_HOSTNAME, self.shape.standin_gpus, [self.spec.nodes[0].name],
                                          health=health.pool_expectations("local", self.spec.nodes[0].instance_type,
                                                                          None))
             user, extra = "root", self._secrets()
+            # stand-in GPUs: /dev/null at /dev/nvidia<n>, so slurmd offers Gres=gpu:<n> and Slurm accounts GPU time
+            devices = [f"/dev/null:/dev/nvidia{n}:rwm" for n in range(self.shape.standin_gpus)]
         container = self.client.containers.create(
             image, command, name=name, hostname=hostname, detach=True, user=user,
             labels={**self.labels, NODE_LABEL: str(index)},
             environment={**self.env(), **(NODE_ENV if self.slurm else {})},
             volumes={self.names.volume: {"bind": DATA, "mode": "rw"}, **extra},
             nano_cpus=int(self.shape.cpus * 1e9), mem_limit=f"{int(self.shape.memory_gib * 1024)}m",
-            shm_size="1g", init=True, **self._on_network(network, hostname),
+            shm_size="1g", init=True, devices=devices, **self._on_network(network, hostname),
         )
         container.start()
 
@@ -243,7 +318,8 @@ class LocalCluster:
         script = "/usr/local/libexec/goldenenv-recovery.py"
         container = self.client.containers.create(
             image, ["python3", script, "--stack", self.spec.stack, "--delay", str(RECOVERY_DELAY_S),
-                    "--watch", NODE_LABEL, "--watch", f"{ROLE_LABEL}=head", "--stack-label", STACK_LABEL],
+                    "--watch", NODE_LABEL, "--watch", f"{ROLE_LABEL}=head", "--watch", f"{ROLE_LABEL}=db",
+                    "--stack-label", STACK_LABEL],
             name=self.names.recovery, user="root", network_mode="none", detach=True, init=True,
             labels={**self.labels, ROLE_LABEL: "recovery"}, restart_policy={"Name": "unless-stopped"},
             volumes={ENGINE_SOCKET: {"bind": ENGINE_SOCKET, "mode": "rw"}},
@@ -353,8 +429,25 @@ class LocalCluster:
             outputs["head"] = self.names.head
         return outputs
 
-    def destroy(self, purge_data: bool = False, log=print) -> list[str]:
-        """Remove nodes and network (and the data volume only when asked); safe to repeat."""
+    def export_accounting(self, log=print) -> bool:
+        """The accounting history to the data volume (ACCOUNTING_EXPORT), from the running head; False when there
+        is no head running to export it (nothing to lose: a stack never up, or already destroyed)."""
+        head = self.head()
+        if head is None or head.status != "running":
+            return False
+        done = head.exec_run(slurm.export_command(ACCOUNTING_EXPORT), user="root")
+        if done.exit_code:
+            raise AccountingExportError(
+                f"could not export the accounting history of {self.spec.stack} to {ACCOUNTING_EXPORT}: "
+                f"{done.output.decode(errors='replace').strip()[-400:]}")
+        log(f"exported the accounting history to {ACCOUNTING_EXPORT} (the data volume; the next up restores it)")
+        return True
+
+    def destroy(self, purge_data: bool = False, log=print, drop_accounting: bool = False) -> list[str]:
+        """Remove nodes and network (and the data volume only when asked); safe to repeat. The accounting history
+        is exported to the data volume first; a failed export stops the destroy unless `drop_accounting`."""
+        if self.slurm and not drop_accounting:
+            self.export_accounting(log)
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": f"{STACK_LABEL}={self.spec.stack}"}):
             container.remove(force=True)
@@ -363,8 +456,8 @@ class LocalCluster:
             if network.name == self.names.network:
                 network.remove()
                 removed.append(network.name)
-        doomed = [self.names.munge, self.names.slurm_state] + ([self.names.volume] if purge_data else [])
-        for volume in doomed:  # the key and the queue go with the cluster; the data only when asked
+        doomed = [self.names.munge, self.names.slurm_state, self.names.db] + ([self.names.volume] if purge_data else [])
+        for volume in doomed:  # key, queue and database go with the cluster (the history exported); data when asked
             try:
                 self.client.volumes.get(volume).remove(force=True)
                 removed.append(volume)
@@ -391,12 +484,16 @@ def put_files(container, folder: str, files: dict[str, bytes]) -> None:
     container.exec_run(["chmod", "-R", "a+rX", folder], user="root")
 
 
-def _archive(files: dict[str, bytes]) -> bytes:
-    """A tar of files (paths relative to /), for put_archive into a created container."""
+class AccountingExportError(RuntimeError):
+    """destroy could not export the accounting history: nothing was removed."""
+
+
+def _archive(files: dict[str, bytes], uid: int = 0) -> bytes:
+    """A tar of files (paths relative to /, or to where put_archive puts them), for put_archive into a container."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for path, data in files.items():
             info = tarfile.TarInfo(path)
-            info.size, info.mode = len(data), 0o644
+            info.size, info.mode, info.uid, info.gid = len(data), 0o644, uid, uid
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
