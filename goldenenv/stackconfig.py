@@ -343,6 +343,9 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     if path == ["nodes"] and kind == "list_type":
         pool = expected({"type": "model_type", "loc": ("nodes", 0)}, ClusterSpec)
         return Problem(key, f"must be one node pool ({pool}) or a list of them; got {as_written(given)}")
+    if path == ["team"] and kind == "list_type":
+        member = expected({"type": "model_type", "loc": ("team", 0)}, ClusterSpec)
+        return Problem(key, f"must be a list of members, each {member}; got {as_written(given)}")
     message = error_message(err, ClusterSpec)
     ctx = err.get("ctx") or {}
     if "expected" in ctx and isinstance(given, str):

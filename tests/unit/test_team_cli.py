@@ -116,6 +116,7 @@ def member(name: str = "cy", uid: object = 2005, key: str = ANA, **more) -> dict
     ([member("ana;rm")], "goldenenv:team[0].name", "lower-case letters"),
     ([member(colour="red")], "goldenenv:team[0].colour", "unknown key"),
     ([{"name": "cy", "sshPublicKey": ANA}], "goldenenv:team[0].uid", "required"),
+    ([1], "goldenenv:team[0]", "must be a mapping with name, uid, sshPublicKey, gpuHours, share; got 1"),
 ])
 def test_bad_members_are_exit_2_naming_the_key(root, members, key, says):
     with_members(root, *members)
@@ -146,6 +147,15 @@ def test_a_private_key_is_refused_without_being_printed(root, private):
     assert "private key" in says and ".pub" in says
     output = team_cli(root, "list").output
     assert not any(line in output for line in private.splitlines()[1:-1])
+
+
+@pytest.mark.parametrize("team, written", [(False, "false"), ("ana", "'ana'"), ({"name": "ana"}, "a mapping")])
+def test_a_team_that_is_no_list_says_what_it_holds(root, team, written):
+    doc = yaml.safe_load(stack(root).read_text())
+    doc["config"]["goldenenv:team"] = team
+    stack(root).write_text(yaml.safe_dump(doc, width=4096))
+    assert refused(team_cli(root, "list"), "goldenenv:team") == (
+        f"must be a list of members, each a mapping with name, uid, sshPublicKey, gpuHours, share; got {written}")
 
 
 def test_a_team_needs_the_slurm_scheduler(root):
