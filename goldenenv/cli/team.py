@@ -88,10 +88,14 @@ def _find(team: list, name: str, stack: str) -> int:
 def _edit(stack: str, change: Callable[[list], int]):
     """Change the stack file's team with `change` (it returns the edited member's index), check the whole edited
     file as every command would, and only then replace the file; the spec it now holds."""
+    from ruamel.yaml.comments import CommentedMap
+
     path = _stack_path(stack)
     yaml = _yaml()
     doc = yaml.load(path.read_text(encoding="utf-8"))
-    edited = change(_team(doc["config"]))
+    if not isinstance(doc, dict):
+        doc = CommentedMap()
+    edited = change(_team(doc.setdefault("config", CommentedMap())))
     draft = path.with_name(f".{path.name}.team-edit")
     try:
         with draft.open("w", encoding="utf-8") as f:
@@ -173,22 +177,22 @@ def _apply(spec, no_apply: bool, head: str | None, ssh_config: str | None, ssh_u
         say(f"not applied (--no-apply): {spec.stack} takes it at the next goldenenv up, or goldenenv team apply")
         return
     try:
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
-    except ConfigError as e:
-        if e.about != STATE_KEYS:
-            fail(e)
-        say(f"{spec.stack} is not up: the team applies at the next goldenenv up")
-        return
-    except Exception as e:  # noqa: BLE001 - no Docker engine here: nothing local is up
-        if type(e).__module__.split(".")[0] != "docker":
-            raise
-        say(f"no Docker engine answers here, so {spec.stack} is not up: the team applies at the next goldenenv up")
-        return
-    try:
+        try:
+            client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+        except ConfigError as e:
+            if e.about != STATE_KEYS:
+                fail(e)
+            say(f"{spec.stack} is not up: the team applies at the next goldenenv up")
+            return
+        except Exception as e:  # noqa: BLE001 - no Docker engine here: nothing local is up
+            if type(e).__module__.split(".")[0] != "docker":
+                raise
+            say(f"no Docker engine answers here, so {spec.stack} is not up: the team applies at the next goldenenv up")
+            return
         message = team.apply(client, spec)
     except (jobs.HeadError, automation.LifecycleError, remote.RemoteError) as e:
         errors.print(f"the stack file is saved, but the cluster has not taken it: rerun goldenenv team apply -s "
-                     f"{escape(spec.stack)}", soft_wrap=True)
+                     f"{escape(spec.stack)} when the head can be reached", soft_wrap=True)
         lifecycle_failure(e)
     say(f"applied on {spec.stack}'s head" + (f": {message}" if message else "") + "; running jobs go on")
 

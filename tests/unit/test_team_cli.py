@@ -308,3 +308,37 @@ def test_a_head_that_fails_to_apply_is_exit_1_with_the_file_saved(root, monkeypa
     assert result.exit_code == 1, result.output
     assert "the stack file is saved" in result.output and "goldenenv team apply -s local" in result.output
     assert yaml.safe_load(stack(root).read_text())["config"]["goldenenv:team"][1]["share"] == 5
+
+
+def test_a_cloud_stack_is_applied_through_its_head_over_ssh_as_jobs_reach_it(root, monkeypatch):
+    shutil.copy(REPO / "stacks" / "Pulumi.aws-p5-2node.yaml", root / "stacks" / "Pulumi.aws-p5-2node.yaml")
+    head, asked = AppliedHead(), []
+
+    def cloud_head(spec, host, ssh_config, identity, ssh_user, hosts_by, exec_prefix):
+        asked.append((host, ssh_config))
+        return head
+
+    monkeypatch.setattr(jobs, "cloud_head", cloud_head)
+    result = team_cli(root, "add", "ana", "-s", "aws-p5-2node", "--key", ANA, "--gpu-hours", "100",
+                      "--head", "ssh://me@10.42.0.5", "--ssh-config", "ssh.cfg")
+    assert result.exit_code == 0, result.output
+    assert asked == [("ssh://me@10.42.0.5", "ssh.cfg")]
+    assert head.files["/fsx/jobs/.goldenenv/team.tsv"].decode() == (
+        f"member\tana\t2001\t1\t6000\t{ANA}\ncluster\t348837\tgres/gpu\n")
+
+
+def test_a_cloud_head_that_cannot_be_read_is_exit_1_with_the_file_saved(root, monkeypatch):
+    from goldenenv import automation
+
+    shutil.copy(REPO / "stacks" / "Pulumi.aws-p5-2node.yaml", root / "stacks" / "Pulumi.aws-p5-2node.yaml")
+
+    def no_cli(*args):
+        raise automation.LifecycleError("the Pulumi CLI is not installed")
+
+    monkeypatch.setattr(jobs, "cloud_head", no_cli)
+    result = team_cli(root, "add", "ana", "-s", "aws-p5-2node", "--key", ANA)
+    assert result.exit_code == 1, result.output
+    assert "the stack file is saved" in result.output and "the Pulumi CLI is not installed" in result.output
+    assert "Traceback" not in result.output
+    saved = yaml.safe_load((root / "stacks" / "Pulumi.aws-p5-2node.yaml").read_text())["config"]["goldenenv:team"]
+    assert [m["name"] for m in saved] == ["ana"]
