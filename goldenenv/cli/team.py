@@ -268,8 +268,8 @@ def add_cmd(name: str = NAME, stack: str = STACK, key: str = typer.Option(..., "
 def remove_cmd(name: str = NAME, stack: str = STACK, no_apply: bool = NO_APPLY, head: str = HEAD,
                ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER, hosts_by: HostsBy = HOSTS_BY,
                exec_prefix: str = EXEC_PREFIX) -> None:
-    """Remove a member: they can no longer log in or submit; their running jobs go on to the end, and their home
-    folder and accounting history stay."""
+    """Remove a member: once applied they can no longer log in or queue jobs. goldenenv stops none of their running
+    jobs and deletes nothing of theirs: their home folder and their accounting history stay."""
     def change(team: list) -> int:
         found = _find(team, name, stack)
         del team[found]
