@@ -64,12 +64,15 @@ def _yaml():
     return yaml
 
 
-def _team(config) -> list:
-    """The stack file's team list, made (at the end of config) when the file has none."""
+def _team(config, stack: str) -> list:
+    """The stack file's team list, made (at the end of config) when the file has none; a team that is no list is
+    the stack file's problem, reported as every command reports it, never overwritten."""
     from ruamel.yaml.comments import CommentedSeq
 
     key = next((k for k in TEAM_KEYS if k in config), None)
-    if key is None or not isinstance(config[key], list):
+    if key is not None and config[key] is not None and not isinstance(config[key], list):
+        stack_spec(stack)
+    if key is None or config[key] is None:
         key = key or TEAM_KEYS[0]
         config[key] = CommentedSeq()
     return config[key]
@@ -95,7 +98,7 @@ def _edit(stack: str, change: Callable[[list], int]):
     doc = yaml.load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):
         doc = CommentedMap()
-    edited = change(_team(doc.setdefault("config", CommentedMap())))
+    edited = change(_team(doc.setdefault("config", CommentedMap()), stack))
     draft = path.with_name(f".{path.name}.team-edit")
     try:
         with draft.open("w", encoding="utf-8") as f:

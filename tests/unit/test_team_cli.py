@@ -156,6 +156,9 @@ def test_a_team_that_is_no_list_says_what_it_holds(root, team, written):
     stack(root).write_text(yaml.safe_dump(doc, width=4096))
     assert refused(team_cli(root, "list"), "goldenenv:team") == (
         f"must be a list of members, each a mapping with name, uid, sshPublicKey, gpuHours, share; got {written}")
+    before = stack(root).read_bytes()
+    assert refused(team_cli(root, "add", "cy", "--key", ANA, "--no-apply"), "goldenenv:team")
+    assert stack(root).read_bytes() == before, "a team that is no list is reported, never overwritten"
 
 
 def test_a_team_needs_the_slurm_scheduler(root):
