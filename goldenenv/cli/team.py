@@ -88,9 +88,10 @@ def _find(team: list, name: str, stack: str) -> int:
     return found
 
 
-def _edit(stack: str, change: Callable[[list], int]):
+def _edit(stack: str, change: Callable[[list], int], reach: dict[str, object] | None = None):
     """Change the stack file's team with `change` (it returns the edited member's index), check the whole edited
-    file as every command would, and only then replace the file; the spec it now holds."""
+    file as every command would, and the head options given (`reach`, by flag) fit the stack, and only then replace
+    the file; the spec it now holds."""
     from ruamel.yaml.comments import CommentedMap
 
     path = _stack_path(stack)
@@ -107,11 +108,28 @@ def _edit(stack: str, change: Callable[[list], int]):
             spec = _load_draft(stack, draft)
         except ConfigError as e:
             fail(ConfigError([_as_flag(p, edited) for p in e.problems]), path)
+        _reach_fits(spec, reach or {})
         os.chmod(draft, path.stat().st_mode & 0o7777)
         os.replace(draft, path)
     finally:
         draft.unlink(missing_ok=True)
     return spec
+
+
+def _reach_fits(spec, reach: dict[str, object]) -> None:
+    """The cloud stacks' head options are refused on a stack whose head is a local container, before any edit."""
+    from goldenenv import clouds
+    from goldenenv.clouds.base import NodeReach
+
+    given = [flag for flag, value in reach.items() if value]
+    if given and clouds.get(spec.cloud).reaches_nodes_by is NodeReach.DOCKER:
+        errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack}'s head is a local container")
+        raise typer.Exit(2)
+
+
+def _reach(head, ssh_config, ssh_user, hosts_by, exec_prefix) -> dict[str, object]:
+    return {"--head": head, "--ssh-config": ssh_config, "--ssh-user": ssh_user, "--hosts-by": hosts_by,
+            "--exec-prefix": exec_prefix}
 
 
 def _load_draft(stack: str, draft: Path):
@@ -146,8 +164,9 @@ def _key_line(given: str) -> str:
     if is_file:
         text = candidate.read_text(encoding="utf-8", errors="replace")
     elif " " not in given.strip():
-        errors.print(f"[bold red]--key[/]: {escape(given[:80])} is no file here and not a public key line; give the "
-                     ".pub file or its one line ('ssh-ed25519 AAAA... you@laptop')", soft_wrap=True)
+        errors.print("[bold red]--key[/]: no such file, and not a public key line (never shown: it could be a "
+                     "private key); give the .pub file or its one line ('ssh-ed25519 AAAA... you@laptop')",
+                     soft_wrap=True)
         raise typer.Exit(2)
     try:
         return sshkeys.parse(text).line
@@ -261,7 +280,7 @@ def add_cmd(name: str = NAME, stack: str = STACK, key: str = typer.Option(..., "
         team.append(member)
         return len(team) - 1
 
-    spec = _edit(stack, change)
+    spec = _edit(stack, change, _reach(head, ssh_config, ssh_user, hosts_by, exec_prefix))
     added = next(m for m in spec.team if m.name == name)
     console.print(f"added {escape(name)} (uid {added.uid}) to {escape(stack)}'s team", highlight=False)
     _apply(spec, no_apply, head, ssh_config, ssh_user, hosts_by, exec_prefix)
@@ -278,7 +297,7 @@ def remove_cmd(name: str = NAME, stack: str = STACK, no_apply: bool = NO_APPLY, 
         del team[found]
         return -1
 
-    spec = _edit(stack, change)
+    spec = _edit(stack, change, _reach(head, ssh_config, ssh_user, hosts_by, exec_prefix))
     console.print(f"removed {escape(name)} from {escape(stack)}'s team", highlight=False)
     _apply(spec, no_apply, head, ssh_config, ssh_user, hosts_by, exec_prefix)
 
@@ -308,7 +327,7 @@ def set_cmd(name: str = NAME, stack: str = STACK, key: str = KEY, gpu_hours: str
             member["share"] = share
         return found
 
-    spec = _edit(stack, change)
+    spec = _edit(stack, change, _reach(head, ssh_config, ssh_user, hosts_by, exec_prefix))
     console.print(f"changed {escape(name)} in {escape(stack)}'s team", highlight=False)
     _apply(spec, no_apply, head, ssh_config, ssh_user, hosts_by, exec_prefix)
 

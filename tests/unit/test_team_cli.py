@@ -252,7 +252,9 @@ def test_a_bad_edit_is_exit_2_naming_the_flag_and_leaves_the_file_as_it_was(root
     (["remove", "cy"], "not in local's team (the team: ana, bo)"),
     (["set", "cy", "--share", "2"], "not in local's team"),
     (["set", "ana"], "nothing to set"),
-    (["add", "cy", "--key", "no-such.pub"], "no file here and not a public key line"),
+    (["add", "cy", "--key", "no-such.pub"], "no such file, and not a public key line"),
+    (["add", "cy", "--key", ANA, "--head", "ssh://me@10.0.0.1"], "--head: for cloud stacks"),
+    (["remove", "bo", "--ssh-user", "me"], "--ssh-user: for cloud stacks"),
 ])
 def test_edits_that_make_no_sense_are_exit_2(root, args, says):
     before = stack(root).read_bytes()
