@@ -544,6 +544,111 @@ def _in_region(zone: str | None, region: str | None, cloud: str | None) -> None:
         raise ValueError(f"zone '{zone}' is not in region '{region}'" + (f" (e.g. {example})" if example else ""))
 
 
+class KeyedError(ValueError):
+    """A model's finding about one key inside the value it judges (a list's item, a member's field): `at` is the path
+    from the value to that key, e.g. (1, "uid") under `team`, so the message can name `goldenenv:team[1].uid`."""
+
+    def __init__(self, message: str, at: tuple[str | int, ...]):
+        super().__init__(message)
+        self.at = at
+
+
+MIN_MEMBER_UID, MAX_MEMBER_UID = 2000, 59999
+"""A member's uid, the same on the head and in every golden container: above Debian's 1000-1999 for local users made
+by adduser and the image's own user (1000), below 60000, where Debian's dynamically allocated system ids begin
+(Debian Policy 9.2.2, https://www.debian.org/doc/debian-policy/ch-opersys.html#uid-and-gid-classes)."""
+MAX_SHARE = 10_000
+"""A member's fair-share shares (Slurm's `fairshare=` on their association): a member's part of the cluster is their
+shares over the team's sum, so ten thousand already allows a 1:10,000 split."""
+MAX_GPU_HOURS = 100_000_000
+"""A member's monthly GPU-hour limit: more than any stack can give in a month (MAX_NODES of 16 GPUs for 744 hours
+is about 24 million), so a larger number is a typo; its minutes stay an exact integer for Slurm."""
+UNIX_NAME = r"^[a-z_][a-z0-9_-]{0,31}$"
+"""A member's name as both useradd (Debian's default NAME_REGEX, at most 32 characters) and Slurm take it."""
+RESERVED_NAMES = frozenset({
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "_apt", "nobody",
+    "adm", "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio", "dip",
+    "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev", "staff", "users", "nogroup",
+    "munge", "slurm", "mysql",
+})
+"""Names a golden container already has: Debian's fixed users and groups (base-passwd 3.6.1, passwd.master and
+group.master; a group counts, since useradd makes each member a group of their own name) and the users of the
+image's munge, Slurm and MariaDB packages. The image's own user (the lock's `user:`) is refused too, by the stack's
+reader, which knows the lock (stackconfig.team_problems)."""
+
+
+class Member(Model):
+    """One person of the team (`goldenenv:team`): a Unix user with the same uid on the head and in every golden
+    container, logging in with their key, and a Slurm user with a share and, optionally, a monthly GPU-hour limit."""
+
+    name: str = Field(pattern=UNIX_NAME, description="a user name Unix and Slurm take: lower-case letters, digits, "
+                      "_ and -, starting with a letter or _, at most 32 characters (e.g. ana or j_doe)")
+    uid: int = Field(ge=MIN_MEMBER_UID, le=MAX_MEMBER_UID)
+    ssh_public_key: str
+    """The member's OpenSSH public key (one .pub line), their way in to the head; never quoted in messages."""
+    gpu_hours: float | None = Field(default=None, gt=0, le=MAX_GPU_HOURS, allow_inf_nan=False)
+    """GPU-hours a calendar month Slurm lets the member's jobs use (then holds their next job PENDING); None, or
+    `none` in the stack file: no limit of their own (the cluster's, from the budget, still holds)."""
+    share: int = Field(default=1, ge=1, le=MAX_SHARE)
+    """Fair-share shares: with the queue full, members get GPU time in proportion to these."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_taken(cls, v: str) -> str:
+        if v in RESERVED_NAMES:
+            raise ValueError(f"'{v}' is a user or group the golden image already has; pick another name")
+        return v
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _openssh_public_key(cls, v: str) -> str:
+        return sshkeys.parse(v).line
+
+    @field_validator("gpu_hours", mode="before")
+    @classmethod
+    def _number_or_none(cls, v: object) -> object:
+        if isinstance(v, str):
+            if v.strip().lower() == NO_LIMIT:
+                return None
+            try:
+                float(v)
+            except ValueError:
+                raise ValueError(f"{as_written(v)} is not a number; write GPU-hours a month such as 500, or "
+                                 f"{NO_LIMIT} for no limit of their own") from None
+        return v
+
+    @property
+    def ssh_key(self) -> sshkeys.PublicKey:
+        """The member's key, read: its type, comment and fingerprint name it in `goldenenv team list`."""
+        return sshkeys.parse(self.ssh_public_key)
+
+    @property
+    def gpu_minutes(self) -> int | None:
+        """The limit as Slurm takes it (GrpTRESMins): minutes to the nearest, at least one (Slurm reads 0 as no GPU
+        time at all); None: no limit of their own."""
+        return None if self.gpu_hours is None else max(1, round(self.gpu_hours * 60))
+
+
+NO_LIMIT = "none"
+"""`gpuHours: none`: a member with no GPU-hour limit of their own."""
+
+
+def team_clashes(members: list[Member]) -> KeyedError | None:
+    """The first member whose name or uid an earlier member has (one Unix user per name and per uid)."""
+    names: dict[str, int] = {}
+    uids: dict[int, int] = {}
+    for i, member in enumerate(members):
+        if member.name in names:
+            return KeyedError(f"'{member.name}' is already team[{names[member.name]}]'s name; give each member "
+                              "their own", (i, "name"))
+        if member.uid in uids:
+            return KeyedError(f"{member.uid} is already team[{uids[member.uid]}]'s uid; give each member their own "
+                              f"({MIN_MEMBER_UID} to {MAX_MEMBER_UID})", (i, "uid"))
+        names[member.name], uids[member.uid] = i, i
+    return None
+
+
 class ClusterSpec(Model):
     stack: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     cloud: Name
@@ -569,6 +674,19 @@ class ClusterSpec(Model):
     """slurm: a head node runs slurmctld and every node slurmd in its golden container (submit, jobs, requeue);
     none: no queue, `goldenenv run` over ssh only."""
     head: Head = Head()
+    team: list[Member] = Field(default=[], max_length=MAX_MEMBER_UID - MIN_MEMBER_UID + 1)
+    """The people who share the cluster (`goldenenv:team`), each a Unix and Slurm user; [] = the image's user only."""
+
+    @field_validator("team")
+    @classmethod
+    def _one_of_each(cls, v: list[Member], info: ValidationInfo) -> list[Member]:
+        clash = team_clashes(v)
+        if clash is not None:
+            raise clash
+        if v and info.data.get("scheduler") == "none":
+            raise ValueError("a team's shares and GPU-hour limits are Slurm's: set goldenenv:scheduler: slurm (the "
+                             "default) or drop goldenenv:team")
+        return v
 
     @field_validator("nodes", mode="before")
     @classmethod

@@ -201,7 +201,7 @@ def load(stack: str, values: Mapping[str, Any], extra_keys: list[str] = ()) -> C
         values["budgetOptOut"] = True
     shape = _shape_problems(values)
     problems += shape
-    problems += catalog_problems(values) + lock_problems(values)
+    problems += catalog_problems(values) + lock_problems(values) + team_problems(values)
     spec = None
     try:
         spec = ClusterSpec.model_validate({**values, "stack": stack})
@@ -266,6 +266,24 @@ def lock_problems(values: Mapping[str, Any]) -> list[Problem]:
                     + _suggest(lock, names(), fallback_all=True))]
 
 
+def team_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """Members named as the image's own user (the lock's `user:`, trainer in every shipped lock): the container has
+    that user already, with another uid, so the member could not be made. The model cannot see the lock."""
+    from goldenenv.images.lock import load as load_lock
+
+    team, image = values.get("team"), values.get("image")
+    lock = image.get("lock") if isinstance(image, dict) else None
+    if not isinstance(team, list) or not team or not isinstance(lock, str):
+        return []
+    try:
+        user = load_lock(lock).user
+    except ConfigError:
+        return []  # a lock that is missing or broken is reported as such
+    return [Problem(f"{NAMESPACE}:team[{i}].name", f"'{user}' is the golden image's own user (images/{lock}/lock.yaml "
+                    "user:), which runs the image's services; pick another name")
+            for i, member in enumerate(team) if isinstance(member, dict) and member.get("name") == user]
+
+
 def catalog_problems(values: Mapping[str, Any]) -> list[Problem]:
     """What the catalog knows and the models cannot: instance types and their fabric.
 
@@ -308,6 +326,7 @@ def _pool_count(values: Mapping[str, Any]) -> int:
 
 def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     path, model = user_path(err["loc"], values, ClusterSpec)
+    path += list(getattr((err.get("ctx") or {}).get("error"), "at", ()))  # spec.KeyedError: a key inside the value
     if path[:1] == ["nodes"] and len(path) > 1 and isinstance(path[1], int) and _pool_count(values) == 1:
         del path[1]  # a single pool: no index in the key the user sees
     key = _config_key(path)
@@ -324,6 +343,9 @@ def _problem(err: Mapping[str, Any], values: Mapping[str, Any]) -> Problem:
     if path == ["nodes"] and kind == "list_type":
         pool = expected({"type": "model_type", "loc": ("nodes", 0)}, ClusterSpec)
         return Problem(key, f"must be one node pool ({pool}) or a list of them; got {as_written(given)}")
+    if path == ["team"] and kind == "list_type":
+        member = expected({"type": "model_type", "loc": ("team", 0)}, ClusterSpec)
+        return Problem(key, f"must be a list of members, each {member}; got {as_written(given)}")
     message = error_message(err, ClusterSpec)
     ctx = err.get("ctx") or {}
     if "expected" in ctx and isinstance(given, str):
