@@ -136,7 +136,9 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
     """The stack's jobs (finished ones for a day): id, name, state (with restarts and Slurm's reason), nodes, start
-    and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), and the checkpoint step;
+    and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), the checkpoint step, the
+    user, and the GPU-hours and cost of every start so far (Slurm's accounting × the pool's GPU-hour price, as
+    `goldenenv cost` reports them);
     then every node out of service with Slurm's reason (a failed health rule, a spot notice).
 
     The checkpoint step is the newest one the job wrote itself (of its run folder's step-N.pt, those written from
@@ -152,9 +154,16 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         found = jobs.list_jobs(client, where.checkpoints, jobs_dir=where.jobs)
+        unpriced = ""
+        try:
+            found = jobs.with_costs(client, spec, found, datetime.now(timezone.utc))
+        except jobs.HeadError as e:  # the queue is still worth showing without Slurm's accounting
+            unpriced = str(e)
         out_of_service = [n for n in jobs.scheduler_nodes(client) if n.reason] if not as_json else []
         listed = {(j.id, j.run) for j in found}
         history = [e for e in jobs.recorded_jobs(client, where) if (e.id, e.run) not in listed] if earlier else []
+    if unpriced:
+        errors.print(f"[yellow]GPU-hours and cost unknown[/]: {escape(unpriced)}", soft_wrap=True)
     if as_json:
         print(json.dumps([j.to_dict() for j in found] + [{"id": e.id, "run": e.run, "submitted": e.submitted,
                                                           "state": "GONE"} for e in history], indent=2))

@@ -1,0 +1,58 @@
+"""Why the cloud's bill for a period differs from what the jobs cost: the lines between the two.
+
+The jobs' total prices only the GPU-seconds Slurm allocated to jobs. The bill also carries the nodes' time with
+no job on them (Slurm's idle and down GPU-seconds, from sreport, at the same GPU-hour price), the head node, storage
+and network (plan's own cost lines, costs.stack_lines, for the hours of the period). Each line is an estimate from
+the catalog, said as such; the bill itself is the cloud's figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from goldenenv import costs
+from goldenenv.gpuprice import pool_gpu_price
+from goldenenv.jobcost import Utilization, Window
+from goldenenv.spec import ClusterSpec
+
+
+@dataclass(frozen=True)
+class GapLine:
+    name: str
+    amount: float | None
+    """In the jobs' currency for the period; None where it cannot be priced (said in `basis`)."""
+    basis: str
+
+
+def hours(window: Window) -> float:
+    return (window.until - window.since).total_seconds() / 3600
+
+
+def idle_line(spec: ClusterSpec, used: Utilization | None) -> GapLine:
+    """The cluster's GPU-seconds with no job (idle, down) at the GPU-hour price, where every pool has one price."""
+    if used is None:
+        return GapLine("idle and down GPU time", None, "Slurm's sreport has no GPU utilization for the period")
+    prices = {p.per_gpu_hour for p in (pool_gpu_price(spec, pool) for pool in spec.nodes) if p is not None}
+    gpu_hours = (used.idle + used.down) / 3600
+    words = (f"sreport cluster utilization: {used.idle / 3600:,.2f} GPU-h idle + {used.down / 3600:,.2f} GPU-h "
+             "down")
+    if len(prices) != 1:
+        return GapLine("idle and down GPU time", None, f"{words}; the pools' GPU-hours have different prices, so "
+                       "the idle time is not priced")
+    price = prices.pop()
+    return GapLine("idle and down GPU time", gpu_hours * price, f"{words} × {price:,.4f} per GPU-hour")
+
+
+def stack_lines(spec: ClusterSpec, window: Window, head) -> list[GapLine]:
+    """The head, storage and network for the period: plan's hourly lines × its hours, monthly lines by the share of
+    a month (costs.HOURS_PER_MONTH) it is. `head`: the stack's HeadShape, or None."""
+    period = hours(window)
+    found = []
+    for line in costs.stack_lines(spec, None, head):
+        if line.kind == "compute" and line.name != costs.HEAD_LINE or line.per == "run":
+            continue
+        scale = period if line.per == "hour" else period / costs.HOURS_PER_MONTH
+        amount = None if line.amount is None else line.amount * scale
+        found.append(GapLine(line.name, amount, f"{line.basis}; {period:,.1f} h of the period (plan's estimate, "
+                             f"{line.source})"))
+    return found
