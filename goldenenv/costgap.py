@@ -9,6 +9,7 @@ the catalog, said as such; the bill itself is the cloud's figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from goldenenv import costs
 from goldenenv.gpuprice import pool_gpu_price
@@ -24,8 +25,9 @@ class GapLine:
     basis: str
 
 
-def hours(window: Window) -> float:
-    return (window.until - window.since).total_seconds() / 3600
+def hours(window: Window, now: datetime) -> float:
+    """The period's hours so far: a month not yet over counts until now, as its bill does."""
+    return max(0.0, (min(window.until, now) - window.since).total_seconds() / 3600)
 
 
 def idle_line(spec: ClusterSpec, used: Utilization | None) -> GapLine:
@@ -43,10 +45,10 @@ def idle_line(spec: ClusterSpec, used: Utilization | None) -> GapLine:
     return GapLine("idle and down GPU time", gpu_hours * price, f"{words} × {price:,.4f} per GPU-hour")
 
 
-def stack_lines(spec: ClusterSpec, window: Window, head) -> list[GapLine]:
+def stack_lines(spec: ClusterSpec, window: Window, now: datetime, head) -> list[GapLine]:
     """The head, storage and network for the period: plan's hourly lines × its hours, monthly lines by the share of
     a month (costs.HOURS_PER_MONTH) it is. `head`: the stack's HeadShape, or None."""
-    period = hours(window)
+    period = hours(window, now)
     found = []
     for line in costs.stack_lines(spec, None, head):
         if line.kind == "compute" and line.name != costs.HEAD_LINE or line.per == "run":

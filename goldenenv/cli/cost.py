@@ -69,7 +69,7 @@ def cost_cmd(stack: str = STACK,
         client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         priced = jobs.accounting(client, spec, window, now)
         used = jobs.utilization(client, spec, window)
-    report = _report(spec, window, priced, by, used)
+    report = _report(spec, window, priced, by, used, now)
     if as_json:
         print(json.dumps(report, indent=2))
     elif as_csv:
@@ -78,9 +78,9 @@ def cost_cmd(stack: str = STACK,
         _show(report)
 
 
-def _report(spec, window, priced, by: str, used) -> dict:
+def _report(spec, window, priced, by: str, used, now: datetime) -> dict:
     """Everything the command shows, as numbers: the table, the JSON and the CSV are this one object."""
-    from goldenenv import clouds, costgap, jobcost
+    from goldenenv import catalog, clouds, costgap, jobcost
     from goldenenv.clouds.base import head_shape
     from goldenenv.gpuprice import pool_gpu_price
 
@@ -89,7 +89,9 @@ def _report(spec, window, priced, by: str, used) -> dict:
     currency = next((p.currency for p in prices.values() if p), "")
     cloud = clouds.get(spec.cloud)
     bill = clouds.load(spec.cloud, "bill").read(spec, window, os.environ)
-    gap = [costgap.idle_line(spec, used), *costgap.stack_lines(spec, window, head_shape(spec, cloud))]
+    gap = [costgap.idle_line(spec, used)]
+    if bill.amount is not None or spec.cloud not in catalog.container_clouds():  # the local stack has no bill
+        gap += costgap.stack_lines(spec, window, now, head_shape(spec, cloud))
     unpriced = sorted({p.pool or "(unknown pool)" for p in priced if p.price is None})
     return {
         "stack": spec.stack, "by": by, "currency": currency,
@@ -128,7 +130,7 @@ def _money(amount: float | None, currency: str) -> str:
 
 def _show(report: dict) -> None:
     by, currency = report["by"], report["currency"]
-    table = Table(title=f"GPU cost of {report['stack']}'s jobs, {report['period']['label']} (UTC)",
+    table = Table(title=f"GPU cost of jobs on {report['stack']}, {report['period']['label']} UTC",
                   title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, show_footer=True)
     rows = report["rows"]
     table.add_column(by, footer="total")
@@ -161,7 +163,8 @@ def _show(report: dict) -> None:
     else:
         console.print(f"bill: {bill['amount']:,.2f} {bill['currency']} for {escape(bill['period'])} "
                       f"({escape(bill['source'])})", highlight=False, soft_wrap=True)
-    console.print(f"between the jobs' total and the bill (estimates, {currency}):", highlight=False)
+    console.print(f"between the jobs' total and the bill (estimates, {currency}):" if report["bill"]["amount"]
+                  is not None or len(report["difference"]) > 1 else "beside the jobs:", highlight=False)
     for line in report["difference"]:
         console.print(f"  {escape(line['line'])}: {_money(line['amount'], currency)} — {escape(line['basis'])}",
                       highlight=False, soft_wrap=True)

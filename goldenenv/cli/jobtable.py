@@ -42,11 +42,14 @@ def state_cell(job: view.Job) -> str:
 
 
 def hours_cell(job: view.Job) -> str:
-    return "" if job.gpu_hours is None else f"{job.gpu_hours:.2f}"
+    """Blank where accounting has no figure, or for a job that has not yet run."""
+    return "" if job.gpu_hours is None or (job.pending and not job.gpu_hours) else f"{job.gpu_hours:.2f}"
 
 
 def cost_cell(job: view.Job) -> str:
-    return "" if job.cost is None else f"{job.cost:.2f}"
+    """The narrow table shows a job's GPU-hours and its cost in one column, the cost on the line below (and its
+    user below its name), so the table still fits 80 columns."""
+    return "" if job.cost is None or (job.pending and not job.gpu_hours) else f"{job.cost:.2f}"
 
 
 def table(stack: str, found: list[view.Job], now: datetime, wide: bool = False) -> Table:
@@ -62,15 +65,13 @@ def table(stack: str, found: list[view.Job], now: datetime, wide: bool = False) 
             shown.add_column(column, no_wrap=True)
     else:
         shown.add_column("id", no_wrap=True, justify="right")
-        shown.add_column("name", overflow="fold", min_width=4)
-        shown.add_column("user", overflow="fold", min_width=4)
+        shown.add_column("name\nuser", overflow="fold", min_width=5)
         shown.add_column("state", overflow="fold", min_width=9)
         shown.add_column("nodes", overflow="fold", min_width=5)
         shown.add_column(f"start {view.TIME_ZONE}", no_wrap=True)
         shown.add_column("elapsed", no_wrap=True)
         shown.add_column(step, no_wrap=True, justify="right")
-        shown.add_column("GPU-h", no_wrap=True, justify="right")
-        shown.add_column("cost", no_wrap=True, justify="right")
+        shown.add_column("GPU-h\ncost", no_wrap=True, justify="right")
     for job in found:
         checkpoint = "" if job.checkpoint_step is None else str(job.checkpoint_step)
         elapsed = "" if job.pending and job.elapsed in ("", "00:00:00") else job.elapsed
@@ -81,8 +82,9 @@ def table(stack: str, found: list[view.Job], now: datetime, wide: bool = False) 
                           str(job.restarts), when(submitted, now, True), start, elapsed, checkpoint, hours_cell(job),
                           cost_cell(job), escape(job.reason))
         else:
-            shown.add_row(job.id, escape(job.name), escape(job.user), state_cell(job), escape(job.nodes), start,
-                          elapsed, checkpoint, hours_cell(job), cost_cell(job))
+            shown.add_row(job.id, "\n".join(escape(c) for c in (job.name, job.user) if c), state_cell(job),
+                          escape(job.nodes), start, elapsed, checkpoint,
+                          "\n".join(c for c in (hours_cell(job), cost_cell(job)) if c))
     return shown
 
 
