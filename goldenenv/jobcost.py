@@ -33,6 +33,11 @@ FIELDS = ("JobID", "User", "State", "Start", "End", "ElapsedRaw", "AllocTRES", "
 """The one field list the head command asks for and the parser reads; JobName, the only free text, is last, so a
 name holding the delimiter stays whole."""
 DELIMITER = "\t"
+REQUEUE_LOOKBACK = timedelta(days=7)
+"""How far before the listed jobs' submission `goldenenv jobs` asks sacct for their records: a requeue resets a
+job's SubmitTime (the man page's note on Submit), so its earlier starts lie before it; and a job id an earlier
+cluster used (ids start again from 1 after destroy and up, while the accounting history is kept) is not counted
+unless that cluster ran it within this week."""
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 

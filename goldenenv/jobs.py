@@ -399,11 +399,12 @@ __all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead
            "check_resume", "find_output", "follow", "known_runs", "list_jobs", "places", "run_output", "submit"]
 
 
-def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now, job_ids: list[str] | None = None
-               ) -> list[jobcost.Priced]:
-    """Slurm's accounting records of the window (or of the named jobs), priced: what `cost` and `jobs` show."""
+def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now, job_ids: list[str] | None = None,
+               since=None) -> list[jobcost.Priced]:
+    """Slurm's accounting records of the window (or of the named jobs, those ending from `since`), priced: what
+    `cost` and `jobs` show."""
     tres = f"gres/{slurm_config.gres_types(spec)[0]}"
-    argv = jobcost.sacct_argv(window.since if window else None, window.until if window else None, job_ids)
+    argv = jobcost.sacct_argv(window.since if window else since, window.until if window else None, job_ids)
     records = jobcost.parse(head.check([*SLURM, *argv]), tres)
     pools: dict[str, str] = {}
     if len(spec.nodes) > 1 and any(r.constraints not in {p.name for p in spec.nodes} for r in records):
@@ -426,7 +427,9 @@ def with_costs(head: Head, spec: ClusterSpec, found: list[view.Job], now) -> lis
     if not found:
         return found
     ids = sorted({j.id for j in found})
-    priced = jobcost.per_job(accounting(head, spec, None, now, ids))
+    submitted = [t for t in (view.slurm_time(j.submitted) for j in found) if t is not None]
+    since = min(submitted) - jobcost.REQUEUE_LOOKBACK if submitted else None
+    priced = jobcost.per_job(accounting(head, spec, None, now, ids, since))
     currency = next((p.currency for p in (jobcost.pool_gpu_price(spec, pool) for pool in spec.nodes) if p), "")
     return [replace(j, gpu_hours=priced[j.id][0], cost=priced[j.id][1], currency=currency) if j.id in priced
             else replace(j, gpu_hours=0.0 if j.pending else None, cost=0.0 if j.pending else None, currency=currency)
