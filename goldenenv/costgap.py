@@ -46,8 +46,9 @@ def idle_line(spec: ClusterSpec, used: Utilization | None) -> GapLine:
 
 
 def stack_lines(spec: ClusterSpec, window: Window, now: datetime, head) -> list[GapLine]:
-    """The head, storage and network for the period: plan's hourly lines × its hours, monthly lines by the share of
-    a month (costs.HOURS_PER_MONTH) it is. `head`: the stack's HeadShape, or None."""
+    """The head, storage and network for the period: plan's hourly lines × its hours so far, monthly lines by the
+    share of a month (costs.HOURS_PER_MONTH) it is; an upper bound where the stack was down part of the period
+    (the bucket alone outlives destroy). `head`: the stack's HeadShape, or None."""
     period = hours(window, now)
     found = []
     for line in costs.stack_lines(spec, None, head):
@@ -55,6 +56,14 @@ def stack_lines(spec: ClusterSpec, window: Window, now: datetime, head) -> list[
             continue
         scale = period if line.per == "hour" else period / costs.HOURS_PER_MONTH
         amount = None if line.amount is None else line.amount * scale
-        found.append(GapLine(line.name, amount, f"{line.basis}; {period:,.1f} h of the period (plan's estimate, "
-                             f"{line.source})"))
+        found.append(GapLine(line.name, amount, f"{line.basis}; for {period:,.1f} h, if up the whole period "
+                             f"(plan's estimate, {line.source})"))
     return found
+
+
+def unexplained(bill: float | None, jobs_total: float | None, lines: list[GapLine]) -> float | None:
+    """What the bill holds beyond the jobs and the lines (discounts and credits make it negative; taxes, support,
+    usage no line counts make it positive); None without a bill, a jobs' total or a priced line."""
+    if bill is None or jobs_total is None:
+        return None
+    return bill - jobs_total - sum(line.amount for line in lines if line.amount is not None)

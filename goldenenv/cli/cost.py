@@ -107,7 +107,13 @@ def _report(spec, window, priced, by: str, used, now: datetime) -> dict:
         "bill": bill.to_dict(),
         "difference": [{"line": g.name, "amount": None if g.amount is None else round(g.amount, 2),
                         "basis": g.basis} for g in gap],
+        "unexplained": _rounded(costgap.unexplained(bill.amount, shown.cost, gap)
+                                if bill.currency in ("", currency) else None),
     }
+
+
+def _rounded(amount: float | None) -> float | None:
+    return None if amount is None else round(amount, 2)
 
 
 def _csv(report: dict) -> str:
@@ -130,8 +136,9 @@ def _money(amount: float | None, currency: str) -> str:
 
 def _show(report: dict) -> None:
     by, currency = report["by"], report["currency"]
-    table = Table(title=f"GPU cost of jobs on {report['stack']}, {report['period']['label']} UTC",
-                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, show_footer=True)
+    console.print(f"GPU cost of jobs on {escape(report['stack'])}, {escape(report['period']['label'])} (UTC)",
+                  highlight=False, soft_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, show_footer=True)
     rows = report["rows"]
     table.add_column(by, footer="total")
     if by == "job":
@@ -168,3 +175,6 @@ def _show(report: dict) -> None:
     for line in report["difference"]:
         console.print(f"  {escape(line['line'])}: {_money(line['amount'], currency)} — {escape(line['basis'])}",
                       highlight=False, soft_wrap=True)
+    if report["unexplained"] is not None:
+        console.print(f"  the rest of the bill: {_money(report['unexplained'], currency)} (discounts and credits "
+                      "lower it; taxes, support and usage no line counts raise it)", highlight=False, soft_wrap=True)

@@ -211,6 +211,8 @@ def test_cost_on_aws_shows_the_bill_beside_the_jobs(head, monkeypatch):
     assert report["rows"][0]["cost"] == round(1.5 * 6.88, 2)  # alice: the catalog's p5.48xlarge ÷ 8 GPUs
     names = [d["line"] for d in report["difference"]]
     assert names[0] == "idle and down GPU time" and "compute head" in names and "block volumes" in names
+    lines = sum(d["amount"] for d in report["difference"] if d["amount"] is not None)
+    assert report["unexplained"] == pytest.approx(99.5 - report["total"]["cost"] - lines, abs=0.01 * len(names))
 
 
 def test_tencent_reads_its_bill_by_the_stop_functions_reader():
