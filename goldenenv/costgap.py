@@ -30,10 +30,13 @@ def hours(window: Window, now: datetime) -> float:
     return max(0.0, (min(window.until, now) - window.since).total_seconds() / 3600)
 
 
-def idle_line(spec: ClusterSpec, used: Utilization | None) -> GapLine:
-    """The cluster's GPU-seconds with no job (idle, down) at the GPU-hour price, where every pool has one price."""
+def idle_line(spec: ClusterSpec, used: Utilization | str | None) -> GapLine:
+    """The cluster's GPU-seconds with no job (idle, down) at the GPU-hour price, where every pool has one price.
+    `used`: sreport's figures, or why sreport gave none."""
     if used is None:
         return GapLine("idle and down GPU time", None, "Slurm's sreport has no GPU utilization for the period")
+    if isinstance(used, str):
+        return GapLine("idle and down GPU time", None, used)
     prices = {p.per_gpu_hour for p in (pool_gpu_price(spec, pool) for pool in spec.nodes) if p is not None}
     gpu_hours = (used.idle + used.down) / 3600
     words = (f"sreport cluster utilization: {used.idle / 3600:,.2f} GPU-h idle + {used.down / 3600:,.2f} GPU-h "

@@ -43,7 +43,8 @@ SREPORT = ("Cluster|TRES Name|Allocated|Down|PLND Down|Idle|Planned|Reported\n"
 
 
 class RecordedHead(jobs.Head):
-    """Slurm's commands answer recorded text; `fail` makes sacct answer as a head whose slurmdbd is down."""
+    """Slurm's commands answer recorded text; `fail` makes sacct (and sreport) answer as a head whose slurmdbd is
+    down."""
 
     def __init__(self, sacct: str, scontrol: str = "", fail: str = ""):
         self.sacct, self.scontrol, self.fail = sacct, scontrol, fail
@@ -56,7 +57,7 @@ class RecordedHead(jobs.Head):
         if argv[0] == "sacct":
             return (1, self.fail) if self.fail else (0, self.sacct)
         if argv[0] == "sreport":
-            return 0, SREPORT
+            return (1, "sreport: error: Problem talking to the database") if self.fail else (0, SREPORT)
         if argv[:3] == ["scontrol", "show", "job"]:
             return 0, self.scontrol
         if argv[:3] == ["scontrol", "show", "node"]:
@@ -109,6 +110,14 @@ def test_json_and_csv_carry_the_same_numbers(head):
         ("1", 1.5, 3.0), ("2", 0.667, 1.33), ("3", 0.1, 0.2), ("total", 2.267, 4.53)]
     idle = next(d for d in report["difference"] if d["line"] == "idle and down GPU time")
     assert idle["amount"] == 4.0  # sreport's 7200 idle GPU-seconds × 2.00
+
+
+def test_without_sreport_the_jobs_cost_stands_and_the_idle_line_says_why(head, monkeypatch):
+    monkeypatch.setattr(jobs, "utilization", lambda *args: (_ for _ in ()).throw(
+        jobs.HeadError("sreport ... on the head failed (exit 1): sreport: error: Unknown option: --tres")))
+    report = json.loads(invoke("cost", "--json").stdout)
+    assert report["total"]["cost"] == 4.53
+    assert report["difference"][0]["amount"] is None and "Unknown option" in report["difference"][0]["basis"]
 
 
 def test_by_month_puts_the_period_in_one_row(head):
