@@ -38,9 +38,9 @@ def idle_line(spec: ClusterSpec, used: Utilization | str | None) -> GapLine:
     if isinstance(used, str):
         return GapLine("idle and down GPU time", None, used)
     prices = {p.per_gpu_hour for p in (pool_gpu_price(spec, pool) for pool in spec.nodes) if p is not None}
-    gpu_hours = (used.idle + used.down) / 3600
-    words = (f"sreport cluster utilization: {used.idle / 3600:,.2f} GPU-h idle + {used.down / 3600:,.2f} GPU-h "
-             "down")
+    gpu_hours = (used.idle + used.planned + used.down) / 3600
+    words = (f"sreport cluster utilization: {(used.idle + used.planned) / 3600:,.2f} GPU-h idle + "
+             f"{used.down / 3600:,.2f} GPU-h down")
     if len(prices) != 1:
         return GapLine("idle and down GPU time", None, f"{words}; the pools' GPU-hours have different prices, so "
                        "the idle time is not priced")

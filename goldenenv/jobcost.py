@@ -3,19 +3,20 @@
 Pure: the head's answers come in as text and the priced rows go out; goldenenv.jobs asks the head, the commands
 show. `goldenenv jobs` and `goldenenv cost` price the same records the same way, so the two never disagree.
 
-sacct's formats are Slurm 22.05's (the image's pin), from its man page (SACCT_MAN):
-- `--duplicates`: "all records that match the selection criteria will be returned" — a requeued job has one record
-  per start (the earlier ones in state REQUEUED, or NODE_FAIL / PREEMPTED), and every start used GPU time;
+sacct's formats are Slurm 22.05's (the image's pin), from its man page (SACCT_MAN; the words in quotes are its):
+- `--duplicates`: "all records that match the selection criteria will be returned", so a requeued job's earlier
+  starts (state REQUEUED, or NODE_FAIL / PREEMPTED) come back beside its latest, and every start used GPU time;
 - `--allocations`: the allocation's own record, not its steps (whose time lies inside it);
-- `--parsable2` with `--delimiter`: fields split by the delimiter, none after the last;
-- JobID: `12`, an array task `12_3`, a heterogeneous component `12+0` (each its own record);
-- State: a word, where CANCELLED carries its canceller, `CANCELLED by 1000`;
-- Start and End: `2026-12-02T05:07:20` in the caller's zone (goldenenv asks with TZ=UTC), `Unknown` while the job
-  has not started or not ended (a running job's End);
-- ElapsedRaw: the elapsed time in seconds (a running job's up to the moment sacct answered);
-- AllocTRES: the allocation's trackable resources, `billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1` (a typed GRES
-  adds `gres/gpu:a100=1` beside the untyped count; an Ascend stack's devices are `gres/npu`), empty for a job that
-  never started.
+- `--parsable2` with `--delimiter`: "ASCII characters used to separate the fields", none after the last;
+- JobID: `12`; an array task "ArrayJobID_ArrayTaskID", `12_3`; a heterogeneous component "HetJobID+HetJobOffset",
+  `12+0` (each its own record);
+- State: a word, which may be followed by more, "for example, the UID that CANCELLED a job": `CANCELLED by 1000`;
+- Start and End: "YYYY-MM-DDTHH:MM:SS" in the caller's zone (goldenenv asks with TZ=UTC); sacct prints `Unknown`
+  for a time not yet come (a running job's End, a never-started job's Start);
+- ElapsedRaw: "The job's elapsed time in seconds" (a running job's up to the moment sacct answered);
+- AllocTRES: "the resources allocated to the job/step after the job started running. For pending jobs this should
+  be blank": `billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1` (a typed GRES adds `gres/gpu:a100=1` beside the untyped
+  count; an Ascend stack's devices are `gres/npu`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,16 @@ def sacct_argv(since: datetime | None = None, until: datetime | None = None,
     return argv
 
 
+SREPORT_FORMAT = ("Cluster", "TresName", "Allocated", "Down", "PlannedDown", "Idle", "Planned", "Reported")
+"""sreport's Utilization fields (SREPORT_MAN, FORMAT OPTIONS FOR CLUSTER REPORTS), in the order parse_sreport
+reads them."""
+
+
 def sreport_argv(since: datetime, until: datetime, tres: str) -> list[str]:
-    """Slurm's cluster utilization of the stack's GPUs in seconds, `|`-separated under a header line (SREPORT_MAN:
-    `-P`, `-t seconds`, `--tres`)."""
-    return ["sreport", "-P", "-t", "seconds", f"--tres={tres}", "cluster", "utilization",
-            f"start={since:{TIME_FORMAT}}", f"end={until:{TIME_FORMAT}}"]
+    """Slurm's cluster utilization of the stack's GPUs in seconds, `|`-separated with no header (SREPORT_MAN: -P,
+    -n, -t seconds, -T/--tres, Format=; Start=/End= as YYYY-MM-DDTHH:MM:SS)."""
+    return ["sreport", "-P", "-n", "-t", "seconds", f"--tres={tres}", "cluster", "utilization",
+            f"start={since:{TIME_FORMAT}}", f"end={until:{TIME_FORMAT}}", f"format={','.join(SREPORT_FORMAT)}"]
 
 
 @dataclass(frozen=True)
@@ -290,32 +296,28 @@ def per_job(priced: list[Priced]) -> dict[str, tuple[float, float | None]]:
 
 @dataclass(frozen=True)
 class Utilization:
-    """sreport's cluster utilization of the GPUs, in GPU-seconds."""
+    """sreport's cluster utilization of the GPUs, in GPU-seconds (SREPORT_MAN's words): allocated to jobs; idle
+    ("not Allocated, Down, PlannedDown, or Planned"); planned (free while queued jobs could not start, "can be
+    grouped with idle time"); down. PlannedDown (MAINT reservations, FUTURE nodes, powered-down CLOUD nodes,
+    mostly nothing a cloud bills) is left out."""
 
     allocated: float
     idle: float
+    planned: float
     down: float
 
 
 def parse_sreport(text: str, tres: str) -> Utilization | None:
-    """sreport's parsable utilization table (sreport_argv): the row of `tres`, read by its header's column names
-    (22.05: Cluster|TRES Name|Allocated|Down|PLND Down|Idle|Planned|Reported); None where it has no such row."""
-    lines = [line.split("|") for line in text.splitlines() if "|" in line]
-    header = next((cells for cells in lines if "Idle" in cells and "Allocated" in cells), None)
-    if header is None:
-        return None
-    column = {name: i for i, name in enumerate(header)}
-    for cells in lines:
-        if cells is header or len(cells) != len(header) or (
-                "TRES Name" in column and cells[column["TRES Name"]] != tres):
+    """sreport's lines (sreport_argv's fields): the row of `tres`; None where it has none (no rolled-up hour yet)."""
+    for line in text.splitlines():
+        cells = line.split("|")
+        if len(cells) < len(SREPORT_FORMAT) or cells[1] != tres:
             continue
         try:
-            def seconds(name: str) -> float:
-                return float(cells[column[name]] or 0) if name in column else 0.0
-
-            return Utilization(seconds("Allocated"), seconds("Idle"), seconds("Down") + seconds("PLND Down"))
+            allocated, down, _, idle, planned = (float(c or 0) for c in cells[2:7])
         except ValueError:
             return None
+        return Utilization(allocated, idle, planned, down)
     return None
 
 

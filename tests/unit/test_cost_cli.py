@@ -38,8 +38,8 @@ def sacct_lines(month: str) -> str:
     return "".join(r.replace("|", "\t") + "\n" for r in rows)
 
 
-SREPORT = ("Cluster|TRES Name|Allocated|Down|PLND Down|Idle|Planned|Reported\n"
-           "local|gres/gpu|8160|0|0|7200|0|15360\n")
+SREPORT = "local|gres/gpu|8160|0|0|5400|1800|15360\n"
+"""sreport_argv's fields: 5400 GPU-seconds idle and 1800 free while jobs waited (idle too, for the bill)."""
 
 
 class RecordedHead(jobs.Head):
@@ -109,7 +109,7 @@ def test_json_and_csv_carry_the_same_numbers(head):
     assert [(r["job"], float(r["gpu_hours"]), float(r["cost_USD"])) for r in rows] == [
         ("1", 1.5, 3.0), ("2", 0.667, 1.33), ("3", 0.1, 0.2), ("total", 2.267, 4.53)]
     idle = next(d for d in report["difference"] if d["line"] == "idle and down GPU time")
-    assert idle["amount"] == 4.0  # sreport's 7200 idle GPU-seconds × 2.00
+    assert idle["amount"] == 4.0  # sreport's 5400 idle + 1800 planned GPU-seconds × 2.00
 
 
 def test_without_sreport_the_jobs_cost_stands_and_the_idle_line_says_why(head, monkeypatch):

@@ -133,11 +133,12 @@ def test_sacct_asks_for_every_start_of_every_allocation_in_the_period():
     assert "--jobs=7,8" in jobcost.sacct_argv(job_ids=["7", "8"])
 
 
-def test_sreport_utilization_is_read_by_its_header():
-    text = ("Cluster|TRES Name|Allocated|Down|PLND Down|Idle|Planned|Reported\n"
-            "local|gres/gpu|7200|360|0|3600|0|11160\n")
+def test_sreport_utilization_is_read_in_the_fields_asked_for():
+    assert jobcost.sreport_argv(DECEMBER.since, DECEMBER.until, "gres/gpu")[-1] == (
+        "format=Cluster,TresName,Allocated,Down,PlannedDown,Idle,Planned,Reported")
+    text = "local|gres/gpu|7200|360|0|3000|600|11160\n"
     used = jobcost.parse_sreport(text, "gres/gpu")
-    assert (used.allocated, used.idle, used.down) == (7200, 3600, 360)
+    assert (used.allocated, used.idle, used.planned, used.down) == (7200, 3000, 600, 360)
     assert jobcost.parse_sreport(text, "gres/npu") is None
 
 
