@@ -22,6 +22,7 @@ sacct's formats are Slurm 22.05's (the image's pin), from its man page (SACCT_MA
 from __future__ import annotations
 
 import calendar
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -192,10 +193,12 @@ def job_pool(record: Record, spec: ClusterSpec, node_pools: dict[str, str]) -> s
         return record.constraints
     if len(names) == 1:
         return names[0]
-    first = record.nodes.split(",")[0].split("[")[0]
-    if "[" in record.nodes:
-        first += record.nodes.split("[", 1)[1].split("]")[0].split(",")[0].split("-")[0]
-    return node_pools.get(first, "")
+    first = FIRST_NODE.match(record.nodes)
+    return node_pools.get(first.group(1) + (first.group(2) or ""), "") if first else ""
+
+
+FIRST_NODE = re.compile(r"([^,\[]+)(?:\[(\d+))?")
+"""The first node of a Slurm host list: `node-0,node-2` -> node-0; `node-[3-4,7]` -> node-3."""
 
 
 def price(records: list[Record], spec: ClusterSpec, window: Window | None, now: datetime,

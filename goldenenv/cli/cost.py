@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from goldenenv.cli.common import HOSTS_BY, STACK, console, errors, stack_spec
-from goldenenv.cli.jobs import EXEC_PREFIX, HEAD, SSH_CONFIG, SSH_USER, _head, _reported
+from goldenenv.cli.jobs import EXEC_PREFIX, HEAD, SSH_CONFIG, SSH_USER, head_client, reported
 from goldenenv.clouds.base import HostsBy
 
 app = typer.Typer()
@@ -65,8 +65,8 @@ def cost_cmd(stack: str = STACK,
     now = datetime.now(timezone.utc)
     window = _window(month, since, now)
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         priced = jobs.accounting(client, spec, window, now)
         try:
             used = jobs.utilization(client, spec, window)

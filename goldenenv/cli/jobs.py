@@ -29,7 +29,7 @@ EXEC_PREFIX = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to rea
 JOB = typer.Argument(..., help="The job id `goldenenv submit` printed (goldenenv jobs lists them).")
 
 
-def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None,
+def head_client(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None,
           exec_prefix: str | None):
     """The head's Slurm client, and the local cluster when the stack is local (None on clouds)."""
     from goldenenv import jobs
@@ -47,7 +47,7 @@ def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, 
 
 
 @contextmanager
-def _reported():
+def reported():
     """Bad input is exit 2 naming it; a head that cannot be reached or a Slurm command that fails is exit 1."""
     from goldenenv import automation, jobs, remote
 
@@ -104,8 +104,8 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
         errors.print(f"[bold red]--code {escape(str(code))}[/]: no such folder")
         raise typer.Exit(2)
     spec = stack_spec(stack)
-    with _reported():
-        client, cluster = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, cluster = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec), resume)
         where = jobs.places(spec)
         if resume is not None:
@@ -150,8 +150,8 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
     from goldenenv.cli import jobtable
 
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         found = jobs.list_jobs(client, where.checkpoints, jobs_dir=where.jobs)
         unpriced = ""
@@ -206,8 +206,8 @@ def logs_cmd(job_id: str = typer.Argument(None, help="The job id `goldenenv subm
     if job_id is not None:
         _job_id(job_id)
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         if run is not None:
             path, current = jobs.run_output(client, where, run), False
@@ -233,8 +233,8 @@ def cancel_cmd(job_id: str = JOB, stack: str = STACK, head: str = HEAD, ssh_conf
 
     _job_id(job_id)
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         found = jobs.list_jobs(client, jobs.places(spec).checkpoints, job_id)
         if found and found[0].done:
             console.print(f"job {job_id} had already ended: {found[0].state}")
