@@ -29,8 +29,10 @@ THIS_MONTH = f"{datetime.now(timezone.utc):%Y-%m}"
 def sacct_lines(month: str) -> str:
     """Three members' jobs of `month` (a requeued job's two starts, a cancelled one), tab-separated."""
     rows = [
-        f"1|alice|REQUEUED|{month}-02T05:00:00|{month}-02T05:30:00|1800|billing=2,cpu=2,gres/gpu=1,node=1|node-0||train",
-        f"1|alice|COMPLETED|{month}-02T06:00:00|{month}-02T07:00:00|3600|billing=2,cpu=2,gres/gpu=1,node=1|node-1||train",
+        f"1|alice|REQUEUED|{month}-02T05:00:00|{month}-02T05:30:00|1800|billing=2,cpu=2,gres/gpu=1,node=1|"
+        "node-0||train",
+        f"1|alice|COMPLETED|{month}-02T06:00:00|{month}-02T07:00:00|3600|billing=2,cpu=2,gres/gpu=1,node=1|"
+        "node-1||train",
         f"2|bob|CANCELLED by 2001|{month}-03T00:00:00|{month}-03T00:20:00|1200|billing=4,cpu=4,gres/gpu=2,node=2|"
         f"node-[0-1]||sft",
         f"3|carol|COMPLETED|{month}-04T00:00:00|{month}-04T00:06:00|360|billing=2,cpu=2,gres/gpu=1,node=1|node-0||x",

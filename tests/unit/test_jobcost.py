@@ -3,7 +3,8 @@ https://slurm.schedmd.com/archive/slurm-22.05.8/sacct.html): every start of a re
 now, a cancelled one, an array task, a job that never started, an Ascend job's NPUs, a two-pool stack.
 
 Prices in the expectations are literal: the local catalog's notional 2.00 USD per stand-in GPU-hour
-(goldenenv/clouds/local/catalog/local_shapes.csv) and the pricePerHour the two-pool stack here gives its pools (g5.xlarge has one GPU)."""
+(goldenenv/clouds/local/catalog/local_shapes.csv) and the pricePerHour the two-pool stack here gives its pools
+(g5.xlarge has one GPU)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,16 @@ def sacct(*lines: str) -> str:
 
 TEXT = sacct(
     # requeued: the first start ended REQUEUED after 600 s on one node, the second completed after 1200 s
-    "7|alice|REQUEUED|2026-12-02T05:00:00|2026-12-02T05:10:00|600|billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-0||train",
-    "7|alice|COMPLETED|2026-12-02T05:12:00|2026-12-02T05:32:00|1200|billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-1||train",
+    "7|alice|REQUEUED|2026-12-02T05:00:00|2026-12-02T05:10:00|600|"
+    "billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-0||train",
+    "7|alice|COMPLETED|2026-12-02T05:12:00|2026-12-02T05:32:00|1200|"
+    "billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-1||train",
     # running on two nodes since 11:00: End Unknown, ElapsedRaw as of when sacct answered
-    "8|bob|RUNNING|2026-12-07T11:00:00|Unknown|3000|billing=4,cpu=4,gres/gpu=2,mem=2000M,node=2|node-[0-1]||llama|sft",
+    "8|bob|RUNNING|2026-12-07T11:00:00|Unknown|3000|"
+    "billing=4,cpu=4,gres/gpu=2,mem=2000M,node=2|node-[0-1]||llama|sft",
     # cancelled by uid 2001 after 900 s
-    "9|bob|CANCELLED by 2001|2026-12-03T00:00:00|2026-12-03T00:15:00|900|billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-0||x",
+    "9|bob|CANCELLED by 2001|2026-12-03T00:00:00|2026-12-03T00:15:00|900|"
+    "billing=2,cpu=2,gres/gpu=1,mem=1000M,node=1|node-0||x",
     # an array task
     "12_3|alice|COMPLETED|2026-12-04T00:00:00|2026-12-04T01:00:00|3600|billing=2,cpu=2,gres/gpu=1,node=1|node-1||arr",
     # cancelled while pending: never started, nothing allocated
