@@ -1,7 +1,8 @@
 """`goldenenv cost` and the cost columns of `goldenenv jobs`, as a user reads them, against a stand-in head that
 answers Slurm's commands with recorded text (sacct and sreport in Slurm 22.05's formats), and each cloud's bill
 reader against recorded answers in its API's documented shape (AWS through botocore's Stubber, which checks every
-call against Cost Explorer's own model and refuses a filter other than the one expected).
+call against Cost Explorer's own model and refuses a filter other than the one expected; moto 5's Cost Explorer
+would not: its get_cost_and_usage says "There is no validation yet on any of the input parameters").
 
 Prices are literal: the local catalog's notional 2.00 USD per stand-in GPU-hour, aws-p5-2node's p5.48xlarge at
 55.04 USD per node-hour (the catalog's on-demand row) over its 8 GPUs = 6.88."""
