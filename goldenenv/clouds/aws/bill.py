@@ -11,6 +11,7 @@ us-east-1, lags the usage by up to 24 hours, and charges 0.01 USD per request
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from goldenenv.cloudbill import Bill, days, not_read
@@ -32,6 +33,7 @@ def tag_filter(spec: ClusterSpec) -> dict[str, Any]:
 
 def read(spec: ClusterSpec, window: Window, env, api: Any = None) -> Bill:
     first, after = days(window)
+    after = min(after, datetime.now(timezone.utc).date() + timedelta(days=1))  # a month not over: up to today
     period = f"{first} to {after} (exclusive), UTC days"
     from botocore.exceptions import BotoCoreError, ClientError
 
