@@ -105,7 +105,7 @@ def _report(spec, window, priced, by: str, used, now: datetime) -> dict:
                    for name, p in prices.items()],
         "rows": [{by: row.key, "user": row.user, "jobs": row.jobs, "gpu_hours": hours, "cost": cost}
                  for row, hours, cost in shown.rows],
-        "total": {"gpu_hours": shown.gpu_hours, "cost": shown.cost},
+        "total": {"jobs": len({p.record.job_id for p in priced}), "gpu_hours": shown.gpu_hours, "cost": shown.cost},
         "unpriced_pools": unpriced,
         "bill": bill.to_dict(),
         "difference": [{"line": g.name, "amount": None if g.amount is None else round(g.amount, 2),
@@ -128,7 +128,7 @@ def _csv(report: dict) -> str:
         writer.writerow([row[by], row["user"], row["jobs"], row["gpu_hours"], "" if row["cost"] is None else
                          row["cost"]])
     total = report["total"]
-    writer.writerow(["total", "", sum(r["jobs"] for r in report["rows"]), total["gpu_hours"],
+    writer.writerow(["total", "", total["jobs"], total["gpu_hours"],
                      "" if total["cost"] is None else total["cost"]])
     return out.getvalue()
 
@@ -146,7 +146,7 @@ def _show(report: dict) -> None:
     table.add_column(by, footer="total")
     if by == "job":
         table.add_column("user")
-    table.add_column("jobs", justify="right", footer=str(sum(r["jobs"] for r in rows)))
+    table.add_column("jobs", justify="right", footer=str(report["total"]["jobs"]))  # a job of two months: once
     table.add_column("GPU-hours", justify="right", footer=f"{report['total']['gpu_hours']:.3f}")
     table.add_column(f"cost {currency}", justify="right",
                      footer="" if report["total"]["cost"] is None else f"{report['total']['cost']:.2f}")

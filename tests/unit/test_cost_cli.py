@@ -106,7 +106,7 @@ def test_json_and_csv_carry_the_same_numbers(head):
     assert report["currency"] == "USD" and report["by"] == "job"
     assert [(r["job"], r["user"], r["gpu_hours"], r["cost"]) for r in report["rows"]] == [
         ("1", "alice", 1.5, 3.0), ("2", "bob", 0.667, 1.33), ("3", "carol", 0.1, 0.2)]
-    assert report["total"] == {"gpu_hours": 2.267, "cost": 4.53}
+    assert report["total"] == {"jobs": 3, "gpu_hours": 2.267, "cost": 4.53}
     assert report["total"]["cost"] == round(sum(r["cost"] for r in report["rows"]), 2)
     rows = list(csv.DictReader(io.StringIO(invoke("cost", "--by", "job", "--csv").stdout)))
     assert [(r["job"], float(r["gpu_hours"]), float(r["cost_USD"])) for r in rows] == [
