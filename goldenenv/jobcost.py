@@ -151,7 +151,7 @@ def since_window(day: str, now: datetime) -> Window:
         raise ValueError(f"{day!r}: a date as YYYY-MM-DD, e.g. 2026-12-01") from None
     if since >= now:
         raise ValueError(f"{day}: a day before today ({now:%Y-%m-%d})")
-    return Window(since, now, f"{day} to {now:%Y-%m-%d %H:%M} UTC")
+    return Window(since, now, f"{day} to {now:%Y-%m-%d %H:%M}")
 
 
 def held_seconds(record: Record, window: Window | None, now: datetime) -> float:
