@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from goldenenv import catalog, clouds, slurm
+from goldenenv import catalog, clouds, jobcost, slurm
 from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.images.lock import load as load_lock
 from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
@@ -397,3 +397,40 @@ def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], lis
 
 __all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead", "batch_job", "cancel",
            "check_resume", "find_output", "follow", "known_runs", "list_jobs", "places", "run_output", "submit"]
+
+
+def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now, job_ids: list[str] | None = None,
+               since=None) -> list[jobcost.Priced]:
+    """Slurm's accounting records of the window (or of the named jobs, those ending from `since`), priced: what
+    `cost` and `jobs` show."""
+    tres = f"gres/{slurm_config.gres_types(spec)[0]}"
+    argv = jobcost.sacct_argv(window.since if window else since, window.until if window else None, job_ids)
+    records = jobcost.parse(head.check([*SLURM, *argv]), tres)
+    pools: dict[str, str] = {}
+    if len(spec.nodes) > 1 and any(r.constraints not in {p.name for p in spec.nodes} for r in records):
+        rc, out = head.run(jobcost.SINFO_ARGV)
+        pools = jobcost.node_pools(out, spec) if not rc else {}
+    return jobcost.price(records, spec, window, now, pools)
+
+
+def utilization(head: Head, spec: ClusterSpec, window: jobcost.Window) -> jobcost.Utilization | None:
+    """The cluster's GPU-seconds allocated, idle and down in the window (sreport); None where Slurm has none."""
+    tres = f"gres/{slurm_config.gres_types(spec)[0]}"
+    return jobcost.parse_sreport(head.check([*SLURM, *jobcost.sreport_argv(window.since, window.until, tres)]), tres)
+
+
+def with_costs(head: Head, spec: ClusterSpec, found: list[view.Job], now) -> list[view.Job]:
+    """The jobs with their GPU-hours and cost from Slurm's accounting records, priced as `goldenenv cost` prices
+    them (the same records, the same function)."""
+    from dataclasses import replace
+
+    if not found:
+        return found
+    ids = sorted({j.id for j in found})
+    submitted = [t for t in (view.slurm_time(j.submitted) for j in found) if t is not None]
+    since = min(submitted) - jobcost.REQUEUE_LOOKBACK if submitted else None
+    priced = jobcost.per_job(accounting(head, spec, None, now, ids, since))
+    currency = next((p.currency for p in (jobcost.pool_gpu_price(spec, pool) for pool in spec.nodes) if p), "")
+    return [replace(j, gpu_hours=priced[j.id][0], cost=priced[j.id][1], currency=currency) if j.id in priced
+            else replace(j, gpu_hours=0.0 if j.pending else None, cost=0.0 if j.pending else None, currency=currency)
+            for j in found]

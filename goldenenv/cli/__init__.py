@@ -53,7 +53,7 @@ def _group(ctx: typer.Context, cwd: Path = typer.Option(
         fail(e)
 
 
-GROUPS = ("stack", "jobs", "health", "estimate", "images", "team", "hostimage")
+GROUPS = ("stack", "jobs", "cost", "health", "estimate", "images", "team", "hostimage")
 """The command-group modules, in the order `goldenenv --help` lists their commands (a named group, `image`, after
 the top-level commands)."""
 

@@ -29,7 +29,7 @@ EXEC_PREFIX = typer.Option(None, "--exec-prefix", help="Cloud stacks: how to rea
 JOB = typer.Argument(..., help="The job id `goldenenv submit` printed (goldenenv jobs lists them).")
 
 
-def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None,
+def head_client(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None,
           exec_prefix: str | None):
     """The head's Slurm client, and the local cluster when the stack is local (None on clouds)."""
     from goldenenv import jobs
@@ -47,7 +47,7 @@ def _head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, 
 
 
 @contextmanager
-def _reported():
+def reported():
     """Bad input is exit 2 naming it; a head that cannot be reached or a Slurm command that fails is exit 1."""
     from goldenenv import automation, jobs, remote
 
@@ -104,8 +104,8 @@ def submit_cmd(ctx: typer.Context, stack: str = STACK,
         errors.print(f"[bold red]--code {escape(str(code))}[/]: no such folder")
         raise typer.Exit(2)
     spec = stack_spec(stack)
-    with _reported():
-        client, cluster = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, cluster = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         job = jobs.batch_job(spec, command, nodes, gpus_per_node, hours, name, jobs.slurmd_timeout(spec), resume)
         where = jobs.places(spec)
         if resume is not None:
@@ -136,7 +136,9 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
              head: str = HEAD, ssh_config: str = SSH_CONFIG, ssh_user: str = SSH_USER,
              hosts_by: HostsBy = HOSTS_BY, exec_prefix: str = EXEC_PREFIX) -> None:
     """The stack's jobs (finished ones for a day): id, name, state (with restarts and Slurm's reason), nodes, start
-    and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), and the checkpoint step;
+    and elapsed (UTC; a pending job's start is Slurm's estimate where it has a real one), the checkpoint step, the
+    user, and the GPU-hours and cost of every start so far (Slurm's accounting × the pool's GPU-hour price, as
+    `goldenenv cost` reports them);
     then every node out of service with Slurm's reason (a failed health rule, a spot notice).
 
     The checkpoint step is the newest one the job wrote itself (of its run folder's step-N.pt, those written from
@@ -148,13 +150,20 @@ def jobs_cmd(stack: str = STACK, as_json: bool = typer.Option(False, "--json", h
     from goldenenv.cli import jobtable
 
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         found = jobs.list_jobs(client, where.checkpoints, jobs_dir=where.jobs)
+        unpriced = ""
+        try:
+            found = jobs.with_costs(client, spec, found, datetime.now(timezone.utc))
+        except jobs.HeadError as e:  # the queue is still worth showing without Slurm's accounting
+            unpriced = str(e)
         out_of_service = [n for n in jobs.scheduler_nodes(client) if n.reason] if not as_json else []
         listed = {(j.id, j.run) for j in found}
         history = [e for e in jobs.recorded_jobs(client, where) if (e.id, e.run) not in listed] if earlier else []
+    if unpriced:
+        errors.print(f"[yellow]GPU-hours and cost unknown[/]: {escape(unpriced)}", soft_wrap=True)
     if as_json:
         print(json.dumps([j.to_dict() for j in found] + [{"id": e.id, "run": e.run, "submitted": e.submitted,
                                                           "state": "GONE"} for e in history], indent=2))
@@ -197,8 +206,8 @@ def logs_cmd(job_id: str = typer.Argument(None, help="The job id `goldenenv subm
     if job_id is not None:
         _job_id(job_id)
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         where = jobs.places(spec)
         if run is not None:
             path, current = jobs.run_output(client, where, run), False
@@ -224,8 +233,8 @@ def cancel_cmd(job_id: str = JOB, stack: str = STACK, head: str = HEAD, ssh_conf
 
     _job_id(job_id)
     spec = stack_spec(stack)
-    with _reported():
-        client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+    with reported():
+        client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         found = jobs.list_jobs(client, jobs.places(spec).checkpoints, job_id)
         if found and found[0].done:
             console.print(f"job {job_id} had already ended: {found[0].state}")

@@ -193,14 +193,14 @@ def _apply(spec, no_apply: bool, head: str | None, ssh_config: str | None, ssh_u
     """Write the team file on the running cluster's head and wait for it to be applied; a stack that is not up
     takes it at its next up."""
     from goldenenv import automation, jobs, remote, team
-    from goldenenv.cli.jobs import _head
+    from goldenenv.cli.jobs import head_client
 
     if no_apply:
         say(f"not applied (--no-apply): {spec.stack} takes it at the next goldenenv up, or goldenenv team apply")
         return
     try:
         try:
-            client, _ = _head(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
+            client, _ = head_client(spec, head, ssh_config, ssh_user, hosts_by, exec_prefix)
         except ConfigError as e:
             if e.about != STATE_KEYS:
                 fail(e)

@@ -58,6 +58,13 @@ class Job:
     submitted: str = ""
     end: str = ""
     time_limit: str = ""
+    user: str = ""
+    """Who submitted it: the name of scontrol's UserId=name(uid), the user squeue shows."""
+    gpu_hours: float | None = None
+    """GPU-hours of every start so far, and their cost in `currency`, from Slurm's accounting (jobs.with_costs);
+    None where accounting has no record of it or its pool has no price."""
+    cost: float | None = None
+    currency: str = ""
 
     @property
     def done(self) -> bool:
@@ -88,7 +95,7 @@ def jobs(text: str) -> list[Job]:
             start=r.get("StartTime", ""), elapsed=r.get("RunTime", ""),
             reason=r.get("Reason", "None") if r.get("Reason") != "None" else "", output=r.get("StdOut", ""),
             run=_run(r.get("Comment", "")), submitted=r.get("SubmitTime", ""), end=r.get("EndTime", ""),
-            time_limit=r.get("TimeLimit", ""),
+            time_limit=r.get("TimeLimit", ""), user=r.get("UserId", "").split("(")[0],
         ))
     return sorted(found, key=lambda j: int(j.id) if j.id.isdigit() else 0)
 
