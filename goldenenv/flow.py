@@ -144,8 +144,20 @@ def run_flow(spec: ClusterSpec, options: BuildOptions, examples: Path, steps: in
         note = (f"killed a node at step {result.step_at_kill}; Slurm requeued job {result.job_id} (restarts "
                 f"{result.restarts}), back {result.back_after_s:.0f} s later, resumed from checkpoint "
                 f"{result.resumed_from}, lost {result.lost_steps} steps (interval {result.interval}), "
-                f"completed at step {result.final_step}")
+                f"completed at step {result.final_step}; {job_cost(queued['job'][0], result.job_id)}")
         return result.ok and result.final_step == steps, note, result
+
+    def job_cost(head, job_id: str) -> str:
+        """Whose job it was and what it cost, every start of it, from Slurm's accounting (`goldenenv cost`)."""
+        from datetime import datetime, timezone
+
+        found = jobs.with_costs(head, spec, jobs.list_jobs(head, jobs.places(spec).checkpoints, job_id),
+                                datetime.now(timezone.utc))
+        job = found[0] if found else None
+        if job is None or job.gpu_hours is None:
+            return "its cost is not in Slurm's accounting yet (goldenenv cost)"
+        cost = "not priced" if job.cost is None else f"{job.cost:.2f} {job.currency}"
+        return f"run by {job.user}, {job.gpu_hours:.3f} GPU-hours, {cost} (goldenenv cost)"
 
     def destroy(log):
         removed = lifecycle.destroy(spec, False, client, log)

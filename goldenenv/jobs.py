@@ -403,7 +403,7 @@ def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now
                since=None) -> list[jobcost.Priced]:
     """Slurm's accounting records of the window (or of the named jobs, those ending from `since`), priced: what
     `cost` and `jobs` show."""
-    tres = f"gres/{slurm_config.gres_types(spec)[0]}"
+    tres = slurm_config.accounting_tres(spec)
     argv = jobcost.sacct_argv(window.since if window else since, window.until if window else None, job_ids)
     records = jobcost.parse(head.check([*SLURM, *argv]), tres)
     pools: dict[str, str] = {}
@@ -415,7 +415,7 @@ def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now
 
 def utilization(head: Head, spec: ClusterSpec, window: jobcost.Window) -> jobcost.Utilization | None:
     """The cluster's GPU-seconds allocated, idle and down in the window (sreport); None where Slurm has none."""
-    tres = f"gres/{slurm_config.gres_types(spec)[0]}"
+    tres = slurm_config.accounting_tres(spec)
     return jobcost.parse_sreport(head.check([*SLURM, *jobcost.sreport_argv(window.since, window.until, tres)]), tres)
 
 

@@ -122,8 +122,7 @@ def os_packages():
 
 def scheduler():
     """The Slurm daemons' and munge's own version lines, where the image has them."""
-    found = {name: command([name, "-V"]) for name in ("slurmd", "slurmctld", "slurmdbd")
-             if shutil.which(name)}
+    found = {name: command([name, "-V"]) for name in ("slurmd", "slurmctld") if shutil.which(name)}
     if shutil.which("munged"):
         found["munged"] = command(["munged", "--version"])
     return found

@@ -212,6 +212,17 @@ case "$role" in
     fi
     state=$(sed -n 's/^StateSaveLocation=//p' "$conf")
     install -d -o slurm -g slurm -m 0750 "${state:-/var/spool/slurmctld}"
+    if [ -n "$db_host" ] && [ ! -e "${state:-/var/spool/slurmctld}/job_state" ]; then
+      # a new queue on a kept history (a destroy's, restored): job ids go on after the history's, so no id means
+      # two jobs in sacct, goldenenv cost or goldenenv logs
+      cluster=$(sed -n 's/^ClusterName=//p' "$conf")
+      last=$(mariadb --defaults-extra-file="$db_client" -N -e \
+        "SELECT COALESCE(MAX(id_job), 0) FROM \`${cluster}_job_table\`" "$db_name" 2> /dev/null || echo 0)
+      if [ "${last:-0}" -gt 0 ]; then
+        echo "FirstJobId=$((last + 1))" >> /etc/slurm/slurm.conf
+        log "job ids go on from $((last + 1)), after the accounting history's"
+      fi
+    fi
     start_team head
     log "slurmctld $(slurmctld -V)"
     exec slurmctld -D -i

@@ -61,6 +61,11 @@ def test_up_twice_gives_the_same_cluster_with_cloud_like_outputs(spec, client):
     first = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     second = lifecycle.up(spec, BuildOptions.from_environment(), client, quiet)
     assert first == second
+    head = LocalCluster(spec, client).head()
+    history = head.exec_run(["sacct", "--allusers", "--allocations", "--noheader", "--parsable2", "--starttime",
+                             "2026-01-01", "--format=JobName,User,State"]).output.decode().split()
+    assert "flow|trainer|COMPLETED" in history, \
+        ("the flow's job, run before its destroy, is in the accounting history this up restored", history)
     shape = catalog.local_shapes()[spec.nodes[0].instance_type]
     assert first["hostfile"].splitlines() == [f"{ip} slots={shape.processes_per_node}" for ip in first["nodePrivateIps"]]
     assert first["launchEnv"]["MASTER_ADDR"] == first["nodePrivateIps"][0]
@@ -148,6 +153,20 @@ def test_a_killed_head_comes_back_by_itself_and_keeps_the_queue(spec, client):
 
     states = wait("both jobs ending", ended, 120)
     assert [states[j]["state"] for j in (running, pending)] == ["COMPLETED", "COMPLETED"], states
+    recorded = wait("both jobs in Slurm's accounting", lambda: accounted(head, running, pending), 60)
+    assert recorded[running][0] == "COMPLETED" and recorded[running][1] >= 20, \
+        ("the head lost mid-job lost no accounting record: the job's whole run is in sacct", recorded)
+    assert recorded[pending][0] == "COMPLETED", recorded
+
+
+def accounted(head, *job_ids: str) -> dict[str, tuple[str, int]] | None:
+    """sacct's record of each job (state, elapsed seconds) as Slurm's accounting database holds it, once it has
+    them all."""
+    done = head.exec_run(["sacct", "--allusers", "--allocations", "--noheader", "--parsable2",
+                          "--format=JobID,State,ElapsedRaw", f"--jobs={','.join(job_ids)}"])
+    rows = [line.split("|") for line in done.output.decode().split()] if done.exit_code == 0 else []
+    found = {row[0]: (row[1], int(row[2])) for row in rows if len(row) == 3}
+    return found if set(job_ids) <= set(found) else None
 
 
 def test_validate_names_a_node_that_drifted_from_the_lock(spec, client):

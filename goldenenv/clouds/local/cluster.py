@@ -81,8 +81,13 @@ class Names:
 
     @property
     def db(self) -> str:
-        """The accounting database's container, and its volume (the same name)."""
+        """The accounting database's container."""
         return f"goldenenv-{self.stack}-db"
+
+    @property
+    def accounting(self) -> str:
+        """The accounting database's volume (MariaDB's files)."""
+        return f"goldenenv-{self.stack}-accounting"
 
     @property
     def recovery(self) -> str:
@@ -230,13 +235,14 @@ class LocalCluster:
             return
         log(f"creating {self.names.db} (the accounting database) from {image}")
         try:
-            self.client.volumes.get(self.names.db)
+            self.client.volumes.get(self.names.accounting)
         except NotFound:
-            self.client.volumes.create(self.names.db, labels=self.labels)
+            self.client.volumes.create(self.names.accounting, labels=self.labels)
         container = self.client.containers.create(
             image, slurm.db_command(), name=self.names.db, hostname=DB_HOSTNAME, user="root",
             labels={**self.labels, ROLE_LABEL: "db"}, volumes={**self._secrets(),
-                                                               self.names.db: {"bind": "/var/lib/mysql", "mode": "rw"}},
+                                                               self.names.accounting: {"bind": "/var/lib/mysql",
+                                                                                      "mode": "rw"}},
             restart_policy={"Name": "unless-stopped"}, init=True, detach=True, **self._on_network(network, DB_HOSTNAME),
         )
         container.start()
@@ -456,7 +462,8 @@ class LocalCluster:
             if network.name == self.names.network:
                 network.remove()
                 removed.append(network.name)
-        doomed = [self.names.munge, self.names.slurm_state, self.names.db] + ([self.names.volume] if purge_data else [])
+        doomed = [self.names.munge, self.names.slurm_state, self.names.accounting]
+        doomed += [self.names.volume] if purge_data else []
         for volume in doomed:  # key, queue and database go with the cluster (the history exported); data when asked
             try:
                 self.client.volumes.get(volume).remove(force=True)
