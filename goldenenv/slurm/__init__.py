@@ -39,9 +39,20 @@ JOBS_FOLDER = "jobs"
 """On the shared file system: each job's sbatch script and its output, readable from the head (`goldenenv logs`)."""
 
 
-def head_command() -> list[str]:
-    """What the head's golden container runs: munged, then slurmctld in the foreground."""
-    return [ENTRY, "head"]
+DB_DIR = "/var/lib/goldenenv-db"
+"""Where the head container's MariaDB keeps its data (slurmdbd's accounting database): a host folder bound here
+outlives the container."""
+
+
+def head_command(db_dir: str | None = None, db_host: str | None = None) -> list[str]:
+    """What the head's golden container runs: munged, slurmdbd on its database (`db_dir`: a MariaDB the container
+    runs itself with its data there; `db_host`: one elsewhere), then slurmctld in the foreground."""
+    command = [ENTRY, "head"]
+    if db_dir:
+        command += ["--db-dir", db_dir]
+    if db_host:
+        command += ["--db-host", db_host]
+    return command
 
 
 DEFAULT_GRES = ("gpu", "/dev/nvidia")
