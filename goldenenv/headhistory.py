@@ -66,12 +66,10 @@ def plan_note(spec: ClusterSpec) -> str | None:
 
 
 def destroy_steps(spec: ClusterSpec) -> list[str]:
-    """What destroy does to the history before anything is deleted, in words for the plan."""
-    if spec.scheduler != "slurm":
-        return []
-    if not spec.storage.parallel_fs.enabled:
-        return ["nothing is exported of the Slurm accounting history: with no shared file system it is on the "
-                "head's root volume, which destroy deletes"]
+    """What destroy does to the history before anything is deleted, in words for the plan: nothing without a shared
+    file system, which plan_note says."""
+    if spec.scheduler != "slurm" or not spec.storage.parallel_fs.enabled:
+        return []  # no shared file system: nothing retained to export to (the plan's note says the history goes)
     return [f"export the Slurm accounting database to {export_path(spec)} (`goldenenv-slurm export-accounting` in "
             "the head's golden container, as root), before the file system's own export; a failed export stops "
             f"destroy before anything is deleted ({DROP_FLAG} destroys without it, losing the history)"]
