@@ -119,3 +119,12 @@ def test_plan_says_where_the_queue_and_the_history_live_and_what_a_replaced_head
         assert "root volume" in note and "loses the queue and the history" in note
         assert not any("accounting" in step for step in result.destroy_steps), "nothing retained to export to"
         assert "destroy deletes both" in note
+
+
+def test_a_stack_without_slurm_has_no_head_and_so_no_note_and_nothing_to_export():
+    config = copy.deepcopy(stackconfig.read_stack_file(STACKS / "Pulumi.aws-p5-2node.yaml"))
+    config["goldenenv:scheduler"] = "none"
+    result = plan_config("aws-p5-2node", config)
+    assert not [f for f in result.findings if f.message.startswith("Slurm head:")]
+    assert not any("accounting" in step for step in result.destroy_steps)
+    assert any("parallel file system" in step for step in result.destroy_steps), "the file system's export stays"
