@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from goldenenv.scopedenv import scoped_env
 from goldenenv.spec import ClusterSpec
@@ -246,16 +247,21 @@ def registry_pulled_as(spec: ClusterSpec, url: str) -> str:
 
 
 def destroy(spec: ClusterSpec, purge_data: bool = False, log: Callable[[str], None] = print,
-            skip_export: bool = False, target=None) -> list[str]:
-    """Destroy the stack: first the cloud's own step (AWS: export the parallel file system to the bucket and
+            skip_export: bool = False, target=None, head: Callable[[dict], Any] | None = None,
+            drop_accounting: bool = False) -> list[str]:
+    """Destroy the stack: first the Slurm accounting history is exported to the shared file system (headhistory:
+    `head` gives the head's root client from the stack outputs; a failed export stops here, unless
+    drop_accounting), then the cloud's own step (AWS: export the parallel file system to the bucket and
     wait; a failed export stops here, before anything is deleted or purged), then `pulumi destroy`. The retained
     stores stay unless the data is purged by name; asked for so, they are purged even when `pulumi destroy` fails
     part way, and the failure is then raised saying what was purged, what is left and how to finish."""
-    from goldenenv import clouds
+    from goldenenv import clouds, headhistory
 
     cloud = clouds.get(spec.cloud)
     target = target or stack(spec)
     outputs = {k: v.value for k, v in target.outputs().items()}
+    reach = (lambda: head(outputs)) if head else None
+    _cloud_step(headhistory.export_before_destroy, spec, reach, drop_accounting, skip_export, log)
     _cloud_step(cloud.before_destroy, spec, outputs, skip_export, log)
     try:
         _pulumi_destroy(target, cloud, log)

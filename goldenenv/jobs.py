@@ -21,7 +21,7 @@ from pathlib import Path
 from goldenenv import catalog, clouds, jobcost, slurm
 from goldenenv.clouds.owncluster import OwnCluster
 from goldenenv.images.lock import load as load_lock
-from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT
+from goldenenv.nodeboot import CODE_FOLDER, ENV_FILE, MASTER_PORT, jobs_folder
 from goldenenv.slurm import config as slurm_config, jobindex, view
 from goldenenv.slurm.batch import JOB_NAME, RUN, BatchJob, job_name, run_name
 from goldenenv.spec import ClusterSpec, ConfigError, Problem
@@ -120,10 +120,10 @@ def places(spec: ClusterSpec) -> Places:
     storage = spec.storage
     if storage.parallel_fs.enabled:
         fs = storage.parallel_fs
-        return Places(f"{fs.mount_point}/{slurm.JOBS_FOLDER}",
-                      f"{fs.mount_point}/{fs.checkpoint_prefix.strip('/')}", f"{fs.mount_point}/{CODE_FOLDER}", True)
+        return Places(jobs_folder(spec), f"{fs.mount_point}/{fs.checkpoint_prefix.strip('/')}",
+                      f"{fs.mount_point}/{CODE_FOLDER}", True)
     scratch = storage.local_nvme.mount_point
-    return Places(f"{scratch}/{slurm.JOBS_FOLDER}", f"{scratch}/checkpoints", f"{scratch}/{CODE_FOLDER}", False)
+    return Places(jobs_folder(spec), f"{scratch}/checkpoints", f"{scratch}/{CODE_FOLDER}", False)
 
 
 def require_slurm(spec: ClusterSpec) -> None:
@@ -164,14 +164,16 @@ def slurmd_timeout(spec: ClusterSpec) -> int:
     return clouds.get(spec.cloud).slurmd_timeout
 
 
-def container_exec(spec: ClusterSpec, head: bool = False) -> str:
+def container_exec(spec: ClusterSpec, head: bool = False, user: str | None = None) -> str:
     """How a command reaches the golden container on a cloud stack's nodes (or its head), as the image's user (jobs
-    run as that user): `docker exec`, through `sudo -n` where the cloud's login is outside the docker group."""
+    run as that user) or as `user` (root, for the head's database): `docker exec`, through `sudo -n` where the
+    cloud's login is outside the docker group."""
     from goldenenv.clouds import access
 
     cloud = clouds.get(spec.cloud)
     logins = [cloud.node_login(spec, None)] if head else [cloud.node_login(spec, pool) for pool in spec.nodes]
-    return shlex.join([*access.docker_words(logins), "exec", "--user", load_lock(spec.image.lock).user, "goldenenv"])
+    return shlex.join([*access.docker_words(logins), "exec", "--user", user or load_lock(spec.image.lock).user,
+                       "goldenenv"])
 
 
 def batch_job(spec: ClusterSpec, command: list[str], nodes: int, gpus_per_node: int | None, hours: float | None,

@@ -66,6 +66,35 @@ HEAD_STATE_ON_ROOT = "/var/lib/goldenenv/slurm/state"
 """slurmctld's state on the head's root volume, when the stack has no shared file system."""
 HEAD_STATE_ON_FS = "slurm/state"
 """slurmctld's state on the shared file system (under its mount point): the queue outlives the head."""
+HEAD_DB_ON_ROOT = "/var/lib/goldenenv/slurm/db"
+"""The accounting database's folder (the head container's MariaDB) on the head's root volume, when the stack has no
+shared file system: beside slurmctld's state, not inside it."""
+HEAD_DB_ON_FS = "slurm/db"
+"""The accounting database's folder on the shared file system (under its mount point), beside slurmctld's state:
+the history outlives a replaced head, as the queue does."""
+
+
+def head_state_dir(spec: ClusterSpec) -> str:
+    """Where slurmctld keeps its state on the head host: the shared file system when there is one, so the queue
+    outlives a replaced head, else the head's root volume."""
+    fs = spec.storage.parallel_fs
+    return f"{fs.mount_point}/{HEAD_STATE_ON_FS}" if fs.enabled else HEAD_STATE_ON_ROOT
+
+
+def head_db_dir(spec: ClusterSpec) -> str:
+    """Where the head's MariaDB keeps slurmdbd's accounting database on the host: wherever slurmctld's state lives
+    (head_state_dir), in a folder of its own beside it."""
+    fs = spec.storage.parallel_fs
+    return f"{fs.mount_point}/{HEAD_DB_ON_FS}" if fs.enabled else HEAD_DB_ON_ROOT
+
+
+def jobs_folder(spec: ClusterSpec) -> str:
+    """Where a cloud stack's jobs keep their scripts and output (and the head its exported accounting history): the
+    parallel file system's jobs folder, else each host's local scratch."""
+    storage = spec.storage
+    if storage.parallel_fs.enabled:
+        return f"{storage.parallel_fs.mount_point}/{slurm.JOBS_FOLDER}"
+    return f"{storage.local_nvme.mount_point}/{slurm.JOBS_FOLDER}"
 
 
 def ready_marker(unit: str) -> str:
@@ -300,8 +329,10 @@ class HeadBoot:
 
     Units: the munge key (the head writes it to the secret store when the store holds none yet), the shared file
     system when the stack has one (job output lives there, and slurmctld's state), and the golden container,
-    pulled by the same digest as the nodes, running slurmctld as root without GPUs, with slurm.conf (written by
-    cloud-init) and the munge key bound read-only and its state folder bound at slurm.STATE_DIR.
+    pulled by the same digest as the nodes, running MariaDB, slurmdbd and slurmctld as root without GPUs, with
+    slurm.conf (written by cloud-init) and the munge key bound read-only, its state folder bound at slurm.STATE_DIR
+    and the database's folder beside it at slurm.DB_DIR; the jobs folder (GOLDENENV_JOBS) is where the history is
+    exported to at destroy and restored from at the next up.
     """
 
     spec: ClusterSpec
@@ -314,10 +345,12 @@ class HeadBoot:
     registry_login: str | None = None
 
     def state_dir(self) -> str:
-        """Where slurmctld keeps its state on the host: the shared file system when there is one, so the queue
-        outlives a replaced head, else the head's root volume."""
-        fs = self.spec.storage.parallel_fs
-        return f"{fs.mount_point}/{HEAD_STATE_ON_FS}" if fs.enabled else HEAD_STATE_ON_ROOT
+        """Where slurmctld keeps its state on the host (head_state_dir)."""
+        return head_state_dir(self.spec)
+
+    def db_dir(self) -> str:
+        """Where the accounting database lives on the host (head_db_dir): bound at slurm.DB_DIR in the container."""
+        return head_db_dir(self.spec)
 
     def env(self) -> dict[str, str]:
         env = {"GOLDENENV_STACK": self.spec.stack, "GOLDENENV_ROLE": slurm.HEAD_HOSTNAME}
@@ -325,7 +358,7 @@ class HeadBoot:
         if fs.enabled:
             env["GOLDENENV_DATASETS"] = f"{fs.mount_point}/{fs.dataset_prefix.strip('/')}"
             env["GOLDENENV_CHECKPOINTS"] = f"{fs.mount_point}/{fs.checkpoint_prefix.strip('/')}"
-            env["GOLDENENV_JOBS"] = f"{fs.mount_point}/{slurm.JOBS_FOLDER}"
+        env["GOLDENENV_JOBS"] = jobs_folder(self.spec)
         return env
 
     def units(self, shared_fs: SharedFs | None) -> list[BootUnit]:
@@ -339,11 +372,11 @@ class HeadBoot:
         if fs.enabled:
             volumes.append(f"{fs.mount_point}:{fs.mount_point}")
         volumes += [f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro", f"{slurm.CONF_MOUNT}:{slurm.CONF_MOUNT}:ro",
-                    f"{self.state_dir()}:{slurm.STATE_DIR}"]
+                    f"{self.state_dir()}:{slurm.STATE_DIR}", f"{self.db_dir()}:{slurm.DB_DIR}"]
         if self.image_ref:
             units.append(container_unit(units, self.image_ref, self.registry_login, volumes, gpus=False,
-                                        user="root", hosts=[], command=slurm.head_command(),
-                                        folders=[self.state_dir()]))
+                                        user="root", hosts=[], command=slurm.head_command(db_dir=slurm.DB_DIR),
+                                        folders=[self.state_dir(), self.db_dir()]))
         if fs.enabled and shared_fs and shared_fs.seed:
             script, values = shared_fs.seed
             units.append(boot_unit(SEED_UNIT, script, values, after=[shared_fs.unit]))
@@ -434,7 +467,7 @@ def shared_fs_unit(spec: ClusterSpec, shared_fs: SharedFs, scheduler: bool, head
     if scheduler:
         directories.append(under(slurm.JOBS_FOLDER))
     if head:
-        directories.append(under(HEAD_STATE_ON_FS))
+        directories += [under(HEAD_STATE_ON_FS), under(HEAD_DB_ON_FS)]
     return boot_unit(shared_fs.unit, shared_fs.script, {
         "mount_point": fs.mount_point, "owner": image_uid(), **shared_fs.values, "directories": directories,
     })

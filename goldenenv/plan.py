@@ -19,8 +19,8 @@ from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from goldenenv import (catalog, clouds, coldstart, compat, costgate, costs, failover, guardrails, project,
-                       stackconfig, updates)
+from goldenenv import (catalog, clouds, coldstart, compat, costgate, costs, failover, guardrails, headhistory,
+                       project, stackconfig, updates)
 from goldenenv.clouds.base import head_shape
 from goldenenv.guardrails import Finding, PlannedResource, Severity
 from goldenenv.images import host as hostlayer
@@ -268,6 +268,10 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     if strict:
         findings += cloud.readiness(resources, spec.stack_tags)
     findings += scheduler_findings(spec)
+    destroy_steps = cloud.destroy_steps(spec, outputs)
+    if cloud.uses_pulumi:
+        findings += head_history_findings(spec)
+        destroy_steps = headhistory.destroy_steps(spec) + destroy_steps
     checked, cold = compat.check_stack(spec), None
     if checked:
         lock = image_lock.load(spec.image.lock)
@@ -280,7 +284,7 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
     pinning = updates.pinning_note(resources, nodes) if nodes else ""
     notes = [n for n in [prior_note, updates.summarize(changes) if changes else pinning] if n]
     return Plan(stack, spec, resources, outputs, pools, findings, checked, cold,
-                cloud.destroy_steps(spec, outputs), changes, notes, lines, capacity_steps)
+                destroy_steps, changes, notes, lines, capacity_steps)
 
 
 def pool_fabrics(spec: ClusterSpec) -> list[tuple[str, catalog.FabricRate]]:
@@ -353,6 +357,13 @@ def scheduler_findings(spec: ClusterSpec) -> list[Finding]:
     """The stack's scheduler against its lock (compat.check_scheduler): one finding for the stack, on every cloud."""
     return [Finding(f"compat:{c.rule}", Severity.ERROR if c.severity == compat.ERROR else Severity.WARNING, "",
                     c.message) for c in compat.scheduler_conflicts(spec)]
+
+
+def head_history_findings(spec: ClusterSpec) -> list[Finding]:
+    """What a replaced head, destroy and the next up do to the queue and the accounting history (headhistory): the
+    same rule on every cloud whose head boots from user data."""
+    note = headhistory.plan_note(spec)
+    return [Finding("plan-note", Severity.WARNING, "", note)] if note else []
 
 
 UNPUBLISHED = "image-unpublished"

@@ -269,20 +269,58 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
         False, "--purge-data", help="Also delete the stack's datasets and checkpoints (bucket / data volume) and its "
         "image repository."),
         skip_export: bool = typer.Option(False, "--skip-export", help="Destroy the parallel file system without "
-                                         "exporting it to the bucket first (files not yet exported are lost).")) -> None:
-    """Tear the stack down (exporting the parallel file system first); data survives unless --purge-data."""
+                                         "exporting it to the bucket first (files not yet exported are lost)."),
+        drop_accounting: bool = typer.Option(False, "--drop-accounting", help="Slurm cloud stacks: destroy without "
+                                             "exporting the accounting history (jobs, GPU-hours, costs) from the "
+                                             "head first; it is lost."),
+        head: str = typer.Option(None, "--head", help="Slurm cloud stacks: the head node to export the accounting "
+                                 "history from (ssh://user@address); default: the stack output headPrivateIp "
+                                 "(headInstanceId with --hosts-by instance-id)."),
+        ssh_config: str = typer.Option(None, "--ssh-config", help="Slurm cloud stacks: ssh config reaching the head "
+                                       "(bastion or SSM ProxyCommand, IdentityFile)."),
+        ssh_user: str = typer.Option(None, "--ssh-user", help="Slurm cloud stacks: login on the head; default: the "
+                                     "cloud's."),
+        hosts_by: HostsBy = HOSTS_BY) -> None:
+    """Tear the stack down (exporting the Slurm accounting history and the parallel file system first); data survives
+    unless --purge-data."""
     from goldenenv import automation, lifecycle
 
     spec = stack_spec(stack)
     try:
         if _self_provisioned(spec):
+            given = [name for name, value in {"--head": head, "--ssh-config": ssh_config, "--ssh-user": ssh_user,
+                                              "--hosts-by": hosts_by}.items() if value]
+            if given:
+                errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack}'s head is a local container")
+                raise typer.Exit(2)
             removed = lifecycle.destroy(spec, purge_data, log=say)
             kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
             console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
         else:
-            automation.destroy(spec, purge_data, log=cloud_line, skip_export=skip_export)
+            automation.destroy(spec, purge_data, log=cloud_line, skip_export=skip_export,
+                               head=_root_head(spec, head, ssh_config, ssh_user, hosts_by),
+                               drop_accounting=drop_accounting)
     except (automation.LifecycleError, ConfigError) as e:
         lifecycle_failure(e)
+
+
+def _root_head(spec, head: str | None, ssh_config: str | None, ssh_user: str | None, hosts_by: HostsBy | None):
+    """How destroy reaches the head's golden container as root (its database is root's), from the stack outputs
+    destroy reads: a function of them giving the head's client, or None when they name no head."""
+    from goldenenv import clouds, jobs
+    from goldenenv.clouds import access
+
+    by = hosts_by or HostsBy.PRIVATE_IP
+
+    def reach(outputs: dict):
+        cloud = clouds.get(spec.cloud)
+        host = head or cloud.head_host(spec, outputs, access.login_name(cloud.node_login(spec, None), ssh_user), by)
+        if not host:
+            return None
+        return jobs.cloud_head(spec, host, ssh_config, None, ssh_user, by,
+                               jobs.container_exec(spec, head=True, user="root"))
+
+    return reach
 
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

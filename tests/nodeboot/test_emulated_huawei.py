@@ -52,6 +52,7 @@ import ascend_host
 import emulated_cloud
 import emulated_host
 import emulated_stack
+import head_accounting
 import huawei_apis
 import huawei_metadata
 import registry_stand_in
@@ -431,3 +432,13 @@ def test_the_metadata_service_and_the_apis_refuse_what_huawei_refuses(huawei):
         assert json.loads(forged[1])["error_code"] == "APIG.0301", forged
     calls = huawei_apis.calls_of(huawei.apis)
     assert ("kms", "-", "-", "APIG.0301") in calls, calls
+
+
+def test_the_head_runs_slurmdbd_with_the_password_it_made_from_the_csms_key(huawei):
+    """slurmdbd on the head's own MariaDB, the stack's cluster registered, the password made from the munge key the
+    head keeps in CSMS (tests/nodeboot/head_accounting.py)."""
+    huawei.head.up(timeout=240)
+    versions = huawei_apis.secret_versions(huawei.apis, huawei.spec.region, huawei.secret)
+    stored = {f"the CSMS secret's version {v}": str(value) for v, value in versions.items()}
+    head_accounting.shows_accounting(huawei.head, huawei.spec, {
+        "the head's user data": huawei.head.user_data, "the node's user data": huawei.node.user_data, **stored})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import uuid
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import docker
@@ -27,6 +28,7 @@ import pytest
 
 import emulated_host
 import emulated_stack
+import head_accounting
 import gce_metadata
 import gcp_apis
 import registry_stand_in
@@ -179,3 +181,12 @@ def test_with_the_planned_grant_the_head_pulls_by_digest_and_its_golden_containe
     assert gar_head.ref in host.golden().image.attrs["RepoDigests"]
     pulled = [c for c in gar_head.registry.requests if "/manifests/" in c[1] and c[3] == 200]
     assert pulled and {c[2] for c in pulled} == {gar_head.account}, gar_head.registry.requests
+
+
+def test_the_started_head_runs_slurmdbd_with_the_password_it_made_from_secret_managers_key(gar_head):
+    """Google Cloud's head, once its container runs (the test above): slurmdbd on its own MariaDB, the stack's
+    cluster registered, the password made from the munge key it read from the Secret Manager stand-in
+    (tests/nodeboot/head_accounting.py)."""
+    head = SimpleNamespace(host=gar_head.host)
+    user_data = gar_head.host.sh("cat /var/lib/cloud/instance/user-data.txt")[1]
+    head_accounting.shows_accounting(head, SimpleNamespace(stack=STACK), {"the head's user data": user_data})

@@ -38,6 +38,7 @@ import yaml
 import emulated_cloud
 import emulated_host
 import emulated_stack
+import head_accounting
 import registry_stand_in
 import tencent_apis
 import tencent_metadata
@@ -409,3 +410,13 @@ def test_a_reclaim_notice_for_this_instance_reaches_the_spot_watcher_and_another
     polls = [r for r in tencent_metadata.requests_of(state)
              if r[0] == tencent.addresses["node"] and r[2] == "/latest/meta-data/spot/termination-time"]
     assert {r[3] for r in polls} == {404, 200}, "404 until the notice, then the time"
+
+
+def test_the_head_runs_slurmdbd_with_the_password_it_made_from_the_ssm_key(tencent):
+    """slurmdbd on the head's own MariaDB, the stack's cluster registered, the password made from the munge key the
+    head keeps in SSM (tests/nodeboot/head_accounting.py)."""
+    tencent.head.up(timeout=240)
+    versions = tencent_apis.secret_versions(tencent.apis, tencent.spec.region, tencent.secret)
+    stored = {f"the SSM secret's version {v}": str(value) for v, value in versions.items()}
+    head_accounting.shows_accounting(tencent.head, tencent.spec, {
+        "the head's user data": tencent.head.user_data, "the node's user data": tencent.node.user_data, **stored})

@@ -12,16 +12,19 @@ import re
 import pytest
 
 import emulated_stack
+import head_accounting
 from emulated_host import head_resource, node_resource, user_data_of
 from goldenenv import catalog, clouds, jobs, plan
 from goldenenv.clouds.alicloud.head import KMS_API_VERSION, MUNGE_STAGE, PLACEHOLDER
+from goldenenv.slurm import config as slurm_config
 
 pytestmark = pytest.mark.node_boot
 
 CLOUD_STACKS = emulated_stack.CLOUD_STACKS
 DEEP = ["aws-p5-2node", "alicloud-ebmgn8v-2node"]
 """An AWS stack with FSx and an Alibaba one with CPFS and eRDMA: the head restarts, the store's own view."""
-SLURMCTLD = ["/usr/local/bin/goldenenv-slurm", "head"]
+SLURMCTLD = ["/usr/local/bin/goldenenv-slurm", "head", "--db-dir", "/var/lib/goldenenv-db"]
+"""MariaDB with its data in the bound folder, slurmdbd, then slurmctld (issue 41)."""
 KEY_FILE = "/etc/goldenenv/munge/munge.key"
 GPUS = {"p5.48xlarge": 8, "ecs.ebmgn8v.48xlarge": 8}
 """Literal anchors from the clouds' instance type tables (8 x H100; 8 x H20), against a wrong catalog row."""
@@ -147,6 +150,16 @@ def test_the_munge_key_is_the_heads_on_both_hosts_root_only_and_in_no_user_data_
     assert key not in booted.node.user_data.encode() and key not in booted.head.user_data.encode()
 
 
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_the_head_runs_slurmdbd_with_the_password_it_made_from_the_secret_stores_key(stacks, stack):
+    booted = stacks[stack]
+    booted.head.up()
+    stored = {f"the secret store's version {i}": base64.b64encode(k).decode() + "\n" + k.decode("latin-1")
+              for i, k in enumerate(stored_keys(booted))}
+    head_accounting.shows_accounting(booted.head, booted.spec, {
+        "the head's user data": booted.head.user_data, "the node's user data": booted.node.user_data, **stored})
+
+
 @pytest.mark.parametrize("stack", DEEP)
 def test_the_head_writes_the_key_once_and_a_restart_keeps_it_and_the_node(stacks, stack):
     booted = stacks[stack]
@@ -154,6 +167,7 @@ def test_the_head_writes_the_key_once_and_a_restart_keeps_it_and_the_node(stacks
     booted.head.host.wait_for("the node registered", lambda: registered(booted), 120)
     key, stored = munge_key(booted.head), stored_keys(booted)
     assert stored.count(key) == 1, "the head wrote the key once"
+    password = head_accounting.shows_accounting(booted.head, booted.spec, {})
 
     since = booted.head.host.sh("date +%s")[1].strip()
     booted.head.host.restart()
@@ -164,6 +178,11 @@ def test_the_head_writes_the_key_once_and_a_restart_keeps_it_and_the_node(stacks
     assert "munge key from" in journal and "writing a new one" not in journal, journal
     # slurmctld's state and the key outlived the head's restart: the node is known and still answers
     booted.head.host.wait_for("the node responding to the restarted head", lambda: registered(booted), 120)
+    # the database outlived it too, opened with the password the head makes again from the same key
+    cluster = slurm_config.cluster_name(booted.spec.stack)
+    booted.head.host.wait_for("slurmdbd answering after the restart",
+                              lambda: cluster in head_accounting.clusters(booted.head), 180)
+    assert head_accounting.conf_value(booted.head, "StoragePass") == password, "the same key, the same password"
 
 
 @pytest.mark.parametrize("stack", ["aws-p5-2node"])

@@ -209,7 +209,8 @@ def test_automation_destroy_exports_first_and_deletes_nothing_when_the_export_fa
 def test_plan_says_destroy_exports_cpfs_and_that_nas_extreme_loses_its_files(spec):
     result = plan_config(STACK, config(), context=BuildContext(lookup=OfflineLookup(ACCOUNT)))
     bucket = result.outputs["bucket"]
-    (step,) = result.destroy_steps
+    accounting, step = result.destroy_steps  # the Slurm accounting history first (headhistory), then the fileset
+    assert "accounting" in accounting
     assert "Export" in step and "MetaAndData" in step and f"oss://{bucket}/" in step and "--skip-export" in step
     fs = result.of_type("alicloud:nas/fileSystem:FileSystem")[0]
     flow = result.of_type("alicloud:nas/dataFlow:DataFlow")[0]
@@ -220,7 +221,8 @@ def test_plan_says_destroy_exports_cpfs_and_that_nas_extreme_loses_its_files(spe
     assert result.outputs["filesetPath"] == fileset.props["fileSystemPath"]
 
     nas = plan_config("nas", nas_config())
-    (step,) = nas.destroy_steps
+    accounting, step = nas.destroy_steps
+    assert "accounting" in accounting
     assert "NAS extreme" in step and "deletes it with every file" in step and "checkpoints belong in the bucket" in step
     assert any("NAS extreme" in f.message and "not linked to the bucket" in f.message
                for f in nas.findings if f.rule == "plan-note")

@@ -204,23 +204,29 @@ def test_the_head_runs_slurmctld_without_gpus_with_its_conf_key_and_state(p5):
 
     files = boot_files(head(p5).props["userDataBase64"])
     run = docker_run(files)
-    assert after_image(run) == slurm.head_command()
+    assert after_image(run) == [slurm.ENTRY, "head", "--db-dir", slurm.DB_DIR], "MariaDB, slurmdbd, then slurmctld"
     assert "--gpus" not in run and run[run.index("--user") + 1] == "root"
     volumes = [run[i + 1] for i, word in enumerate(run) if word == "--volume"]
     assert f"{MUNGE_KEY_FILE}:{slurm.MUNGE_KEY_MOUNT}:ro" in volumes
     assert f"{slurm.CONF_MOUNT}:{slurm.CONF_MOUNT}:ro" in volumes
     assert f"/fsx/slurm/state:{slurm.STATE_DIR}" in volumes, "the queue outlives the head on the parallel FS"
+    assert f"/fsx/slurm/db:{slurm.DB_DIR}" in volumes, "so does the accounting history, in a folder beside it"
     assert "/fsx:/fsx" in volumes, "job output lives on the shared file system"
     assert files[SLURM_CONF] == slurm_config.render_conf(p5.spec, clouds.get("aws").slurmd_timeout, slurm.STATE_DIR)
     assert yaml.safe_load(base64.b64decode(head(p5).props["userDataBase64"]))["hostname"] == slurm.HEAD_HOSTNAME
     assert "/usr/local/libexec/goldenenv/fsx-mount.sh" in files, "the head mounts the shared file system"
     assert "/fsx/jobs" in files["/usr/local/libexec/goldenenv/fsx-mount.sh"]
+    assert "/fsx/slurm/db" in files["/usr/local/libexec/goldenenv/fsx-mount.sh"], "the mount makes the db folder"
+    assert "GOLDENENV_JOBS=/fsx/jobs" in files["/etc/goldenenv/launch.env"], "where the history is exported to"
 
 
 def test_without_a_shared_file_system_slurmctlds_state_is_on_the_heads_root_volume(g5):
-    run = docker_run(boot_files(head(g5).props["userDataBase64"]))
+    files = boot_files(head(g5).props["userDataBase64"])
+    run = docker_run(files)
+    assert "GOLDENENV_JOBS=/scratch/jobs" in files["/etc/goldenenv/launch.env"], "the jobs folder where places() has it"
     volumes = [run[i + 1] for i, word in enumerate(run) if word == "--volume"]
     assert f"/var/lib/goldenenv/slurm/state:{slurm.STATE_DIR}" in volumes
+    assert f"/var/lib/goldenenv/slurm/db:{slurm.DB_DIR}" in volumes, "the history beside the queue, on the root volume"
     assert not any(v.startswith("/fsx") for v in volumes)
 
 
@@ -453,9 +459,10 @@ def test_an_ebmgn8v_node_runs_slurmd_with_its_8_gpus_and_the_head_slurmctld(ali)
     assert node[node.index("--user") + 1] == "root"
     files = boot_files(ali_head(ali).props["userData"])
     head_run = docker_run(files)
-    assert after_image(head_run) == slurm.head_command() and "--gpus" not in head_run
+    assert after_image(head_run) == [slurm.ENTRY, "head", "--db-dir", slurm.DB_DIR] and "--gpus" not in head_run
     volumes = [head_run[i + 1] for i, word in enumerate(head_run) if word == "--volume"]
     assert f"/fsx/slurm/state:{slurm.STATE_DIR}" in volumes and "/fsx:/fsx" in volumes
+    assert f"/fsx/slurm/db:{slurm.DB_DIR}" in volumes
     assert "/usr/local/libexec/goldenenv/cpfs-mount.sh" in files and SLURM_CONF in files
 
 
