@@ -79,8 +79,18 @@ def up(spec: ClusterSpec, options: BuildOptions, client: docker.DockerClient | N
     return cluster.up(image, log)
 
 
-def destroy(spec: ClusterSpec, purge_data: bool = False, client=None, log: Log = print) -> list[str]:
-    return own_cluster(spec, client).destroy(purge_data, log)
+def destroy(spec: ClusterSpec, purge_data: bool = False, client=None, log: Log = print,
+            drop_accounting: bool = False) -> list[str]:
+    """The stack's own cluster removed, its accounting history exported to the kept data first; a failed export
+    is a LifecycleError naming --drop-accounting, and nothing is removed."""
+    from goldenenv.automation import LifecycleError
+    from goldenenv.clouds.owncluster import AccountingExportError
+
+    try:
+        return own_cluster(spec, client).destroy(purge_data, log, drop_accounting)
+    except AccountingExportError as e:
+        raise LifecycleError(f"{e}. Nothing was removed: start the stack again (goldenenv up) and destroy, or "
+                             "destroy with --drop-accounting to lose the history deliberately") from None
 
 
 def run(spec: ClusterSpec, command: list[str], on_line: Callable[[str, str], None], code: Path | None = None,

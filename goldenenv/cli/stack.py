@@ -270,7 +270,7 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
         "image repository."),
         skip_export: bool = typer.Option(False, "--skip-export", help="Destroy the parallel file system without "
                                          "exporting it to the bucket first (files not yet exported are lost)."),
-        drop_accounting: bool = typer.Option(False, "--drop-accounting", help="Slurm cloud stacks: destroy without "
+        drop_accounting: bool = typer.Option(False, "--drop-accounting", help="Slurm stacks: destroy without "
                                              "exporting the accounting history (jobs, GPU-hours, costs) from the "
                                              "head first; it is lost."),
         head: str = typer.Option(None, "--head", help="Slurm cloud stacks: the head node to export the accounting "
@@ -293,7 +293,7 @@ def destroy_cmd(stack: str = STACK, purge_data: bool = typer.Option(
             if given:
                 errors.print(f"{', '.join(given)}: for cloud stacks; {spec.stack}'s head is a local container")
                 raise typer.Exit(2)
-            removed = lifecycle.destroy(spec, purge_data, log=say)
+            removed = lifecycle.destroy(spec, purge_data, log=say, drop_accounting=drop_accounting)
             kept = "" if purge_data else f"; kept data volume goldenenv-{spec.stack}-data"
             console.print(f"destroyed {spec.stack}: {len(removed)} removed{kept}")
         else:

@@ -26,8 +26,9 @@ class OwnCluster(Protocol):
     def up(self, image: str, log: Callable[[str], None]) -> dict:
         """Create what is missing from `image`, start what is stopped; the stack's outputs (the standard ones)."""
 
-    def destroy(self, purge_data: bool, log: Callable[[str], None]) -> list[str]:
-        """Remove the cluster, its data too only with purge_data; the names removed."""
+    def destroy(self, purge_data: bool, log: Callable[[str], None], drop_accounting: bool = False) -> list[str]:
+        """Remove the cluster, its data too only with purge_data; the names removed. The accounting history is
+        exported to the kept data first, and a failed export removes nothing (unless drop_accounting)."""
 
     def node_names(self) -> list[str]:
         """The stack's node containers by name, node-0 first (the head is not one); [] before `up`."""
@@ -61,3 +62,7 @@ class OwnCluster(Protocol):
     def kill_processes(self, name: str, pattern: str) -> None:
         """Kill (SIGKILL, as root) node `name`'s processes whose command line matches the extended regular
         expression `pattern`, as a fault kills a rank."""
+
+
+class AccountingExportError(RuntimeError):
+    """destroy could not export the accounting history: nothing was removed."""

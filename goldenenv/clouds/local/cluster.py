@@ -29,6 +29,7 @@ from docker.errors import NotFound
 from goldenenv import catalog, slurm, team
 from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV, run_on_nodes
+from goldenenv.clouds.owncluster import AccountingExportError
 from goldenenv.clouds.local.settings import DATA, SLURMD_TIMEOUT_S
 from goldenenv.nodeboot import CODE_FOLDER, hostfile, launch_env
 from goldenenv.slurm import config as slurm_config
@@ -489,10 +490,6 @@ def put_files(container, folder: str, files: dict[str, bytes]) -> None:
     reads a node's health files)."""
     container.put_archive(folder, _archive(files))
     container.exec_run(["chmod", "-R", "a+rX", folder], user="root")
-
-
-class AccountingExportError(RuntimeError):
-    """destroy could not export the accounting history: nothing was removed."""
 
 
 def _archive(files: dict[str, bytes], uid: int = 0) -> bytes:
