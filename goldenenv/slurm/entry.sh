@@ -183,6 +183,11 @@ case "$role" in
     install -d "$(dirname "$out")"
     mariadb-dump --defaults-extra-file="$db_client" --single-transaction --routines "$db_name" | gzip > "$out.part"
     mv -f "$out.part" "$out"
+    if [ -s "$db_run/datadir" ]; then
+      # a destroy's export: the database's own folder may be copied on with the shared file system while MariaDB
+      # runs, so the next head starts from this dump rather than from that copy
+      printf '%s\n' "$out" > "$(cat "$db_run/datadir")/goldenenv-exported-to"
+    fi
     log "the accounting history is in $out ($(stat -c %s "$out") bytes)"
     ;;
   head)
@@ -201,7 +206,13 @@ case "$role" in
     printf 'Include %s\n' "$gres_devices" > /etc/slurm/gres.conf
     : > "$gres_devices"
     if [ -n "$db_dir" ]; then
+      if [ -s "$db_dir/goldenenv-exported-to" ] && [ -s "$(cat "$db_dir/goldenenv-exported-to")" ]; then
+        log "the database folder is a destroyed cluster's copy: starting from its export instead"
+        find "$db_dir" -mindepth 1 -delete
+      fi
       start_mariadb "$db_dir" 127.0.0.1
+      install -d -m 0700 "$db_run"
+      printf '%s\n' "$db_dir" > "$db_run/datadir"
       db_host=127.0.0.1
     fi
     if [ -n "$db_host" ]; then

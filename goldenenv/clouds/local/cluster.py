@@ -200,7 +200,7 @@ class LocalCluster:
     def _write_volume(self, image: str, path: str, data: bytes) -> None:
         """A file onto the data volume, owned by the image's user, through a container that exits at once."""
         container = self.client.containers.create(
-            image, ["sh", "-c", f'mkdir -p "$(dirname "$1")" && chown 1000:1000 "$(dirname "$1")"', "sh", path],
+            image, ["sh", "-c", 'mkdir -p "$(dirname "$1")" && chown 1000:1000 "$(dirname "$1")"', "sh", path],
             user="root", network_mode="none", volumes={self.names.volume: {"bind": DATA, "mode": "rw"}},
         )
         try:
