@@ -142,7 +142,7 @@ def cluster_name() -> str:
     raise RuntimeError("slurm.conf names no ClusterName")
 
 
-def apply_accounts(team: Team, operator: str) -> list[str]:
+def apply_accounts(team: Team, operator: str, prune: bool = True) -> list[str]:
     """Slurm's associations as the team file says: the cluster, account `team` with the budget's GPU minutes, each
     member (and the image's own user, with no limit of its own) with their share and GPU minutes; a member no
     longer in the file loses their association (their finished jobs stay in the history)."""
@@ -168,7 +168,7 @@ def apply_accounts(team: Team, operator: str) -> list[str]:
             said.append(f"{name} added")
         sacctmgr("modify", "user", "where", f"name={name}", f"cluster={cluster}", f"account={ACCOUNT}", "set",
                  f"fairshare={member.share}", f"GrpTRESMins={tres}={_limit(member.gpu_minutes)}")
-    for name in sorted(present - set(wanted)):
+    for name in sorted(present - set(wanted)) if prune else []:
         try:
             sacctmgr("delete", "user", "where", f"name={name}", f"cluster={cluster}", f"account={ACCOUNT}")
             said.append(f"{name} removed")
@@ -196,12 +196,14 @@ def apply_once(path: str, role: str, operator: str) -> tuple[str, str]:
 
 def watch(path: str, role: str, operator: str) -> None:
     """Apply the file when it appears or changes; on the head, say the outcome in <file>.applied."""
-    applied, retry_at = None, 0.0
+    applied, retry_at, bare = None, 0.0, False
     while True:
         try:
             stamp = os.stat(path).st_mtime_ns
         except FileNotFoundError:
             stamp = None
+        if stamp is None and role == "head" and not bare:
+            bare = _bare(operator)
         if stamp is not None and (stamp != applied or (retry_at and time.monotonic() >= retry_at)):
             try:
                 digest, message = apply_once(path, role, operator)
@@ -215,6 +217,19 @@ def watch(path: str, role: str, operator: str) -> None:
             if role == "head":
                 _say(path, digest, outcome, message)
         time.sleep(POLL_S)
+
+
+def _bare(operator: str) -> bool:
+    """No team file yet (a cloud head before `goldenenv team apply`): the image's own user gets its association, so
+    jobs run, with no limit until the file brings the team's and the budget's; associations a restored history holds
+    are kept. True once done."""
+    try:
+        said = apply_accounts(Team([], None, "gres/gpu"), operator, prune=False)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        log(f"no team file yet, and the image's user has no association: {e}")
+        return False
+    log(f"no team file yet: {'; '.join(said) or 'the image user is associated'}")
+    return True
 
 
 def _digest(path: str) -> str:

@@ -10,12 +10,16 @@ test module calls `shows_accounting` on the head it already booted, so no host i
 from __future__ import annotations
 
 import base64
+import hashlib
 import posixpath
 import shlex
 
 from goldenenv import nodeboot, slurm
 from goldenenv.slurm import config as slurm_config
 
+DERIVATION = b"\ngoldenenv slurmdbd accounting database\n"
+"""What goldenenv-slurm (goldenenv/slurm/entry.sh, db_password) hashes after the munge key: the password is the first
+48 hex digits of SHA-256 over both."""
 SLURMDBD_CONF = "/etc/slurm/slurmdbd.conf"
 """Where slurmdbd reads its configuration in the golden container (Slurm's default path, beside slurm.conf)."""
 
@@ -58,6 +62,9 @@ def shows_accounting(head, spec, never_in: dict[str, str], timeout: float = 180)
     rc, key = head.host.sh(f"base64 -w0 {nodeboot.MUNGE_KEY_FILE}")
     assert rc == 0 and key, "the head holds the munge key it fetched from the secret store stand-in"
     assert password not in (key, base64.b64decode(key).decode("latin-1")), "made from the key, never the key itself"
+    derived = hashlib.sha256(base64.b64decode(key) + DERIVATION).hexdigest()[:48]
+    assert password == derived, "the password is the one any head derives from the stack's munge key: a replaced head " \
+                                "opens the same database"
     logs = {"the head's journal": head.host.sh("journalctl -b --no-pager")[1],
             "the golden container's log": head.host.sh("docker logs goldenenv 2>&1")[1]}
     for where, text in {**never_in, **logs}.items():
