@@ -247,6 +247,12 @@ def up_cmd(stack: str = STACK, ca_cert: str = CA_CERT, pip_index_url: str = INDE
     except (automation.LifecycleError, ConfigError) as e:
         lifecycle_failure(e)
     console.print_json(json.dumps(outputs, default=str))
+    if spec.scheduler == "slurm" and not _self_provisioned(spec):
+        # the team travels over ssh, never in the head's boot script (a changed one replaces the head)
+        errors.print(f"next: goldenenv team apply -s {spec.stack} (with --ssh-config or --head to reach the head): "
+                     "the team's users, shares and GPU-hour limits and the budget's GPU-minute limit reach the "
+                     "head's Slurm; until then jobs run as the image's user with no limit", highlight=False,
+                     soft_wrap=True)
 
 
 @app.command("preview")
