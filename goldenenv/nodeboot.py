@@ -383,7 +383,7 @@ class HeadBoot:
         return host_layer_first(units, layer)
 
     def files(self, shared_fs: SharedFs | None = None) -> list[BootFile]:
-        return [BootFile(SLURM_CONF, "0644", self.slurm_conf),
+        return [compressed(SLURM_CONF, "0644", self.slurm_conf),
                 *boot_files(self.spec, self.env(), self.units(shared_fs))]
 
     def cloud_config(self, shared_fs: SharedFs | None = None) -> str:

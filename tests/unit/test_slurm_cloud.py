@@ -4,6 +4,7 @@ secret and the nodes' slurmd, as the offline plan declares them; and `scheduler:
 from __future__ import annotations
 
 import base64
+import gzip
 import copy
 import json
 import shlex
@@ -59,8 +60,10 @@ def head(p):
 
 
 def boot_files(user_data_b64: str) -> dict[str, str]:
+    """The files as cloud-init writes them (a gz+b64 one decompressed)."""
     doc = yaml.safe_load(base64.b64decode(user_data_b64).decode())
-    return {f["path"]: f["content"] for f in doc["write_files"]}
+    return {f["path"]: gzip.decompress(base64.b64decode(f["content"])).decode() if f.get("encoding") == "gz+b64"
+            else f["content"] for f in doc["write_files"]}
 
 
 def docker_run(files: dict[str, str]) -> list[str]:

@@ -27,7 +27,7 @@ def lock_with(**slurm) -> Lock:
     doc = yaml.safe_load((IMAGES / "cpu-dev" / "lock.yaml").read_text())
     doc.pop("slurm")
     if slurm:
-        doc["slurm"] = slurm
+        doc["slurm"] = {"mariadb": "1:10.11.18-0+deb12u1", **slurm}
     return Lock.model_validate(doc)
 
 
