@@ -119,11 +119,12 @@ def slurm_problems(found: dict, lock: Lock) -> dict[str, str | None]:
             if e.id.startswith(("deb-", "slurmd-", "slurmctld-", "munged-"))}
 
 
-def test_the_captured_image_has_the_locks_slurm_and_munge():
+def test_the_captured_image_has_the_locks_slurm_munge_and_mariadb():
     lock = load("cpu-dev")
     problems = slurm_problems(probe(), lock)
-    assert set(problems) == {"deb-slurmd", "deb-slurmctld", "deb-slurm-client", "deb-munge", "deb-libmunge2",
-                             "slurmd-version", "slurmctld-version", "munged-version"}
+    assert set(problems) == {"deb-slurmd", "deb-slurmctld", "deb-slurmdbd", "deb-slurm-client", "deb-munge",
+                             "deb-libmunge2", "deb-mariadb-server", "slurmd-version", "slurmctld-version",
+                             "munged-version"}
     assert [p for p in problems.values() if p] == []
 
 
