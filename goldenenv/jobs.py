@@ -68,6 +68,7 @@ class ContainerHead(Head):
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             info = tarfile.TarInfo(Path(path).name)
             info.size, info.mode, info.uid, info.gid = len(data), 0o644, 1000, 1000
+            info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
         if not self.container.put_archive(str(Path(path).parent), buffer.getvalue()):
             raise HeadError(f"could not write {path} on the head")

@@ -198,9 +198,8 @@ def watch(path: str, role: str, operator: str) -> None:
     """Apply the file when it appears or changes; on the head, say the outcome in <file>.applied."""
     applied, retry_at, bare = None, 0.0, False
     while True:
-        try:
-            stamp = os.stat(path).st_mtime_ns
-        except FileNotFoundError:
+        stamp = _digest(path) if os.path.exists(path) else None  # by content: a copied file may keep an old mtime
+        if stamp == "-":
             stamp = None
         if stamp is None and role == "head" and not bare:
             bare = _bare(operator)

