@@ -148,6 +148,8 @@ CONF
   if ! sacctmgr -n -P show cluster format=cluster | grep -qx "$cluster"; then
     sacctmgr -i add cluster "$cluster" > /dev/null
   fi
+  # and the team's account with the image's user in it, which slurmctld then loads as it starts: jobs can run at once
+  "$team_tool" bare --operator "${operator:-}" || log "the image's user has no association yet"
   log "slurmdbd $(slurmdbd -V) on the database at $host"
 }
 

@@ -197,6 +197,8 @@ def apply_once(path: str, role: str, operator: str) -> tuple[str, str]:
 def watch(path: str, role: str, operator: str) -> None:
     """Apply the file when it appears or changes; on the head, say the outcome in <file>.applied."""
     applied, retry_at, bare = None, 0.0, False
+    while role == "head" and not _registered():
+        time.sleep(1)
     while True:
         stamp = _digest(path) if os.path.exists(path) else None  # by content: a copied file may keep an old mtime
         if stamp == "-":
@@ -216,6 +218,15 @@ def watch(path: str, role: str, operator: str) -> None:
             if role == "head":
                 _say(path, digest, outcome, message)
         time.sleep(POLL_S)
+
+
+def _registered() -> bool:
+    """slurmctld has registered with slurmdbd (the cluster's ControlHost is set): only then does a change of
+    associations reach it as an update; one made before may be missed until slurmctld restarts."""
+    try:
+        return bool(sacctmgr("show", "cluster", cluster_name(), "format=controlhost").strip())
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return False
 
 
 def _bare(operator: str) -> bool:
@@ -251,12 +262,16 @@ def _say(path: str, digest: str, outcome: str, message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="goldenenv-team", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    bare = sub.add_parser("bare", help="the account and the image's user's association, before slurmctld starts")
+    bare.add_argument("--operator", default="")
     for name in ("watch", "apply"):
         command = sub.add_parser(name)
         command.add_argument("--role", choices=("head", "node"), required=True)
         command.add_argument("--file", required=True)
         command.add_argument("--operator", default="")
     args = parser.parse_args(argv)
+    if args.command == "bare":
+        return 0 if _bare(args.operator) else 1
     if args.command == "watch":
         watch(args.file, args.role, args.operator)
         return 0
