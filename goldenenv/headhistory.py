@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from goldenenv import nodeboot, slurm
+from goldenenv import clouds, nodeboot, slurm
 from goldenenv.spec import ClusterSpec
 
 EXPORT_FILE = ".goldenenv/accounting.sql.gz"
@@ -37,12 +37,14 @@ class HeadClient(Protocol):
 
 def export_path(spec: ClusterSpec) -> str:
     """Where destroy leaves the dump and the next up looks for it: <jobs folder>/.goldenenv/accounting.sql.gz."""
-    return f"{nodeboot.jobs_folder(spec)}/{EXPORT_FILE}"
+    from goldenenv.jobs import places  # lazily: the jobs commands import this module's callers
+
+    return f"{places(spec).jobs}/{EXPORT_FILE}"
 
 
 def export_command(spec: ClusterSpec) -> list[str]:
     """The command run in the head's container to dump the database (the image's entry point does the dump)."""
-    return [slurm.ENTRY, "export-accounting", export_path(spec)]
+    return slurm.export_command(export_path(spec))
 
 
 def plan_note(spec: ClusterSpec) -> str | None:
@@ -50,6 +52,12 @@ def plan_note(spec: ClusterSpec) -> str | None:
     for a stack without Slurm (no head)."""
     if spec.scheduler != "slurm":
         return None
+    if not clouds.get(spec.cloud).uses_pulumi:  # the local stack: volumes of the engine
+        return (f"Slurm head: the queue (volume goldenenv-{spec.stack}-slurm) and the accounting history (MariaDB "
+                f"in container goldenenv-{spec.stack}-db, volume goldenenv-{spec.stack}-accounting) outlive a killed "
+                f"head or database container. destroy first exports the history to {export_path(spec)} on the "
+                "data volume it keeps, and the next up restores it; the queue ends with destroy. "
+                f"{DROP_FLAG} destroys without the export, losing the history")
     state, db = nodeboot.head_state_dir(spec), nodeboot.head_db_dir(spec)
     both = (f"the queue (slurmctld's state, {state}) and the accounting history (slurmdbd's database, {db})")
     replaced = "a replaced head (a changed boot script, `goldenenv up --roll-nodes head`, or a head created again)"

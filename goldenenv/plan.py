@@ -269,8 +269,8 @@ def plan_config(stack: str, config: dict[str, Any], *, context: clouds.BuildCont
         findings += cloud.readiness(resources, spec.stack_tags)
     findings += scheduler_findings(spec)
     destroy_steps = cloud.destroy_steps(spec, outputs)
+    findings += head_history_findings(spec)
     if cloud.uses_pulumi:
-        findings += head_history_findings(spec)
         destroy_steps = headhistory.destroy_steps(spec) + destroy_steps
     checked, cold = compat.check_stack(spec), None
     if checked:

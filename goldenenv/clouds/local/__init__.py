@@ -85,13 +85,17 @@ class LocalCloud(CloudDefaults):
             image = load(spec.image.lock).tag
             found += [
                 PlannedResource(f"{urn}::head", "docker:container", names.head,
-                                {"image": image, "role": "slurmctld"}, custom=True),
+                                {"image": image, "role": "slurmctld and slurmdbd"}, custom=True),
+                PlannedResource(f"{urn}::db", "docker:container", names.db,
+                                {"image": image, "role": "MariaDB: the accounting history"}, custom=True),
+                PlannedResource(f"{urn}::accounting", "docker:volume", names.accounting,
+                                {"mount": "MariaDB's files; exported to the data volume by destroy"}, custom=True),
                 PlannedResource(f"{urn}::munge", "docker:volume", names.munge, {"mount": "munge key, 0400"},
                                 custom=True),
                 PlannedResource(f"{urn}::slurm", "docker:volume", names.slurm_state,
                                 {"mount": "slurmctld state"}, custom=True),
                 PlannedResource(f"{urn}::recovery", "docker:container", names.recovery,
-                                {"image": image, "role": "starts a lost node again"}, custom=True),
+                                {"image": image, "role": "starts a lost node, head or database again"}, custom=True),
             ]
         return found
 

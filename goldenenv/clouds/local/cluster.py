@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 from docker.errors import NotFound
 
-from goldenenv import catalog, slurm, team
+from goldenenv import catalog, headhistory, slurm, team
 from goldenenv.catalog import health
 from goldenenv.clouds.local.run import NODE_ENV, run_on_nodes
 from goldenenv.clouds.owncluster import AccountingExportError
@@ -49,8 +49,6 @@ HEALTH_INTERVAL_S = 15
 """Seconds between two health checks of a node container: a node given a failing state is drained within them."""
 DB_HOSTNAME = "db"
 """The database container's name on the cluster network: the head's slurmdbd reaches MariaDB there."""
-ACCOUNTING_EXPORT = f"{DATA}/{slurm.JOBS_FOLDER}/.goldenenv/accounting.sql.gz"
-"""Where destroy leaves the accounting history on the data volume, and the next up's head finds it."""
 TEAM_WAIT_S = 120
 ENGINE_SOCKET = "/var/run/docker.sock"
 RECOVERY_SCRIPT = Path(__file__).with_name("recovery.py")
@@ -442,12 +440,13 @@ class LocalCluster:
         head = self.head()
         if head is None or head.status != "running":
             return False
-        done = head.exec_run(slurm.export_command(ACCOUNTING_EXPORT), user="root")
+        where = headhistory.export_path(self.spec)
+        done = head.exec_run(headhistory.export_command(self.spec), user="root")
         if done.exit_code:
             raise AccountingExportError(
-                f"could not export the accounting history of {self.spec.stack} to {ACCOUNTING_EXPORT}: "
+                f"could not export the accounting history of {self.spec.stack} to {where}: "
                 f"{done.output.decode(errors='replace').strip()[-400:]}")
-        log(f"exported the accounting history to {ACCOUNTING_EXPORT} (the data volume; the next up restores it)")
+        log(f"exported the accounting history to {where} (the data volume; the next up restores it)")
         return True
 
     def destroy(self, purge_data: bool = False, log=print, drop_accounting: bool = False) -> list[str]:
