@@ -47,3 +47,29 @@ def whole_month(window: Window) -> str | None:
 
 def missing(env, names: tuple[str, ...]) -> list[str]:
     return [name for name in names if not env.get(name)]
+
+
+@dataclass(frozen=True)
+class MonthlyBill:
+    """A bill read by whole months on Beijing time (Alibaba, Tencent, Huawei): which API and what grant it needs."""
+
+    cloud: str
+    api: str
+    """The API action that reads it, named in the refusals (DescribeBillSummaryByTag ...)."""
+    credentials: tuple[str, ...]
+    """The environment variables holding the caller's key."""
+    grant: str
+    """What the key must be allowed, in the cloud's words."""
+    unit: str = "whole months"
+
+    def asked(self, window: Window, env, api) -> tuple[str, str] | Bill:
+        """The month and its period, or the Bill saying why it is not read: a window that is not one calendar month,
+        or (with no `api` given) a key missing from the environment."""
+        month = whole_month(window)
+        if month is None:
+            return not_read(self.cloud, f"its bill is read by {self.unit} ({self.api}): give --month YYYY-MM")
+        period = f"{month}, Beijing time (UTC+8)"
+        lacking = missing(env, self.credentials) if api is None else []
+        if lacking:
+            return not_read(self.cloud, f"set {' and '.join(lacking)} ({self.grant}) to read it", period)
+        return month, period

@@ -37,9 +37,7 @@ class HeadClient(Protocol):
 
 def export_path(spec: ClusterSpec) -> str:
     """Where destroy leaves the dump and the next up looks for it: <jobs folder>/.goldenenv/accounting.sql.gz."""
-    from goldenenv.jobs import places  # lazily: the jobs commands import this module's callers
-
-    return f"{places(spec).jobs}/{EXPORT_FILE}"
+    return f"{nodeboot.jobs_folder(spec, clouds.get(spec.cloud).shared_folder)}/{EXPORT_FILE}"
 
 
 def export_command(spec: ClusterSpec) -> list[str]:

@@ -117,7 +117,7 @@ def places(spec: ClusterSpec) -> Places:
     else each node's local scratch."""
     shared = clouds.get(spec.cloud).shared_folder
     if shared:
-        return Places(f"{shared}/{slurm.JOBS_FOLDER}", f"{shared}/checkpoints", f"{shared}/{CODE_FOLDER}", True)
+        return Places(jobs_folder(spec, shared), f"{shared}/checkpoints", f"{shared}/{CODE_FOLDER}", True)
     storage = spec.storage
     if storage.parallel_fs.enabled:
         fs = storage.parallel_fs

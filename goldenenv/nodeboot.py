@@ -88,9 +88,12 @@ def head_db_dir(spec: ClusterSpec) -> str:
     return f"{fs.mount_point}/{HEAD_DB_ON_FS}" if fs.enabled else HEAD_DB_ON_ROOT
 
 
-def jobs_folder(spec: ClusterSpec) -> str:
-    """Where a cloud stack's jobs keep their scripts and output (and the head its exported accounting history): the
+def jobs_folder(spec: ClusterSpec, shared: str | None = None) -> str:
+    """Where a stack's jobs keep their scripts and output (and the head its exported accounting history): under the
+    cloud's own shared folder where it has one (`shared`, Cloud.shared_folder: the local stack's /data), else the
     parallel file system's jobs folder, else each host's local scratch."""
+    if shared:
+        return f"{shared}/{slurm.JOBS_FOLDER}"
     storage = spec.storage
     if storage.parallel_fs.enabled:
         return f"{storage.parallel_fs.mount_point}/{slurm.JOBS_FOLDER}"

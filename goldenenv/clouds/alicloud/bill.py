@@ -4,30 +4,27 @@ cycles in Beijing time, split bills about 48 hours behind) with the caller's Acc
 
 from __future__ import annotations
 
-from goldenenv.cloudbill import Bill, missing, not_read, whole_month
+from goldenenv.cloudbill import Bill, MonthlyBill, not_read
 from goldenenv.clouds import stopcore
 from goldenenv.clouds.alicloud import guard
 from goldenenv.clouds.alicloud.budget import bss_endpoint
 from goldenenv.jobcost import Window
 from goldenenv.spec import STACK_TAG_KEY, ClusterSpec
 
-CREDENTIALS = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+MONTHLY = MonthlyBill("alicloud", "DescribeSplitItemBill", ("ALIBABA_CLOUD_ACCESS_KEY_ID",
+                                                            "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
+                      "an AccessKey allowed bss:DescribeSplitItemBill", unit="whole billing cycles")
 SECONDS = 120.0
 """How long the laptop reads the bill's pages before it says the bill could not be read."""
 
 
 def read(spec: ClusterSpec, window: Window, env, api=None) -> Bill:
-    month = whole_month(window)
-    if month is None:
-        return not_read("alicloud", "its bill is read by whole billing cycles (DescribeSplitItemBill): give "
-                        "--month YYYY-MM")
-    period = f"{month}, Beijing time (UTC+8)"
+    asked = MONTHLY.asked(window, env, api)
+    if isinstance(asked, Bill):
+        return asked
+    month, period = asked
     currency = spec.budget.currency if spec.budget else "CNY"
     if api is None:
-        lacking = missing(env, CREDENTIALS)
-        if lacking:
-            return not_read("alicloud", f"set {' and '.join(lacking)} (an AccessKey allowed "
-                            "bss:DescribeSplitItemBill) to read it", period)
         api = guard.rpc_client(bss_endpoint(currency), guard.BSS_VERSION, guard.Credentials(
             env["ALIBABA_CLOUD_ACCESS_KEY_ID"], env["ALIBABA_CLOUD_ACCESS_KEY_SECRET"],
             env.get("ALIBABA_CLOUD_SECURITY_TOKEN")))

@@ -4,28 +4,24 @@ months in Beijing time) with the caller's access key in the environment."""
 
 from __future__ import annotations
 
-from goldenenv.cloudbill import Bill, missing, not_read, whole_month
+from goldenenv.cloudbill import Bill, MonthlyBill, not_read
 from goldenenv.clouds import stopcore
 from goldenenv.clouds.huawei import stop
 from goldenenv.jobcost import Window
 from goldenenv.spec import STACK_TAG_KEY, ClusterSpec
 
-CREDENTIALS = ("HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK")
+MONTHLY = MonthlyBill("huawei", "ListCustomerselfResourceRecords", ("HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK"),
+                      "an access key allowed bss:bill:view")
 SECONDS = 120
 """How long the laptop reads the bill's pages before it says the bill could not be read."""
 
 
 def read(spec: ClusterSpec, window: Window, env, api=None) -> Bill:
-    month = whole_month(window)
-    if month is None:
-        return not_read("huawei", "its bill is read by whole months (ListCustomerselfResourceRecords): give "
-                        "--month YYYY-MM")
-    period = f"{month}, Beijing time (UTC+8)"
+    asked = MONTHLY.asked(window, env, api)
+    if isinstance(asked, Bill):
+        return asked
+    month, period = asked
     if api is None:
-        lacking = missing(env, CREDENTIALS)
-        if lacking:
-            return not_read("huawei", f"set {' and '.join(lacking)} (an access key allowed bss:bill:view) to read "
-                            "it", period)
         credentials = {"access": env["HUAWEICLOUD_SDK_AK"], "secret": env["HUAWEICLOUD_SDK_SK"],
                        "token": env.get("HUAWEICLOUD_SDK_SECURITY_TOKEN", "")}
 

@@ -1,31 +1,32 @@
 """The stack's Tencent Cloud bill for a month, read from the laptop by the stop function's own reader
 (stop.spend: billing DescribeBillSummaryByTag for the stack's cost-allocation tag, whole months in Beijing time,
-nothing until Tencent marks the month's bill Ready) with the caller's API key in the environment."""
+nothing until Tencent marks the month's bill Ready) with the caller's API key in the environment (TENCENTCLOUD_SECRET_ID and _KEY, as the provider reads it)."""
 
 from __future__ import annotations
 
-from goldenenv.cloudbill import Bill, missing, not_read, whole_month
-from goldenenv.clouds.tencent import stop
+from goldenenv.cloudbill import Bill, MonthlyBill, not_read
+from goldenenv.clouds.tencent import api as api_env, stop
 from goldenenv.jobcost import Window
 from goldenenv.spec import STACK_TAG_KEY, ClusterSpec
 
-CREDENTIALS = ("TENCENTCLOUD_SECRETID", "TENCENTCLOUD_SECRETKEY")
+MONTHLY = MonthlyBill("tencent", "DescribeBillSummaryByTag", (api_env.SECRET_ID_ENV, api_env.SECRET_KEY_ENV),
+                      "an API key allowed billing:DescribeBillSummaryByTag")
+"""The laptop's key under the provider's variables, as every other goldenenv call on the laptop reads it."""
 
 
 def read(spec: ClusterSpec, window: Window, env, api=None) -> Bill:
-    month = whole_month(window)
-    if month is None:
-        return not_read("tencent", "its bill is read by whole months (DescribeBillSummaryByTag): give --month "
-                        "YYYY-MM")
-    period = f"{month}, Beijing time (UTC+8)"
+    asked = MONTHLY.asked(window, env, api)
+    if isinstance(asked, Bill):
+        return asked
+    month, period = asked
     if api is None:
-        lacking = missing(env, CREDENTIALS)
-        if lacking:
-            return not_read("tencent", f"set {' and '.join(lacking)} (an API key allowed billing:"
-                            "DescribeBillSummaryByTag) to read it", period)
+        # the stop function's reader signs with the variables SCF gives a function: the laptop's key under them
+        as_scf = {"TENCENTCLOUD_SECRETID": env[api_env.SECRET_ID_ENV],
+                  "TENCENTCLOUD_SECRETKEY": env[api_env.SECRET_KEY_ENV],
+                  "TENCENTCLOUD_SESSIONTOKEN": env.get(api_env.TOKEN_ENV, "")}
 
         def api(service, version, action, params):
-            return stop.call(service, version, action, params, spec.region, env)
+            return stop.call(service, version, action, params, spec.region, as_scf)
     try:
         cost = stop.spend(month, STACK_TAG_KEY, spec.stack, api)
     except (stop.ApiError, OSError, ValueError) as e:
