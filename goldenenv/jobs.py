@@ -398,8 +398,6 @@ def scheduler_check(spec: ClusterSpec, head: Head) -> tuple[list[view.Node], lis
     return found, view.judge(found, sum(p.count for p in spec.nodes), gpus, slurm_config.gres_types(spec)[0])
 
 
-__all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead", "batch_job", "cancel",
-           "check_resume", "find_output", "follow", "known_runs", "list_jobs", "places", "run_output", "submit"]
 
 
 def accounting(head: Head, spec: ClusterSpec, window: jobcost.Window | None, now, job_ids: list[str] | None = None,
@@ -437,3 +435,8 @@ def with_costs(head: Head, spec: ClusterSpec, found: list[view.Job], now) -> lis
     return [replace(j, gpu_hours=priced[j.id][0], cost=priced[j.id][1], currency=currency) if j.id in priced
             else replace(j, gpu_hours=0.0 if j.pending else None, cost=0.0 if j.pending else None, currency=currency)
             for j in found]
+
+
+__all__ = ["ContainerHead", "Head", "HeadError", "NoSuchJob", "Output", "SshHead", "accounting", "batch_job", "cancel",
+           "check_resume", "find_output", "follow", "known_runs", "list_jobs", "places", "run_output", "submit",
+           "utilization", "with_costs"]
