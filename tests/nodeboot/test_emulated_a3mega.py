@@ -174,8 +174,8 @@ def vpc_network(client, name: str, cidr: str, mtu: int):
 
 
 def head_container(client, image: str, network, address: str, head_user_data: str, key: bytes, folder: Path):
-    """The head's golden container as the head's boot runs it (its slurm.conf, the munge key, its state folder), at
-    the head's address: what the node's slurmd registers with."""
+    """The head's golden container as the head's boot runs it (its slurm.conf, the munge key, its state and database
+    folders, slurmdbd on the MariaDB it runs), at the head's address: what the node's slurmd registers with."""
     conf = folder / "slurm"
     conf.mkdir()
     for entry in yaml.safe_load(head_user_data)["write_files"]:
@@ -183,15 +183,17 @@ def head_container(client, image: str, network, address: str, head_user_data: st
             (conf / Path(entry["path"]).name).write_text(emulated_host.written(entry))
     (folder / "munge.key").write_bytes(key)
     (folder / "state").mkdir()
+    (folder / "db").mkdir()
     endpoint = client.api.create_endpoint_config(ipv4_address=address)
     client.images.pull(image)  # by digest, as the head's boot pulls it
     container = client.containers.create(
-        image, ["/usr/local/bin/goldenenv-slurm", "head"], name=f"{network.name}-head", init=True, user="root",
+        image, slurm.head_command(db_dir=slurm.DB_DIR), name=f"{network.name}-head", init=True, user="root",
         hostname=slurm.HEAD_HOSTNAME, network=network.name, labels={"goldenenv.test": "head"},
         networking_config={network.name: endpoint}, volumes={
             str(conf): {"bind": "/etc/goldenenv/slurm", "mode": "ro"},
             str(folder / "munge.key"): {"bind": "/run/goldenenv-secrets/munge.key", "mode": "ro"},
-            str(folder / "state"): {"bind": "/var/spool/slurmctld", "mode": "rw"}})
+            str(folder / "state"): {"bind": "/var/spool/slurmctld", "mode": "rw"},
+            str(folder / "db"): {"bind": slurm.DB_DIR, "mode": "rw"}})
     container.start()
     return container
 
