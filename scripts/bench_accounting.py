@@ -32,9 +32,10 @@ def timed(step):
 
 
 def accounted(head) -> int:
-    done = head.exec_run(["sacct", "--allusers", "--allocations", "--noheader", "--parsable2", "--state=CD",
-                          "--starttime", "2026-01-01", "--format=JobID"])
-    return len(done.output.decode().split()) if done.exit_code == 0 else 0
+    done = head.exec_run(["sacct", "--allusers", "--allocations", "--noheader", "--parsable2",
+                          "--starttime", "2026-01-01", "--format=JobID,State"])
+    rows = done.output.decode().split() if done.exit_code == 0 else []
+    return sum(1 for row in rows if row.endswith("|COMPLETED"))
 
 
 def main() -> None:
