@@ -8,7 +8,6 @@ has no data repository tasks).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import datetime
 import re
@@ -27,6 +26,7 @@ from goldenenv.clouds.aws.retained import Found, OfflineLookup, data_bucket_name
 from goldenenv.clouds.base import BuildContext
 from goldenenv.plan import plan_config, stack_file
 from goldenenv.spec import STACK_TAG_KEY, ConfigError
+from fake_automation import FakeStack
 
 ACCOUNT = "123456789012"
 STACK = "aws-p5-2node"
@@ -243,21 +243,6 @@ def test_a_failed_export_is_refused(last):
     fsx, _ = _stubbed(last)
     with pytest.raises(retained.ExportFailed, match=f"export {TASK} of {FS} ended"):
         retained.export_file_system(FS, "us-east-1", lambda m: None, client=fsx, sleep=lambda s: None)
-
-
-class FakeStack:
-    """The part of an Automation API stack destroy uses."""
-
-    def __init__(self, outputs: dict):
-        self._outputs = outputs
-        self.calls: list[str] = []
-        self.workspace = SimpleNamespace(env_vars={})
-
-    def outputs(self):
-        return {k: type("Out", (), {"value": v})() for k, v in self._outputs.items()}
-
-    def destroy(self, on_output=None, run_program=None):
-        self.calls.append("destroy")
 
 
 def test_destroy_exports_before_deleting_and_stops_when_the_export_fails(monkeypatch):

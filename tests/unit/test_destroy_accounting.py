@@ -4,7 +4,6 @@ said. The head is a fake standing for the head's golden container reached as roo
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -12,26 +11,12 @@ from typer.testing import CliRunner
 from goldenenv import automation, jobs, slurm
 from goldenenv.clouds.aws import retained
 from goldenenv.lifecycle import load_spec
+from fake_automation import FakeStack
 
 FS_STACK, ROOT_STACK = "aws-p5-2node", "aws-g5-dev"
 FS = "fs-0123456789abcdef0"
 DUMP = "/fsx/jobs/.goldenenv/accounting.sql.gz"
 """aws-p5-2node's jobs folder is on FSx at /fsx (its stack file), the dump's place under it is issue 41's."""
-
-
-class FakeStack:
-    """The part of an Automation API stack destroy uses."""
-
-    def __init__(self, outputs: dict):
-        self._outputs = outputs
-        self.calls: list[str] = []
-        self.workspace = SimpleNamespace(env_vars={})
-
-    def outputs(self):
-        return {k: type("Out", (), {"value": v})() for k, v in self._outputs.items()}
-
-    def destroy(self, on_output=None, run_program=None):
-        self.calls.append("destroy")
 
 
 class FakeHead:
