@@ -200,12 +200,12 @@ def test_a_cancelled_run_goes_on_with_submit_resume_and_each_job_keeps_its_own_s
 # FAILED although the training printed "done". Here many 2-step trainings with no sleep between steps, the case that hit
 # it most, are queued one after another on the local Slurm stack, and every one must end COMPLETED with its "done" line.
 #
-# The suite queues DEFAULT_JOBS, what fits in about 45 s on this 2-core machine (a 2-step job took 15 s at the median of
+# The suite queues DEFAULT_JOBS, what fits in about 30 s on this 2-core machine (a 2-step job took 15 s at the median of
 # 100, 10 s when the machine was quiet); the issue's bar is 100 in a row:
 #
 #     GOLDENENV_SOAK_JOBS=100 pytest tests/e2e/test_queue_commands.py -k short
 
-DEFAULT_JOBS = 3
+DEFAULT_JOBS = 2
 JOBS = int(os.environ.get("GOLDENENV_SOAK_JOBS", DEFAULT_JOBS))
 JOB_LIMIT_S = 240
 """The most one 2-step job may take from queued to ended on a loaded 2-core machine (measured 8 to 111 s a job,

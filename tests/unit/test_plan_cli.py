@@ -105,7 +105,8 @@ def test_plan_of_the_local_stack_lists_what_up_creates_at_no_cost():
     nodes = [c for c in containers if "role" not in c["props"]]
     assert len(nodes) == 2
     assert sorted(c["props"]["role"] for c in containers if "role" in c["props"]) == [
-        "slurmctld", "starts a lost node again"], "the Slurm head and the stand-in for the cloud's node recovery"
+        "MariaDB: the accounting history", "slurmctld and slurmdbd", "starts a lost node, head or database again"], \
+        "the Slurm head, the accounting database, and the stand-in for the cloud's recovery"
     assert doc["cost"]["usdPerHour"] == 0
     volumes = {r["name"]: r for r in doc["resources"] if r["type"] == "docker:volume"}
     assert volumes["goldenenv-local-data"]["retainOnDelete"] is True
