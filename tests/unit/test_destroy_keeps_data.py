@@ -12,7 +12,6 @@ nothing. The destroy target is a fake Automation API stack whose destroy raises 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import copy
 import json
@@ -28,6 +27,7 @@ from goldenenv.clouds.base import BuildContext
 from goldenenv.guardrails import Severity
 from goldenenv.lifecycle import load_spec
 from goldenenv.plan import STACKS, plan_config, stack_file
+import fake_automation
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -139,19 +139,15 @@ class Export:
         self.deployment = deployment
 
 
-class FakeStack:
+class FakeStack(fake_automation.FakeStack):
     """The part of an Automation API stack destroy uses; its destroy fails part way when told to."""
 
     def __init__(self, outputs: dict, error: str | None = None, left: list[dict] | None = None):
-        self._outputs, self.error, self.left = outputs, error, left or []
-        self.calls: list[str] = []
-        self.workspace = SimpleNamespace(env_vars={})
-
-    def outputs(self):
-        return {k: type("Out", (), {"value": v})() for k, v in self._outputs.items()}
+        super().__init__(outputs)
+        self.error, self.left = error, left or []
 
     def destroy(self, on_output=None, run_program=None):
-        self.calls.append("destroy")
+        super().destroy(on_output, run_program)
         if self.error:
             raise FailingDestroy(self.error)
 
